@@ -1,0 +1,57 @@
+# Sediment: a Kafka-compatible log service with tiered storage.
+GO        ?= go
+TAGS      ?=
+PKGS      ?= ./...
+FUZZTIME  ?= 5s
+TIMEOUT   ?= 25m
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+
+.PHONY: all build run test testrace test-short bench lint fuzz fuzz-short generate stress clean
+
+all: build
+
+build:
+	$(GO) build -o bin/sediment ./cmd/sediment
+
+## run: one broker on localhost:9092, data under ./data, the bucket a local folder.
+run: build
+	./bin/sediment broker
+
+## test: every test, with the race detector, then a short run of every fuzz target.
+test: lint-vet
+	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(if $(TAGS),-tags $(TAGS)) $(PKGS)
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+testrace: test
+
+## test-short: without the race detector, for a quick loop.
+test-short:
+	$(GO) test -count=1 -short $(PKGS)
+
+## bench: the benchmarks, each printing its figure beside the machine's own limit.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x -timeout 60m $(PKGS)
+
+lint-vet:
+	$(GO) vet $(PKGS)
+
+## lint: go vet, staticcheck, and the import-arrow lint test.
+lint: lint-vet
+	@test -x $(GOBIN)/staticcheck || $(GO) install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+	$(GOBIN)/staticcheck $(PKGS)
+	$(GO) test -count=1 ./internal/lint/
+
+## fuzz: a longer run of every fuzz target (FUZZTIME each).
+fuzz:
+	FUZZTIME=$(if $(filter 5s,$(FUZZTIME)),60s,$(FUZZTIME)) ./scripts/fuzz.sh
+
+## stress: long race-detector loops of the storage and consensus packages.
+stress:
+	$(GO) test -race -count=20 -timeout 60m ./hotlog/... ./metadata/...
+
+generate:
+	$(GO) generate $(PKGS)
+	git diff --exit-code
+
+clean:
+	rm -rf bin

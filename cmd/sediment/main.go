@@ -1,0 +1,37 @@
+// Command sediment is the one Sediment binary: broker, admin and tools.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	if err := newRootCmd().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "sediment:", err)
+		os.Exit(1)
+	}
+}
+
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sediment",
+		Short:         "Sediment: a Kafka-compatible log with history on object storage",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newBrokerCmd())
+	return root
+}
+
+func newBrokerCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "broker",
+		Short: "Run a broker",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return fmt.Errorf("the broker is not built yet (issue 4)")
+		},
+	}
+}
