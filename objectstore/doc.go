@@ -23,9 +23,9 @@
 //
 // No segment is empty, "." or "..", and no byte is a control character or a
 // backslash (CheckKey). The same rules hold on every backend, so a key that
-// works on the local folder works on S3. A key may not also be a "directory"
-// of another key: "a" and "a/b" cannot both exist (MinIO has the same rule;
-// S3 does not, but portable callers must not rely on it).
+// works on the local folder works on S3. Portable callers never make a key
+// the "folder" of another ("a" and "a/b"): fs and mem refuse the second of
+// the two, MinIO refuses "a/b" below an object "a", and AWS S3 takes both.
 //
 // # Objects
 //
