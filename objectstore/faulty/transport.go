@@ -188,7 +188,9 @@ func (t *Transport) match(kind string) *HTTPRule {
 // connError looks like a reset connection to the SDK's retryer.
 type connError struct{ msg string }
 
-func (e *connError) Error() string         { return "faulty: " + e.msg + ": connection reset by peer (injected)" }
+func (e *connError) Error() string {
+	return "faulty: " + e.msg + ": connection reset by peer (injected)"
+}
 func (e *connError) ConnectionError() bool { return true }
 func (e *connError) Timeout() bool         { return false }
 func (e *connError) Temporary() bool       { return true }
