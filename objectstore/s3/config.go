@@ -19,6 +19,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/smithy-go/logging"
 )
 
 // Config describes the bucket and how to reach it. Only Bucket is required.
@@ -211,6 +212,17 @@ func (c *Config) newClient(ctx context.Context) (*s3.Client, *http.Client, error
 		}
 		o.UsePathStyle = c.PathStyle
 		o.HTTPClient = httpClient
+		if c.Logger != nil {
+			logger := c.Logger
+			o.Logger = logging.LoggerFunc(func(class logging.Classification, format string, v ...any) {
+				level := slog.LevelInfo
+				if class == logging.Warn {
+					level = slog.LevelWarn
+				}
+				logger.Log(context.Background(), level, "s3: "+fmt.Sprintf(format, v...))
+			})
+			o.ClientLogMode = aws.LogRetries
+		}
 		// Uploads carry a CRC32C the server checks (set per request);
 		// ranged reads cannot be checked against a whole-object sum.
 		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"hash/crc32"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +23,23 @@ import (
 	"github.com/sediment-io/sediment/objectstore/objectstoretest"
 	"github.com/sediment-io/sediment/objectstore/s3"
 )
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
 
 func crc32c(b []byte) string {
 	var sum [4]byte
@@ -350,13 +369,24 @@ func TestNoOverwriteLostAnswer(t *testing.T) {
 func TestOutage(t *testing.T) {
 	srv := miniotest.Shared(t)
 	ctx := t.Context()
-	s, _, tr := openFaulty(t, srv, faulty.HTTPRule{Status: 503})
+	var logBuf syncBuffer
+	var tr *faulty.Transport
+	s, _ := open(t, srv, func(c *s3.Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logBuf, nil))
+		c.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
+			tr = faulty.NewTransport(rt, 1, faulty.HTTPRule{Status: 503})
+			return tr
+		}
+	})
 	err := objectstore.PutBytes(ctx, s, "down", []byte("x"), objectstore.CreateOptions{})
 	if !errors.Is(err, objectstore.ErrUnavailable) {
 		t.Fatalf("put during outage = %v, want ErrUnavailable", err)
 	}
 	if n := tr.Requests(); n != 10 {
 		t.Fatalf("%d attempts, want the default 10", n)
+	}
+	if n := strings.Count(logBuf.String(), "retrying request S3/PutObject"); n != 9 {
+		t.Fatalf("%d retries logged, want 9:\n%s", n, logBuf.String())
 	}
 	if _, err := s.Head(ctx, "down"); !errors.Is(err, objectstore.ErrUnavailable) {
 		t.Fatalf("head during outage = %v", err)
