@@ -82,6 +82,9 @@ type HTTPRule struct {
 	// DropConnection fails the request before sending it, as a reset
 	// connection does.
 	DropConnection bool
+	// Timeout fails the request (after Latency) with a timeout error, as
+	// http.Transport's ResponseHeaderTimeout does when the service hangs.
+	Timeout bool
 	// LostResponse sends the request (it takes effect) and then fails as
 	// if the connection dropped before the answer arrived.
 	LostResponse bool
@@ -195,6 +198,13 @@ func (e *connError) ConnectionError() bool { return true }
 func (e *connError) Timeout() bool         { return false }
 func (e *connError) Temporary() bool       { return true }
 
+// timeoutError looks like http.Transport's header timeout.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "faulty: timeout awaiting response headers (injected)" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
 // RoundTrip implements http.RoundTripper.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	kind := RequestKind(req)
@@ -218,6 +228,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	case rule.DropConnection:
 		drain(req)
 		return nil, &connError{msg: kind + " before sending"}
+	case rule.Timeout:
+		drain(req)
+		return nil, timeoutError{}
 	case rule.CorruptRequest && req.Body != nil && req.Body != http.NoBody:
 		body, err := io.ReadAll(req.Body)
 		req.Body.Close()

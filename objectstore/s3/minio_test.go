@@ -9,9 +9,13 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -277,6 +281,7 @@ func TestRetriesRecover(t *testing.T) {
 		{"dropped connection", faulty.HTTPRule{DropConnection: true, Times: 3}, false},
 		{"lost response", faulty.HTTPRule{LostResponse: true, Times: 3}, true},
 		{"latency", faulty.HTTPRule{Latency: 20 * time.Millisecond, Times: 5}, false},
+		{"timeout", faulty.HTTPRule{Timeout: true, Latency: 10 * time.Millisecond, Times: 3}, false},
 		// Over plain HTTP the SHA-256 payload signature catches it
 		// first; the CRC32C would otherwise.
 		{"corrupted upload", faulty.HTTPRule{Kinds: []string{faulty.KindPutObject, faulty.KindUploadPart}, CorruptRequest: true, Times: 2}, true},
@@ -440,4 +445,49 @@ func TestConformanceFaultyWrapperRetried(t *testing.T) {
 		)
 		return objectstore.WithRetry(f, objectstore.RetryOptions{MaxAttempts: 12, BaseBackoff: time.Microsecond, MaxBackoff: time.Millisecond})
 	}, objectstoretest.Options{AllowPrefixConflict: true})
+}
+
+// A service that hangs before answering: ResponseTimeout fires on the
+// real transport and the retryer tries again. A proxy in front of MinIO
+// holds the first requests until the client has given up on them.
+func TestResponseTimeoutRetried(t *testing.T) {
+	srv := miniotest.Shared(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	var hung atomic.Int32
+	release := make(chan struct{})
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hung.Add(1) <= 2 {
+			select { // hold until the test ends or the client hangs up
+			case <-r.Context().Done():
+			case <-release:
+			}
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	defer close(release)
+	bucket := srv.NewBucket(t)
+	s, err := s3.New(t.Context(), s3.Config{
+		Bucket: bucket, Endpoint: front.URL, Region: miniotest.Region, PathStyle: true,
+		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
+		ResponseTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := objectstore.PutBytes(t.Context(), s, "slow", []byte("eventually"), objectstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := minioGet(t, srv, bucket, "slow"); string(got) != "eventually" {
+		t.Fatalf("got %q", got)
+	}
+	if n := hung.Load(); n != 3 {
+		t.Fatalf("%d requests reached the proxy, want 2 hung and 1 answered", n)
+	}
 }
