@@ -107,6 +107,9 @@ func (r *reader) ReadRange(ctx context.Context, off, length int64) (io.ReadClose
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if r.s.closed.Load() {
+		return nil, objectstore.ErrClosed
+	}
 	if length == 0 {
 		return io.NopCloser(bytes.NewReader(nil)), nil
 	}
