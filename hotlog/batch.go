@@ -227,7 +227,7 @@ func checkRecords(b []byte, want int32) error {
 		}
 		rec := recordReader{b: r.b[:length]}
 		r.b = r.b[length:]
-		rec.skip(1) // attributes
+		rec.skip(1)  // attributes
 		rec.varint() // timestamp delta
 		offsetDelta := rec.varint()
 		rec.bytesField(true) // key
