@@ -2,7 +2,10 @@ module github.com/sediment-io/sediment
 
 go 1.26.8
 
-require github.com/spf13/cobra v1.10.2
+require (
+	github.com/spf13/cobra v1.10.2
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1
+)
 
 require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
