@@ -350,10 +350,13 @@ func (l *Log) failure() error {
 	return nil
 }
 
-func (l *Log) fail(err error) {
+// fail marks the log failed (the first error sticks) and returns err wrapped
+// with ErrLogFailed.
+func (l *Log) fail(err error) error {
 	if l.failed.CompareAndSwap(nil, &err) {
 		l.logger.Error("hotlog: log failed; appends refused until reopened", "err", err)
 	}
+	return fmt.Errorf("%w: %w", ErrLogFailed, err)
 }
 
 // Append validates one or more concatenated v2 batches (a Produce partition's
@@ -496,7 +499,7 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 		// Take back whatever part was written; if that fails too the file's
 		// tail is unknown and the log must be reopened (recovery cuts it).
 		if terr := seg.file.Truncate(oldSize); terr != nil {
-			l.fail(err)
+			return 0, AppendResult{}, l.fail(fmt.Errorf("hotlog: append: %w", err))
 		}
 		return 0, AppendResult{}, fmt.Errorf("hotlog: append: %w", err)
 	}
@@ -559,8 +562,7 @@ func (l *Log) sealLocked() error {
 	seg.idx, seg.tidx, seg.maxTs = b.idx, b.tidx, b.maxTs
 	seg.mu.Unlock()
 	if err := seg.file.Sync(); err != nil {
-		l.fail(err)
-		return fmt.Errorf("hotlog: sync segment: %w", err)
+		return l.fail(fmt.Errorf("hotlog: sync segment: %w", err))
 	}
 	if err := writeIndexFile(l.fs, seg.path(indexSuffix), b.idx); err != nil {
 		return fmt.Errorf("hotlog: write index: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -17,12 +18,14 @@ import (
 
 func openMem(t testing.TB, fs vfs.FS, cfg Config) *Log {
 	t.Helper()
-	l, err := Open(Options{FS: fs, Dir: "/p", Config: cfg})
+	l, err := Open(Options{FS: fs, Dir: "/p", Config: cfg, Logger: quiet})
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
 	return l
 }
+
+var quiet = slog.New(slog.DiscardHandler)
 
 // readAll reads the whole log from its start and checks it: valid batches,
 // offsets increasing and ending at the log end.
@@ -255,7 +258,7 @@ func TestRecordOffsetForTimestamp(t *testing.T) {
 func TestRollOnTimeAndFullIndex(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ms.Store(1_000_000)
-	l, err := Open(Options{FS: vfs.NewMem(), Dir: "/p", Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	l, err := Open(Options{FS: vfs.NewMem(), Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +490,7 @@ func TestEpochsAndReplication(t *testing.T) {
 func TestLogAppendTime(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ms.Store(777_000)
-	l, _ := Open(Options{FS: vfs.NewMem(), Dir: "/p", Now: clock.now})
+	l, _ := Open(Options{FS: vfs.NewMem(), Dir: "/p", Logger: quiet, Now: clock.now})
 	defer l.Close()
 	b := simpleBatch(2, 5, 1)
 	res, err := l.Append(b, AppendOptions{LogAppendTime: true})

@@ -52,8 +52,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	// Drop whole segments after the one holding offset, newest first.
 	for j := len(set) - 1; j > i; j-- {
 		if err := l.renameDeletedLocked(set[j]); err != nil {
-			l.fail(err)
-			return err
+			return l.fail(err)
 		}
 		rest := append([]*segment(nil), set[:j]...)
 		l.segs.Store(&rest)
@@ -65,8 +64,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		// The segment becomes the active one again: open it for appending.
 		f, err := l.fs.OpenForAppend(seg.path(logSuffix))
 		if err != nil {
-			l.fail(err)
-			return fmt.Errorf("hotlog: reopen segment: %w", err)
+			return l.fail(fmt.Errorf("hotlog: reopen segment: %w", err))
 		}
 		fresh := newSegment(l.fs, l.dir, seg.base)
 		fresh.file = f
@@ -78,19 +76,16 @@ func (l *Log) TruncateTo(offset int64) error {
 	f := seg.file
 	size, err := seg.visibleSize()
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	// Find the cut: the first batch whose last offset reaches offset.
 	idx, _, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	cut, h, found, err := findBatch(f, idx, seg.base, offset, size)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	newEnd := l.logEnd.Load()
 	if found {
@@ -99,12 +94,10 @@ func (l *Log) TruncateTo(offset int64) error {
 		cut = size
 	}
 	if err := f.Truncate(cut); err != nil {
-		l.fail(err)
-		return fmt.Errorf("hotlog: truncate: %w", err)
+		return l.fail(fmt.Errorf("hotlog: truncate: %w", err))
 	}
 	if err := f.Sync(); err != nil {
-		l.fail(err)
-		return fmt.Errorf("hotlog: sync after truncate: %w", err)
+		return l.fail(fmt.Errorf("hotlog: sync after truncate: %w", err))
 	}
 	// The index files of the (now active) segment are stale; they are
 	// rewritten when it seals, and recovery rebuilds its index anyway.
@@ -112,8 +105,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.fs.Remove(seg.path(timeIndexSuffix))
 	b, _, err := scanSegment(f, seg.base, cut, l.cfg.IndexIntervalBytes, false, nil)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	if !found {
 		newEnd = b.next
@@ -131,8 +123,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	if epochs, changed := truncateEpochsFromEnd(*l.epochs.Load(), newEnd); changed {
 		if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(epochs)); err != nil {
-			l.fail(err)
-			return fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err)
+			return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
 		}
 		l.epochs.Store(&epochs)
 	}
