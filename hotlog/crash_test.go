@@ -345,3 +345,46 @@ func TestInjectedErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := Config{SegmentBytes: 1000}
+	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(5, 5))}
+	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
+	var all []byte
+	for i := range 20 {
+		b := simpleBatch(2, 100, int64(i))
+		l.Append(b, AppendOptions{LeaderEpoch: 2})
+		all = append(all, b...)
+	}
+	l.WriteProducerSnapshot(10, []byte("x"))
+	rec.on.Store(true)
+	if err := l.TruncateFullyAndStartAt(1000); err != nil {
+		t.Fatal(err)
+	}
+	rec.on.Store(false)
+	if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1000 || len(l.Segments()) != 1 || l.LatestEpoch() != -1 {
+		t.Fatalf("after reset: %d %d %+v", l.LogStartOffset(), l.LogEndOffset(), l.Segments())
+	}
+	if off, _, _ := l.LatestProducerSnapshot(); off != -1 {
+		t.Fatal("snapshot kept")
+	}
+	res, err := l.Append(simpleBatch(1, 1, 1), AppendOptions{LeaderEpoch: 3})
+	if err != nil || res.FirstOffset != 1000 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	l.Close()
+	l = openMem(t, mem, cfg)
+	if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1001 {
+		t.Fatalf("reopen: %d %d", l.LogStartOffset(), l.LogEndOffset())
+	}
+	l.Close()
+	for i, cp := range rec.clones {
+		l := openMem(t, cp.fs, cfg)
+		got := readAll(t, l)
+		if !(bytes.HasPrefix(all, got) && l.LogStartOffset() == 0) && !(len(got) == 0 && l.LogEndOffset() == 1000) {
+			t.Fatalf("crash %d (%s): start %d end %d", i, cp.what, l.LogStartOffset(), l.LogEndOffset())
+		}
+		l.Close()
+	}
+}

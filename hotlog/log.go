@@ -52,6 +52,7 @@ type Log struct {
 		closed  bool
 		count   int64 // fsyncs done by syncOnce (benchmarks report the cadence)
 	}
+	cache   *indexCache
 	kick    chan struct{}
 	closeCh chan struct{}
 	wg      sync.WaitGroup
@@ -96,6 +97,7 @@ func Open(opts Options) (*Log, error) {
 		logger:  opts.Logger,
 		kick:    make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
+		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
 	if l.fs == nil {
 		l.fs = vfs.Default
@@ -204,7 +206,7 @@ func (l *Log) open() error {
 	}
 	segs := make([]*segment, len(bases))
 	for i, b := range bases {
-		segs[i] = newSegment(l.fs, l.dir, b)
+		segs[i] = newSegment(l.fs, l.dir, b, l.cache)
 		if i+1 < len(bases) {
 			segs[i].relLimit = bases[i+1] - b
 		}
@@ -261,7 +263,8 @@ func (l *Log) open() error {
 		l.fs.Remove(active.path(timeIndexSuffix))
 	}
 	active.size.Store(b.size)
-	active.idx, active.tidx, active.maxTs, active.loaded = b.idx, b.tidx, b.maxTs, true
+	active.idx, active.tidx, active.maxTs, active.loaded, active.maxTsKnown = b.idx, b.tidx, b.maxTs, true, true
+	active.active.Store(true)
 	l.active, l.builder, l.activeCreated = active, b, l.now()
 	l.logEnd.Store(b.next)
 	if start > b.next {
@@ -440,6 +443,9 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	if err := l.failure(); err != nil {
 		return 0, AppendResult{}, err
 	}
+	if int64(len(records)) > maxSegmentBytes {
+		return 0, AppendResult{}, fmt.Errorf("%w: %d bytes in one append", ErrBatchTooLarge, len(records))
+	}
 	next := l.logEnd.Load()
 	if replicated {
 		if hdrs[0].BaseOffset != next {
@@ -560,7 +566,7 @@ func (l *Log) sealLocked() error {
 	seg, b := l.active, l.builder
 	b.appendTime()
 	seg.mu.Lock()
-	seg.idx, seg.tidx, seg.maxTs = b.idx, b.tidx, b.maxTs
+	seg.idx, seg.tidx, seg.maxTs, seg.maxTsKnown = b.idx, b.tidx, b.maxTs, true
 	seg.mu.Unlock()
 	if err := seg.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("hotlog: sync segment: %w", err))
@@ -587,14 +593,17 @@ func (l *Log) rollLocked(base int64) error {
 	old[len(old)-1].relLimit = base - old[len(old)-1].base
 	set := append(append(make([]*segment, 0, len(old)+1), old...), seg)
 	l.segs.Store(&set)
+	sealed := l.active
 	l.setActiveLocked(seg, base)
+	// The sealed segment's indexes may now be evicted like any other's.
+	sealed.cache.add(sealed, len(sealed.idx)+len(sealed.tidx))
 	return nil
 }
 
 // createSegmentLocked creates an empty segment file at base and makes its
 // directory entry durable.
 func (l *Log) createSegmentLocked(base int64) (*segment, error) {
-	seg := newSegment(l.fs, l.dir, base)
+	seg := newSegment(l.fs, l.dir, base, l.cache)
 	f, err := l.fs.Create(seg.path(logSuffix))
 	if err == nil {
 		f.Close()
@@ -610,13 +619,17 @@ func (l *Log) createSegmentLocked(base int64) (*segment, error) {
 	}
 	seg.file = f
 	seg.size.Store(0)
-	seg.loaded = true
+	seg.loaded, seg.maxTsKnown = true, true
 	return seg, nil
 }
 
 // setActiveLocked makes seg the active segment; everything written before is
 // durable.
 func (l *Log) setActiveLocked(seg *segment, base int64) {
+	if l.active != nil {
+		l.active.active.Store(false)
+	}
+	seg.active.Store(true)
 	l.active = seg
 	l.builder = newIndexBuilder(base, l.cfg.IndexIntervalBytes)
 	l.activeCreated = l.now()
@@ -823,7 +836,7 @@ func (l *Log) Segments() []SegmentInfo {
 			info.NextOffset = set[i+1].base
 		}
 		info.Size, _ = s.visibleSize()
-		if _, _, ts, err := s.indexes(l.cfg.IndexIntervalBytes); err == nil {
+		if ts, err := s.maxTimestamp(l.cfg.IndexIntervalBytes); err == nil {
 			info.MaxTimestamp = ts
 		}
 		s.unref()

@@ -229,7 +229,15 @@ func TestRollAndIndexLookups(t *testing.T) {
 	check(l)
 	l.Close()
 	l = openMem(t, fs, cfg)
+	// A tiny index cache: indexes are evicted and read again as needed.
+	l.cache.maxBytes = 64
 	check(l)
+	check(l)
+	l.cache.mu.Lock()
+	if n := len(l.cache.entries); n > 2 {
+		t.Fatalf("%d segments still cached", n)
+	}
+	l.cache.mu.Unlock()
 	// Damage a sealed index and remove another's time index: rebuilt on use.
 	segs = l.Segments()
 	l.Close()

@@ -266,16 +266,16 @@ func (l *Log) offsetForTimestampIn(seg *segment, ts int64) (int64, int64, bool, 
 	if err != nil {
 		return 0, 0, false, err
 	}
+	if maxTs, err := seg.maxTimestamp(l.cfg.IndexIntervalBytes); err != nil || maxTs < ts {
+		return 0, 0, false, err
+	}
 	size, err := seg.visibleSize()
 	if err != nil {
 		return 0, 0, false, err
 	}
-	idx, tidx, maxTs, err := seg.indexes(l.cfg.IndexIntervalBytes)
+	idx, tidx, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
 	if err != nil {
 		return 0, 0, false, err
-	}
-	if maxTs < ts {
-		return 0, 0, false, nil
 	}
 	from := seg.base
 	if rel, ok := tidx.lookupBefore(ts); ok {
