@@ -378,11 +378,12 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 }
 
 // AppendReplicated appends batches that already carry their offsets and
-// leader epochs (the follower path). It validates them like Append; the first
-// base offset must be the log end offset (ErrUnexpectedOffset otherwise) and
-// later batches must follow in order (gaps, from compaction, are allowed).
+// leader epochs (the follower path). It validates them with
+// ValidateReplicatedBatches (compacted batches pass); the first base offset
+// must be the log end offset (ErrUnexpectedOffset otherwise) and later batches
+// must follow in order (gaps, from compaction, are allowed).
 func (l *Log) AppendReplicated(records []byte) (AppendResult, error) {
-	hdrs, err := ValidateBatches(records)
+	hdrs, err := ValidateReplicatedBatches(records)
 	if err != nil {
 		return AppendResult{}, err
 	}

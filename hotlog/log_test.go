@@ -50,7 +50,7 @@ func readAll(t testing.TB, l *Log) []byte {
 		off = res.NextOffset
 	}
 	if len(out) > 0 {
-		hdrs, err := ValidateBatches(out)
+		hdrs, err := ValidateReplicatedBatches(out)
 		if err != nil {
 			t.Fatalf("log content invalid: %v", err)
 		}
@@ -684,5 +684,44 @@ func TestOpenManySegmentsIsLazy(t *testing.T) {
 	}
 	if got := readAll(t, l); len(got) == 0 {
 		t.Fatal("empty")
+	}
+}
+
+func TestReplicatedCompactedSurvivesRecovery(t *testing.T) {
+	mem := vfs.NewMem()
+	l := openMem(t, mem, Config{})
+	var all []byte
+	for i, b := range [][]byte{makeCompacted([]int64{0, 2}, 2), makeCompacted(nil, 5), simpleBatch(2, 3, 4)} {
+		putBaseOffset(b, []int64{0, 3, 9}[i])
+		putLeaderEpoch(b, 4)
+		fixCRC(b)
+		if _, err := l.AppendReplicated(b); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if l.LogEndOffset() != 11 {
+		t.Fatalf("LEO %d", l.LogEndOffset())
+	}
+	// An append without a leader epoch (-1) records none.
+	l2 := openMem(t, vfs.NewMem(), Config{})
+	l2.Append(simpleBatch(1, 1, 1), AppendOptions{LeaderEpoch: -1})
+	if l2.LatestEpoch() != -1 {
+		t.Fatalf("epoch %d", l2.LatestEpoch())
+	}
+	l2.Close()
+	l.Close()
+	l = openMem(t, mem.CrashClone(), Config{})
+	defer l.Close()
+	if got := readAll(t, l); !bytes.Equal(got, all) || l.LatestEpoch() != 4 {
+		t.Fatalf("recovery dropped compacted batches: %d of %d bytes, epoch %d", len(got), len(all), l.LatestEpoch())
+	}
+	res, err := l.Read(1, 1, 11) // offset 1 was compacted away: its batch is served
+	if err != nil || res.FirstOffset != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	res.Release()
+	if res, _ := l.Read(7, 1, 11); res.FirstOffset != 3 {
+		t.Fatalf("read in the empty batch: %+v", res)
 	}
 }

@@ -350,7 +350,7 @@ func scanSegment(f vfs.File, base, size int64, interval int, checkCRC bool, onBa
 	for pos := int64(0); pos < size; {
 		h, err := readHeader(f, pos, size, &hbuf)
 		if err == nil {
-			err = checkHeader(&h)
+			err = checkHeader(&h, false)
 		}
 		if err == nil && (h.BaseOffset < next || h.LastOffset()-base > 1<<31-1) {
 			err = fmt.Errorf("%w: batch at %d has base offset %d, expected at least %d", ErrCorruptBatch, pos, h.BaseOffset, next)
