@@ -2,6 +2,7 @@ package hotlog
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -321,3 +322,31 @@ func BenchmarkOpen10kSegments(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidate measures the CPU cost of checking a 1 MiB batch of 1 KiB
+// records (CRC-32C and record framing) beside the CRC-32C alone over the same
+// bytes, the floor for any validation.
+func BenchmarkValidate(b *testing.B) {
+	batch := benchBatch(1 << 20)
+	b.SetBytes(int64(len(batch)))
+	var crcTime time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ValidateBatches(batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		start := time.Now()
+		crc32Sink = crc32.Checksum(batch[offAttributes:], castagnoli)
+		crcTime += time.Since(start)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	elapsed := b.Elapsed()
+	rate := func(d time.Duration) float64 { return float64(len(batch)) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(rate(elapsed), "MB/s")
+	b.ReportMetric(rate(crcTime), "crc-MB/s")
+	b.ReportMetric(rate(elapsed)/rate(crcTime), "ratio-of-crc")
+}
+
+var crc32Sink uint32

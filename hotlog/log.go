@@ -72,6 +72,11 @@ type AppendOptions struct {
 	// (nothing written). The broker uses it for idempotent-producer sequence
 	// checks.
 	Check func(firstOffset int64, batches []BatchHeader) error
+	// Written, if set, runs under the append lock right after the bytes are
+	// written (before the flush wait), with the stamped headers, so that the
+	// broker can update producer state in log order without a window between
+	// Check and its update. It must not call back into the Log.
+	Written func(batches []BatchHeader)
 }
 
 // AppendResult describes an append.
@@ -516,6 +521,9 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	seg.mu.Unlock()
 	seg.size.Store(pos)
 	l.logEnd.Store(last + 1)
+	if opts.Written != nil {
+		opts.Written(hdrs)
+	}
 
 	l.sync.mu.Lock()
 	l.sync.written += uint64(len(records))
