@@ -38,8 +38,8 @@ func init() {
 // SetClusterID records the cluster id once; the first leader proposes it.
 type SetClusterID struct{ ClusterID string }
 
-func (*SetClusterID) Type() CommandType     { return TypeSetClusterID }
-func (c *SetClusterID) encode(e *encoder)    { e.str(c.ClusterID) }
+func (*SetClusterID) Type() CommandType   { return TypeSetClusterID }
+func (c *SetClusterID) encode(e *encoder) { e.str(c.ClusterID) }
 func (c *SetClusterID) apply(s *State, _ uint64) (Result, error) {
 	if c.ClusterID == "" {
 		return Result{}, reject(ErrInvalidRequest, "empty cluster id")
@@ -176,7 +176,7 @@ type FenceBroker struct {
 	BrokerEpoch int64
 }
 
-func (*FenceBroker) Type() CommandType { return TypeFenceBroker }
+func (*FenceBroker) Type() CommandType   { return TypeFenceBroker }
 func (c *FenceBroker) encode(e *encoder) { e.varint(int64(c.BrokerID)); e.varint(c.BrokerEpoch) }
 func (c *FenceBroker) apply(s *State, _ uint64) (Result, error) {
 	b, err := brokerWithEpoch(s, c.BrokerID, c.BrokerEpoch)
@@ -196,7 +196,7 @@ type UnfenceBroker struct {
 	BrokerEpoch int64
 }
 
-func (*UnfenceBroker) Type() CommandType { return TypeUnfenceBroker }
+func (*UnfenceBroker) Type() CommandType   { return TypeUnfenceBroker }
 func (c *UnfenceBroker) encode(e *encoder) { e.varint(int64(c.BrokerID)); e.varint(c.BrokerEpoch) }
 func (c *UnfenceBroker) apply(s *State, _ uint64) (Result, error) {
 	b, err := brokerWithEpoch(s, c.BrokerID, c.BrokerEpoch)

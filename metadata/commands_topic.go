@@ -178,7 +178,7 @@ type DeleteTopic struct {
 	Name    string
 }
 
-func (*DeleteTopic) Type() CommandType { return TypeDeleteTopic }
+func (*DeleteTopic) Type() CommandType   { return TypeDeleteTopic }
 func (c *DeleteTopic) encode(e *encoder) { e.uuid(c.TopicID); e.str(c.Name) }
 func (c *DeleteTopic) apply(s *State, _ uint64) (Result, error) {
 	t, err := findTopic(s, c.TopicID, c.Name)

@@ -10,18 +10,18 @@ import (
 // forward to the leader. Test them with errors.Is. The broker maps them to
 // Kafka error codes.
 var (
-	ErrTopicExists              = errors.New("metadata: topic already exists")             // TOPIC_ALREADY_EXISTS
-	ErrUnknownTopic             = errors.New("metadata: unknown topic")                    // UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
-	ErrUnknownPartition         = errors.New("metadata: unknown partition")                // UNKNOWN_TOPIC_OR_PARTITION
-	ErrInvalidPartitions        = errors.New("metadata: invalid partition count")          // INVALID_PARTITIONS
-	ErrInvalidReplicationFactor = errors.New("metadata: invalid replication factor")       // INVALID_REPLICATION_FACTOR
-	ErrInvalidReplicaAssignment = errors.New("metadata: invalid replica assignment")       // INVALID_REPLICA_ASSIGNMENT
-	ErrUnknownBroker            = errors.New("metadata: unknown broker")                   // BROKER_NOT_AVAILABLE
-	ErrDuplicateBroker          = errors.New("metadata: duplicate broker registration")    // DUPLICATE_BROKER_REGISTRATION
-	ErrStaleBrokerEpoch         = errors.New("metadata: stale broker epoch")               // STALE_BROKER_EPOCH
-	ErrStaleEpoch               = errors.New("metadata: stale leader or partition epoch")  // FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION
-	ErrIneligibleReplica        = errors.New("metadata: replica not eligible")             // INELIGIBLE_REPLICA
-	ErrInvalidRequest           = errors.New("metadata: invalid request")                  // INVALID_REQUEST
+	ErrTopicExists              = errors.New("metadata: topic already exists")            // TOPIC_ALREADY_EXISTS
+	ErrUnknownTopic             = errors.New("metadata: unknown topic")                   // UNKNOWN_TOPIC_ID / UNKNOWN_TOPIC_OR_PARTITION
+	ErrUnknownPartition         = errors.New("metadata: unknown partition")               // UNKNOWN_TOPIC_OR_PARTITION
+	ErrInvalidPartitions        = errors.New("metadata: invalid partition count")         // INVALID_PARTITIONS
+	ErrInvalidReplicationFactor = errors.New("metadata: invalid replication factor")      // INVALID_REPLICATION_FACTOR
+	ErrInvalidReplicaAssignment = errors.New("metadata: invalid replica assignment")      // INVALID_REPLICA_ASSIGNMENT
+	ErrUnknownBroker            = errors.New("metadata: unknown broker")                  // BROKER_NOT_AVAILABLE
+	ErrDuplicateBroker          = errors.New("metadata: duplicate broker registration")   // DUPLICATE_BROKER_REGISTRATION
+	ErrStaleBrokerEpoch         = errors.New("metadata: stale broker epoch")              // STALE_BROKER_EPOCH
+	ErrStaleEpoch               = errors.New("metadata: stale leader or partition epoch") // FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION
+	ErrIneligibleReplica        = errors.New("metadata: replica not eligible")            // INELIGIBLE_REPLICA
+	ErrInvalidRequest           = errors.New("metadata: invalid request")                 // INVALID_REQUEST
 	ErrManifestConflict         = errors.New("metadata: remote log manifest version conflict")
 	ErrLeaseHeld                = errors.New("metadata: lease held by another holder")
 	ErrLeaseLost                = errors.New("metadata: lease not held (wrong holder or token)")
