@@ -200,6 +200,9 @@ func (n *Node) handleForward(req []byte) []byte {
 	default:
 		err = reject(ErrInvalidRequest, "forward: op %d", op)
 	}
+	if errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%w: leader shutting down (outcome unknown)", ErrNotLeader)
+	}
 	e := encoder{}
 	if err != nil {
 		e.u8(1)
@@ -251,14 +254,24 @@ type fwdConn struct {
 }
 
 func (f *forwarder) get(addr string, timeout time.Duration) (*fwdConn, error) {
-	f.mu.Lock()
-	if cs := f.idle[addr]; len(cs) > 0 {
+	for {
+		f.mu.Lock()
+		cs := f.idle[addr]
+		if len(cs) == 0 {
+			f.mu.Unlock()
+			break
+		}
 		c := cs[len(cs)-1]
 		f.idle[addr] = cs[:len(cs)-1]
 		f.mu.Unlock()
-		return c, nil
+		// An idle connection the leader closed (it shut down) reads EOF at
+		// once; a live one times out. Only live ones are reused, so a request
+		// is not lost on a dead connection with an unknown outcome.
+		if c.r.Buffered() == 0 && connAlive(c.c) {
+			return c, nil
+		}
+		c.c.Close()
 	}
-	f.mu.Unlock()
 	c, err := dialProto(addr, timeout, protoForward)
 	if err != nil {
 		return nil, err
