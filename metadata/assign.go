@@ -17,7 +17,7 @@ type prepareContext struct {
 // leaders (counting what the brokers already hold) and spreads each
 // partition's replicas over as many racks as it can.
 func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, error) {
-	if count <= 0 {
+	if count <= 0 || count > MaxPartitionsPerCommand {
 		return nil, reject(ErrInvalidPartitions, "partition count %d", count)
 	}
 	if rf <= 0 {

@@ -200,6 +200,9 @@ func (n *Node) handleForward(req []byte) []byte {
 	default:
 		err = reject(ErrInvalidRequest, "forward: op %d", op)
 	}
+	if errors.Is(err, raft.ErrNotLeader) {
+		err = fmt.Errorf("%w: %v", errNotSent, err)
+	}
 	if errors.Is(err, ErrClosed) {
 		err = fmt.Errorf("%w: leader shutting down (outcome unknown)", ErrNotLeader)
 	}
