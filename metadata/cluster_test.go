@@ -11,7 +11,7 @@ import (
 
 // testCluster is a set of voters on 127.0.0.1, each in its own directory.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  map[int32]Config
 	nodes map[int32]*Node
 }
@@ -39,7 +39,7 @@ func (c *testCluster) stop(id int32) {
 }
 
 // newCluster starts node 1 as a quorum of one and adds the others as voters.
-func newCluster(t *testing.T, size int, tweak func(*Config)) *testCluster {
+func newCluster(t testing.TB, size int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, cfgs: map[int32]Config{}, nodes: map[int32]*Node{}}
 	t.Cleanup(func() {
 		for id := range c.nodes {

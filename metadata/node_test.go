@@ -35,7 +35,7 @@ func openSingle(t *testing.T) *Node {
 	return n
 }
 
-func mustPropose(t *testing.T, n *Node, cmd Command) Result {
+func mustPropose(t testing.TB, n *Node, cmd Command) Result {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

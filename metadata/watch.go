@@ -15,7 +15,9 @@ func (n *Node) publish(changes []Change, restored *State) {
 		n.watch.floor = restored.Version
 	}
 	n.watch.ring = append(n.watch.ring, changes...)
-	if over := len(n.watch.ring) - n.cfg.WatchBuffer; over > 0 {
+	// Trim to WatchBuffer once the ring holds twice that, so the copy is
+	// amortised over WatchBuffer changes.
+	if over := len(n.watch.ring) - n.cfg.WatchBuffer; over >= n.cfg.WatchBuffer {
 		n.watch.floor = n.watch.ring[over-1].Version
 		n.watch.ring = append(n.watch.ring[:0:0], n.watch.ring[over:]...)
 	}
