@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -158,5 +159,66 @@ func TestSingleNodeRestartRecoversState(t *testing.T) {
 	}
 	if a, b := stripVersion(before.String()), stripVersion(after.String()); a != b {
 		t.Fatalf("state differs after restart:\n%s\nvs\n%s", a, b)
+	}
+}
+
+// TestWatchFallsBackToSnapshot: a watcher that asks for history the node no
+// longer holds, or that stops reading while many changes commit, gets a
+// Change with a nil Command and the whole State, then continues in order.
+func TestWatchFallsBackToSnapshot(t *testing.T) {
+	cfg := fastConfig(t, 1, t.TempDir())
+	cfg.Bootstrap = true
+	cfg.WatchBuffer = 4
+	cfg.DisableController = true
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := testContext(t, 30*time.Second)
+	if err := n.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slow := n.Watch(ctx, n.State().Version) // not read until the end
+	var last Result
+	for i := range 200 {
+		last = mustPropose(t, n, &AcquireLease{Kind: "k", Resource: fmt.Sprint(i), Holder: "h", TTLMs: 1000})
+	}
+	check := func(ch <-chan Change) {
+		t.Helper()
+		resyncs, prev := 0, uint64(0)
+		for {
+			select {
+			case c, ok := <-ch:
+				if !ok {
+					t.Fatal("watch closed")
+				}
+				if c.Version <= prev {
+					t.Fatalf("version %d after %d", c.Version, prev)
+				}
+				prev = c.Version
+				if c.Command == nil {
+					resyncs++
+				}
+				if c.Version >= last.Version {
+					if resyncs == 0 {
+						t.Fatal("no resync for a lagging watcher")
+					}
+					if len(c.State.Leases()) != 200 {
+						t.Fatalf("final state has %d leases", len(c.State.Leases()))
+					}
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("watch stalled at %d, want %d", prev, last.Version)
+			}
+		}
+	}
+	check(slow)
+	check(n.Watch(ctx, 1)) // history long gone
+	// Close ends watches.
+	w := n.Watch(context.Background(), n.State().Version)
+	n.Close()
+	for range w {
 	}
 }
