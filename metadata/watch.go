@@ -2,7 +2,6 @@ package metadata
 
 import (
 	"context"
-	"runtime/pprof"
 )
 
 // publish is called by the FSM (on raft's FSM goroutine) after each batch of
@@ -36,13 +35,7 @@ func (n *Node) publish(changes []Change, restored *State) {
 //	for c := range node.Watch(ctx, st.Version) { apply(c) }
 func (n *Node) Watch(ctx context.Context, fromVersion uint64) <-chan Change {
 	out := make(chan Change, 64)
-	if n.closed.Load() {
-		close(out)
-		return out
-	}
-	n.wg.Add(1)
-	go pprof.Do(ctx, pprof.Labels("metadata", "watch"), func(ctx context.Context) {
-		defer n.wg.Done()
+	started := n.goTracked("watch", func() {
 		defer close(out)
 		last := fromVersion
 		for {
@@ -83,5 +76,8 @@ func (n *Node) Watch(ctx context.Context, fromVersion uint64) <-chan Change {
 			}
 		}
 	})
+	if !started {
+		close(out)
+	}
 	return out
 }
