@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -175,6 +176,27 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	if st.NumPartitions() != 100_000 {
 		b.Fatalf("%d partitions", st.NumPartitions())
 	}
+	// For comparison, the same state as JSON (what a JSON snapshot with a
+	// version field would cost).
+	type jsonState struct {
+		Version uint64
+		Brokers []*Broker
+		Topics  []*Topic
+		Leases  []*Lease
+	}
+	jstart := time.Now()
+	js, err := json.Marshal(jsonState{Version: st.Version, Brokers: st.Brokers(), Topics: st.Topics(), Leases: st.Leases()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	jencode := time.Since(jstart)
+	jstart = time.Now()
+	var jback jsonState
+	if err := json.Unmarshal(js, &jback); err != nil {
+		b.Fatal(err)
+	}
+	jdecode := time.Since(jstart)
+
 	dir := b.TempDir()
 	store, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
 	if err != nil {
@@ -226,4 +248,7 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	b.ReportMetric(restoreTotal.Seconds()/n*1000, "restore-ms")
 	b.ReportMetric(readTotal.Seconds()/n*1000, "file-read-ms")
 	b.ReportMetric(restoreTotal.Seconds()/readTotal.Seconds(), "restore-x-read")
+	b.ReportMetric(float64(len(js)), "json-bytes")
+	b.ReportMetric(jencode.Seconds()*1000, "json-encode-ms")
+	b.ReportMetric(jdecode.Seconds()*1000, "json-decode-ms")
 }
