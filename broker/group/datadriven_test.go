@@ -121,6 +121,7 @@ func (e *env) run(td *datadriven.TestData) string {
 			MinSessionTimeout:      a.dur(t, "min-session", time.Second),
 			MaxSessionTimeout:      a.dur(t, "max-session", time.Minute),
 			MaxGroupSize:           int(a.num(t, "max-size", 0)),
+			MaxMetadataBytes:       int(a.num(t, "max-metadata", 0)),
 			OffsetsRetention:       a.dur(t, "retention", 24*time.Hour),
 			RetentionCheckInterval: a.dur(t, "check", time.Hour),
 			Clock:                  e.clock,
@@ -141,6 +142,10 @@ func (e *env) run(td *datadriven.TestData) string {
 		e.c.Close()
 		e.calls = newPendingCalls()
 		e.start()
+		return "ok\n"
+
+	case "unload":
+		e.c.Unload(int32(a.num(t, "partition", 0)))
 		return "ok\n"
 
 	case "advance":
@@ -184,6 +189,9 @@ func (e *env) run(td *datadriven.TestData) string {
 		protos := a["protos"]
 		if protos == nil {
 			protos = []string{"range"}
+		}
+		if _, ok := a["no-protos"]; ok {
+			protos = nil
 		}
 		for _, p := range protos {
 			rp := kmsg.NewJoinGroupRequestProtocol()
@@ -493,7 +501,7 @@ func fmtJoin(r *kmsg.JoinGroupResponse) string {
 			if m.InstanceID != nil {
 				id += "(" + *m.InstanceID + ")"
 			}
-			ms = append(ms, id+"="+string(m.ProtocolMetadata))
+			ms = append(ms, fmt.Sprintf("%s=%q", id, m.ProtocolMetadata))
 		}
 		s += " members=[" + strings.Join(ms, " ") + "]"
 	}

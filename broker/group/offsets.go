@@ -246,6 +246,9 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			rg := kmsg.NewOffsetFetchResponseGroup()
 			rg.Group = r.group
 			rg.ErrorCode = r.code
+			if r.code != 0 {
+				r.topics = nil // Kafka answers a failed group with no topics
+			}
 			for _, t := range r.topics {
 				rt := kmsg.NewOffsetFetchResponseGroupTopic()
 				rt.Topic = t.name
@@ -269,6 +272,9 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 	r := results[0]
 	if req.Version >= 2 {
 		resp.ErrorCode = r.code
+		if r.code != 0 {
+			r.topics = nil // v2+: the top-level error alone, as Kafka does
+		}
 	}
 	for _, t := range r.topics {
 		rt := kmsg.NewOffsetFetchResponseTopic()
