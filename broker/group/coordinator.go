@@ -31,14 +31,14 @@ var (
 
 // Kafka's defaults for the broker settings of the same names.
 const (
-	DefaultPartitions             = 50                   // offsets.topic.num.partitions
-	DefaultInitialRebalanceDelay  = 3 * time.Second      // group.initial.rebalance.delay.ms
-	DefaultMinSessionTimeout      = 6 * time.Second      // group.min.session.timeout.ms
-	DefaultMaxSessionTimeout      = 30 * time.Minute     // group.max.session.timeout.ms
-	DefaultOffsetsRetention       = 7 * 24 * time.Hour   // offsets.retention.minutes
-	DefaultRetentionCheckInterval = 10 * time.Minute     // offsets.retention.check.interval.ms
-	DefaultMaxMetadataBytes       = 4096                 // offset.metadata.max.bytes
-	newMemberJoinTimeout          = 5 * time.Minute      // GroupCoordinator.NewMemberJoinTimeoutMs
+	DefaultPartitions             = 50                 // offsets.topic.num.partitions
+	DefaultInitialRebalanceDelay  = 3 * time.Second    // group.initial.rebalance.delay.ms
+	DefaultMinSessionTimeout      = 6 * time.Second    // group.min.session.timeout.ms
+	DefaultMaxSessionTimeout      = 30 * time.Minute   // group.max.session.timeout.ms
+	DefaultOffsetsRetention       = 7 * 24 * time.Hour // offsets.retention.minutes
+	DefaultRetentionCheckInterval = 10 * time.Minute   // offsets.retention.check.interval.ms
+	DefaultMaxMetadataBytes       = 4096               // offset.metadata.max.bytes
+	newMemberJoinTimeout          = 5 * time.Minute    // GroupCoordinator.NewMemberJoinTimeoutMs
 )
 
 // Config configures a Coordinator. Zero values take Kafka's defaults.
@@ -110,7 +110,7 @@ type Coordinator struct {
 	closeMu sync.Once
 
 	// Owned by run.
-	partitions map[int32]*partition
+	partitions  map[int32]*partition
 	expiryStop  func() bool
 	idleWaiters []chan struct{}
 }
