@@ -84,7 +84,7 @@ func TestLoadInProgress(t *testing.T) {
 	if err := log.Append(ctx, []Record{{Key: offsetKey("g", "t", 0), Value: offsetValue(offset{offset: 42, leaderEpoch: 3, expireTime: -1})}}); err != nil {
 		t.Fatal(err)
 	}
-	c := New(Config{Partitions: 1, Clock: newFakeClock()})
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
 	defer c.Close()
 	loaded := c.Load(0, log)
 
@@ -122,7 +122,7 @@ func TestLoadInProgress(t *testing.T) {
 func TestUnloadAndCloseAnswerWaitingRequests(t *testing.T) {
 	ctx := testCtx(t)
 	clock := newFakeClock()
-	c := New(Config{Partitions: 1, Clock: clock, InitialRebalanceDelay: time.Minute})
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: clock, InitialRebalanceDelay: time.Minute})
 	defer c.Close()
 	if err := <-c.Load(0, &memLog{}); err != nil {
 		t.Fatal(err)
@@ -203,7 +203,7 @@ func TestLoadRecords(t *testing.T) {
 	t.Run("corrupt", func(t *testing.T) {
 		log := &memLog{}
 		_ = log.Append(ctx, []Record{{Key: groupKey("g"), Value: []byte{0, 3, 0xff}}})
-		c := New(Config{Partitions: 1, Clock: newFakeClock()})
+		c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
 		defer c.Close()
 		if err := <-c.Load(0, log); !errors.Is(err, ErrCorruptRecord) {
 			t.Fatalf("load of a corrupt record: %v", err)
@@ -227,7 +227,7 @@ func TestLoadRecords(t *testing.T) {
 			{Key: offsetKey("gone", "t", 0)},
 			{Key: groupKey("gone")},
 		})
-		c := New(Config{Partitions: 1, Clock: newFakeClock()})
+		c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
 		defer c.Close()
 		if err := <-c.Load(0, log); err != nil {
 			t.Fatal(err)
@@ -249,7 +249,7 @@ func TestLoadRecords(t *testing.T) {
 // commit and fetch.
 func TestRealClock(t *testing.T) {
 	ctx := testCtx(t)
-	c := New(Config{Partitions: 50, InitialRebalanceDelay: time.Second, MinSessionTimeout: time.Second})
+	c := New(Config{Logger: quiet, Partitions: 50, InitialRebalanceDelay: time.Second, MinSessionTimeout: time.Second})
 	defer c.Close()
 	log := &memLog{}
 	p := PartitionFor("real", 50)
@@ -372,7 +372,7 @@ func (f fakeTopics) Name(id [16]byte) (string, bool) {
 func TestTopicIDsAndUnknownPartitions(t *testing.T) {
 	ctx := testCtx(t)
 	topics := fakeTopics{"t": {id: [16]byte{1}, parts: 2}}
-	c := New(Config{Partitions: 1, Clock: newFakeClock(), Topics: topics})
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock(), Topics: topics})
 	defer c.Close()
 	if err := <-c.Load(0, &memLog{}); err != nil {
 		t.Fatal(err)
@@ -433,7 +433,7 @@ func TestTopicIDsAndUnknownPartitions(t *testing.T) {
 func TestConcurrentCommits(t *testing.T) {
 	ctx := testCtx(t)
 	log := &memLog{}
-	c := New(Config{Partitions: 1})
+	c := New(Config{Logger: quiet, Partitions: 1})
 	if err := <-c.Load(0, log); err != nil {
 		t.Fatal(err)
 	}
@@ -470,7 +470,7 @@ func TestConcurrentCommits(t *testing.T) {
 	}
 	check(c)
 	c.Close()
-	c = New(Config{Partitions: 1})
+	c = New(Config{Logger: quiet, Partitions: 1})
 	defer c.Close()
 	if err := <-c.Load(0, log); err != nil {
 		t.Fatal(err)

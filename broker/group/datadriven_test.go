@@ -116,6 +116,7 @@ func (e *env) run(td *datadriven.TestData) string {
 		e.calls = newPendingCalls()
 		e.ids = 0
 		e.cfg = Config{
+			Logger:                 quiet,
 			Partitions:             int32(a.num(t, "partitions", 1)),
 			InitialRebalanceDelay:  a.dur(t, "delay", -1),
 			MinSessionTimeout:      a.dur(t, "min-session", time.Second),

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
+
+// quiet discards the coordinator's logs in tests.
+var quiet = slog.New(slog.DiscardHandler)
 
 // fakeClock is a Clock that moves only when Advance is called. Advance fires
 // due timers in deadline order; each callback returns only after the
