@@ -23,6 +23,9 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newBrokerCmd())
+	root.AddCommand(newTopicCmd())
+	root.AddCommand(newProduceCmd())
+	root.AddCommand(newConsumeCmd())
 	return root
 }
 
