@@ -28,8 +28,10 @@ type Listener struct {
 // Config configures a broker. Zero fields take Kafka's defaults (see
 // docs/configuration.md for the names used in YAML and environment).
 type Config struct {
-	NodeID    int32
-	DataDir   string
+	NodeID  int32
+	DataDir string
+	// RaftAddr is the metadata quorum's Raft transport address.
+	RaftAddr  string
 	ClusterID string
 	Listeners []Listener
 
@@ -39,6 +41,8 @@ type Config struct {
 	ConnectionsMaxIdle time.Duration
 	// WriteTimeout bounds writing one reply.
 	WriteTimeout time.Duration
+	// ShutdownTimeout bounds how long Close waits for in-flight requests.
+	ShutdownTimeout time.Duration
 	// DisableSendfile forces the copying path for Fetch (tests, TLS).
 	DisableSendfile bool
 
@@ -84,6 +88,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
 	}
 	if c.NumPartitions <= 0 {
 		c.NumPartitions = 1
@@ -264,8 +271,8 @@ func (b *Broker) Close() error {
 	go func() { b.connWG.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(30 * time.Second):
-		b.log.Warn("connections still busy after 30s; closing them")
+	case <-time.After(b.cfg.ShutdownTimeout):
+		b.log.Warn("connections still busy; closing them", "after", b.cfg.ShutdownTimeout)
 		for _, c := range conns {
 			c.kill()
 		}
