@@ -157,8 +157,10 @@ func buildBatch(producerID int64, epoch int16, seq int32, n int, valueSize int) 
 		r := kmsg.NewRecord()
 		r.OffsetDelta = int32(i)
 		r.Value = bytes.Repeat([]byte{'v'}, valueSize)
-		body := r.AppendTo(nil)
-		recs = append(recs, body...)
+		// Length counts the bytes after itself: encode once with 0 (a
+		// one-byte varint) to measure.
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = append(recs, r.AppendTo(nil)...)
 	}
 	now := time.Now().UnixMilli()
 	rb := kmsg.NewRecordBatch()
