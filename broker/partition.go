@@ -183,3 +183,11 @@ func (p *partition) loadProducers() error {
 	p.mu.Unlock()
 	return nil
 }
+
+// topicConfigs returns the topic's config overrides in st.
+func (p *partition) topicConfigs(st *metadata.State) map[string]string {
+	if t, ok := st.TopicByID(p.topicID); ok {
+		return t.Configs
+	}
+	return nil
+}

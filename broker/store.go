@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,18 +88,33 @@ func openStore(b *Broker) (*store, error) {
 		p, _ := strconv.Atoi(port)
 		listeners = append(listeners, metadata.Listener{Name: l.Name, Host: host, Port: int32(p)})
 	}
+	// The epoch of this data directory's previous registration lets a
+	// restarted broker take over its own session without waiting for it
+	// to expire (another process with the same id would not know it).
+	epochFile := filepath.Join(cfg.DataDir, "broker_epoch")
+	prev := int64(-1)
+	if raw, err := os.ReadFile(epochFile); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil {
+			prev = n
+		}
+	}
 	res, err := meta.Propose(ctx, &metadata.RegisterBroker{
-		BrokerID: cfg.NodeID, IncarnationID: metadata.NewUUID(), Listeners: listeners, PreviousBrokerEpoch: -1,
+		BrokerID: cfg.NodeID, IncarnationID: metadata.NewUUID(), Listeners: listeners, PreviousBrokerEpoch: prev,
 	})
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: registering: %w", err)
 	}
 	s.brokerEpoch = res.BrokerEpoch
+	if err := writeFileSync(epochFile, []byte(strconv.FormatInt(res.BrokerEpoch, 10)+"\n")); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
 	if err := s.heartbeat(ctx); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
 	}
+	s.waitForLeadership(ctx)
 	s.removeStrayDirs(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
@@ -117,6 +133,34 @@ func openStore(b *Broker) (*store, error) {
 func (s *store) heartbeat(ctx context.Context) error {
 	_, err := s.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
 	return err
+}
+
+// waitForLeadership waits (bounded by ctx) until the controller has given
+// back the partitions this broker can lead: registering fenced the previous
+// incarnation, which took its leaderships away.
+func (s *store) waitForLeadership(ctx context.Context) {
+	me := s.b.cfg.NodeID
+	for {
+		st := s.meta.State()
+		pending := false
+		for _, t := range st.Topics() {
+			for _, p := range t.Partitions {
+				if p.Leader == metadata.NoLeader && slices.Contains(p.Replicas, me) {
+					pending = true
+				}
+			}
+		}
+		if !pending {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		s.meta.WaitForVersion(wctx, st.Version+1)
+		cancel()
+		if ctx.Err() != nil {
+			s.b.log.Warn("partitions still without a leader after startup")
+			return
+		}
+	}
 }
 
 func (s *store) heartbeatLoop(ctx context.Context) {
