@@ -13,6 +13,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -59,6 +60,11 @@ type Config struct {
 	// fsync before acknowledging), "interval", or "os" (page cache only).
 	LogFlush         string
 	LogFlushInterval time.Duration
+
+	// Groups configures the group coordinator (offsets.topic.num.partitions,
+	// group.initial.rebalance.delay.ms, session timeout bounds,
+	// offsets.retention.minutes, …); zero values take Kafka's defaults.
+	Groups group.Config
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -140,8 +146,9 @@ type Broker struct {
 	acceptWG sync.WaitGroup
 	connWG   sync.WaitGroup
 
-	store *store
-	meta  *metadata.Node
+	store  *store
+	meta   *metadata.Node
+	groups *groups // the group coordinator (groups.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
 }
@@ -183,6 +190,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.store, b.meta = st, st.meta
+	b.groups = newGroups(b)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
@@ -266,6 +274,10 @@ func (b *Broker) Close() error {
 	}
 	b.mu.closed = true
 	close(b.stopping)
+	if b.groups != nil {
+		// First: requests waiting in JoinGroup/SyncGroup answer at once.
+		b.groups.close()
+	}
 	conns := make([]*conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {
 		conns = append(conns, c)

@@ -300,3 +300,7 @@ func (c *Coordinator) checkIdle() {
 }
 
 func isNotLeader(err error) bool { return errors.Is(err, ErrNotLeader) }
+
+// Partitions is the __consumer_offsets partition count the coordinator maps
+// groups onto.
+func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }

@@ -1,0 +1,369 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// The glue between the broker and its group coordinator (broker/group):
+// the __consumer_offsets topic, which of its partitions this broker leads
+// (and so loads into the coordinator), and the group.Log on a partition.
+// The handler files 08, 09, 10-16, 42 and 47 call into it.
+
+const offsetsTopic = "__consumer_offsets"
+
+// groups owns the coordinator and the record of which offsets partitions it
+// was given. Leadership is checked on every group request: a partition this
+// broker leads is loaded (again, on a new leader epoch); one it no longer
+// leads is unloaded.
+type groups struct {
+	b *Broker
+	c *group.Coordinator
+
+	mu struct {
+		sync.Mutex
+		loads map[int32]*offsetsLoad
+	}
+}
+
+type offsetsLoad struct {
+	epoch int32
+	res   <-chan error
+}
+
+func newGroups(b *Broker) *groups {
+	cfg := b.cfg.Groups
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = group.DefaultPartitions
+	}
+	cfg.Topics = groupTopics{b}
+	if cfg.Logger == nil {
+		cfg.Logger = b.log
+	}
+	g := &groups{b: b, c: group.New(cfg)}
+	g.mu.loads = make(map[int32]*offsetsLoad)
+	return g
+}
+
+func (g *groups) close() { g.c.Close() }
+
+func (g *groups) partitionFor(groupID string) int32 { return g.c.PartitionFor(groupID) }
+
+// ensure loads or unloads the offsets partition of each group according to
+// the current leadership.
+func (g *groups) ensure(groupIDs ...string) {
+	st := g.b.meta.State()
+	t, ok := st.Topic(offsetsTopic)
+	if !ok {
+		return
+	}
+	seen := make(map[int32]bool)
+	for _, id := range groupIDs {
+		p := g.partitionFor(id)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		g.ensurePartition(t, p)
+	}
+}
+
+// ensureAll does ensure for every offsets partition (ListGroups).
+func (g *groups) ensureAll() {
+	t, ok := g.b.meta.State().Topic(offsetsTopic)
+	if !ok {
+		return
+	}
+	for p := range t.Partitions {
+		g.ensurePartition(t, int32(p))
+	}
+}
+
+func (g *groups) ensurePartition(t *metadata.Topic, p int32) {
+	if p < 0 || int(p) >= len(t.Partitions) {
+		return
+	}
+	mp := t.Partitions[p]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur := g.mu.loads[p]
+	if mp.Leader != g.b.cfg.NodeID {
+		if cur != nil {
+			delete(g.mu.loads, p)
+			g.c.Unload(p)
+		}
+		return
+	}
+	if cur != nil && cur.epoch == mp.LeaderEpoch {
+		select {
+		case err, open := <-cur.res:
+			if !open || err == nil {
+				return
+			}
+			g.b.log.Warn("loading offsets partition failed; retrying", "partition", p, "err", err)
+		default:
+			return // still loading
+		}
+	}
+	g.mu.loads[p] = &offsetsLoad{epoch: mp.LeaderEpoch, res: g.c.Load(p, &offsetsLog{b: g.b, part: p})}
+}
+
+// createOffsetsTopic creates __consumer_offsets on first use, as Kafka does
+// on the first FindCoordinator.
+func (b *Broker) createOffsetsTopic(ctx context.Context) (*metadata.State, error) {
+	st := b.meta.State()
+	if _, ok := st.Topic(offsetsTopic); ok {
+		return st, nil
+	}
+	nst, err := b.createTopic(ctx, createTopicSpec{
+		name:              offsetsTopic,
+		partitions:        b.groups.c.Partitions(),
+		replicationFactor: -1,
+		configs:           map[string]string{"cleanup.policy": "compact"},
+	})
+	if errors.Is(err, metadata.ErrTopicExists) {
+		return b.meta.State(), nil
+	}
+	return nst, err
+}
+
+// groupClient is what DescribeGroups shows of a member's connection.
+func groupClient(r *Request) group.Client {
+	c := group.Client{}
+	if r.ClientID != nil {
+		c.ClientID = *r.ClientID
+	}
+	if r.Conn != nil && r.Conn.Remote != nil {
+		host := r.Conn.Remote.String()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		c.Host = "/" + host
+	}
+	return c
+}
+
+// groupReply turns the coordinator's answer into a Reply. ErrClosed (the
+// broker is stopping) answers with a NOT_COORDINATOR response so the client
+// looks elsewhere; a cancelled request closes the connection.
+func groupReply(req kmsg.Request, resp kmsg.Response, err error) (*Reply, error) {
+	if errors.Is(err, group.ErrClosed) {
+		return &Reply{Msg: groupErrorResponse(req, kerr.NotCoordinator.Code)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+// groupErrorResponse fills a whole-request error into the response of a
+// group request.
+func groupErrorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = code, -1
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.OffsetCommitResponse:
+		q := req.(*kmsg.OffsetCommitRequest)
+		for _, t := range q.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.OffsetFetchResponse:
+		q := req.(*kmsg.OffsetFetchRequest)
+		r.ErrorCode = code
+		for _, g := range q.Groups {
+			r.Groups = append(r.Groups, kmsg.OffsetFetchResponseGroup{Group: g.Group, ErrorCode: code})
+		}
+	case *kmsg.DescribeGroupsResponse:
+		for _, g := range req.(*kmsg.DescribeGroupsRequest).Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, code
+			r.Groups = append(r.Groups, d)
+		}
+	case *kmsg.ListGroupsResponse:
+		r.ErrorCode = code
+	case *kmsg.DeleteGroupsResponse:
+		for _, g := range req.(*kmsg.DeleteGroupsRequest).Groups {
+			r.Groups = append(r.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: code})
+		}
+	case *kmsg.OffsetDeleteResponse:
+		r.ErrorCode = code
+	}
+	return resp
+}
+
+// groupTopics lets the coordinator resolve topic ids and check partitions.
+type groupTopics struct{ b *Broker }
+
+func (t groupTopics) Partitions(name string) ([16]byte, int32, bool) {
+	tp, ok := t.b.meta.State().Topic(name)
+	if !ok {
+		return [16]byte{}, 0, false
+	}
+	return [16]byte(tp.ID), int32(len(tp.Partitions)), true
+}
+
+func (t groupTopics) Name(id [16]byte) (string, bool) {
+	tp, ok := t.b.meta.State().TopicByID(metadata.UUID(id))
+	if !ok {
+		return "", false
+	}
+	return tp.Name, true
+}
+
+// offsetsLog is group.Log on one partition of __consumer_offsets.
+type offsetsLog struct {
+	b    *Broker
+	part int32
+}
+
+func (l *offsetsLog) partition() (*partition, error) {
+	p, err := l.b.store.partition(l.b.meta.State(), offsetsTopic, l.part)
+	if errors.Is(err, errNotLeader) || errors.Is(err, errUnknownTopicOrPartition) {
+		return nil, fmt.Errorf("%w: %v", group.ErrNotLeader, err)
+	}
+	return p, err
+}
+
+// Append writes the records as one uncompressed batch.
+func (l *offsetsLog) Append(_ context.Context, records []group.Record) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	_, err = p.appendBatch(encodeOffsetsBatch(records, time.Now().UnixMilli()), math.MaxInt32, false)
+	if errors.Is(err, hotlog.ErrClosed) {
+		return fmt.Errorf("%w: %v", group.ErrNotLeader, err)
+	}
+	return err
+}
+
+// Replay reads the partition from its start to its high watermark.
+func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) error) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
+	for off < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := p.log.ReadBytes(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		next, err := replayBatches(data, off, fn)
+		if err != nil {
+			return err
+		}
+		if next <= off {
+			return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, l.part, off)
+		}
+		off = next
+	}
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeOffsetsBatch encodes records as one uncompressed v2 batch with
+// kmsg's types (the CRC covers everything after the CRC field).
+func encodeOffsetsBatch(records []group.Record, now int64) []byte {
+	var body []byte
+	for i, r := range records {
+		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		enc := rec.AppendTo(nil) // with Length 0, which encodes as one byte
+		rec.Length = int32(len(enc) - 1)
+		body = rec.AppendTo(body)
+	}
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		LastOffsetDelta:      int32(len(records) - 1),
+		FirstTimestamp:       now,
+		MaxTimestamp:         now,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(records)),
+		Records:              body,
+	}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+// replayBatches calls fn for every record of the whole batches in data and
+// returns the offset after the last batch.
+func replayBatches(data []byte, off int64, fn func(key, value []byte) error) (int64, error) {
+	next := off
+	for len(data) > 0 {
+		h, err := hotlog.ParseBatchHeader(data)
+		if err != nil {
+			return next, err
+		}
+		size := h.Size()
+		if size > int64(len(data)) {
+			break // a partial batch at the end of the read
+		}
+		batch := data[:size]
+		data = data[size:]
+		next = h.LastOffset() + 1
+		if h.IsControl() {
+			continue
+		}
+		if h.Compression() != 0 {
+			return next, fmt.Errorf("broker: compressed batch at offset %d in %s", h.BaseOffset, offsetsTopic)
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(batch); err != nil {
+			return next, err
+		}
+		recs := rb.Records
+		for i := int32(0); i < rb.NumRecords; i++ {
+			l, n := binary.Varint(recs)
+			if n <= 0 || l < 0 || int64(n)+l > int64(len(recs)) {
+				return next, fmt.Errorf("broker: bad record length in batch at offset %d", h.BaseOffset)
+			}
+			var rec kmsg.Record
+			if err := rec.ReadFrom(recs[:int64(n)+l]); err != nil {
+				return next, err
+			}
+			recs = recs[int64(n)+l:]
+			if err := fn(rec.Key, rec.Value); err != nil {
+				return next, err
+			}
+		}
+	}
+	return next, nil
+}
