@@ -134,6 +134,9 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			if fp.res != nil {
 				fp.res.Release()
 			}
+			// Empty, not null: librdkafka (kcat) fails to parse a null
+			// record set ("invalid MessageSetSize -1"); Kafka sends empty.
+			rp.RecordBatches = []byte{}
 			continue
 		}
 		regions := make([]region, len(fp.res.Regions))

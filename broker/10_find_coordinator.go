@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -16,7 +17,8 @@ import (
 // partitions unless Config.Groups.Partitions says otherwise); the
 // coordinator is that partition's leader, answered with its address on the
 // listener the client came through. If this broker leads it, the partition
-// starts loading now. v1+ coordinator type, v3+ flexible, v4+ batched keys.
+// starts loading now and the answer waits (up to 2s) for the load, so the
+// JoinGroup that follows is not told COORDINATOR_LOAD_IN_PROGRESS. v1+ coordinator type, v3+ flexible, v4+ batched keys.
 // Transaction keys (type 1) get COORDINATOR_NOT_AVAILABLE until the
 // transaction coordinator exists; other types INVALID_REQUEST.
 
@@ -47,7 +49,7 @@ func handleFindCoordinator(ctx context.Context, b *Broker, r *Request) (*Reply, 
 		default:
 			c.NodeID, c.Host, c.Port, c.ErrorCode = groupCoordinator(b, st, key, r.Conn.Listener)
 			if c.ErrorCode == 0 && c.NodeID == b.cfg.NodeID {
-				b.groups.ensure(key)
+				b.groups.ensureWait(ctx, key, 2*time.Second)
 			}
 		}
 		if c.ErrorCode != 0 {

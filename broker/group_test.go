@@ -1,10 +1,15 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"os/exec"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -72,12 +77,6 @@ func (tr *tracker) signal() {
 	case tr.changed <- struct{}{}:
 	default:
 	}
-}
-
-func (tr *tracker) count() int {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return tr.total
 }
 
 // waitTotal waits until n records were consumed (or fails on an error).
@@ -438,4 +437,127 @@ func waitCond(t testing.TB, cond func() bool) {
 			t.Fatal("condition not met in time")
 		}
 	}
+}
+
+// crashDialer gives a client connections that can all be cut at once, with
+// every later dial failing: the client "crashes" without leaving its group.
+type crashDialer struct {
+	mu      sync.Mutex
+	conns   []net.Conn
+	crashed bool
+}
+
+func (d *crashDialer) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.crashed {
+		return nil, errors.New("crashed")
+	}
+	var nd net.Dialer
+	c, err := nd.DialContext(ctx, network, host)
+	if err == nil {
+		d.conns = append(d.conns, c)
+	}
+	return c, err
+}
+
+func (d *crashDialer) crash() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.crashed = true
+	for _, c := range d.conns {
+		c.Close()
+	}
+}
+
+// TestGroupMemberCrash: a member that stops heartbeating (its connections
+// cut, no LeaveGroup) is removed after its session timeout and the survivor
+// takes over all partitions. (Records the crashed member processed but had
+// not committed may be consumed twice: at least once, as in Kafka.)
+func TestGroupMemberCrash(t *testing.T) {
+	b := groupBroker(t, "")
+	createTopic(t, b, "crash", 8, nil)
+	produceAll(t, newClient(t, b), makeRecords("crash", 400, "a"))
+
+	tr := newTracker()
+	d := &crashDialer{}
+	crashing := startConsumer(t, b, "crashers", "crash", tr, kgo.Dialer(d.dial), kgo.SessionTimeout(2*time.Second))
+	startConsumer(t, b, "crashers", "crash", tr, kgo.SessionTimeout(2*time.Second))
+	tr.waitTotal(t, 400)
+	d.crash()
+	crashing.cancel() // stop its poll loop; its client is not closed (no leave)
+	<-crashing.done
+	crashing.cancel = nil
+	t.Cleanup(crashing.cl.Close)
+
+	// Only the survivor can consume what is produced now, so seeing the
+	// last offset of every partition proves it took the partitions over.
+	produceAll(t, newClient(t, b), makeRecords("crash", 800, "b"))
+	ends := endOffsets(t, b, "crash")
+	waitCond(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for p, end := range ends {
+			if tr.seen[p][end-1] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	adm := kadm.NewClient(newClient(t, b))
+	described, err := adm.DescribeGroups(testCtx(t), "crashers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := described["crashers"]; d.State != "Stable" || len(d.Members) != 1 {
+		t.Fatalf("after the crash: state %s, %d members", d.State, len(d.Members))
+	}
+}
+
+// TestKcatBalancedConsumers: two kcat (librdkafka) balanced consumers in one
+// group share the partitions: together they read every record once.
+func TestKcatBalancedConsumers(t *testing.T) {
+	kcat, err := exec.LookPath("kcat")
+	if err != nil {
+		t.Skip("kcat not installed")
+	}
+	b := startBroker(t, "", func(c *Config) {
+		// Both kcats join the first generation: a long initial delay.
+		c.Groups = group.Config{Partitions: 8, InitialRebalanceDelay: 2 * time.Second, MinSessionTimeout: time.Second}
+	})
+	createTopic(t, b, "kc", 4, nil)
+	produceAll(t, newClient(t, b), makeRecords("kc", 400, "k"))
+	ends := endOffsets(t, b, "kc")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	outs := make([]bytes.Buffer, 2)
+	errs := make([]bytes.Buffer, 2)
+	cmds := make([]*exec.Cmd, 2)
+	for i := range cmds {
+		cmds[i] = exec.CommandContext(ctx, kcat, "-b", b.Addr(), "-G", "kcats", "-X", "auto.offset.reset=earliest",
+			"-f", "%p %o\\n", "-e", "-q", "kc")
+		cmds[i].Stdout, cmds[i].Stderr = &outs[i], &errs[i]
+		if err := cmds[i].Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, c := range cmds {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("kcat %d: %v\n%s", i, err, errs[i].String())
+		}
+	}
+	tr := newTracker()
+	for i := range outs {
+		lines := strings.Fields(outs[i].String())
+		if len(lines) == 0 {
+			t.Fatalf("kcat %d consumed nothing; stderr:\n%s", i, errs[i].String())
+		}
+		for j := 0; j+1 < len(lines); j += 2 {
+			p, _ := strconv.Atoi(lines[j])
+			o, _ := strconv.ParseInt(lines[j+1], 10, 64)
+			tr.add(&kgo.Record{Partition: int32(p), Offset: o})
+		}
+	}
+	tr.exactlyOnce(t, ends, nil)
 }

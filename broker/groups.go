@@ -42,7 +42,36 @@ type groups struct {
 
 type offsetsLoad struct {
 	epoch int32
-	res   <-chan error
+	res   <-chan error  // the coordinator's answer: one value, then closed
+	once  sync.Once     // the receiver of that value records it:
+	done  chan struct{} // closed then; err is set before
+	err   error
+}
+
+// finished reports, without blocking, whether the load ended, and how.
+func (l *offsetsLoad) finished() (bool, error) {
+	select {
+	case <-l.done:
+		return true, l.err
+	case err, ok := <-l.res:
+		l.record(err, ok)
+		return true, l.err
+	default:
+		return false, nil
+	}
+}
+
+// record stores the result; only the one receiver that got the value
+// (ok) stores it, the others wait for it to be stored.
+func (l *offsetsLoad) record(err error, ok bool) {
+	if !ok {
+		<-l.done
+		return
+	}
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+	})
 }
 
 func newGroups(b *Broker) *groups {
@@ -82,6 +111,29 @@ func (g *groups) ensure(groupIDs ...string) {
 	}
 }
 
+// ensureWait is ensure, then waits (at most d) for the group's partition to
+// finish loading, so that a JoinGroup right after FindCoordinator does not
+// get COORDINATOR_LOAD_IN_PROGRESS (librdkafka backs off seconds on it).
+func (g *groups) ensureWait(ctx context.Context, groupID string, d time.Duration) {
+	g.ensure(groupID)
+	p := g.partitionFor(groupID)
+	g.mu.Lock()
+	l := g.mu.loads[p]
+	g.mu.Unlock()
+	if l == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case err, ok := <-l.res:
+		l.record(err, ok)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
 // ensureAll does ensure for every offsets partition (ListGroups).
 func (g *groups) ensureAll() {
 	t, ok := g.b.meta.State().Topic(offsetsTopic)
@@ -109,17 +161,13 @@ func (g *groups) ensurePartition(t *metadata.Topic, p int32) {
 		return
 	}
 	if cur != nil && cur.epoch == mp.LeaderEpoch {
-		select {
-		case err, open := <-cur.res:
-			if !open || err == nil {
-				return
-			}
-			g.b.log.Warn("loading offsets partition failed; retrying", "partition", p, "err", err)
-		default:
-			return // still loading
+		done, err := cur.finished()
+		if !done || err == nil {
+			return // loading, or loaded
 		}
+		g.b.log.Warn("loading offsets partition failed; retrying", "partition", p, "err", err)
 	}
-	g.mu.loads[p] = &offsetsLoad{epoch: mp.LeaderEpoch, res: g.c.Load(p, &offsetsLog{b: g.b, part: p})}
+	g.mu.loads[p] = &offsetsLoad{epoch: mp.LeaderEpoch, res: g.c.Load(p, &offsetsLog{b: g.b, part: p}), done: make(chan struct{})}
 }
 
 // createOffsetsTopic creates __consumer_offsets on first use, as Kafka does
