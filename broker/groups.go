@@ -181,7 +181,8 @@ func (b *Broker) createOffsetsTopic(ctx context.Context) (*metadata.State, error
 		name:              offsetsTopic,
 		partitions:        b.groups.c.Partitions(),
 		replicationFactor: -1,
-		configs:           map[string]string{"cleanup.policy": "compact"},
+		// Kafka's settings for the topic: compacted, 100 MiB segments.
+		configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
 	})
 	if errors.Is(err, metadata.ErrTopicExists) {
 		return b.meta.State(), nil
