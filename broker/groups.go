@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"net"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -35,6 +36,9 @@ const offsetsTopic = "__consumer_offsets"
 type groups struct {
 	b *Broker
 	c *group.Coordinator
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the metadata watcher
 
 	mu struct {
 		sync.Mutex
@@ -90,10 +94,54 @@ func newGroups(b *Broker) *groups {
 	if b.metrics != nil {
 		b.metrics.reg.MustRegister(&groupCollector{b})
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
+		defer g.wg.Done()
+		g.watch(ctx)
+	})
 	return g
 }
 
-func (g *groups) close() { g.c.Close() }
+func (g *groups) close() {
+	g.cancel()
+	g.wg.Wait()
+	g.c.Close()
+}
+
+// watch unloads the offsets partitions this broker stops leading as soon
+// as the metadata says so (partitions it gains load on their first request).
+func (g *groups) watch(ctx context.Context) {
+	ch := g.b.meta.Watch(ctx, g.b.meta.State().Version)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+		t, exists := g.b.meta.State().Topic(offsetsTopic)
+		g.mu.Lock()
+		var loaded []int32
+		for p := range g.mu.loads {
+			loaded = append(loaded, p)
+		}
+		g.mu.Unlock()
+		for _, p := range loaded {
+			if !exists {
+				g.mu.Lock()
+				delete(g.mu.loads, p)
+				g.mu.Unlock()
+				g.c.Unload(p)
+				continue
+			}
+			g.ensurePartition(t, p)
+		}
+	}
+}
 
 func (g *groups) partitionFor(groupID string) int32 { return g.c.PartitionFor(groupID) }
 
