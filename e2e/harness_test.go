@@ -117,6 +117,7 @@ type Broker struct {
 	NodeID    int
 	Addr      string // Kafka listener, 127.0.0.1:port
 	AdminAddr string // admin (metrics) listener
+	RaftAddr  string // the metadata quorum's Raft transport
 	DataDir   string
 	extra     []string
 	log       *syncBuffer
@@ -144,6 +145,7 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 		NodeID:    opts.NodeID,
 		Addr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
 		AdminAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
+		RaftAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
 		DataDir:   opts.DataDir,
 		extra:     opts.ExtraArgs,
 		log:       &syncBuffer{},
@@ -170,8 +172,9 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 func (b *Broker) brokerArgs() []string {
 	args := []string{
 		"broker",
-		"--listen", b.Addr,
-		"--admin-listen", b.AdminAddr,
+		"--listeners", b.Addr,
+		"--admin-address", b.AdminAddr,
+		"--raft-address", b.RaftAddr,
 		"--data-dir", b.DataDir,
 		"--node-id", strconv.Itoa(b.NodeID),
 	}
