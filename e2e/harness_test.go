@@ -258,6 +258,8 @@ func (b *Broker) waitReady(exited <-chan struct{}) error {
 		}
 		if last = b.probe(); last == nil {
 			return nil
+		} else if errors.Is(last, errNotServing) {
+			return last
 		}
 		// Poll again shortly, but wake at once if the process exits.
 		select {
@@ -266,6 +268,9 @@ func (b *Broker) waitReady(exited <-chan struct{}) error {
 		}
 	}
 }
+
+// errNotServing marks a probe failure that waiting will not fix.
+var errNotServing = errors.New("the broker cannot serve clients")
 
 // probe sends ApiVersions and Metadata over a fresh connection.
 func (b *Broker) probe() error {
@@ -282,6 +287,13 @@ func (b *Broker) probe() error {
 	}
 	if resp.ErrorCode != 0 || len(resp.ApiKeys) == 0 {
 		return fmt.Errorf("ApiVersions: error code %d, %d API keys", resp.ErrorCode, len(resp.ApiKeys))
+	}
+	hasMetadata := false
+	for _, k := range resp.ApiKeys {
+		hasMetadata = hasMetadata || k.ApiKey == kmsg.Metadata.Int16()
+	}
+	if !hasMetadata {
+		return fmt.Errorf("%w: its ApiVersions answer does not list Metadata (key 3)", errNotServing)
 	}
 	brokers, err := kadm.NewClient(cl).BrokerMetadata(ctx)
 	if err != nil {
