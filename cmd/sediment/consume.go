@@ -189,15 +189,15 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 
 	kopts := []kgo.Opt{
 		kgo.KeepControlRecords(), // so that --exit sees the offsets of transaction markers too
-		kgo.ConsumeResetOffset(spec.resetOffset()),
 	}
 	if cf.readCommitted {
 		kopts = append(kopts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	var ends map[int32]int64
 	if cf.group != "" {
+		// --from is where partitions without a committed offset start.
 		kopts = append(kopts, kgo.ConsumerGroup(cf.group), kgo.ConsumeTopics(topic),
-			kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
+			kgo.ConsumeResetOffset(spec.resetOffset()), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
 	} else {
 		starts, endOffsets, err := resolveStarts(ctx, adm, topic, td, cf.partition, spec, cf.readCommitted)
 		if err != nil {
@@ -207,7 +207,10 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 		for p, o := range starts {
 			offsets[p] = kgo.NewOffset().At(o)
 		}
-		kopts = append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+		// Should an offset fall out of range later (retention deleted
+		// it while we were reading), go on from the log start.
+		kopts = append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if cf.exitAtEnd {
 			ends = make(map[int32]int64, len(starts))
 			for p, o := range starts {
