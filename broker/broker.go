@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // Listener is one address the broker accepts Kafka connections on.
@@ -139,6 +141,18 @@ type Broker struct {
 	connWG   sync.WaitGroup
 
 	store *store
+	meta  *metadata.Node
+	// stopping is closed when Close begins: long polls answer at once.
+	stopping chan struct{}
+}
+
+func (b *Broker) isStopping() bool {
+	select {
+	case <-b.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // New opens the broker's state (metadata node and partition logs) and
@@ -146,15 +160,9 @@ type Broker struct {
 func New(cfg Config) (*Broker, error) {
 	cfg.setDefaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel}
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
-	st, err := openStore(b)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	b.store = st
 	for _, l := range cfg.Listeners {
 		ln, err := cfg.ListenFn("tcp", l.Addr)
 		if err != nil {
@@ -169,6 +177,12 @@ func New(cfg Config) (*Broker, error) {
 		}
 		b.addrs = append(b.addrs, bound)
 	}
+	st, err := openStore(b)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.store, b.meta = st, st.meta
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
@@ -251,6 +265,7 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
+	close(b.stopping)
 	conns := make([]*conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {
 		conns = append(conns, c)
@@ -262,10 +277,6 @@ func (b *Broker) Close() error {
 	b.acceptWG.Wait()
 	for _, c := range conns {
 		c.shutdown()
-	}
-	// Wake long polls so they answer with what they have.
-	if b.store != nil {
-		b.store.wakeAll()
 	}
 	done := make(chan struct{})
 	go func() { b.connWG.Wait(); close(done) }()

@@ -178,18 +178,12 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 		close(s.done)
 		return s, nil, true
 	}
-	req := kmsg.RequestForKey(hdr.key)
-	req.SetVersion(hdr.version)
-	s.flexible = req.IsFlexible()
-	body, err := parseRest(&s.hdr, frame, s.flexible)
+	req, err := decodeBody(&s.hdr, frame)
 	if err != nil {
-		c.log.Warn("closing connection: malformed header", "api", kmsg.NameForKey(hdr.key))
-		return nil, nil, false
-	}
-	if err := req.ReadFrom(body); err != nil {
 		c.log.Warn("closing connection: malformed request", "api", kmsg.NameForKey(hdr.key), "version", hdr.version, "err", err)
 		return nil, nil, false
 	}
+	s.flexible = req.IsFlexible()
 	r := &Request{
 		Conn:          &c.info,
 		Key:           hdr.key,
@@ -283,4 +277,22 @@ func (c *conn) writeReply(w *bufio.Writer, buf []byte, s *slot) ([]byte, int64, 
 		return buf, int64(len(buf)), err
 	}
 	return c.writeZeroCopy(w, buf, r, flexible)
+}
+
+// decodeBody decodes the rest of the header and the body of a request
+// whose key and version were checked against the registry.
+func decodeBody(h *reqHeader, frame []byte) (kmsg.Request, error) {
+	req := kmsg.RequestForKey(h.key)
+	if req == nil || h.version < 0 || h.version > req.MaxVersion() {
+		return nil, errMalformed
+	}
+	req.SetVersion(h.version)
+	body, err := parseRest(h, frame, req.IsFlexible())
+	if err != nil {
+		return nil, err
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	return req, nil
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sediment-io/sediment/internal/vfs"
 )
 
 // Zero-copy Fetch replies.
@@ -56,7 +58,7 @@ type regionFile interface {
 	Fd() uintptr
 }
 
-const invalidFd = ^uintptr(0)
+const invalidFd = vfs.InvalidFd
 
 type region struct {
 	f        regionFile
