@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type consumeFlags struct {
@@ -195,6 +196,9 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 	}
 	var ends map[int32]int64
 	if cf.group != "" {
+		if err := checkGroupSupport(ctx, adm); err != nil {
+			return err
+		}
 		// --from is where partitions without a committed offset start.
 		kopts = append(kopts, kgo.ConsumerGroup(cf.group), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(spec.resetOffset()), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
@@ -227,6 +231,29 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 		return err
 	}
 	return consume(ctx, cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), format, cf, ends)
+}
+
+// groupAPIs are the requests a classic consumer group member sends.
+var groupAPIs = []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.OffsetFetch}
+
+// checkGroupSupport fails, naming the missing API, when the brokers do not
+// advertise consumer groups: a group member would otherwise retry forever.
+func checkGroupSupport(ctx context.Context, adm *kadm.Client) error {
+	versions, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("api versions: %w", err)
+	}
+	for _, v := range versions.Sorted() {
+		if v.Err != nil {
+			continue
+		}
+		for _, key := range groupAPIs {
+			if _, ok := v.KeyMaxVersion(key.Int16()); !ok {
+				return fmt.Errorf("broker %d does not support consumer groups (no %s in its ApiVersions); consume without --group", v.NodeID, key.Name())
+			}
+		}
+	}
+	return nil
 }
 
 // resolveStarts lists the partitions' log start and end offsets (and the
