@@ -264,3 +264,12 @@ func TestRecordFormatter(t *testing.T) {
 		t.Error("unknown format accepted")
 	}
 }
+
+func TestTopicIDLikeKafka(t *testing.T) {
+	// Kafka prints Uuid 0x0123456789abcdef_fedcba9876543210 as URL-safe
+	// base64 without padding.
+	id := [16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}
+	if got, want := topicID(id), "ASNFZ4mrze_-3LqYdlQyEA"; got != want {
+		t.Errorf("topicID = %q, want %q", got, want)
+	}
+}
