@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -469,4 +470,87 @@ func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool)
 		case <-tick.C:
 		}
 	}
+}
+
+// bgCommand is a sediment process running in the background whose standard
+// output is collected line by line.
+type bgCommand struct {
+	name   string
+	cmd    *exec.Cmd
+	stderr syncBuffer
+	done   chan struct{} // closed when the process has exited and its output is read
+
+	mu    sync.Mutex
+	lines []string
+	err   error // Wait's result, valid after done
+}
+
+// startSediment starts the sediment binary against b in the background. It
+// is killed at cleanup if still running.
+func (b *Broker) startSediment(t testing.TB, args ...string) *bgCommand {
+	t.Helper()
+	c := &bgCommand{name: "sediment " + strings.Join(args, " "), done: make(chan struct{})}
+	c.cmd = exec.Command(sedimentBin, args...)
+	c.cmd.Env = append(brokerEnv(), "SEDIMENT_BROKERS="+b.Addr)
+	c.cmd.Stderr = &c.stderr
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdout, err := c.cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", c.name, err)
+	}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(nil, 16<<20)
+		for sc.Scan() {
+			c.mu.Lock()
+			c.lines = append(c.lines, sc.Text())
+			c.mu.Unlock()
+		}
+		err := c.cmd.Wait()
+		c.mu.Lock()
+		c.err = err
+		c.mu.Unlock()
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-c.done:
+		default:
+			c.cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
+			<-c.done
+		}
+	})
+	return c
+}
+
+// Lines returns a copy of the lines printed so far.
+func (c *bgCommand) Lines() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.lines...)
+}
+
+// Interrupt sends SIGINT, as Ctrl-C does, and waits for the exit; it returns
+// the exit error and fails the test if the process does not stop in time.
+func (c *bgCommand) Interrupt(t testing.TB) error {
+	t.Helper()
+	if err := c.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("%s: SIGINT: %v", c.name, err)
+	}
+	select {
+	case <-c.done:
+	case <-time.After(stopTimeout):
+		t.Errorf("%s did not exit within %v of SIGINT", c.name, stopTimeout)
+		c.cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
+		<-c.done
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return fmt.Errorf("%s: %w; stderr:\n%s", c.name, c.err, c.stderr.String())
+	}
+	return nil
 }

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -86,7 +88,9 @@ func testRestartMidStream(t *testing.T, graceful bool) {
 		}
 	}()
 
-	// The consumer: reads the topic from the start through the restart.
+	// Two consumers read the topic from its start through the restart: the
+	// command line, and a franz-go client in this process.
+	cli := b.startSediment(t, "consume", topic, "--format", "json")
 	consumer := b.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	consumeCtx, stopConsuming := context.WithCancel(context.Background())
 	consumerDone := make(chan struct{})
@@ -152,6 +156,25 @@ func testRestartMidStream(t *testing.T, graceful bool) {
 	})
 	stopConsuming()
 	<-consumerDone
+	waitFor(t, 60*time.Second, "sediment consume to print every acknowledged record", func() bool {
+		printed := make(map[string]bool)
+		for _, line := range cli.Lines() {
+			var r jsonRecord
+			if json.Unmarshal([]byte(line), &r) == nil {
+				printed[deref(r.Value)] = true
+			}
+		}
+		for v := range want {
+			if !printed[v] {
+				return false
+			}
+		}
+		return true
+	})
+	if err := cli.Interrupt(t); err != nil {
+		t.Errorf("sediment consume did not stop cleanly on SIGINT: %v", err)
+	}
+	cliRecords := parseJSONRecords(t, strings.Join(cli.Lines(), "\n"))
 
 	// A fresh read of the whole log.
 	final := readAll(t, b, topic)
@@ -182,7 +205,12 @@ func testRestartMidStream(t *testing.T, graceful bool) {
 	}
 	t.Logf("%d records acknowledged (%d before the restart), %d in the log, %d consumed", len(acked), before, len(final), len(consumed))
 
-	// The command line sees the same log.
+	// The command line saw, and sees, the same log.
+	for _, r := range cliRecords {
+		if final[position{r.Partition, r.Offset}] != deref(r.Value) {
+			t.Errorf("sediment consume (through the restart): %d/%d is %q, the log has %q", r.Partition, r.Offset, deref(r.Value), final[position{r.Partition, r.Offset}])
+		}
+	}
 	records := consumeJSON(t, b, topic)
 	if len(records) != len(final) {
 		t.Errorf("sediment consume read %d records, the log has %d", len(records), len(final))
