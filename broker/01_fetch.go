@@ -61,6 +61,8 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			// MessageSetSize -1 and so never sees the end of a partition.
 			rp.RecordBatches = []byte{}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			// Empty, never null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
 			var p *partition
 			var err error
 			if r.Version >= 13 {

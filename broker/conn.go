@@ -193,10 +193,12 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 		Msg:           req,
 		Size:          len(frame),
 	}
-	var prev, mine chan struct{}
+	var prev chan struct{}
 	if e.serial {
+		var mine chan struct{}
 		prev, mine = c.lastSerial, make(chan struct{})
 		c.lastSerial = mine
+		r.ordered = sync.OnceFunc(func() { close(mine) })
 	}
 	h := c.b.chain(e)
 	run = func() {
@@ -207,10 +209,10 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 			case <-prev:
 			case <-c.ctx.Done():
 				s.err = c.ctx.Err()
-				close(mine)
+				r.ordered()
 				return
 			}
-			defer close(mine)
+			defer r.ordered()
 		}
 		start := time.Now()
 		pprof.Do(c.ctx, pprof.Labels("sediment", "handler", "api", kmsg.NameForKey(hdr.key)), func(ctx context.Context) {

@@ -16,6 +16,8 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	bytesOut    prometheus.Counter
 	connections prometheus.Gauge
+	sendfile    prometheus.Counter
+	copied      prometheus.Counter
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -41,8 +43,14 @@ func newMetrics(b *Broker) *metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sediment_connections", Help: "Open client connections.",
 		}),
+		sendfile: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_fetch_sendfile_bytes_total", Help: "Record bytes sent from segment files with sendfile(2).",
+		}),
+		copied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_fetch_copied_bytes_total", Help: "Record bytes copied through user space (no OS file, or sendfile disabled).",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections,
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
 		&partitionCollector{b: b})
 	return m

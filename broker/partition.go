@@ -69,7 +69,9 @@ type appendResult struct {
 
 // appendBatch appends one client batch: validation and offset assignment
 // in hotlog, idempotence checks here, under the log's append lock.
-func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool) (appendResult, error) {
+// ordered is called once the batch has its place in the log (or failed).
+func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool, ordered func()) (appendResult, error) {
+	defer ordered()
 	if int64(len(records)) > int64(maxMessageBytes) {
 		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
 	}
@@ -95,6 +97,7 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 		LeaderEpoch:   p.leaderEpoch(),
 		LogAppendTime: logAppendTime,
 		Check: func(first int64, batches []hotlog.BatchHeader) error {
+			defer ordered()
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if err := p.mu.producers.check(info); err != nil {

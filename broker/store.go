@@ -376,6 +376,14 @@ func (b *Broker) hotlogConfig(set map[string]string) hotlog.Config {
 		SegmentMs:          time.Duration(configInt(b, set, "segment.ms")) * time.Millisecond,
 		IndexIntervalBytes: int(configInt(b, set, "index.interval.bytes")),
 		MaxIndexBytes:      int(configInt(b, set, "segment.index.bytes")),
+		MaxMessageBytes:    int32(configInt(b, set, "max.message.bytes")),
+	}
+	// Unset (Long.MAX_VALUE) windows stay 0: no limit.
+	if ms := configInt(b, set, "message.timestamp.before.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampBeforeMax = time.Duration(ms) * time.Millisecond
+	}
+	if ms := configInt(b, set, "message.timestamp.after.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampAfterMax = time.Duration(ms) * time.Millisecond
 	}
 	switch b.cfg.LogFlush {
 	case "interval":
