@@ -57,9 +57,6 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		for _, pt := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = pt.Partition
-			// An empty record set, never null: librdkafka (kcat) rejects
-			// MessageSetSize -1 and so never sees the end of a partition.
-			rp.RecordBatches = []byte{}
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			// Empty, never null: librdkafka refuses a null record set.
 			rp.RecordBatches = []byte{}
