@@ -325,8 +325,14 @@ func TestProduceConsume(t *testing.T) {
 	if r := b.sedimentMayFail(t, "", "consume", "events", "--partition", "9", "--exit"); r.Err == nil || !strings.Contains(r.Stderr, "has no partition 9") {
 		t.Errorf("consume of a missing partition: err %v, stderr %q", r.Err, r.Stderr)
 	}
-	if r := b.sedimentMayFail(t, "x\n", "produce", "events", "--partition", "9", "--timeout", "10s"); r.Err == nil {
-		t.Errorf("produce to a missing partition succeeded: %q", r.Stderr)
+	if r := b.sedimentMayFail(t, "x\n", "produce", "events", "--partition", "9"); r.Err == nil || !strings.Contains(r.Stderr, "topic events has no partition 9 (it has 3 partitions)") {
+		t.Errorf("produce to a missing partition: err %v, stderr %q", r.Err, r.Stderr)
+	}
+	// Several topics at once: the existing one is described, the missing
+	// one reported, and the command fails.
+	r = b.sedimentMayFail(t, "", "topic", "describe", "no-such-topic", "events")
+	if r.Err == nil || !strings.Contains(r.Stderr, "topic no-such-topic does not exist") || !strings.HasPrefix(r.Stdout, "Topic: events\n") {
+		t.Errorf("describe of a missing and an existing topic: err %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
 	}
 }
 

@@ -5,6 +5,7 @@ package main
 // CreatePartitions, IncrementalAlterConfigs, DeleteTopics).
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -187,12 +188,21 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 			defer adm.Close()
 			out := cmd.OutOrStdout()
 			var failed []error
-			for i, topic := range topics {
-				if i > 0 {
+			printed := false
+			for _, topic := range topics {
+				var buf bytes.Buffer
+				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
+					failed = append(failed, err)
+				}
+				if buf.Len() == 0 {
+					continue
+				}
+				if printed {
 					fmt.Fprintln(out)
 				}
-				if err := describeTopic(ctx, out, adm, topic, allConfigs); err != nil {
-					failed = append(failed, err)
+				printed = true
+				if _, err := out.Write(buf.Bytes()); err != nil {
+					return err
 				}
 			}
 			return errors.Join(failed...)
