@@ -89,7 +89,15 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	r.Ordered()
 	done.Wait()
 	if req.Acks == 0 {
-		return &Reply{NoResponse: true}, nil
+		// No reply; as Kafka does, a failed partition closes the
+		// connection so the client notices and refreshes its metadata.
+		failed := false
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				failed = failed || p.ErrorCode != 0
+			}
+		}
+		return &Reply{NoResponse: true, Close: failed}, nil
 	}
 	return &Reply{Msg: resp}, nil
 }

@@ -33,11 +33,6 @@ func createTopic(t testing.TB, b *Broker, name string, partitions int32, configs
 	}
 }
 
-type sent struct {
-	key, value string
-	headers    []kgo.RecordHeader
-}
-
 func makeRecords(topic string, n int, tag string) []*kgo.Record {
 	out := make([]*kgo.Record, n)
 	for i := range out {

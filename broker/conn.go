@@ -240,6 +240,11 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		if s.reply == nil || s.reply.NoResponse {
+			if s.reply != nil && s.reply.Close {
+				w.Flush()
+				failed = true
+				c.kill()
+			}
 			continue
 		}
 		var n int64
