@@ -142,14 +142,11 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 		opts.DataDir = filepath.Join(t.TempDir(), "data")
 	}
 	b := &Broker{
-		t:         t,
-		NodeID:    opts.NodeID,
-		Addr:      net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-		AdminAddr: net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-		RaftAddr:  net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t))),
-		DataDir:   opts.DataDir,
-		extra:     opts.ExtraArgs,
-		log:       &syncBuffer{},
+		t:       t,
+		NodeID:  opts.NodeID,
+		DataDir: opts.DataDir,
+		extra:   opts.ExtraArgs,
+		log:     &syncBuffer{},
 	}
 	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
 		b.log.tee = os.Stderr
@@ -164,7 +161,21 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 			t.Logf("broker %d log (%s, data %s):\n%s", b.NodeID, b.Addr, b.DataDir, logText)
 		}
 	})
-	b.Start()
+	// A port found free may be taken by another process before the broker
+	// binds it (other tests run on this machine too): then pick new ones.
+	for attempt := 1; ; attempt++ {
+		b.pickPorts()
+		logLen := len(b.log.String())
+		err := b.start()
+		if err == nil {
+			break
+		}
+		if attempt < 3 && strings.Contains(b.log.String()[logLen:], "address already in use") {
+			fmt.Fprintf(b.log, "=== e2e: a port was taken, trying others\n")
+			continue
+		}
+		t.Fatalf("broker %d at %s did not come up: %v (its log follows)", b.NodeID, b.Addr, err)
+	}
 	return b
 }
 
@@ -186,10 +197,17 @@ func (b *Broker) brokerArgs() []string {
 // ready; it fails the test with the broker's log if it exits or times out.
 func (b *Broker) Start() {
 	b.t.Helper()
+	if err := b.start(); err != nil {
+		b.t.Fatalf("broker %d at %s did not come up: %v (its log follows)", b.NodeID, b.Addr, err)
+	}
+}
+
+// start runs the process and waits for it to be ready.
+func (b *Broker) start() error {
 	b.mu.Lock()
 	if b.cmd != nil {
 		b.mu.Unlock()
-		b.t.Fatalf("broker %d: Start while running", b.NodeID)
+		return errors.New("Start while running")
 	}
 	b.starts++
 	fmt.Fprintf(b.log, "=== e2e: start #%d: %s %s\n", b.starts, sedimentBin, strings.Join(b.brokerArgs(), " "))
@@ -203,7 +221,7 @@ func (b *Broker) Start() {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		b.mu.Unlock()
-		b.t.Fatalf("broker %d: start %s: %v", b.NodeID, sedimentBin, err)
+		return fmt.Errorf("start %s: %w", sedimentBin, err)
 	}
 	exited := make(chan struct{})
 	b.cmd, b.exited = cmd, exited
@@ -216,9 +234,14 @@ func (b *Broker) Start() {
 		fmt.Fprintf(b.log, "=== e2e: process exited: %v\n", errOrOK(err))
 		close(exited)
 	}()
-	if err := b.waitReady(exited); err != nil {
-		b.t.Fatalf("broker %d at %s did not come up: %v (its log follows)", b.NodeID, b.Addr, err)
-	}
+	return b.waitReady(exited)
+}
+
+// pickPorts chooses free loopback ports for the broker's listeners.
+func (b *Broker) pickPorts() {
+	b.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b.t)))
+	b.AdminAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b.t)))
+	b.RaftAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(b.t)))
 }
 
 func errOrOK(err error) string {
