@@ -60,6 +60,10 @@ type Config struct {
 	LogFlush         string
 	LogFlushInterval time.Duration
 
+	// ProducerSnapshotInterval is how often partitions that grew write a
+	// producer-state snapshot [1m].
+	ProducerSnapshotInterval time.Duration
+
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// ListenFn opens listeners (tests may pass an in-memory network).
@@ -90,6 +94,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ProducerSnapshotInterval <= 0 {
+		c.ProducerSnapshotInterval = time.Minute
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second

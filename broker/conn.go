@@ -113,9 +113,15 @@ func (c *conn) kill() {
 func (c *conn) readLoop() {
 	var sizeBuf [4]byte
 	maxSize := c.b.cfg.SocketRequestMaxBytes
-	for !c.stopRead.Load() {
+	for {
 		if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		// Checked after setting the idle deadline: shutdown stores the
+		// flag before moving the deadline to now, so one of the two
+		// stops this read.
+		if c.stopRead.Load() {
+			return
 		}
 		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !c.stopRead.Load() {
@@ -228,7 +234,19 @@ func (c *conn) writeLoop() {
 	failed := false
 	var buf []byte
 	for s := range c.slots {
-		<-s.done
+		select {
+		case <-s.done:
+		default:
+			// The next reply is not ready (a long poll, an fsync):
+			// send what is buffered rather than hold it behind.
+			if !failed {
+				if err := w.Flush(); err != nil {
+					failed = true
+					c.kill()
+				}
+			}
+			<-s.done
+		}
 		if failed {
 			s.reply.release()
 			continue

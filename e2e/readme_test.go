@@ -21,12 +21,12 @@ func TestReadmeQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(readme), "```go\n")
+	_, block, ok := strings.Cut(string(readme), "```go\n// Command quickstart")
 	if ok {
-		block, _, ok = strings.Cut(block, "```")
+		block, _, ok = strings.Cut("// Command quickstart"+block, "```")
 	}
 	if !ok || block != string(source) {
-		t.Errorf("README.md's go block is not examples/quickstart/main.go; copy the file into the README")
+		t.Errorf("README.md's quickstart block is not examples/quickstart/main.go; copy the file into the README")
 	}
 
 	bin := filepath.Join(t.TempDir(), "quickstart")
