@@ -42,7 +42,7 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 	v.AutomaticEnv()
 
 	fs := cmd.PersistentFlags()
-	fs.String("brokers", defaultBrokers, "comma-separated host:port list of brokers to bootstrap from (env SEDIMENT_BROKERS)")
+	fs.StringP("brokers", "b", defaultBrokers, "comma-separated host:port list of brokers to bootstrap from (env SEDIMENT_BROKERS)")
 	fs.Duration("timeout", 30*time.Second, "how long to wait for the cluster before giving up (env SEDIMENT_TIMEOUT)")
 	fs.String("client-id", "sediment-cli", "client id sent to the brokers (env SEDIMENT_CLIENT_ID)")
 	fs.String("log-level", "none", "client log level on stderr: none, error, warn, info, debug (env SEDIMENT_CLIENT_LOG_LEVEL)")
