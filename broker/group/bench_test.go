@@ -1,0 +1,143 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// loopRoundTrip measures the machine's limit for this design: an empty
+// closure sent to the coordinator's loop and waited for.
+func loopRoundTrip(c *Coordinator, n int) time.Duration {
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		c.inLoop(func() {})
+	}
+	return time.Since(start) / time.Duration(n)
+}
+
+// BenchmarkOffsetCommit is offset commits per second against one
+// coordinator (in-memory log, 8 committers), beside the loop's own
+// round-trip rate.
+func BenchmarkOffsetCommit(b *testing.B) {
+	c := New(Config{Logger: quiet, Partitions: 1})
+	defer c.Close()
+	if err := <-c.Load(0, &memLog{}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	const workers = 8
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	per := (b.N + workers - 1) / workers
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < per; i++ {
+				if _, err := c.OffsetCommit(ctx, commitReq("g", "t", int32(w), int64(i))); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	perCommit := elapsed / time.Duration(per*workers)
+	rt := loopRoundTrip(c, 10000)
+	b.ReportMetric(float64(time.Second)/float64(perCommit), "commits/s")
+	b.ReportMetric(float64(rt)/float64(perCommit), "ratio-of-loop")
+}
+
+// BenchmarkRebalance is the coordinator's share of a rebalance: a group of
+// 8 eager members on 64 partitions settles after a ninth joins (all rejoin,
+// the leader assigns, everyone syncs), beside the loop's round-trip time.
+func BenchmarkRebalance(b *testing.B) {
+	clock := newFakeClock()
+	ids := 0
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: clock, InitialRebalanceDelay: time.Second, MinSessionTimeout: time.Second,
+		newMemberID: func(client string) string { ids++; return fmt.Sprintf("%s-%d", client, ids) }})
+	defer c.Close()
+	if err := <-c.Load(0, &memLog{}); err != nil {
+		b.Fatal(err)
+	}
+
+	join := func(members []string, advance bool) []*kmsg.JoinGroupResponse {
+		out := make([]*kmsg.JoinGroupResponse, len(members))
+		got := make(chan struct{}, len(members))
+		for i, m := range members {
+			i, m := i, m
+			c.inLoop(func() {
+				c.handleJoin(Client{ClientID: "c"}, joinReq("g", m, 3), func(r *kmsg.JoinGroupResponse) { out[i] = r; got <- struct{}{} })
+			})
+		}
+		if advance {
+			clock.Advance(5 * time.Second) // the first rebalance's initial delay
+		}
+		for range members {
+			<-got
+		}
+		return out
+	}
+	syncAll := func(joined []*kmsg.JoinGroupResponse) {
+		got := make(chan struct{}, len(joined))
+		for _, j := range joined {
+			req := kmsg.NewPtrSyncGroupRequest()
+			req.Group, req.MemberID, req.Generation = "g", j.MemberID, j.Generation
+			if j.MemberID == j.LeaderID {
+				for i, m := range j.Members {
+					var a kmsg.ConsumerMemberAssignment
+					for p := i; p < 64; p += len(j.Members) {
+						a.Topics = []kmsg.ConsumerMemberAssignmentTopic{{Topic: "t", Partitions: append([]int32(nil), int32(p))}}
+					}
+					req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m.MemberID, MemberAssignment: a.AppendTo(nil)})
+				}
+			}
+			c.inLoop(func() { c.handleSync(req, func(*kmsg.SyncGroupResponse) { got <- struct{}{} }) })
+		}
+		for range joined {
+			<-got
+		}
+	}
+	var members []string
+	for i := 0; i < 8; i++ {
+		members = append(members, "")
+	}
+	syncAll(join(members, true))
+	c.inLoop(func() {
+		members = members[:0]
+		for id := range c.partitions[0].groups["g"].members {
+			members = append(members, id)
+		}
+	})
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		// A ninth member joins; everyone rejoins; all sync; then it leaves
+		// (not timed as a separate rebalance: the next round absorbs it).
+		joined := join(append([]string{""}, members...), false) // the newcomer first: it starts the rebalance
+		syncAll(joined)
+		var newest string
+		for _, j := range joined {
+			if !contains(members, j.MemberID) {
+				newest = j.MemberID
+			}
+		}
+		if _, err := c.LeaveGroup(context.Background(), &kmsg.LeaveGroupRequest{Version: 5, Group: "g", Members: []kmsg.LeaveGroupRequestMember{{MemberID: newest}}}); err != nil {
+			b.Fatal(err)
+		}
+		syncAll(join(members, false))
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.StopTimer()
+	rt := loopRoundTrip(c, 10000)
+	b.ReportMetric(float64(per.Microseconds()), "µs/rebalance-pair")
+	b.ReportMetric(float64(per)/float64(rt), "ratio-of-loop")
+}

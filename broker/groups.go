@@ -1,0 +1,520 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"net"
+	"runtime/pprof"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// The glue between the broker and its group coordinator (broker/group):
+// the __consumer_offsets topic, which of its partitions this broker leads
+// (and so loads into the coordinator), and the group.Log on a partition.
+// The handler files 08, 09, 10-16, 42 and 47 call into it.
+
+const offsetsTopic = "__consumer_offsets"
+
+// groups owns the coordinator and the record of which offsets partitions it
+// was given. Leadership is checked on every group request: a partition this
+// broker leads is loaded (again, on a new leader epoch); one it no longer
+// leads is unloaded.
+type groups struct {
+	b *Broker
+	c *group.Coordinator
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the metadata watcher
+
+	mu struct {
+		sync.Mutex
+		loads map[int32]*offsetsLoad
+	}
+}
+
+type offsetsLoad struct {
+	epoch int32
+	res   <-chan error  // the coordinator's answer: one value, then closed
+	once  sync.Once     // the receiver of that value records it:
+	done  chan struct{} // closed then; err is set before
+	err   error
+}
+
+// finished reports, without blocking, whether the load ended, and how.
+func (l *offsetsLoad) finished() (bool, error) {
+	select {
+	case <-l.done:
+		return true, l.err
+	case err, ok := <-l.res:
+		l.record(err, ok)
+		return true, l.err
+	default:
+		return false, nil
+	}
+}
+
+// record stores the result; only the one receiver that got the value
+// (ok) stores it, the others wait for it to be stored.
+func (l *offsetsLoad) record(err error, ok bool) {
+	if !ok {
+		<-l.done
+		return
+	}
+	l.once.Do(func() {
+		l.err = err
+		close(l.done)
+	})
+}
+
+func newGroups(b *Broker) *groups {
+	cfg := b.cfg.Groups
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = group.DefaultPartitions
+	}
+	cfg.Topics = groupTopics{b}
+	if cfg.Logger == nil {
+		cfg.Logger = b.log
+	}
+	g := &groups{b: b, c: group.New(cfg)}
+	g.mu.loads = make(map[int32]*offsetsLoad)
+	if b.metrics != nil {
+		b.metrics.reg.MustRegister(&groupCollector{b})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
+		defer g.wg.Done()
+		g.watch(ctx)
+	})
+	return g
+}
+
+func (g *groups) close() {
+	g.cancel()
+	g.wg.Wait()
+	g.c.Close()
+}
+
+// watch follows leadership of __consumer_offsets as Kafka's coordinator
+// does on election and resignation: at start and on every metadata change
+// it loads the partitions this broker leads (so groups are ready before the
+// first request after a restart or failover) and unloads the ones it no
+// longer leads.
+func (g *groups) watch(ctx context.Context) {
+	ch := g.b.meta.Watch(ctx, g.b.meta.State().Version)
+	for {
+		if t, ok := g.b.meta.State().Topic(offsetsTopic); ok {
+			for p := range t.Partitions {
+				g.ensurePartition(t, int32(p))
+			}
+		} else {
+			g.mu.Lock()
+			loaded := g.mu.loads
+			g.mu.loads = make(map[int32]*offsetsLoad)
+			g.mu.Unlock()
+			for p := range loaded {
+				g.c.Unload(p)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+	}
+}
+
+func (g *groups) partitionFor(groupID string) int32 { return g.c.PartitionFor(groupID) }
+
+// ensure loads or unloads the offsets partition of each group according to
+// the current leadership.
+func (g *groups) ensure(groupIDs ...string) {
+	st := g.b.meta.State()
+	t, ok := st.Topic(offsetsTopic)
+	if !ok {
+		return
+	}
+	seen := make(map[int32]bool)
+	for _, id := range groupIDs {
+		p := g.partitionFor(id)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		g.ensurePartition(t, p)
+	}
+}
+
+// ensureWait is ensure, then waits (at most d) for the group's partition to
+// finish loading, so that a JoinGroup right after FindCoordinator does not
+// get COORDINATOR_LOAD_IN_PROGRESS (librdkafka backs off seconds on it).
+func (g *groups) ensureWait(ctx context.Context, groupID string, d time.Duration) {
+	g.ensure(groupID)
+	p := g.partitionFor(groupID)
+	g.mu.Lock()
+	l := g.mu.loads[p]
+	g.mu.Unlock()
+	if l == nil {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-l.done:
+	case err, ok := <-l.res:
+		l.record(err, ok)
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// ensureAll does ensure for every offsets partition (ListGroups).
+func (g *groups) ensureAll() {
+	t, ok := g.b.meta.State().Topic(offsetsTopic)
+	if !ok {
+		return
+	}
+	for p := range t.Partitions {
+		g.ensurePartition(t, int32(p))
+	}
+}
+
+func (g *groups) ensurePartition(t *metadata.Topic, p int32) {
+	if p < 0 || int(p) >= len(t.Partitions) {
+		return
+	}
+	mp := t.Partitions[p]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	cur := g.mu.loads[p]
+	if mp.Leader != g.b.cfg.NodeID {
+		if cur != nil {
+			delete(g.mu.loads, p)
+			g.c.Unload(p)
+		}
+		return
+	}
+	if cur != nil && cur.epoch == mp.LeaderEpoch {
+		done, err := cur.finished()
+		if !done || err == nil {
+			return // loading, or loaded
+		}
+		g.b.log.Warn("loading offsets partition failed; retrying", "partition", p, "err", err)
+	}
+	g.mu.loads[p] = &offsetsLoad{epoch: mp.LeaderEpoch, res: g.c.Load(p, &offsetsLog{b: g.b, part: p}), done: make(chan struct{})}
+}
+
+// createOffsetsTopic creates __consumer_offsets on first use, as Kafka does
+// on the first FindCoordinator.
+func (b *Broker) createOffsetsTopic(ctx context.Context) (*metadata.State, error) {
+	st := b.meta.State()
+	if _, ok := st.Topic(offsetsTopic); ok {
+		return st, nil
+	}
+	nst, err := b.createTopic(ctx, createTopicSpec{
+		name:              offsetsTopic,
+		partitions:        b.groups.c.Partitions(),
+		replicationFactor: -1,
+		// Kafka's settings for the topic: compacted, 100 MiB segments.
+		configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
+	})
+	if errors.Is(err, metadata.ErrTopicExists) {
+		return b.meta.State(), nil
+	}
+	return nst, err
+}
+
+// groupClient is what DescribeGroups shows of a member's connection.
+func groupClient(r *Request) group.Client {
+	c := group.Client{}
+	if r.ClientID != nil {
+		c.ClientID = *r.ClientID
+	}
+	if r.Conn != nil && r.Conn.Remote != nil {
+		host := r.Conn.Remote.String()
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		c.Host = "/" + host
+	}
+	return c
+}
+
+// groupReply turns the coordinator's answer into a Reply. ErrClosed (the
+// broker is stopping) answers with a NOT_COORDINATOR response so the client
+// looks elsewhere; a cancelled request closes the connection.
+func groupReply(req kmsg.Request, resp kmsg.Response, err error) (*Reply, error) {
+	if errors.Is(err, group.ErrClosed) {
+		return &Reply{Msg: groupErrorResponse(req, kerr.NotCoordinator.Code)}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+// groupErrorResponse fills a whole-request error into the response of a
+// group request.
+func groupErrorResponse(req kmsg.Request, code int16) kmsg.Response {
+	resp := req.ResponseKind()
+	switch r := resp.(type) {
+	case *kmsg.JoinGroupResponse:
+		r.ErrorCode, r.Generation = code, -1
+	case *kmsg.SyncGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.HeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.LeaveGroupResponse:
+		r.ErrorCode = code
+	case *kmsg.OffsetCommitResponse:
+		q := req.(*kmsg.OffsetCommitRequest)
+		for _, t := range q.Topics {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rt.Partitions = append(rt.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: p.Partition, ErrorCode: code})
+			}
+			r.Topics = append(r.Topics, rt)
+		}
+	case *kmsg.OffsetFetchResponse:
+		q := req.(*kmsg.OffsetFetchRequest)
+		r.ErrorCode = code
+		for _, g := range q.Groups {
+			r.Groups = append(r.Groups, kmsg.OffsetFetchResponseGroup{Group: g.Group, ErrorCode: code})
+		}
+	case *kmsg.DescribeGroupsResponse:
+		for _, g := range req.(*kmsg.DescribeGroupsRequest).Groups {
+			d := kmsg.NewDescribeGroupsResponseGroup()
+			d.Group, d.ErrorCode = g, code
+			r.Groups = append(r.Groups, d)
+		}
+	case *kmsg.ListGroupsResponse:
+		r.ErrorCode = code
+	case *kmsg.DeleteGroupsResponse:
+		for _, g := range req.(*kmsg.DeleteGroupsRequest).Groups {
+			r.Groups = append(r.Groups, kmsg.DeleteGroupsResponseGroup{Group: g, ErrorCode: code})
+		}
+	case *kmsg.OffsetDeleteResponse:
+		r.ErrorCode = code
+	}
+	return resp
+}
+
+// groupTopics lets the coordinator resolve topic ids and check partitions.
+type groupTopics struct{ b *Broker }
+
+func (t groupTopics) Partitions(name string) ([16]byte, int32, bool) {
+	tp, ok := t.b.meta.State().Topic(name)
+	if !ok {
+		return [16]byte{}, 0, false
+	}
+	return [16]byte(tp.ID), int32(len(tp.Partitions)), true
+}
+
+func (t groupTopics) Name(id [16]byte) (string, bool) {
+	tp, ok := t.b.meta.State().TopicByID(metadata.UUID(id))
+	if !ok {
+		return "", false
+	}
+	return tp.Name, true
+}
+
+// offsetsLog is group.Log on one partition of __consumer_offsets.
+type offsetsLog struct {
+	b    *Broker
+	part int32
+}
+
+func (l *offsetsLog) partition() (*partition, error) {
+	p, err := l.b.store.partition(l.b.meta.State(), offsetsTopic, l.part)
+	if errors.Is(err, errNotLeader) || errors.Is(err, errUnknownTopicOrPartition) {
+		return nil, fmt.Errorf("%w: %v", group.ErrNotLeader, err)
+	}
+	return p, err
+}
+
+// Append writes the records as one uncompressed batch.
+func (l *offsetsLog) Append(_ context.Context, records []group.Record) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	_, err = p.appendBatch(encodeOffsetsBatch(records, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
+	if errors.Is(err, hotlog.ErrClosed) {
+		return fmt.Errorf("%w: %v", group.ErrNotLeader, err)
+	}
+	return err
+}
+
+// Replay reads the partition from its start to its high watermark.
+func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) error) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
+	for off < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := p.log.ReadBytes(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		next, err := replayBatches(data, off, fn)
+		if err != nil {
+			return err
+		}
+		if next <= off {
+			return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, l.part, off)
+		}
+		off = next
+	}
+	return nil
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// encodeOffsetsBatch encodes records as one uncompressed v2 batch with
+// kmsg's types (the CRC covers everything after the CRC field).
+func encodeOffsetsBatch(records []group.Record, now int64) []byte {
+	var body []byte
+	for i, r := range records {
+		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		enc := rec.AppendTo(nil) // with Length 0, which encodes as one byte
+		rec.Length = int32(len(enc) - 1)
+		body = rec.AppendTo(body)
+	}
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1,
+		Magic:                2,
+		LastOffsetDelta:      int32(len(records) - 1),
+		FirstTimestamp:       now,
+		MaxTimestamp:         now,
+		ProducerID:           -1,
+		ProducerEpoch:        -1,
+		FirstSequence:        -1,
+		NumRecords:           int32(len(records)),
+		Records:              body,
+	}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+// replayBatches calls fn for every record of the whole batches in data and
+// returns the offset after the last batch.
+func replayBatches(data []byte, off int64, fn func(key, value []byte) error) (int64, error) {
+	next := off
+	for len(data) > 0 {
+		h, err := hotlog.ParseBatchHeader(data)
+		if err != nil {
+			return next, err
+		}
+		size := h.Size()
+		if size > int64(len(data)) {
+			break // a partial batch at the end of the read
+		}
+		batch := data[:size]
+		data = data[size:]
+		next = h.LastOffset() + 1
+		if h.IsControl() {
+			continue
+		}
+		if h.Compression() != 0 {
+			return next, fmt.Errorf("broker: compressed batch at offset %d in %s", h.BaseOffset, offsetsTopic)
+		}
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(batch); err != nil {
+			return next, err
+		}
+		recs := rb.Records
+		for i := int32(0); i < rb.NumRecords; i++ {
+			l, n := binary.Varint(recs)
+			if n <= 0 || l < 0 || int64(n)+l > int64(len(recs)) {
+				return next, fmt.Errorf("broker: bad record length in batch at offset %d", h.BaseOffset)
+			}
+			var rec kmsg.Record
+			if err := rec.ReadFrom(recs[:int64(n)+l]); err != nil {
+				return next, err
+			}
+			recs = recs[int64(n)+l:]
+			if err := fn(rec.Key, rec.Value); err != nil {
+				return next, err
+			}
+		}
+	}
+	return next, nil
+}
+
+var (
+	groupCommittedDesc = prometheus.NewDesc("sediment_consumer_group_committed_offset",
+		"Committed offset per group and partition (groups this broker coordinates).", []string{"group", "topic", "partition"}, nil)
+	groupLagDesc = prometheus.NewDesc("sediment_consumer_group_lag",
+		"High watermark minus committed offset, per group and partition (partitions this broker leads).", []string{"group", "topic", "partition"}, nil)
+	groupTotalLagDesc = prometheus.NewDesc("sediment_consumer_group_total_lag",
+		"Sum of sediment_consumer_group_lag per group.", []string{"group"}, nil)
+)
+
+// groupCollector reports committed offsets and lag at scrape time.
+type groupCollector struct{ b *Broker }
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- groupCommittedDesc
+	ch <- groupLagDesc
+	ch <- groupTotalLagDesc
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := c.b.groups.c.CommittedOffsets(ctx)
+	if err != nil {
+		return
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	hws := make(map[tp]int64)
+	for _, p := range c.b.allPartitions() {
+		hws[tp{p.topic, p.id}] = p.log.HighWatermark()
+	}
+	totals := make(map[string]int64)
+	for _, o := range offs {
+		part := strconv.Itoa(int(o.Partition))
+		ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.GaugeValue, float64(o.Offset), o.Group, o.Topic, part)
+		hw, ok := hws[tp{o.Topic, o.Partition}]
+		if !ok || o.Offset < 0 {
+			continue
+		}
+		lag := max(hw-o.Offset, 0)
+		totals[o.Group] += lag
+		ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(lag), o.Group, o.Topic, part)
+	}
+	for g, lag := range totals {
+		ch <- prometheus.MustNewConstMetric(groupTotalLagDesc, prometheus.GaugeValue, float64(lag), g)
+	}
+}
