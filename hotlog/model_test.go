@@ -11,7 +11,7 @@ import (
 // modelBatch is one batch as the model of the log keeps it.
 type modelBatch struct {
 	base, last, maxTs int64
-	data             []byte
+	data              []byte
 }
 
 // TestModel runs random operations (appends, truncations, deletions, resets,
