@@ -489,8 +489,9 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return err
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			// Adding or removing the same voter again is harmless: retry.
+			return fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return fmt.Errorf("metadata: change voters: %w", err)
 	}

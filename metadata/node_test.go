@@ -12,8 +12,10 @@ import (
 func fastConfig(t testing.TB, id int32, dir string) Config {
 	return Config{
 		NodeID: id, Dir: dir, RaftAddr: "127.0.0.1:0",
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		// Short enough for fast tests, long enough not to churn leaders on a
+		// loaded 2-core machine.
+		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		ControllerInterval: 20 * time.Millisecond,
 		Logger:             testLogger(t),
 	}
@@ -36,15 +38,31 @@ func openSingle(t *testing.T) *Node {
 	return n
 }
 
+// mustPropose proposes cmd, retrying when a leader change left the outcome
+// unknown (a CreateTopic retried after it did commit finds its topic).
 func mustPropose(t testing.TB, n *Node, cmd Command) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := n.Propose(ctx, cmd)
-	if err != nil {
-		t.Fatalf("%s: %v", cmd.Type(), err)
+	retried := false
+	for {
+		res, err := n.Propose(ctx, cmd)
+		if errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
+			t.Logf("%s: %v; retrying", cmd.Type(), err)
+			retried = true
+			continue
+		}
+		if ct, ok := cmd.(*CreateTopic); ok && retried && errors.Is(err, ErrTopicExists) {
+			st := n.State()
+			if topic, ok := st.Topic(ct.Name); ok {
+				return Result{Version: st.Version, TopicID: topic.ID}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", cmd.Type(), err)
+		}
+		return res
 	}
-	return res
 }
 
 func TestSingleNodeAPI(t *testing.T) {

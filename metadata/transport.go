@@ -308,7 +308,8 @@ func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return Result{}, ctx.Err()
+			// The deadline passed; ctx.Err may not say so yet.
+			return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
 		}
 	}
 	c, err := f.get(addr, min(timeout, 2*time.Second))
