@@ -164,7 +164,10 @@ func Open(cfg Config) (*Node, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
-	rc.BatchApplyCh = true
+	// Not BatchApplyCh: with a buffered apply channel, futures still queued
+	// at shutdown are never resolved (raft v1.8.0), which would strand their
+	// waiters. The leader loop batches whatever is waiting anyway.
+	rc.BatchApplyCh = false
 	rc.MaxAppendEntries = 512
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
