@@ -418,6 +418,67 @@ func (n *Node) WaitForVersion(ctx context.Context, v uint64) (*State, error) {
 	}
 }
 
+// Sync returns a State that includes every command committed before Sync
+// was called (a linearizable read): the leader confirms its leadership and
+// applies everything it has committed, and this node waits until it has
+// applied as much. Use it before acting on metadata that must be current,
+// e.g. when a broker starts.
+func (n *Node) Sync(ctx context.Context) (*State, error) {
+	wait := time.NewTicker(10 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		if n.closed.Load() {
+			return nil, ErrClosed
+		}
+		var (
+			version uint64
+			err     error
+		)
+		if n.raft.State() == raft.Leader {
+			version, err = n.readIndexLocal(forwardTimeout(ctx))
+		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
+			e := encoder{}
+			e.u8(opReadIndex)
+			e.u32(uint32(min(forwardTimeout(ctx), time.Hour).Milliseconds()))
+			var res Result
+			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			version = res.Version
+		} else {
+			err = errNotSent
+		}
+		if err == nil {
+			return n.WaitForVersion(ctx, version)
+		}
+		if !errors.Is(err, errNotSent) && !errors.Is(err, ErrNotLeader) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		case <-wait.C:
+		}
+	}
+}
+
+// readIndexLocal, on the leader, applies everything committed so far (a
+// barrier also confirms leadership with a quorum) and returns the version.
+func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+			return 0, fmt.Errorf("%w: %v", errNotSent, err) // a read: safe to retry
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return 0, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return 0, ErrClosed
+		}
+		return 0, fmt.Errorf("metadata: barrier: %w", err)
+	}
+	return n.fsm.current().Version, nil
+}
+
 // Voters returns the current voters.
 func (n *Node) Voters() ([]Peer, error) {
 	f := n.raft.GetConfiguration()
