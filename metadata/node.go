@@ -82,6 +82,9 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed atomic.Bool
+	// barrierTerm is the last term in which this node, as leader, applied
+	// everything committed before it proposed (see proposeLocal).
+	barrierTerm atomic.Uint64
 	// goMu orders goroutine starts (read lock) before Close's wait (write
 	// lock), so no goroutine is added to wg once Close waits on it.
 	goMu sync.RWMutex
@@ -364,6 +367,18 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	if p, ok := cmd.(preparer); ok {
+		// Prepare reads the state (topic names, brokers for placement): once
+		// per term, a barrier makes sure it includes everything committed by
+		// earlier leaders.
+		if term := n.raft.CurrentTerm(); n.barrierTerm.Load() != term {
+			if _, err := n.readIndexLocal(forwardTimeout(ctx)); err != nil {
+				if errors.Is(err, errNotSent) {
+					return Result{}, raft.ErrNotLeader
+				}
+				return Result{}, err
+			}
+			n.barrierTerm.Store(term)
+		}
 		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex())}
 		if err := p.prepare(&pc); err != nil {
 			return Result{}, err
