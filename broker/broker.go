@@ -145,6 +145,8 @@ type Broker struct {
 	metrics *metrics
 	budget  *memBudget
 
+	fetchSessions fetchSessions
+
 	ctx    context.Context
 	cancel context.CancelFunc
 
