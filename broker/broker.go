@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -180,7 +181,7 @@ func New(cfg Config) (*Broker, error) {
 		bound := l
 		bound.Addr = ln.Addr().String()
 		if bound.Advertised == "" {
-			bound.Advertised = bound.Addr
+			bound.Advertised = advertisedFor(l.Addr, bound.Addr)
 		}
 		b.addrs = append(b.addrs, bound)
 	}
@@ -200,6 +201,25 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.log.Info("broker started", "listeners", b.addrs, "data", cfg.DataDir)
 	return b, nil
+}
+
+// advertisedFor picks what clients are told when no advertised address is
+// configured: the configured host (localhost stays localhost) with the bound
+// port; for a wildcard bind, this machine's host name.
+func advertisedFor(configured, bound string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		h, err := os.Hostname()
+		if err != nil {
+			return bound
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Addr returns the first listener's bound address.

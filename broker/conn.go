@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -123,22 +124,17 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !c.stopRead.Load() {
+		frame, err := readFrame(c.nc, &sizeBuf, maxSize)
+		if err != nil {
+			switch {
+			case errors.Is(err, errFrameSize):
+				c.log.Warn("closing connection", "err", err)
+			case !errors.Is(err, io.EOF) && !c.stopRead.Load():
 				c.log.Debug("read failed", "err", err)
 			}
 			return
 		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || int64(size) > int64(maxSize) {
-			c.log.Warn("closing connection: bad request size", "size", size, "max", maxSize)
-			return
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(c.nc, frame); err != nil {
-			c.log.Debug("truncated request", "err", err)
-			return
-		}
+		size := int32(len(frame))
 		c.b.metrics.bytesIn.Add(float64(size + 4))
 		s, run, ok := c.decode(frame)
 		if !ok {
@@ -150,6 +146,25 @@ func (c *conn) readLoop() {
 			go run()
 		}
 	}
+}
+
+var errFrameSize = errors.New("broker: request size out of bounds")
+
+// readFrame reads one size-prefixed frame. The size is checked against
+// [8, maxSize] before anything is allocated; a short read is an error.
+func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32) ([]byte, error) {
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 8 || size > maxSize {
+		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
+	}
+	frame := make([]byte, size)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		return nil, err
+	}
+	return frame, nil
 }
 
 // decode turns a frame into a slot and the function that handles it. ok is
