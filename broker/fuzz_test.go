@@ -62,7 +62,7 @@ func FuzzRequestStream(f *testing.F) {
 		r := bytes.NewReader(b)
 		var sizeBuf [4]byte
 		for {
-			frame, err := readFrame(r, &sizeBuf, maxSize)
+			frame, err := readFrame(r, &sizeBuf, maxSize, nil)
 			if err != nil {
 				return
 			}

@@ -65,6 +65,9 @@ func decodeEpochs(data []byte) ([]epochEntry, error) {
 // assignEpoch returns entries with epoch starting at start: entries of later
 // epochs or later starts are dropped (they were on a diverged tail).
 func assignEpoch(entries []epochEntry, epoch int32, start int64) ([]epochEntry, bool) {
+	if epoch < 0 {
+		return entries, false // no epoch (-1): nothing to record
+	}
 	if k := len(entries); k > 0 && entries[k-1].Epoch >= epoch {
 		return entries, false
 	}

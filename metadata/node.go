@@ -81,8 +81,11 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 	closed atomic.Bool
+	// goMu orders goroutine starts (read lock) before Close's wait (write
+	// lock), so no goroutine is added to wg once Close waits on it.
+	goMu sync.RWMutex
+	wg   sync.WaitGroup
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -146,8 +149,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.mux = &muxLayer{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), closed: make(chan struct{})}
-	n.wg.Add(1)
-	go pprof.Do(n.ctx, pprof.Labels("metadata", "accept"), func(context.Context) { n.acceptLoop() })
+	n.goTracked("accept", n.acceptLoop)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.mux, MaxPool: 4, Timeout: 5 * time.Second, Logger: hlog,
 	})
@@ -194,9 +196,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.raft = r
 	if !cfg.DisableController {
-		c := newController(n)
-		n.wg.Add(1)
-		go pprof.Do(n.ctx, pprof.Labels("metadata", "controller"), func(context.Context) { c.run() })
+		n.goTracked("controller", newController(n).run)
 	}
 	ok = true
 	return n, nil
@@ -369,12 +369,9 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 	data := EncodeCommand(cmd)
 	f := n.raft.Apply(data, forwardTimeout(ctx))
 	done := make(chan struct{})
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		_ = f.Error()
-		close(done)
-	}()
+	if !n.goTracked("", func() { _ = f.Error(); close(done) }) {
+		return Result{}, ErrClosed
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -492,8 +489,9 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return err
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			// Adding or removing the same voter again is harmless: retry.
+			return fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return fmt.Errorf("metadata: change voters: %w", err)
 	}
@@ -512,11 +510,34 @@ func (n *Node) Snapshot() error {
 // closed), Raft shuts down, the listener closes, and every goroutine the node
 // started has returned when Close returns.
 func (n *Node) Close() error {
-	if !n.closed.CompareAndSwap(false, true) {
+	n.goMu.Lock()
+	first := n.closed.CompareAndSwap(false, true)
+	n.goMu.Unlock()
+	if !first {
 		return nil
 	}
 	n.cancel()
 	return n.shutdown()
+}
+
+// goTracked starts f on a goroutine that Close waits for (labelled for
+// pprof when label is set), unless the node is closed.
+func (n *Node) goTracked(label string, f func()) bool {
+	n.goMu.RLock()
+	defer n.goMu.RUnlock()
+	if n.closed.Load() {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if label == "" {
+			f()
+			return
+		}
+		pprof.Do(n.ctx, pprof.Labels("metadata", label), func(context.Context) { f() })
+	}()
+	return true
 }
 
 func (n *Node) shutdown() error {

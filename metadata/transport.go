@@ -88,7 +88,6 @@ func dialProto(address string, timeout time.Duration, proto byte) (net.Conn, err
 // acceptLoop owns the listener; each connection gets a goroutine that reads
 // its protocol byte and either hands it to raft or serves forwards on it.
 func (n *Node) acceptLoop() {
-	defer n.wg.Done()
 	for {
 		c, err := n.mux.ln.Accept()
 		if err != nil {
@@ -98,11 +97,11 @@ func (n *Node) acceptLoop() {
 			c.Close()
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serveConn(c)
-		}()
+		if !n.goTracked("", func() { n.serveConn(c) }) {
+			n.untrackConn(c)
+			c.Close()
+			return
+		}
 	}
 }
 
@@ -309,7 +308,8 @@ func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return Result{}, ctx.Err()
+			// The deadline passed; ctx.Err may not say so yet.
+			return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
 		}
 	}
 	c, err := f.get(addr, min(timeout, 2*time.Second))

@@ -52,6 +52,7 @@ var brokerSettings = []brokerSetting{
 	{"log-flush", "commit", "commit (fsync before acknowledging, group-committed), interval, or os (page cache only)"},
 	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
+	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
 }
@@ -169,6 +170,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		RaftAddr:                 v.GetString("raft-address"),
 		Listeners:                listeners,
 		SocketRequestMaxBytes:    v.GetInt32("socket-request-max-bytes"),
+		QueuedMaxRequestBytes:    v.GetInt64("queued-max-request-bytes"),
 		ConnectionsMaxIdle:       v.GetDuration("connections-max-idle"),
 		AutoCreateTopics:         v.GetBool("auto-create-topics-enable"),
 		NumPartitions:            v.GetInt32("num-partitions"),
