@@ -275,7 +275,8 @@ func TestRecordOffsetForTimestamp(t *testing.T) {
 func TestRollOnTimeAndFullIndex(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ms.Store(1_000_000)
-	l, err := Open(Options{FS: vfs.NewMem(), Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	mem := vfs.NewMem()
+	l, err := Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +289,18 @@ func TestRollOnTimeAndFullIndex(t *testing.T) {
 	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
 	if segs := l.Segments(); len(segs) != 2 || segs[1].BaseOffset != 2 {
 		t.Fatalf("no time roll: %+v", segs)
+	}
+	// The segment's age survives a clean restart.
+	clock.ms.Add(40_000)
+	l.Close()
+	l, err = Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.ms.Add(30_000)
+	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
+	if segs := l.Segments(); len(segs) != 3 {
+		t.Fatalf("age lost across restart: %+v", segs)
 	}
 	l.Close()
 

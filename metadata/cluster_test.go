@@ -170,7 +170,11 @@ func TestClusterLeaderFailover(t *testing.T) {
 		mustPropose(t, c.follower(), &CreateTopic{Name: name, NumPartitions: 1, ReplicationFactor: 1})
 		committed = append(committed, name)
 	}
-	st := nl.State()
+	// A linearizable read on a follower sees every committed command.
+	st, err := c.follower().Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range committed {
 		if _, ok := st.Topic(name); !ok {
 			t.Fatalf("committed topic %s lost after failover", name)
@@ -256,6 +260,11 @@ func TestClusterQuorumLoss(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("propose took %v to fail", d)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if _, err := survivor.Sync(sctx); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("linearizable read without quorum: %v", err)
 	}
 	eventually(t, 10*time.Second, "survivor reports stale", func() error {
 		if !survivor.Stale() {

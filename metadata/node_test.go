@@ -240,3 +240,38 @@ func TestWatchFallsBackToSnapshot(t *testing.T) {
 	for range w {
 	}
 }
+
+// TestUnknownEntryStopsNode: a committed entry this binary cannot read is
+// skipped when flagged ignorable; otherwise the state machine stops, keeps
+// its state, refuses snapshots (keeping the log) and says why.
+func TestUnknownEntryStopsNode(t *testing.T) {
+	n := openSingle(t)
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "a", Holder: "h", TTLMs: 1000})
+	if err := n.raft.Apply([]byte{0xfe, 0x81, 1, 2, 3}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "b", Holder: "h", TTLMs: 1000})
+	if n.Err() != nil {
+		t.Fatalf("ignorable entry stopped the node: %v", n.Err())
+	}
+	before := n.State()
+	if err := n.raft.Apply([]byte{0xfe, 0x01}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "state machine stopped", func() error {
+		if !errors.Is(n.Err(), ErrFSMStopped) || !errors.Is(n.Err(), ErrUnknownCommand) {
+			return fmt.Errorf("err %v", n.Err())
+		}
+		return nil
+	})
+	ctx := testContext(t, 5*time.Second)
+	if _, err := n.Propose(ctx, &AcquireLease{Kind: "k", Resource: "c", Holder: "h", TTLMs: 1000}); !errors.Is(err, ErrFSMStopped) {
+		t.Fatalf("propose on a stopped node: %v", err)
+	}
+	if err := n.Snapshot(); err == nil {
+		t.Fatal("a stopped state machine took a snapshot")
+	}
+	if got := n.State(); got.String() != before.String() {
+		t.Fatalf("state changed after stop:\n%s\nvs\n%s", got, before)
+	}
+}

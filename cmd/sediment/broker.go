@@ -54,6 +54,7 @@ var brokerSettings = []brokerSetting{
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
+	{"producer-id-expiration", 24 * time.Hour, "producer.id.expiration.ms: forget idempotent producers idle this long"},
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
 }
 
@@ -181,6 +182,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		LogFlush:                 v.GetString("log-flush"),
 		LogFlushInterval:         v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:          v.GetDuration("shutdown-timeout"),
+		ProducerIDExpiration:     v.GetDuration("producer-id-expiration"),
 		Logger:                   log,
 	}, nil
 }
