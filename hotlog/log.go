@@ -134,6 +134,10 @@ func (l *Log) open() error {
 	} else if err != nil {
 		return err
 	}
+	// Complete (or roll back) a segment swap a crash interrupted.
+	if err := l.recoverSwaps(); err != nil {
+		return err
+	}
 	names, err := l.fs.List(l.dir)
 	if err != nil {
 		return fmt.Errorf("hotlog: list %s: %w", l.dir, err)

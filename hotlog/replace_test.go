@@ -1,0 +1,183 @@
+package hotlog
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/internal/vfs/errorfs"
+)
+
+// replaceFixture fills a log with single-record batches over several
+// segments and returns every batch by base offset.
+func replaceFixture(t *testing.T, fs vfs.FS) (*Log, map[int64][]byte) {
+	t.Helper()
+	l := openMem(t, fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100})
+	batches := map[int64][]byte{}
+	for i := range 60 {
+		b := simpleBatch(1, 40, int64(i))
+		res, err := l.Append(b, AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		batches[res.FirstOffset] = append([]byte(nil), b...)
+	}
+	return l, batches
+}
+
+// dropOdd writes a replacement of the segments [from, to) of l that keeps the
+// batches with even base offsets, and returns the writer, the old bases and
+// the expected log content after the swap.
+func dropOdd(t *testing.T, l *Log, batches map[int64][]byte, first, count int) (*SegmentWriter, []int64, []byte) {
+	t.Helper()
+	segs := l.Segments()
+	group := segs[first : first+count]
+	w, err := l.NewSegmentWriter(group[0].BaseOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var old []int64
+	for _, s := range group {
+		old = append(old, s.BaseOffset)
+	}
+	var want []byte
+	for off := l.LogStartOffset(); off < l.LogEndOffset(); off++ {
+		b, ok := batches[off]
+		if !ok {
+			continue
+		}
+		inGroup := off >= group[0].BaseOffset && off < group[len(group)-1].NextOffset
+		if inGroup && off%2 == 1 {
+			continue
+		}
+		if inGroup {
+			if err := w.Write(b); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want = append(want, b...)
+	}
+	return w, old, want
+}
+
+func TestReplaceSegments(t *testing.T) {
+	mem := vfs.NewMem()
+	l, batches := replaceFixture(t, mem)
+	before := readAll(t, l)
+	nsegs := len(l.Segments())
+	if nsegs < 6 {
+		t.Fatalf("only %d segments", nsegs)
+	}
+	// A reader holding the old segments keeps its bytes.
+	held, err := l.Read(0, 1<<20, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, old, want := dropOdd(t, l, batches, 1, 3)
+	if err := l.ReplaceSegments(old, w); err != nil {
+		t.Fatal(err)
+	}
+	if got := readAll(t, l); !bytes.Equal(got, want) {
+		t.Fatalf("after replace: %d bytes, want %d", len(got), len(want))
+	}
+	if n := len(l.Segments()); n != nsegs-2 {
+		t.Fatalf("%d segments after replacing 3 by 1, want %d", n, nsegs-2)
+	}
+	var buf bytes.Buffer
+	if _, err := held.WriteTo(&buf); err != nil || !bytes.HasPrefix(before, buf.Bytes()) || buf.Len() == 0 {
+		t.Fatalf("held read: %v, %d bytes", err, buf.Len())
+	}
+	held.Release()
+	// A stale group is refused and leaves nothing behind.
+	w2, err := l.NewSegmentWriter(old[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ReplaceSegments(old, w2); !errors.Is(err, ErrSegmentsChanged) {
+		t.Fatalf("stale replace: %v", err)
+	}
+	// The active segment is never replaced.
+	segs := l.Segments()
+	w3, _ := l.NewSegmentWriter(segs[len(segs)-1].BaseOffset)
+	if err := l.ReplaceSegments([]int64{segs[len(segs)-1].BaseOffset}, w3); !errors.Is(err, ErrSegmentsChanged) {
+		t.Fatalf("replace of the active segment: %v", err)
+	}
+	// Appends and reopening keep the swapped set.
+	if _, err := l.Append(simpleBatch(1, 1, 1), AppendOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want = readAll(t, l)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := mem.List("/p")
+	for _, n := range names {
+		if bytes.Contains([]byte(n), []byte("cleaned")) || bytes.Contains([]byte(n), []byte("swap")) {
+			t.Fatalf("leftover %s", n)
+		}
+	}
+	l = openMem(t, mem, Config{SegmentBytes: 1000, IndexIntervalBytes: 100})
+	defer l.Close()
+	if got := readAll(t, l); !bytes.Equal(got, want) {
+		t.Fatal("reopened log differs")
+	}
+	// Offsets inside the replaced range resolve: a dropped offset reads from
+	// the next batch kept.
+	dropped := old[0] | 1
+	res, err := l.Read(dropped, 1, l.LogEndOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.FirstOffset != dropped+1 {
+		t.Fatalf("read of dropped offset %d starts at %d, want %d", dropped, res.FirstOffset, dropped+1)
+	}
+	res.Release()
+}
+
+// TestCrashReplaceSegments crashes at every file-system operation of a swap
+// and checks that the reopened log is either the old log or the new one.
+func TestCrashReplaceSegments(t *testing.T) {
+	for seed := range uint64(3) {
+		rng := rand.New(rand.NewPCG(seed, 5))
+		mem := vfs.NewMem()
+		rec := &crashRecorder{mem: mem, rng: rng}
+		fs := errorfs.Wrap(mem, rec)
+		l, batches := replaceFixture(t, fs)
+		before := readAll(t, l)
+		first := int(seed)
+		w, old, want := dropOdd(t, l, batches, first, 2+int(seed))
+		rec.on.Store(true)
+		if err := l.ReplaceSegments(old, w); err != nil {
+			t.Fatal(err)
+		}
+		rec.on.Store(false)
+		rec.take("after replace")
+		l.Close()
+		sawOld, sawNew := false, false
+		for i, cp := range rec.clones {
+			l := openMem(t, cp.fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100})
+			got := readAll(t, l)
+			switch {
+			case bytes.Equal(got, before):
+				sawOld = true
+			case bytes.Equal(got, want):
+				sawNew = true
+			default:
+				t.Fatalf("seed %d crash %d (%s): log is neither the old nor the new one", seed, i, cp.what)
+			}
+			names, _ := cp.fs.List("/p")
+			for _, n := range names {
+				if bytes.Contains([]byte(n), []byte("cleaned")) || bytes.Contains([]byte(n), []byte("swap")) || bytes.Contains([]byte(n), []byte("deleted")) {
+					t.Fatalf("seed %d crash %d (%s): leftover %s", seed, i, cp.what, n)
+				}
+			}
+			l.Close()
+		}
+		if !sawOld || !sawNew {
+			t.Fatalf("seed %d: crash points saw old %v new %v", seed, sawOld, sawNew)
+		}
+		t.Logf("seed %d: %d crash points", seed, len(rec.clones))
+	}
+}
