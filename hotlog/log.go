@@ -41,6 +41,9 @@ type Log struct {
 	active        *segment
 	builder       *indexBuilder // the active segment's indexes
 	activeCreated time.Time
+	// rewrites counts truncations and segment swaps: a SegmentWriter made
+	// before one is refused by ReplaceSegments (its input may have changed).
+	rewrites int64
 
 	sync struct {
 		mu      sync.Mutex

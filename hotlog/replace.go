@@ -82,21 +82,28 @@ type SegmentWriter struct {
 	f    vfs.File
 	b    *indexBuilder
 	last int64 // last offset written, base-1 at first
+	gen  int64 // the log's rewrites count when the writer was made
 	done bool
 }
 
 // NewSegmentWriter starts a replacement segment with base offset base (the
 // base of the first segment it will replace), as <base>.log.cleaned in the
-// log's directory, replacing any leftover of an earlier attempt.
+// log's directory, replacing any leftover of an earlier attempt. Make the
+// writer before reading the segments it replaces: a truncation or another
+// swap after it makes ReplaceSegments refuse it (ErrSegmentsChanged), since
+// the bytes read may no longer be the log's.
 func (l *Log) NewSegmentWriter(base int64) (*SegmentWriter, error) {
 	if l.closed.Load() {
 		return nil, ErrClosed
 	}
+	l.mu.Lock()
+	gen := l.rewrites
+	l.mu.Unlock()
 	f, err := l.fs.Create(l.path(baseName(base) + logSuffix + cleanedSuffix))
 	if err != nil {
 		return nil, fmt.Errorf("hotlog: create cleaned segment: %w", err)
 	}
-	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.cfg.IndexIntervalBytes), last: base - 1}, nil
+	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.cfg.IndexIntervalBytes), last: base - 1, gen: gen}, nil
 }
 
 // Write appends whole v2 batches (one or more, concatenated) whose offsets
@@ -206,6 +213,9 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	if err := l.failure(); err != nil {
 		return err
 	}
+	if w.gen != l.rewrites {
+		return fmt.Errorf("%w: the log was truncated or swapped since the writer was made", ErrSegmentsChanged)
+	}
 	set := *l.segs.Load()
 	if len(old) == 0 || old[0] != w.base {
 		return fmt.Errorf("%w: writer base %d does not start the group", ErrSegmentsChanged, w.base)
@@ -247,6 +257,7 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	}
 	// Committed: from here a failure leaves the swap to Open.
 	w.done = true
+	l.rewrites++
 	for _, s := range group {
 		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			from := s.path(suf)

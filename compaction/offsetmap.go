@@ -1,0 +1,102 @@
+package compaction
+
+import (
+	"math/bits"
+
+	"github.com/zeebo/xxh3"
+)
+
+// offsetMap maps a key's 128-bit digest to the latest offset seen for it, in
+// a fixed amount of memory: Kafka's SkinnyOffsetMap, with xxh3-128 instead of
+// MD5. It is an open-addressing table with linear probing; each slot is a
+// digest (16 bytes) and an offset (8 bytes), 24 bytes in all. The table
+// never grows: past loadFactor it reports full and the cleaner stops
+// mapping there (the next pass continues). Two keys with the same 128-bit
+// digest would be taken for one (probability ~n²/2¹²⁹: for a billion keys
+// about 10⁻²¹). Not safe for concurrent use.
+type offsetMap struct {
+	hi, lo   []uint64
+	offs     []int64 // offset+1; 0 marks an empty slot
+	entries  int
+	maxEntry int
+	latest   int64 // the largest offset put, -1 if none
+}
+
+const (
+	offsetMapSlotBytes = 24
+	offsetMapLoad      = 0.9 // log.cleaner.io.buffer.load.factor
+)
+
+// newOffsetMap makes a map of at most memory bytes (at least 16 slots).
+func newOffsetMap(memory int64) *offsetMap {
+	slots := max(int(memory/offsetMapSlotBytes), 16)
+	m := &offsetMap{hi: make([]uint64, slots), lo: make([]uint64, slots), offs: make([]int64, slots)}
+	m.maxEntry = max(int(float64(slots)*offsetMapLoad), 1)
+	m.latest = -1
+	return m
+}
+
+// bytes is the memory held by the table.
+func (m *offsetMap) bytes() int64 { return int64(len(m.offs)) * offsetMapSlotBytes }
+
+func (m *offsetMap) clear() {
+	clear(m.offs)
+	m.entries, m.latest = 0, -1
+}
+
+func (m *offsetMap) full() bool { return m.entries >= m.maxEntry }
+
+func (m *offsetMap) slot(hi, lo uint64) int {
+	// Lemire's range reduction of the low half.
+	s, _ := bits.Mul64(lo, uint64(len(m.offs)))
+	return int(s)
+}
+
+// put records offset for key (keeping the larger if the key is there). It
+// returns false, doing nothing, if the key is new and the map is full.
+func (m *offsetMap) put(key []byte, offset int64) bool {
+	h := xxh3.Hash128(key)
+	i := m.slot(h.Hi, h.Lo)
+	for {
+		o := m.offs[i]
+		if o == 0 {
+			if m.entries >= m.maxEntry {
+				return false
+			}
+			m.hi[i], m.lo[i], m.offs[i] = h.Hi, h.Lo, offset+1
+			m.entries++
+			break
+		}
+		if m.hi[i] == h.Hi && m.lo[i] == h.Lo {
+			if offset+1 > o {
+				m.offs[i] = offset + 1
+			}
+			break
+		}
+		if i++; i == len(m.offs) {
+			i = 0
+		}
+	}
+	if offset > m.latest {
+		m.latest = offset
+	}
+	return true
+}
+
+// get returns the latest offset recorded for key, or -1.
+func (m *offsetMap) get(key []byte) int64 {
+	h := xxh3.Hash128(key)
+	i := m.slot(h.Hi, h.Lo)
+	for {
+		o := m.offs[i]
+		if o == 0 {
+			return -1
+		}
+		if m.hi[i] == h.Hi && m.lo[i] == h.Lo {
+			return o - 1
+		}
+		if i++; i == len(m.offs) {
+			i = 0
+		}
+	}
+}
