@@ -1,0 +1,369 @@
+package compaction
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/internal/vfs/errorfs"
+)
+
+// TestCrashDuringClean takes a crash clone of the file system before every
+// operation of a cleaning pass (three groups swapped), reopens each, and
+// checks that every key's latest record is the one written last and that the
+// log holds nothing that was not written.
+func TestCrashDuringClean(t *testing.T) {
+	for _, tc := range []testCodec{testCodecs[0], testCodecs[2]} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &clock{}
+			clk.ms.Store(1_000_000)
+			mem := vfs.NewMem()
+			var on atomic.Bool
+			var mu sync.Mutex
+			var clones []*vfs.MemFS
+			var what []string
+			fs := errorfs.Wrap(mem, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+				if on.Load() {
+					mu.Lock()
+					clones = append(clones, mem.CrashClone())
+					what = append(what, op.String()+" "+path)
+					mu.Unlock()
+				}
+				return nil
+			}))
+			l := openLog(t, fs, 2<<10, clk)
+			rng := rand.New(rand.NewPCG(9, 9))
+			writeKeyed(t, l, clk, rng, tc, 60, 600, 8)
+			seal(t, l, clk, 2<<10)
+			if err := l.Sync(); err != nil {
+				t.Fatal(err)
+			}
+			before := readView(t, l)
+			want := latest(before)
+			written := map[int64]string{}
+			for _, r := range before {
+				written[r.offset] = string(r.value)
+			}
+			c := NewCleaner(CleanerConfig{DedupeBufferBytes: 1 << 20}, clk.now)
+			defer c.Close()
+			on.Store(true)
+			st, err := c.Clean(context.Background(), Target{Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 8 << 10}})
+			on.Store(false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.SegmentsAfter < 2 {
+				t.Fatalf("only %d groups: %+v", st.SegmentsAfter, st)
+			}
+			l.Close()
+			sawNew := false
+			for i, cfs := range clones {
+				l := openLog(t, cfs, 2<<10, clk)
+				view := readView(t, l)
+				checkLatestPreserved(t, view, want)
+				for _, r := range view {
+					if v, ok := written[r.offset]; !ok || v != string(r.value) {
+						t.Fatalf("crash %d (%s): record at %d was never written", i, what[i], r.offset)
+					}
+				}
+				if len(view) < len(before) {
+					sawNew = true
+				}
+				l.Close()
+			}
+			if !sawNew {
+				t.Fatal("no crash point saw a cleaned segment")
+			}
+			t.Logf("%d crash points", len(clones))
+		})
+	}
+}
+
+func TestRetainLocal(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(1_000_000)
+	l := openLog(t, vfs.NewMem(), 1<<10, clk)
+	defer l.Close()
+	for i := range 40 {
+		if _, err := l.Append(makeBatch(t, testCodecs[0], clk.now().UnixMilli(), batchOpts{}, kv{keyOf(i), make([]byte, 200)}), hotlog.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		clk.add(time.Minute)
+	}
+	segs := l.Segments()
+	// By size: keep at least 4 KiB.
+	res, err := RetainLocal(l, TopicConfig{RetentionBytes: 4 << 10}, clk.now(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, s := range l.Segments() {
+		total += s.Size
+	}
+	if res.SegmentsDeleted == 0 || total < 4<<10 || l.LogStartOffset() != res.NewLogStart {
+		t.Fatalf("by size: %+v, %d bytes left", res, total)
+	}
+	if first := l.Segments()[0]; total-first.Size >= 4<<10 {
+		t.Fatalf("by size: could delete more (%d bytes left)", total)
+	}
+	// By time: segments older than 10 minutes go; the active one never.
+	res, err = RetainLocal(l, TopicConfig{Retention: 10 * time.Minute}, clk.now(), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range l.Segments() {
+		if s.Sealed && s.MaxTimestamp < clk.now().Add(-10*time.Minute).UnixMilli() {
+			t.Fatalf("segment %d (max ts %d) past retention kept", s.BaseOffset, s.MaxTimestamp)
+		}
+	}
+	if res.SegmentsDeleted == 0 {
+		t.Fatal("nothing deleted by time")
+	}
+	// A limit (the remote end offset) holds retention back.
+	clk.add(time.Hour)
+	start := l.LogStartOffset()
+	limit := start + 3
+	if _, err := RetainLocal(l, TopicConfig{Retention: time.Minute}, clk.now(), limit); err != nil {
+		t.Fatal(err)
+	}
+	if l.LogStartOffset() > limit {
+		t.Fatalf("log start %d passed the limit %d", l.LogStartOffset(), limit)
+	}
+	res, _ = RetainLocal(l, TopicConfig{Retention: time.Minute}, clk.now(), -1)
+	if n := len(l.Segments()); n != 1 || res.SegmentsDeleted == 0 {
+		t.Fatalf("%d segments left after everything expired (%d at first)", n, len(segs))
+	}
+}
+
+// recordingMetrics is a Metrics fixture.
+type recordingMetrics struct {
+	mu        sync.Mutex
+	cleaned   map[string]int
+	dropped   int64
+	retention map[string]int
+	lag       map[string]int64
+}
+
+func newRecordingMetrics() *recordingMetrics {
+	return &recordingMetrics{cleaned: map[string]int{}, retention: map[string]int{}, lag: map[string]int64{}}
+}
+func (r *recordingMetrics) Cleaned(p string, st Stats) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cleaned[p]++
+	r.dropped += st.RecordsDropped
+}
+func (r *recordingMetrics) CleanFailed(string, error) {}
+func (r *recordingMetrics) Lag(p string, dirty int64, _ float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lag[p] = dirty
+}
+func (r *recordingMetrics) RetentionDeleted(p string, res RetentionResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.retention[p] += res.SegmentsDeleted
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+// TestManagerBothPolicies registers a compacted log and a "compact,delete"
+// log with a pool of two cleaners and checks both end up compacted, the
+// second also trimmed by retention.bytes, with checkpoints persisted.
+func TestManagerBothPolicies(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(1_000_000)
+	mem := vfs.NewMem()
+	open := func(dir string) *hotlog.Log {
+		l, err := hotlog.Open(hotlog.Options{FS: mem, Dir: dir, Config: hotlog.Config{SegmentBytes: 2 << 10, IndexIntervalBytes: 512, Flush: hotlog.FlushOS}, Now: clk.now, Logger: quiet})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a, b := open("/a"), open("/b")
+	defer a.Close()
+	defer b.Close()
+	rng := rand.New(rand.NewPCG(4, 4))
+	writeKeyed(t, a, clk, rng, testCodecs[4], 80, 800, 0)
+	seal(t, a, clk, 2<<10)
+	writeKeyed(t, b, clk, rng, testCodecs[1], 80, 800, 0)
+	seal(t, b, clk, 2<<10)
+	wantA := latest(readView(t, a))
+	met := newRecordingMetrics()
+	m := NewManager(Config{Cleaner: CleanerConfig{Threads: 2, DedupeBufferBytes: 1 << 20}, FS: mem, Now: clk.now, Logger: quiet, Metrics: met})
+	defer m.Close()
+	if err := m.Register(Partition{Name: "a-0", Log: a, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 16 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Register(Partition{Name: "b-0", Log: b, Config: TopicConfig{Policy: Policy{Compact: true, Delete: true}, SegmentBytes: 16 << 10, RetentionBytes: 6 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "both cleaned and b trimmed", func() bool {
+		met.mu.Lock()
+		defer met.mu.Unlock()
+		return met.cleaned["a-0"] > 0 && met.cleaned["b-0"] > 0 && met.retention["b-0"] > 0
+	})
+	m.Unregister("a-0")
+	m.Unregister("b-0")
+	checkCompacted(t, readView(t, a), wantA, false)
+	// b: what retention left is compacted (each key at most once).
+	keys := map[string]bool{}
+	for _, r := range readView(t, b) {
+		if keys[string(r.key)] {
+			t.Fatalf("b: key %q twice", r.key)
+		}
+		keys[string(r.key)] = true
+	}
+	if b.LogStartOffset() == 0 {
+		t.Fatal("b: retention.bytes deleted nothing")
+	}
+	cp, err := vfs.ReadFile(mem, "/a/"+checkpointFile, 64)
+	if err != nil || !bytes.HasPrefix(cp, []byte("0\n")) {
+		t.Fatalf("checkpoint: %q %v", cp, err)
+	}
+	if met.dropped == 0 {
+		t.Fatal("metrics saw no dropped records")
+	}
+}
+
+func TestThrottler(t *testing.T) {
+	clk := &clock{}
+	th := newThrottler(1000, clk.now) // 1000 bytes/s
+	var slept time.Duration
+	th.sleep = func(_ context.Context, d time.Duration) error { slept += d; clk.add(d); return nil }
+	for range 100 {
+		th.wait(context.Background(), 100) // 10 000 bytes in all
+	}
+	if slept < 9*time.Second || slept > 11*time.Second {
+		t.Fatalf("10000 bytes at 1000 B/s slept %v", slept)
+	}
+	unlimited := newThrottler(0, clk.now)
+	if d := unlimited.delay(1 << 30); d != 0 {
+		t.Fatalf("unlimited throttler delays %v", d)
+	}
+}
+
+func TestOffsetMap(t *testing.T) {
+	m := newOffsetMap(100 * offsetMapSlotBytes)
+	if m.maxEntry != 90 {
+		t.Fatalf("max entries %d", m.maxEntry)
+	}
+	for i := range 90 {
+		if !m.put(keyOf(i), int64(i)) {
+			t.Fatalf("put %d refused", i)
+		}
+	}
+	if !m.full() || m.put(keyOf(1000), 5) {
+		t.Fatal("full map took a new key")
+	}
+	if !m.put(keyOf(3), 500) || m.get(keyOf(3)) != 500 || m.get(keyOf(4)) != 4 || m.get(keyOf(999)) != -1 {
+		t.Fatal("lookups wrong")
+	}
+	if m.put(keyOf(3), 7); m.get(keyOf(3)) != 500 {
+		t.Fatal("an older offset replaced a newer one")
+	}
+	m.clear()
+	if m.get(keyOf(3)) != -1 || m.entries != 0 {
+		t.Fatal("clear left entries")
+	}
+}
+
+func TestCodecsRoundTrip(t *testing.T) {
+	var c codecs
+	defer c.close()
+	src := bytes.Repeat([]byte("sediment compaction "), 5000)
+	for _, tc := range testCodecs {
+		out, err := c.compress(int(tc.codec), tc.xerial, src, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// What the package writes, the libraries read.
+		if got := decompressForTest(t, tc.codec, out); !bytes.Equal(got, src) {
+			t.Fatalf("%s: round trip differs", tc.name)
+		}
+		back, err := c.decompress(int(tc.codec), compressForTest(t, tc, src), nil, len(src))
+		if err != nil || !bytes.Equal(back, src) {
+			t.Fatalf("%s: decompress: %v", tc.name, err)
+		}
+		if tc.codec != 0 {
+			if _, err := c.decompress(int(tc.codec), out, nil, len(src)-1); err == nil {
+				t.Fatalf("%s: limit not enforced", tc.name)
+			}
+		}
+	}
+}
+
+// FuzzDecodeRecords feeds arbitrary record bytes to the decoder: it must not
+// panic or over-read, and what it accepts re-encodes to records it decodes
+// the same way.
+func FuzzDecodeRecords(f *testing.F) {
+	b := makeBatch(f, testCodecs[0], 0, batchOpts{}, kv{[]byte("k"), []byte("v")}, kv{[]byte("k2"), nil}, kv{nil, []byte("x")})
+	f.Add(b[hotlog.BatchHeaderSize:], int32(3), int32(2))
+	f.Add([]byte{2, 0, 0}, int32(1), int32(0))
+	f.Add(binary.AppendVarint(nil, 1<<40), int32(1), int32(5))
+	f.Fuzz(func(t *testing.T, data []byte, count, lastDelta int32) {
+		if count > 1<<16 {
+			count = 1 << 16
+		}
+		var recs []Record
+		err := decodeRecords(data, count, lastDelta, func(r *Record) error {
+			if len(r.Framed) > len(data) || len(r.Key) > len(data) || len(r.Value) > len(data) {
+				t.Fatal("field longer than the input")
+			}
+			cp := *r
+			recs = append(recs, cp)
+			return nil
+		})
+		if err != nil {
+			return
+		}
+		var enc []byte
+		for i := range recs {
+			enc = appendRecord(enc, &recs[i], recs[i].TimestampDelta)
+		}
+		i := 0
+		if err := decodeRecords(enc, count, lastDelta, func(r *Record) error {
+			w := recs[i]
+			if r.OffsetDelta != w.OffsetDelta || r.TimestampDelta != w.TimestampDelta || !bytes.Equal(r.Key, w.Key) ||
+				(r.Key == nil) != (w.Key == nil) || !bytes.Equal(r.Value, w.Value) || (r.Value == nil) != (w.Value == nil) || !bytes.Equal(r.Headers, w.Headers) {
+				t.Fatalf("record %d differs after re-encoding", i)
+			}
+			i++
+			return nil
+		}); err != nil {
+			t.Fatalf("re-encoded records do not decode: %v", err)
+		}
+	})
+}
+
+// FuzzDecompress feeds arbitrary payloads to every codec with a small limit:
+// errors are fine, panics and outputs past the limit are not.
+func FuzzDecompress(f *testing.F) {
+	var c codecs
+	for _, tc := range testCodecs {
+		f.Add(uint8(tc.codec), compressForTest(f, tc, bytes.Repeat([]byte("ab"), 100)))
+	}
+	f.Fuzz(func(t *testing.T, codec uint8, data []byte) {
+		out, err := c.decompress(int(codec%5), data, nil, 4096)
+		if err == nil && len(out) > 4096 {
+			t.Fatalf("%d bytes past the limit", len(out))
+		}
+	})
+}
