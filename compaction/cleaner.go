@@ -459,9 +459,8 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	kept, dropped := 0, 0
 	needHorizon := false
 	maxTs := int64(-1)
-	// First walk: decide, and collect kept records' framed bytes (with their
-	// original timestamp deltas).
-	var framedKept [][2]int // offsets into c.rec
+	// Decide, and collect kept records' framed bytes (with their original
+	// timestamp deltas) in c.rec.
 	err := c.records(h, batch, func(rec *Record) error {
 		c.stats.RecordsRead++
 		keep := !discardAll
@@ -488,9 +487,7 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 		if ts := h.BaseTimestamp + rec.TimestampDelta; ts > maxTs {
 			maxTs = ts
 		}
-		start := len(c.rec)
 		c.rec = append(c.rec, rec.Framed...)
-		framedKept = append(framedKept, [2]int{start, len(c.rec)})
 		return nil
 	})
 	if err != nil {
@@ -521,12 +518,11 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	if setHorizon {
 		// Re-encode with timestamp deltas from the horizon (KIP-534).
 		var re []byte
-		for _, span := range framedKept {
-			var rec Record
-			if err := decodeRecords(c.rec[span[0]:span[1]], 1, math.MaxInt32, func(r *Record) error { rec = *r; return nil }); err != nil {
-				return fmt.Errorf("compaction: re-reading a record: %w", err)
-			}
-			re = appendRecord(re, &rec, h.BaseTimestamp+rec.TimestampDelta-newHorizon)
+		if err := decodeRecords(c.rec, int32(kept), h.LastOffsetDelta, func(r *Record) error {
+			re = appendRecord(re, r, h.BaseTimestamp+r.TimestampDelta-newHorizon)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("compaction: re-reading kept records: %w", err)
 		}
 		records, baseTs = re, newHorizon
 	}

@@ -23,6 +23,13 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// One zstd encoder and decoder for the test helpers (both are safe for
+// concurrent EncodeAll/DecodeAll).
+var (
+	zstdEnc, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	zstdDec, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(1))
+)
+
 // clock is a settable test clock.
 type clock struct{ ms atomic.Int64 }
 
@@ -71,9 +78,7 @@ func compressForTest(t testing.TB, tc testCodec, src []byte) []byte {
 		w.Write(src)
 		w.Close()
 	case 4:
-		e, _ := zstd.NewWriter(nil)
-		defer e.Close()
-		return e.EncodeAll(src, nil)
+		return zstdEnc.EncodeAll(src, nil)
 	}
 	return buf.Bytes()
 }
@@ -112,9 +117,7 @@ func decompressForTest(t testing.TB, codec int16, src []byte) []byte {
 	case 3:
 		r = lz4.NewReader(bytes.NewReader(src))
 	case 4:
-		d, _ := zstd.NewReader(nil)
-		defer d.Close()
-		out, err := d.DecodeAll(src, nil)
+		out, err := zstdDec.DecodeAll(src, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

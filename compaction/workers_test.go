@@ -207,7 +207,7 @@ func TestManagerBothPolicies(t *testing.T) {
 	seal(t, b, clk, 2<<10)
 	wantA := latest(readView(t, a))
 	met := newRecordingMetrics()
-	m := NewManager(Config{Cleaner: CleanerConfig{Threads: 2, DedupeBufferBytes: 1 << 20}, FS: mem, Now: clk.now, Logger: quiet, Metrics: met})
+	m := NewManager(Config{Cleaner: CleanerConfig{Threads: 2, DedupeBufferBytes: 1 << 20, Backoff: 20 * time.Millisecond}, FS: mem, Now: clk.now, Logger: quiet, Metrics: met})
 	defer m.Close()
 	if err := m.Register(Partition{Name: "a-0", Log: a, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 16 << 10}}); err != nil {
 		t.Fatal(err)
