@@ -15,11 +15,16 @@ import (
 // digest would be taken for one (probability ~n²/2¹²⁹: for a billion keys
 // about 10⁻²¹). Not safe for concurrent use.
 type offsetMap struct {
-	hi, lo   []uint64
-	offs     []int64 // offset+1; 0 marks an empty slot
+	slots    []mapSlot
 	entries  int
 	maxEntry int
 	latest   int64 // the largest offset put, -1 if none
+}
+
+// mapSlot is one slot: a probe touches one cache line at most twice.
+type mapSlot struct {
+	hi, lo uint64
+	off    int64 // offset+1; 0 marks an empty slot
 }
 
 const (
@@ -30,17 +35,17 @@ const (
 // newOffsetMap makes a map of at most memory bytes (at least 16 slots).
 func newOffsetMap(memory int64) *offsetMap {
 	slots := max(int(memory/offsetMapSlotBytes), 16)
-	m := &offsetMap{hi: make([]uint64, slots), lo: make([]uint64, slots), offs: make([]int64, slots)}
+	m := &offsetMap{slots: make([]mapSlot, slots)}
 	m.maxEntry = max(int(float64(slots)*offsetMapLoad), 1)
 	m.latest = -1
 	return m
 }
 
 // bytes is the memory held by the table.
-func (m *offsetMap) bytes() int64 { return int64(len(m.offs)) * offsetMapSlotBytes }
+func (m *offsetMap) bytes() int64 { return int64(len(m.slots)) * offsetMapSlotBytes }
 
 func (m *offsetMap) clear() {
-	clear(m.offs)
+	clear(m.slots)
 	m.entries, m.latest = 0, -1
 }
 
@@ -48,7 +53,7 @@ func (m *offsetMap) full() bool { return m.entries >= m.maxEntry }
 
 func (m *offsetMap) slot(hi, lo uint64) int {
 	// Lemire's range reduction of the low half.
-	s, _ := bits.Mul64(lo, uint64(len(m.offs)))
+	s, _ := bits.Mul64(lo, uint64(len(m.slots)))
 	return int(s)
 }
 
@@ -58,22 +63,22 @@ func (m *offsetMap) put(key []byte, offset int64) bool {
 	h := xxh3.Hash128(key)
 	i := m.slot(h.Hi, h.Lo)
 	for {
-		o := m.offs[i]
-		if o == 0 {
+		s := &m.slots[i]
+		if s.off == 0 {
 			if m.entries >= m.maxEntry {
 				return false
 			}
-			m.hi[i], m.lo[i], m.offs[i] = h.Hi, h.Lo, offset+1
+			*s = mapSlot{h.Hi, h.Lo, offset + 1}
 			m.entries++
 			break
 		}
-		if m.hi[i] == h.Hi && m.lo[i] == h.Lo {
-			if offset+1 > o {
-				m.offs[i] = offset + 1
+		if s.hi == h.Hi && s.lo == h.Lo {
+			if offset+1 > s.off {
+				s.off = offset + 1
 			}
 			break
 		}
-		if i++; i == len(m.offs) {
+		if i++; i == len(m.slots) {
 			i = 0
 		}
 	}
@@ -88,14 +93,14 @@ func (m *offsetMap) get(key []byte) int64 {
 	h := xxh3.Hash128(key)
 	i := m.slot(h.Hi, h.Lo)
 	for {
-		o := m.offs[i]
-		if o == 0 {
+		s := &m.slots[i]
+		if s.off == 0 {
 			return -1
 		}
-		if m.hi[i] == h.Hi && m.lo[i] == h.Lo {
-			return o - 1
+		if s.hi == h.Hi && s.lo == h.Lo {
+			return s.off - 1
 		}
-		if i++; i == len(m.offs) {
+		if i++; i == len(m.slots) {
 			i = 0
 		}
 	}
