@@ -33,7 +33,7 @@ var (
 // clock is a settable test clock.
 type clock struct{ ms atomic.Int64 }
 
-func (c *clock) now() time.Time       { return time.UnixMilli(c.ms.Load()) }
+func (c *clock) now() time.Time      { return time.UnixMilli(c.ms.Load()) }
 func (c *clock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
 
 // testCodec is one compression setting of the tests: a Kafka codec, and for
