@@ -204,6 +204,11 @@ type recordReader struct {
 }
 
 func (r *recordReader) varint() int64 {
+	if len(r.b) > 0 && r.b[0] < 0x80 { // one byte: the common case
+		x := uint64(r.b[0])
+		r.b = r.b[1:]
+		return int64(x>>1) ^ -int64(x&1)
+	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.err = true

@@ -50,13 +50,13 @@ type Log struct {
 		cond    *sync.Cond
 		written uint64   // bytes appended since open
 		synced  uint64   // of which durable
-		seg     *segment // the active segment, whose file the syncer fsyncs
+		seg     *segment // the active segment, whose file syncTo fsyncs
 		err     error    // a failed fsync: the log has failed
 		closed  bool
-		count   int64 // fsyncs done by syncOnce (benchmarks report the cadence)
+		syncing bool  // an fsync is running (its caller leads the group)
+		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
 	}
 	cache   *indexCache
-	kick    chan struct{}
 	closeCh chan struct{}
 	wg      sync.WaitGroup
 }
@@ -75,6 +75,11 @@ type AppendOptions struct {
 	// (nothing written). The broker uses it for idempotent-producer sequence
 	// checks.
 	Check func(firstOffset int64, batches []BatchHeader) error
+	// Written, if set, runs under the append lock right after the bytes are
+	// written (before the flush wait), with the stamped headers, so that the
+	// broker can update producer state in log order without a window between
+	// Check and its update. It must not call back into the Log.
+	Written func(batches []BatchHeader)
 }
 
 // AppendResult describes an append.
@@ -86,8 +91,8 @@ type AppendResult struct {
 }
 
 // Open opens (creating if needed) the partition log in opts.Dir, recovering it
-// if it was not closed cleanly. It starts the log's background syncer (for
-// FlushEveryCommit and FlushInterval), which Close stops.
+// if it was not closed cleanly. With FlushInterval it starts a background
+// syncer, which Close stops.
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("hotlog: Options.Dir is empty")
@@ -98,7 +103,6 @@ func Open(opts Options) (*Log, error) {
 		cfg:     opts.Config.withDefaults(),
 		now:     opts.Now,
 		logger:  opts.Logger,
-		kick:    make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
 		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
@@ -117,7 +121,7 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
-	if l.cfg.Flush != FlushOS {
+	if l.cfg.Flush == FlushInterval {
 		l.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("hotlog", "syncer"), func(context.Context) { l.syncLoop() })
 	}
@@ -433,11 +437,7 @@ func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, re
 		return AppendResult{}, err
 	}
 	if l.cfg.Flush == FlushEveryCommit {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-		if err := l.waitSynced(target); err != nil {
+		if err := l.syncTo(target); err != nil {
 			return AppendResult{}, err
 		}
 	}
@@ -528,6 +528,9 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	seg.mu.Unlock()
 	seg.size.Store(pos)
 	l.logEnd.Store(last + 1)
+	if opts.Written != nil {
+		opts.Written(hdrs)
+	}
 
 	l.sync.mu.Lock()
 	l.sync.written += uint64(len(records))
@@ -648,81 +651,70 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 	l.sync.mu.Unlock()
 }
 
-// syncLoop is the background syncer: it fsyncs the active segment when an
-// appender asks (FlushEveryCommit) or on a ticker (FlushInterval).
+// syncLoop is the background syncer of FlushInterval: it fsyncs the active
+// segment on a ticker.
 func (l *Log) syncLoop() {
 	defer l.wg.Done()
-	var tick <-chan time.Time
-	if l.cfg.Flush == FlushInterval {
-		t := time.NewTicker(l.cfg.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(l.cfg.FlushInterval)
+	defer t.Stop()
 	for {
 		select {
-		case <-l.kick:
-		case <-tick:
+		case <-t.C:
+			l.syncTo(0)
 		case <-l.closeCh:
 			return
 		}
-		l.syncOnce()
 	}
 }
 
-// syncOnce fsyncs the active segment up to what has been written, and wakes the
-// appenders that waited for it.
-func (l *Log) syncOnce() error {
-	s := &l.sync
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		return err
-	}
-	if s.synced >= s.written {
-		s.mu.Unlock()
-		return nil
-	}
-	target, seg := s.written, s.seg
-	if !seg.tryRef() {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.mu.Unlock()
-	f, err := seg.logFile()
-	if err == nil {
-		err = f.Sync()
-	}
-	seg.unref()
-	s.mu.Lock()
-	if err != nil {
-		if s.err == nil {
-			s.err = err
-		}
-		l.fail(err)
-	} else if target > s.synced {
-		s.synced = target
-	}
-	s.count++
-	s.cond.Broadcast()
-	s.mu.Unlock()
-	return err
-}
-
-func (l *Log) waitSynced(target uint64) error {
+// syncTo returns once everything written up to target (0: everything written
+// so far) is durable. It is group commit, leader/follower style: if no fsync
+// is running, the caller runs one that covers everything written so far and
+// wakes every waiter it covered; otherwise it waits for the running one and
+// then, if still not covered, leads the next.
+func (l *Log) syncTo(target uint64) error {
 	s := &l.sync
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.synced < target && s.err == nil && !s.closed {
-		s.cond.Wait()
+	if target == 0 {
+		target = s.written
 	}
-	switch {
-	case s.synced >= target:
-		return nil
-	case s.err != nil:
-		return fmt.Errorf("%w: fsync: %v", ErrLogFailed, s.err)
+	for {
+		switch {
+		case s.synced >= target:
+			return nil
+		case s.err != nil:
+			return fmt.Errorf("%w: fsync: %w", ErrLogFailed, s.err)
+		case s.closed:
+			return ErrClosed
+		case s.syncing:
+			s.cond.Wait()
+			continue
+		}
+		upTo, seg := s.written, s.seg
+		if !seg.tryRef() {
+			return ErrClosed
+		}
+		s.syncing = true
+		s.mu.Unlock()
+		f, err := seg.logFile()
+		if err == nil {
+			err = f.Sync()
+		}
+		seg.unref()
+		s.mu.Lock()
+		s.syncing = false
+		s.count++
+		if err != nil {
+			if s.err == nil {
+				s.err = err
+			}
+			l.fail(err)
+		} else if upTo > s.synced {
+			s.synced = upTo
+		}
+		s.cond.Broadcast()
 	}
-	return ErrClosed
 }
 
 // Sync makes everything appended so far durable.
@@ -730,10 +722,7 @@ func (l *Log) Sync() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if err := l.syncOnce(); err != nil {
-		return fmt.Errorf("%w: fsync: %v", ErrLogFailed, err)
-	}
-	return nil
+	return l.syncTo(0)
 }
 
 // Close syncs the log, writes the active segment's indexes and the

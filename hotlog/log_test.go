@@ -166,6 +166,14 @@ func TestBadAppendWritesNothing(t *testing.T) {
 	if l.LogEndOffset() != 0 || l.Segments()[0].Size != 0 {
 		t.Fatalf("something was appended: LEO %d", l.LogEndOffset())
 	}
+	var written []BatchHeader
+	two := append(simpleBatch(2, 10, time.Now().UnixMilli()), simpleBatch(1, 10, time.Now().UnixMilli())...)
+	if _, err := l.Append(two, AppendOptions{LeaderEpoch: 7, Written: func(b []BatchHeader) { written = b }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 2 || written[1].BaseOffset != 2 || written[1].PartitionLeaderEpoch != 7 {
+		t.Fatalf("Written saw %+v", written)
+	}
 }
 
 func TestRollAndIndexLookups(t *testing.T) {
