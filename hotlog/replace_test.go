@@ -98,6 +98,17 @@ func TestReplaceSegments(t *testing.T) {
 	if err := l.ReplaceSegments(old, w2); !errors.Is(err, ErrSegmentsChanged) {
 		t.Fatalf("stale replace: %v", err)
 	}
+	// A truncation after the writer was made refuses it: the bytes it read
+	// may be gone.
+	segs0 := l.Segments()
+	w4, _ := l.NewSegmentWriter(segs0[2].BaseOffset)
+	if err := l.TruncateTo(l.LogEndOffset() - 1); err != nil {
+		t.Fatal(err)
+	}
+	segs0 = l.Segments()
+	if err := l.ReplaceSegments([]int64{segs0[2].BaseOffset}, w4); !errors.Is(err, ErrSegmentsChanged) {
+		t.Fatalf("replace after a truncation: %v", err)
+	}
 	// The active segment is never replaced.
 	segs := l.Segments()
 	w3, _ := l.NewSegmentWriter(segs[len(segs)-1].BaseOffset)
