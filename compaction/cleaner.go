@@ -9,6 +9,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/sediment-io/sediment/hotlog"
 )
 
@@ -151,6 +153,22 @@ type Stats struct {
 	Duration          time.Duration
 }
 
+type keyOffset struct {
+	digest xxh3.Uint128
+	offset int64
+}
+
+// recInfo is what filterBatch needs of one record.
+type recInfo struct {
+	framed    []byte
+	tsDelta   int64
+	offset    int64
+	digest    xxh3.Uint128
+	latest    int64 // the map's offset for the key, -1 if none
+	hasKey    bool
+	tombstone bool
+}
+
 // Cleaner cleans logs one pass at a time. It is not safe for concurrent use;
 // a Manager runs one per cleaner goroutine.
 type Cleaner struct {
@@ -165,6 +183,8 @@ type Cleaner struct {
 	rec   []byte // re-encoded records
 	cbuf  []byte // recompressed records
 	out   []byte // output batches, flushed to the segment writer
+	keys  []keyOffset
+	recs  []recInfo
 	stats *Stats
 }
 
@@ -347,14 +367,20 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			}
 			return false, nil // full: the next pass continues here
 		}
+		// Hash the batch's keys first, then probe: the probes (cache misses
+		// in a large map) are independent and overlap.
+		c.keys = c.keys[:0]
 		err := c.records(h, batch, func(rec *Record) error {
 			if rec.Key != nil {
-				c.omap.put(rec.Key, h.BaseOffset+int64(rec.OffsetDelta))
+				c.keys = append(c.keys, keyOffset{xxh3.Hash128(rec.Key), h.BaseOffset + int64(rec.OffsetDelta)})
 			}
 			return nil
 		})
 		if err != nil {
 			return false, err
+		}
+		for _, k := range c.keys {
+			c.omap.putHash(k.digest, k.offset)
 		}
 		end = h.LastOffset() + 1
 		return true, nil
@@ -459,39 +485,57 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	kept, dropped := 0, 0
 	needHorizon := false
 	maxTs := int64(-1)
-	// Decide, and collect kept records' framed bytes (with their original
-	// timestamp deltas) in c.rec.
+	// First walk: the records' fields and key digests; then the map probes,
+	// together (they overlap); then the decisions.
+	c.recs = c.recs[:0]
+	control := h.IsControl()
 	err := c.records(h, batch, func(rec *Record) error {
-		c.stats.RecordsRead++
-		keep := !discardAll
-		if keep && !h.IsControl() {
-			if rec.Key == nil {
-				keep = false // a compacted topic cannot hold keyless records (Kafka drops them)
-			} else {
-				off := h.BaseOffset + int64(rec.OffsetDelta)
-				latest := off >= c.omap.get(rec.Key)
-				keep = latest && (rec.Value != nil || !horizonPassed)
-				if keep && rec.Value == nil {
-					needHorizon = true
-				}
-			}
+		ri := recInfo{framed: rec.Framed, tsDelta: rec.TimestampDelta, offset: h.BaseOffset + int64(rec.OffsetDelta),
+			hasKey: rec.Key != nil, tombstone: rec.Value == nil}
+		if ri.hasKey && !control && !discardAll {
+			ri.digest = xxh3.Hash128(rec.Key)
 		}
-		if h.IsControl() && keep {
-			needHorizon = true
-		}
-		if !keep {
-			dropped++
-			return nil
-		}
-		kept++
-		if ts := h.BaseTimestamp + rec.TimestampDelta; ts > maxTs {
-			maxTs = ts
-		}
-		c.rec = append(c.rec, rec.Framed...)
+		c.recs = append(c.recs, ri)
 		return nil
 	})
 	if err != nil {
 		return err
+	}
+	if !control && !discardAll {
+		for i := range c.recs {
+			if ri := &c.recs[i]; ri.hasKey {
+				ri.latest = c.omap.getHash(ri.digest)
+			}
+		}
+	}
+	// Decide, and collect kept records' framed bytes (with their original
+	// timestamp deltas) in c.rec.
+	for i := range c.recs {
+		ri := &c.recs[i]
+		c.stats.RecordsRead++
+		keep := !discardAll
+		if keep && !control {
+			if !ri.hasKey {
+				keep = false // a compacted topic cannot hold keyless records (Kafka drops them)
+			} else {
+				keep = ri.offset >= ri.latest && (!ri.tombstone || !horizonPassed)
+				if keep && ri.tombstone {
+					needHorizon = true
+				}
+			}
+		}
+		if control && keep {
+			needHorizon = true
+		}
+		if !keep {
+			dropped++
+			continue
+		}
+		kept++
+		if ts := h.BaseTimestamp + ri.tsDelta; ts > maxTs {
+			maxTs = ts
+		}
+		c.rec = append(c.rec, ri.framed...)
 	}
 	c.stats.RecordsDropped += int64(dropped)
 	setHorizon := needHorizon && !hasHorizon

@@ -8,8 +8,11 @@ import (
 
 // offsetMap maps a key's 128-bit digest to the latest offset seen for it, in
 // a fixed amount of memory: Kafka's SkinnyOffsetMap, with xxh3-128 instead of
-// MD5. It is an open-addressing table with linear probing; each slot is a
-// digest (16 bytes) and an offset (8 bytes), 24 bytes in all. The table
+// MD5. It is an open-addressing table with double hashing over a prime
+// number of slots (the digest's low half picks the slot, its high half the
+// step, so a probe sequence visits every slot and clusters do not form at
+// 90% load as they do with linear probing); each slot is a digest (16
+// bytes) and an offset (8 bytes), 24 bytes in all. The table
 // never grows: past loadFactor it reports full and the cleaner stops
 // mapping there (the next pass continues). Two keys with the same 128-bit
 // digest would be taken for one (probability ~n²/2¹²⁹: for a billion keys
@@ -34,7 +37,7 @@ const (
 
 // newOffsetMap makes a map of at most memory bytes (at least 16 slots).
 func newOffsetMap(memory int64) *offsetMap {
-	slots := max(int(memory/offsetMapSlotBytes), 16)
+	slots := prevPrime(max(int(memory/offsetMapSlotBytes), 17))
 	m := &offsetMap{slots: make([]mapSlot, slots)}
 	m.maxEntry = max(int(float64(slots)*offsetMapLoad), 1)
 	m.latest = -1
@@ -51,17 +54,44 @@ func (m *offsetMap) clear() {
 
 func (m *offsetMap) full() bool { return m.entries >= m.maxEntry }
 
-func (m *offsetMap) slot(hi, lo uint64) int {
-	// Lemire's range reduction of the low half.
-	s, _ := bits.Mul64(lo, uint64(len(m.slots)))
-	return int(s)
+// probe returns a digest's first slot and its step (in [1, n-1]).
+func (m *offsetMap) probe(hi, lo uint64) (int, int) {
+	n := uint64(len(m.slots))
+	// Lemire's range reductions of each half.
+	s, _ := bits.Mul64(lo, n)
+	step, _ := bits.Mul64(hi, n-1)
+	return int(s), int(step) + 1
+}
+
+// prevPrime is the largest prime at most n (n >= 2).
+func prevPrime(n int) int {
+	for ; n > 2; n-- {
+		if n%2 == 0 {
+			continue
+		}
+		prime := true
+		for d := 3; d*d <= n; d += 2 {
+			if n%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime {
+			return n
+		}
+	}
+	return 2
 }
 
 // put records offset for key (keeping the larger if the key is there). It
 // returns false, doing nothing, if the key is new and the map is full.
 func (m *offsetMap) put(key []byte, offset int64) bool {
-	h := xxh3.Hash128(key)
-	i := m.slot(h.Hi, h.Lo)
+	return m.putHash(xxh3.Hash128(key), offset)
+}
+
+// putHash is put with the key's digest.
+func (m *offsetMap) putHash(h xxh3.Uint128, offset int64) bool {
+	i, step := m.probe(h.Hi, h.Lo)
 	for {
 		s := &m.slots[i]
 		if s.off == 0 {
@@ -78,8 +108,8 @@ func (m *offsetMap) put(key []byte, offset int64) bool {
 			}
 			break
 		}
-		if i++; i == len(m.slots) {
-			i = 0
+		if i += step; i >= len(m.slots) {
+			i -= len(m.slots)
 		}
 	}
 	if offset > m.latest {
@@ -90,8 +120,12 @@ func (m *offsetMap) put(key []byte, offset int64) bool {
 
 // get returns the latest offset recorded for key, or -1.
 func (m *offsetMap) get(key []byte) int64 {
-	h := xxh3.Hash128(key)
-	i := m.slot(h.Hi, h.Lo)
+	return m.getHash(xxh3.Hash128(key))
+}
+
+// getHash is get with the key's digest.
+func (m *offsetMap) getHash(h xxh3.Uint128) int64 {
+	i, step := m.probe(h.Hi, h.Lo)
 	for {
 		s := &m.slots[i]
 		if s.off == 0 {
@@ -100,8 +134,8 @@ func (m *offsetMap) get(key []byte) int64 {
 		if s.hi == h.Hi && s.lo == h.Lo {
 			return s.off - 1
 		}
-		if i++; i == len(m.slots) {
-			i = 0
+		if i += step; i >= len(m.slots) {
+			i -= len(m.slots)
 		}
 	}
 }

@@ -264,10 +264,10 @@ func TestThrottler(t *testing.T) {
 
 func TestOffsetMap(t *testing.T) {
 	m := newOffsetMap(100 * offsetMapSlotBytes)
-	if m.maxEntry != 90 {
-		t.Fatalf("max entries %d", m.maxEntry)
+	if len(m.slots) != 97 || m.maxEntry != 87 {
+		t.Fatalf("%d slots, max entries %d; want the prime 97 and 87", len(m.slots), m.maxEntry)
 	}
-	for i := range 90 {
+	for i := range 87 {
 		if !m.put(keyOf(i), int64(i)) {
 			t.Fatalf("put %d refused", i)
 		}
