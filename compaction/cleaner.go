@@ -236,7 +236,7 @@ func (c *Cleaner) Clean(ctx context.Context, t Target) (Stats, error) {
 	// Tombstones and markers whose horizon passed go; new ones get one.
 	nowMs := begin.UnixMilli()
 	for _, group := range groupSegments(t.Log.Segments(), mapEnd, cfg.SegmentBytes) {
-		if err := c.cleanGroup(ctx, t, group, nowMs, nowMs+cfg.DeleteRetention.Milliseconds()); err != nil {
+		if err := c.cleanGroup(ctx, t, group, mapEnd, nowMs, nowMs+cfg.DeleteRetention.Milliseconds()); err != nil {
 			return st, err
 		}
 	}
@@ -413,7 +413,7 @@ func abortedTxns(t Target, from, to int64) ([]AbortedTxn, error) {
 }
 
 // cleanGroup rewrites one group of segments into one and swaps it in.
-func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.SegmentInfo, nowMs, newHorizon int64) error {
+func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.SegmentInfo, mapEnd, nowMs, newHorizon int64) error {
 	l := t.Log
 	from, to := group[0].BaseOffset, group[len(group)-1].NextOffset
 	txns, err := abortedTxns(t, from, to)
@@ -439,7 +439,7 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 		return err
 	}
 	err = c.scan(ctx, l, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
-		if err := c.filterBatch(t, tr, h, batch, nowMs, newHorizon); err != nil {
+		if err := c.filterBatch(t, tr, h, batch, mapEnd, nowMs, newHorizon); err != nil {
 			return false, err
 		}
 		if int64(len(c.out)) >= c.cfg.ReadChunk {
@@ -471,9 +471,15 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 // offset, last offset delta, producer fields and codec; new record count,
 // max timestamp and CRC) if some go, an empty header if all go but the batch
 // is its producer's last, or nothing.
-func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, batch []byte, nowMs, newHorizon int64) error {
+//
+// Records at or past mapEnd (the part of the group's last segment the key
+// map did not reach) are kept as they are, tombstones and markers included,
+// whatever their horizon: the map does not know them, so dropping a
+// tombstone there could bring back an older value of its key that this pass
+// kept. Only aborted-transaction data goes there too.
+func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, batch []byte, mapEnd, nowMs, newHorizon int64) error {
 	hasHorizon := h.Attributes&attrDeleteHorizon != 0
-	horizonPassed := hasHorizon && h.BaseTimestamp <= nowMs
+	horizonPassed := hasHorizon && h.BaseTimestamp <= nowMs && h.LastOffset() < mapEnd
 	var discardAll bool
 	if h.IsControl() {
 		typ, ok := c.controlKey(h, batch)
@@ -514,7 +520,8 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 		ri := &c.recs[i]
 		c.stats.RecordsRead++
 		keep := !discardAll
-		if keep && !control {
+		beyond := ri.offset >= mapEnd
+		if keep && !control && !beyond {
 			if !ri.hasKey {
 				keep = false // a compacted topic cannot hold keyless records (Kafka drops them)
 			} else {
@@ -524,7 +531,7 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 				}
 			}
 		}
-		if control && keep {
+		if control && keep && !beyond {
 			needHorizon = true
 		}
 		if !keep {

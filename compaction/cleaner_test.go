@@ -368,3 +368,91 @@ func TestCleanRefusesCorruptBatch(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanMultiPassHorizonsNoResurrection cleans in many passes with a tiny
+// map while delete horizons pass between passes: a tombstone may vanish with
+// its key, but no key ever shows an older value than its latest.
+func TestCleanMultiPassHorizonsNoResurrection(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(5_000_000)
+	rng := rand.New(rand.NewPCG(12, 12))
+	l := openLog(t, vfs.NewMem(), 1<<10, clk)
+	defer l.Close()
+	writeKeyed(t, l, clk, rng, testCodecs[0], 120, 1500, 4)
+	seal(t, l, clk, 1<<10)
+	want := latest(readView(t, l))
+	c := NewCleaner(CleanerConfig{DedupeBufferBytes: 30 * offsetMapSlotBytes}, clk.now)
+	defer c.Close()
+	tg := Target{Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, DeleteRetention: time.Second, SegmentBytes: 4 << 10}}
+	for pass := 0; pass < 400; pass++ {
+		st, err := c.Clean(context.Background(), tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := latest(readView(t, l))
+		for k, w := range want {
+			g, ok := got[k]
+			switch {
+			case !ok && w.value == nil:
+			case !ok:
+				t.Fatalf("pass %d: key %q lost", pass, k)
+			case g.offset != w.offset:
+				t.Fatalf("pass %d: key %q shows offset %d (%q), latest is %d", pass, k, g.offset, g.value, w.offset)
+			}
+		}
+		clk.add(700 * time.Millisecond) // horizons pass every other pass
+		tg.FirstDirty = st.MapEnd
+		if r, _ := CleanableRange(tg, clk.now()); r.FirstDirty >= r.FirstUncleanable {
+			tg.FirstDirty = 0 // start over: horizons keep passing
+		}
+	}
+}
+
+// TestTombstonePastMapEndStays pins the map's end just before a tombstone
+// (the high watermark bounds the cleanable range): the tombstone lies past
+// the mapped range in a segment that is rewritten, so it must neither get a
+// horizon nor be dropped there, or the older value it deletes would come
+// back.
+func TestTombstonePastMapEndStays(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(5_000_000)
+	l := openLog(t, vfs.NewMem(), 4<<10, clk)
+	defer l.Close()
+	app := func(recs ...kv) {
+		if _, err := l.Append(makeBatch(t, testCodecs[0], clk.now().UnixMilli(), batchOpts{}, recs...), hotlog.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	app(kv{[]byte("k"), []byte("old")}) // offset 0
+	app(kv{[]byte("k"), nil})           // offset 1: deletes k
+	for i := range 5 {
+		app(kv{keyOf(i), []byte("x")})
+	}
+	seal(t, l, clk, 4<<10)
+	end := l.HighWatermark()
+	c := NewCleaner(CleanerConfig{}, clk.now)
+	defer c.Close()
+	tg := Target{Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, DeleteRetention: time.Second}}
+	for range 3 {
+		l.SetHighWatermark(1) // map [0, 1) only
+		if _, err := c.Clean(context.Background(), tg); err != nil {
+			t.Fatal(err)
+		}
+		clk.add(2 * time.Second)
+		got := latest(readView(t, l))
+		if k, ok := got["k"]; !ok || k.value != nil {
+			t.Fatalf("k after a pass mapping only offset 0: %+v (present %v)", k, ok)
+		}
+	}
+	// With the whole range mapped, k's old value goes, then the tombstone.
+	l.SetHighWatermark(end)
+	for range 2 {
+		if _, err := c.Clean(context.Background(), tg); err != nil {
+			t.Fatal(err)
+		}
+		clk.add(2 * time.Second)
+	}
+	if _, ok := latest(readView(t, l))["k"]; ok {
+		t.Fatal("k still there after its tombstone's horizon")
+	}
+}
