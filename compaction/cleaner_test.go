@@ -83,7 +83,7 @@ func TestCleanEveryCodec(t *testing.T) {
 			mem := vfs.NewMem()
 			l := openLog(t, mem, 4<<10, clk)
 			defer func() { l.Close() }()
-			writeKeyed(t, l, clk, rng, tc, 150, 1500, 10)
+			writeKeyed(t, l, clk, rng, tc, 120, 1000, 10)
 			seal(t, l, clk, 4<<10)
 			before := readView(t, l)
 			want := latest(before)
@@ -126,7 +126,7 @@ func TestCleanMultiPassTinyMap(t *testing.T) {
 	rng := rand.New(rand.NewPCG(2, 2))
 	l := openLog(t, vfs.NewMem(), 2<<10, clk)
 	defer l.Close()
-	writeKeyed(t, l, clk, rng, testCodecs[5], 400, 3000, 15)
+	writeKeyed(t, l, clk, rng, testCodecs[5], 300, 2000, 15)
 	seal(t, l, clk, 2<<10)
 	want := latest(readView(t, l))
 	// Room for about 57 keys: many passes.

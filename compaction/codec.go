@@ -203,7 +203,12 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 	case codecLz4:
 		c.buf.Reset()
 		if c.lzw == nil {
+			// 64 KiB blocks, as the Java producer writes (the default 4 MiB
+			// would hold 4 MiB buffers for small batches).
 			c.lzw = lz4.NewWriter(&c.buf)
+			if err := c.lzw.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+				return nil, err
+			}
 		} else {
 			c.lzw.Reset(&c.buf)
 		}

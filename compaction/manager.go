@@ -239,43 +239,62 @@ func (m *Manager) Close() error {
 // min.cleanable.dirty.ratio; it marks it in progress.
 func (m *Manager) pick() (*partitionState, Target, context.Context) {
 	now := m.now()
+	// Snapshot the candidates, then compute their ranges without the lock
+	// (it reads the logs).
+	type candidate struct {
+		ps     *partitionState
+		target Target
+		next   int64
+	}
+	var cands []candidate
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	var best *partitionState
-	bestScore := -1.0
-	for name, ps := range m.mu.parts {
+	for _, ps := range m.mu.parts {
 		if ps.inProgress || !ps.p.Config.Policy.Compact {
 			continue
 		}
 		if !ps.failedAt.IsZero() && now.Sub(ps.failedAt) < m.cfg.Cleaner.Backoff {
 			continue
 		}
-		cfg := ps.p.Config.withDefaults()
-		r, err := CleanableRange(Target{Log: ps.p.Log, Config: cfg, Txn: ps.p.Txn, FirstDirty: ps.checkpoint}, now)
+		cands = append(cands, candidate{ps, Target{Log: ps.p.Log, Config: ps.p.Config, Txn: ps.p.Txn, FirstDirty: ps.checkpoint}, ps.nextHorizon})
+	}
+	m.mu.Unlock()
+	var best *candidate
+	bestScore := -1.0
+	ranges := make([]Range, len(cands))
+	for i := range cands {
+		cd := &cands[i]
+		cfg := cd.target.Config.withDefaults()
+		r, err := CleanableRange(cd.target, now)
 		if err != nil {
 			continue
 		}
-		ps.lastRange = r
+		ranges[i] = r
 		if m.metrics != nil {
-			m.metrics.Lag(name, r.DirtyBytes, r.DirtyRatio())
+			m.metrics.Lag(cd.ps.p.Name, r.DirtyBytes, r.DirtyRatio())
 		}
 		score := r.DirtyRatio()
 		switch {
-		case r.Forced && r.DirtyBytes > 0, ps.nextHorizon >= 0 && now.UnixMilli() >= ps.nextHorizon:
+		case r.Forced && r.DirtyBytes > 0, cd.next >= 0 && now.UnixMilli() >= cd.next:
 			score = 2
 		case r.DirtyBytes == 0 || score < cfg.MinCleanableDirtyRatio:
 			continue
 		}
 		if score > bestScore {
-			best, bestScore = ps, score
+			best, bestScore = cd, score
 		}
 	}
-	if best == nil {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for i := range cands {
+		cands[i].ps.lastRange = ranges[i]
+	}
+	// Claim it, unless it was removed, taken or re-checkpointed meanwhile.
+	if best == nil || best.ps.removed || best.ps.inProgress || best.ps.checkpoint != best.target.FirstDirty || m.mu.closed {
 		return nil, Target{}, nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	best.inProgress, best.cancel = true, cancel
-	return best, Target{Log: best.p.Log, Config: best.p.Config, Txn: best.p.Txn, FirstDirty: best.checkpoint}, ctx
+	best.ps.inProgress, best.ps.cancel = true, cancel
+	return best.ps, Target{Log: best.ps.p.Log, Config: best.ps.p.Config, Txn: best.ps.p.Txn, FirstDirty: best.ps.checkpoint}, ctx
 }
 
 func (m *Manager) cleanLoop() {
