@@ -64,7 +64,7 @@ func (f *fakeLeases) Release(_ context.Context, l Lease) error {
 }
 
 func TestRunLeasedRenewsAndReleases(t *testing.T) {
-	f := newFakeLeases("b1", 60*time.Millisecond)
+	f := newFakeLeases("b1", 300*time.Millisecond)
 	err := RunLeased(context.Background(), f, LeaseCompact, "t-0", nil, func(ctx context.Context, l Lease) error {
 		if l.Token != 1 {
 			t.Errorf("token %d", l.Token)
@@ -90,7 +90,7 @@ func TestRunLeasedRenewsAndReleases(t *testing.T) {
 }
 
 func TestRunLeasedLostLeaseCancelsJob(t *testing.T) {
-	f := newFakeLeases("b1", 60*time.Millisecond)
+	f := newFakeLeases("b1", 300*time.Millisecond)
 	err := RunLeased(context.Background(), f, LeaseRetention, "t-1", nil, func(ctx context.Context, l Lease) error {
 		f.mu.Lock()
 		f.failRenew = true
