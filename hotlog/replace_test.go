@@ -192,3 +192,26 @@ func TestCrashReplaceSegments(t *testing.T) {
 		t.Logf("seed %d: %d crash points", seed, len(rec.clones))
 	}
 }
+
+func TestDumpSwapMarker(t *testing.T) {
+	mem := vfs.NewMem()
+	mem.MkdirAll("/p", 0o755)
+	if err := vfs.WriteFileAtomic(mem, "/p/00000000000000000007.swap", encodeSwap(7, 42)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Dump(&out, mem, "/p/00000000000000000007.swap"); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(out.Bytes(), []byte("[7, 42)")) {
+		t.Fatalf("dump: %q", out.String())
+	}
+	if b, e, ok := decodeSwap(encodeSwap(7, 42)); !ok || b != 7 || e != 42 {
+		t.Fatal("swap marker round trip")
+	}
+	bad := encodeSwap(7, 42)
+	bad[10] ^= 1
+	if _, _, ok := decodeSwap(bad); ok {
+		t.Fatal("damaged marker accepted")
+	}
+}
