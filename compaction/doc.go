@@ -19,7 +19,8 @@
 //     min.compaction.lag.ms.
 //  2. The key map: every keyed record of the dirty range, outside aborted
 //     transactions and control batches, puts xxh3-128(key) → offset into a
-//     fixed-size open-addressing table (24 bytes a slot, 90% load, sized by
+//     fixed-size open-addressing table (24 bytes a slot, double hashing over
+//     a prime number of slots, 90% load, sized by
 //     log.cleaner.dedupe.buffer.size). When it is full the pass stops
 //     mapping at that batch; the next pass continues from there.
 //  3. The rewrite: the segments from the log start to the end of the mapped
@@ -28,7 +29,9 @@
 //     its offset is at least the map's offset for its key, it is not in an
 //     aborted transaction, and it is not a tombstone whose batch's delete
 //     horizon passed. Control markers stay until their transaction has no
-//     data left and their horizon passed. A batch that loses records is
+//     data left and their horizon passed. Records past the mapped range are
+//     kept as they are (tombstones too: the map does not know them). A
+//     batch that loses records is
 //     re-encoded: same base offset, last offset delta, producer id, epoch,
 //     base sequence, leader epoch and codec (gzip, snappy raw or xerial as it
 //     came, lz4 frame, zstd), new record count, max timestamp and CRC-32C. A
