@@ -82,8 +82,9 @@
 // ReplaceSegments swaps a run of adjacent sealed segments for one cleaned
 // segment that a SegmentWriter wrote as <base>.log.cleaned (+ .index.cleaned,
 // .timeindex.cleaned). The commit point is the atomic write of the marker
-// <base>.swap ("SWAP" | 1 | base int64 | end int64 | crc32c), which names the
-// range [base, end) replaced; then the old files become *.deleted and the
+// <base>.swap ("SWAP" | 1 | base int64 | end int64 | size int64 | crc uint32 |
+// crc32c), which names the range [base, end) replaced and the new segment's
+// size and CRC-32C; then the old files become *.deleted and the
 // .cleaned files take their final names. Open completes a swap whose marker
 // it finds and removes .cleaned files without one, so a crash leaves either
 // the old segments or the new one. See replace.go.

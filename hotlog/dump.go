@@ -68,11 +68,11 @@ func Dump(w io.Writer, fs vfs.FS, path string) error {
 		}
 		fmt.Fprintf(w, "logStartOffset=%d\n", v)
 	case strings.HasSuffix(name, swapSuffix):
-		base, end, ok := decodeSwap(data)
+		m, ok := decodeSwap(data)
 		if !ok {
 			return fmt.Errorf("hotlog: damaged swap marker")
 		}
-		fmt.Fprintf(w, "swap: segments [%d, %d) replaced by %s\n", base, end, baseName(base)+logSuffix)
+		fmt.Fprintf(w, "swap: segments [%d, %d) replaced by %s (%d bytes, crc32c %08x)\n", m.Base, m.End, baseName(m.Base)+logSuffix, m.Size, m.CRC)
 	case name == cleanShutdownFile:
 		m, ok := decodeCleanShutdown(data)
 		if !ok {

@@ -23,7 +23,8 @@ import (
 //  2. The commit point: <base>.swap is written atomically (tmp, sync, rename,
 //     directory sync). It holds the range [base, end) it replaces:
 //
-//     "SWAP" | version uint8 (1) | base int64 | end int64 | crc32c uint32
+//     "SWAP" | version uint8 (1) | base int64 | end int64 |
+//     new size int64 | new crc32c uint32 | crc32c of the above uint32
 //
 //  3. The old segments' files are renamed to *.deleted, the .cleaned files are
 //     renamed to their final names, the directory is synced, the marker is
@@ -31,11 +32,16 @@ import (
 //
 // Open completes a swap whose marker it finds (roll forward): if the .cleaned
 // log file is still there, every segment file with a base in [base, end) is
-// removed and the .cleaned files are renamed in; if it is gone, the rename
-// already happened and only the old segments in (base, end) left over are
-// removed. Without a marker, .cleaned files are removed (roll back). So after
-// a crash the directory holds either all the old segments of the group or
-// the new one, never a mix.
+// removed and the .cleaned files are renamed in; if it is gone and the file
+// <base>.log has the marker's size and CRC, the rename already happened and
+// only the old segments in (base, end) left over are removed; if neither, the
+// marker is stale (a marker write that failed after its rename, the .cleaned
+// files then dropped) and is removed, the old segments standing. Without a
+// marker, .cleaned files are removed (roll back). So after a crash the
+// directory holds either all the old segments of the group or the new one,
+// never a mix. A failed marker write is taken back (removed, directory
+// synced) before the .cleaned files are dropped; if that fails too the log
+// fails and Open decides.
 //
 // Readers are safe: ReplaceSegments swaps the copy-on-write segment set under
 // the append lock, and readers holding old segments keep reading them (their
@@ -46,32 +52,44 @@ const (
 	cleanedSuffix = ".cleaned"
 	swapSuffix    = ".swap"
 	swapMagic     = "SWAP"
-	swapFileSize  = 4 + 1 + 8 + 8 + 4
+	swapFileSize  = 4 + 1 + 8 + 8 + 8 + 4 + 4
 )
+
+// swapMarker is the content of a <base>.swap file: the range [Base, End) it
+// replaces and the new segment's size and CRC-32C, by which Open recognises
+// the new file once the .cleaned one was renamed.
+type swapMarker struct {
+	Base, End int64
+	Size      int64
+	CRC       uint32
+}
 
 // ErrSegmentsChanged is returned by ReplaceSegments when the segments to
 // replace are no longer the log's (deleted by retention, truncated, or
 // replaced meanwhile). Nothing was changed; the caller starts over.
 var ErrSegmentsChanged = errors.New("hotlog: segments to replace changed")
 
-func encodeSwap(base, end int64) []byte {
+func encodeSwap(m swapMarker) []byte {
 	b := make([]byte, 0, swapFileSize)
 	b = append(b, swapMagic...)
 	b = append(b, 1)
-	b = binary.BigEndian.AppendUint64(b, uint64(base))
-	b = binary.BigEndian.AppendUint64(b, uint64(end))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Base))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.End))
+	b = binary.BigEndian.AppendUint64(b, uint64(m.Size))
+	b = binary.BigEndian.AppendUint32(b, m.CRC)
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
 }
 
-func decodeSwap(b []byte) (base, end int64, ok bool) {
+func decodeSwap(b []byte) (swapMarker, bool) {
 	if len(b) != swapFileSize || string(b[:4]) != swapMagic || b[4] != 1 {
-		return 0, 0, false
+		return swapMarker{}, false
 	}
 	if crc32.Checksum(b[:swapFileSize-4], castagnoli) != binary.BigEndian.Uint32(b[swapFileSize-4:]) {
-		return 0, 0, false
+		return swapMarker{}, false
 	}
-	base, end = int64(binary.BigEndian.Uint64(b[5:])), int64(binary.BigEndian.Uint64(b[13:]))
-	return base, end, base >= 0 && end > base
+	be := binary.BigEndian
+	m := swapMarker{Base: int64(be.Uint64(b[5:])), End: int64(be.Uint64(b[13:])), Size: int64(be.Uint64(b[21:])), CRC: be.Uint32(b[29:])}
+	return m, m.Base >= 0 && m.End > m.Base && m.Size >= 0
 }
 
 // SegmentWriter writes one replacement segment for ReplaceSegments. It is not
@@ -83,6 +101,7 @@ type SegmentWriter struct {
 	b    *indexBuilder
 	last int64 // last offset written, base-1 at first
 	gen  int64 // the log's rewrites count when the writer was made
+	crc  uint32
 	done bool
 }
 
@@ -139,6 +158,7 @@ func (w *SegmentWriter) Write(batches []byte) error {
 	if _, err := w.f.Write(batches); err != nil {
 		return fmt.Errorf("hotlog: write cleaned segment: %w", err)
 	}
+	w.crc = crc32.Update(w.crc, castagnoli, batches)
 	pos := w.b.size
 	for i := range hdrs {
 		w.b.add(&hdrs[i], pos)
@@ -160,7 +180,10 @@ func (w *SegmentWriter) Abort() {
 		return
 	}
 	w.done = true
-	w.f.Close()
+	if w.f != nil {
+		w.f.Close()
+		w.f = nil
+	}
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
 		w.l.fs.Remove(w.l.path(baseName(w.base) + suf + cleanedSuffix))
 	}
@@ -252,7 +275,18 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 		return fmt.Errorf("hotlog: write cleaned segment: %w", err)
 	}
 	marker := l.path(baseName(w.base) + swapSuffix)
-	if err := vfs.WriteFileAtomic(l.fs, marker, encodeSwap(w.base, end)); err != nil {
+	if err := vfs.WriteFileAtomic(l.fs, marker, encodeSwap(swapMarker{Base: w.base, End: end, Size: w.b.size, CRC: w.crc})); err != nil {
+		// The marker may be in place all the same (a failed directory
+		// sync): take it back before dropping the .cleaned files, or leave
+		// both to Open, which then completes the swap or ignores the marker.
+		if rerr := l.fs.Remove(marker); rerr != nil && !vfs.IsNotExist(rerr) {
+			w.done = true
+			return l.fail(fmt.Errorf("hotlog: write swap marker: %w (and removing it: %v)", err, rerr))
+		}
+		if serr := vfs.SyncDir(l.fs, l.dir); serr != nil {
+			w.done = true
+			return l.fail(fmt.Errorf("hotlog: write swap marker: %w (and syncing its removal: %v)", err, serr))
+		}
 		return fmt.Errorf("hotlog: write swap marker: %w", err)
 	}
 	// Committed: from here a failure leaves the swap to Open.
@@ -294,6 +328,31 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	return nil
 }
 
+// isSwapResult reports whether the file name is the new segment the marker
+// describes (its size and CRC-32C match).
+func (l *Log) isSwapResult(name string, m swapMarker) bool {
+	f, err := l.fs.Open(l.path(name))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() != m.Size {
+		return false
+	}
+	crc := uint32(0)
+	buf := make([]byte, 256<<10)
+	for pos := int64(0); pos < m.Size; {
+		n := min(int64(len(buf)), m.Size-pos)
+		if _, err := f.ReadAt(buf[:n], pos); err != nil {
+			return false
+		}
+		crc = crc32.Update(crc, castagnoli, buf[:n])
+		pos += n
+	}
+	return crc == m.CRC
+}
+
 // recoverSwaps completes committed swaps and removes uncommitted .cleaned
 // files; Open calls it before it lists the segments.
 func (l *Log) recoverSwaps() error {
@@ -311,23 +370,31 @@ func (l *Log) recoverSwaps() error {
 			continue
 		}
 		data, rerr := vfs.ReadFile(l.fs, l.path(n), swapFileSize)
-		b, end, valid := decodeSwap(data)
-		if rerr != nil || !valid || b != base {
+		m, valid := decodeSwap(data)
+		if rerr != nil || !valid || m.Base != base {
 			// A marker is written atomically: a damaged one was never committed.
 			l.logger.Warn("hotlog: ignoring damaged swap marker", "file", n)
 			l.fs.Remove(l.path(n))
 			continue
 		}
 		name := baseName(base)
-		for _, m := range names {
-			ob, osuf, ok := parseBaseName(m)
-			if !ok || !isSegmentFile(osuf) || ob < base || ob >= end {
+		if !has[name+logSuffix+cleanedSuffix] && !l.isSwapResult(name+logSuffix, m) {
+			// Neither the new file nor a renamed one that matches it: the
+			// swap never went past its marker (which a failed write may have
+			// left); the old segments stand.
+			l.logger.Warn("hotlog: ignoring a swap marker whose segment is missing", "file", n)
+			l.fs.Remove(l.path(n))
+			continue
+		}
+		for _, o := range names {
+			ob, osuf, ok := parseBaseName(o)
+			if !ok || !isSegmentFile(osuf) || ob < base || ob >= m.End {
 				continue
 			}
 			if ob == base && osuf != txnIndexSuffix {
 				continue // replaced by the rename below, or already the new file
 			}
-			if err := l.fs.Remove(l.path(m)); err != nil && !vfs.IsNotExist(err) {
+			if err := l.fs.Remove(l.path(o)); err != nil && !vfs.IsNotExist(err) {
 				return fmt.Errorf("hotlog: complete swap: %w", err)
 			}
 		}
@@ -344,7 +411,7 @@ func (l *Log) recoverSwaps() error {
 		if err := vfs.SyncDir(l.fs, l.dir); err != nil {
 			return fmt.Errorf("hotlog: sync %s: %w", l.dir, err)
 		}
-		l.logger.Info("hotlog: completed an interrupted segment swap", "base", base, "end", end)
+		l.logger.Info("hotlog: completed an interrupted segment swap", "base", base, "end", m.End)
 		if err := l.fs.Remove(l.path(n)); err != nil && !vfs.IsNotExist(err) {
 			return err
 		}

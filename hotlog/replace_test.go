@@ -196,7 +196,8 @@ func TestCrashReplaceSegments(t *testing.T) {
 func TestDumpSwapMarker(t *testing.T) {
 	mem := vfs.NewMem()
 	mem.MkdirAll("/p", 0o755)
-	if err := vfs.WriteFileAtomic(mem, "/p/00000000000000000007.swap", encodeSwap(7, 42)); err != nil {
+	mk := swapMarker{Base: 7, End: 42, Size: 1000, CRC: 0xdeadbeef}
+	if err := vfs.WriteFileAtomic(mem, "/p/00000000000000000007.swap", encodeSwap(mk)); err != nil {
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
@@ -206,12 +207,66 @@ func TestDumpSwapMarker(t *testing.T) {
 	if !bytes.Contains(out.Bytes(), []byte("[7, 42)")) {
 		t.Fatalf("dump: %q", out.String())
 	}
-	if b, e, ok := decodeSwap(encodeSwap(7, 42)); !ok || b != 7 || e != 42 {
+	if m, ok := decodeSwap(encodeSwap(mk)); !ok || m != mk {
 		t.Fatal("swap marker round trip")
 	}
-	bad := encodeSwap(7, 42)
+	bad := encodeSwap(mk)
 	bad[10] ^= 1
-	if _, _, ok := decodeSwap(bad); ok {
+	if _, ok := decodeSwap(bad); ok {
 		t.Fatal("damaged marker accepted")
+	}
+}
+
+// TestReplaceSegmentsInjectedErrors fails the n-th file-system operation of
+// a given kind during a swap: the live log reads as the old or the new one,
+// a failure before the commit point leaves the old one and no leftovers, and
+// the reopened log (with and without a crash) is the old or the new one.
+func TestReplaceSegmentsInjectedErrors(t *testing.T) {
+	ops := []errorfs.Op{errorfs.OpFileWrite, errorfs.OpFileSync, errorfs.OpCreate, errorfs.OpOpen, errorfs.OpRename, errorfs.OpOpenDir, errorfs.OpRemove}
+	cfg := Config{SegmentBytes: 1000, IndexIntervalBytes: 100}
+	for _, op := range ops {
+		for n := int64(0); n < 12; n++ {
+			mem := vfs.NewMem()
+			inj := &errorfs.Toggle{Injector: errorfs.OnIndex(n, op)}
+			efs := errorfs.Wrap(mem, inj)
+			l, batches := replaceFixture(t, efs)
+			before := readAll(t, l)
+			w, old, want := dropOdd(t, l, batches, 1, 3)
+			inj.On()
+			err := l.ReplaceSegments(old, w)
+			inj.Off()
+			if err != nil && !errors.Is(err, errorfs.ErrInjected) {
+				t.Fatalf("%s #%d: %v", op, n, err)
+			}
+			if err != nil && !errors.Is(err, ErrLogFailed) {
+				// Refused before the commit point: the old log, nothing left over.
+				if got := readAll(t, l); !bytes.Equal(got, before) {
+					t.Fatalf("%s #%d: a failed swap changed the live log", op, n)
+				}
+				names, _ := mem.List("/p")
+				for _, name := range names {
+					if bytes.Contains([]byte(name), []byte("cleaned")) {
+						t.Fatalf("%s #%d: leftover %s", op, n, name)
+					}
+				}
+			}
+			if err == nil {
+				if got := readAll(t, l); !bytes.Equal(got, want) {
+					t.Fatalf("%s #%d: a swap that succeeded reads differently", op, n)
+				}
+			}
+			l.Close()
+			for _, fs := range []vfs.FS{mem.CrashClone(), mem} {
+				l2 := openMem(t, fs, cfg)
+				got := readAll(t, l2)
+				if !bytes.Equal(got, before) && !bytes.Equal(got, want) {
+					t.Fatalf("%s #%d: reopened log is neither the old nor the new", op, n)
+				}
+				if err == nil && !bytes.Equal(got, want) {
+					t.Fatalf("%s #%d: a swap that succeeded was undone", op, n)
+				}
+				l2.Close()
+			}
+		}
 	}
 }
