@@ -30,7 +30,7 @@ func benchKeys() int {
 // buildBenchLog writes keys*10 records (keys in random order, 100 records a
 // batch, 32-byte values) to a fresh log on the OS file system, sealed.
 func buildBenchLog(b *testing.B, dir string, keys int, tc testCodec) (*hotlog.Log, int64) {
-	l, err := hotlog.Open(hotlog.Options{FS: benchFS, Dir: dir, Config: hotlog.Config{SegmentBytes: 64 << 20, Flush: hotlog.FlushOS}, Logger: quiet})
+	l, err := hotlog.Open(hotlog.Options{FS: benchFS, Dir: dir, Config: hotlog.Config{SegmentBytes: 16 << 20, Flush: hotlog.FlushOS}, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func buildBenchLog(b *testing.B, dir string, keys int, tc testCodec) (*hotlog.Lo
 		size += s.Size
 	}
 	// Seal: a roll puts everything into sealed segments.
-	big := makeBatch(b, testCodecs[0], time.Now().UnixMilli(), batchOpts{}, kv{[]byte("~seal"), make([]byte, 64<<20-100)})
+	big := makeBatch(b, testCodecs[0], time.Now().UnixMilli(), batchOpts{}, kv{[]byte("~seal"), make([]byte, 16<<20-100)})
 	sealAt, err := l.Append(big, hotlog.AppendOptions{})
 	if err != nil {
 		b.Fatal(err)
