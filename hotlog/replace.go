@@ -43,10 +43,12 @@ import (
 // synced) before the .cleaned files are dropped; if that fails too the log
 // fails and Open decides.
 //
-// Readers are safe: ReplaceSegments swaps the copy-on-write segment set under
-// the append lock, and readers holding old segments keep reading them (their
-// files are opened, and their indexes loaded, before the rename) until they
-// release them, when the *.deleted files are removed.
+// Step 1 (the new segment's fsyncs) runs before the append lock is taken;
+// steps 2 and 3 under it. Readers are safe: ReplaceSegments swaps the
+// copy-on-write segment set under the append lock, and readers holding old
+// segments keep reading them (their files are opened, and their indexes
+// loaded, before the rename) until they release them, when the *.deleted
+// files are removed.
 
 const (
 	cleanedSuffix = ".cleaned"
@@ -220,6 +222,12 @@ func (l *Log) ReplaceSegments(old []int64, w *SegmentWriter) error {
 	if w.done {
 		return errors.New("hotlog: segment writer finished")
 	}
+	// The new segment's fsyncs (the whole file) happen before the append
+	// lock is taken: appends wait only for the marker and the renames.
+	if err := w.finish(); err != nil {
+		w.Abort()
+		return fmt.Errorf("hotlog: write cleaned segment: %w", err)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	err := l.replaceLocked(old, w)
@@ -270,9 +278,6 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 		if _, _, _, err := s.indexes(l.cfg.IndexIntervalBytes); err != nil {
 			return fmt.Errorf("hotlog: load indexes of segment %d: %w", s.base, err)
 		}
-	}
-	if err := w.finish(); err != nil {
-		return fmt.Errorf("hotlog: write cleaned segment: %w", err)
 	}
 	marker := l.path(baseName(w.base) + swapSuffix)
 	if err := vfs.WriteFileAtomic(l.fs, marker, encodeSwap(swapMarker{Base: w.base, End: end, Size: w.b.size, CRC: w.crc})); err != nil {
