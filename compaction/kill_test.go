@@ -128,17 +128,24 @@ func killChild(dir string) {
 	rng := rand.New(rand.NewPCG(uint64(seq), 1))
 	var cp int64
 	for i := 0; ; i++ {
-		k := fmt.Sprintf("key-%03d", rng.IntN(200))
-		b := makeBatch(nilTB{}, testCodecs[i%len(testCodecs)], time.Now().UnixMilli(), batchOpts{}, kv{[]byte(k), []byte("seq-" + strconv.FormatInt(seq, 10))})
+		// Eight records a batch (one fsync), each acknowledged once Append
+		// returned.
+		recs := make([]kv, 8)
+		for j := range recs {
+			recs[j] = kv{[]byte(fmt.Sprintf("key-%03d", rng.IntN(200))), []byte("seq-" + strconv.FormatInt(seq+int64(j), 10))}
+		}
+		b := makeBatch(nilTB{}, testCodecs[i%len(testCodecs)], time.Now().UnixMilli(), batchOpts{}, recs...)
 		if _, err := l.Append(b, hotlog.AppendOptions{}); err != nil {
 			fmt.Fprintln(os.Stderr, "child append:", err)
 			os.Exit(2)
 		}
-		fmt.Fprintf(w, "ack %s %d\n", k, seq)
+		for _, r := range recs {
+			fmt.Fprintf(w, "ack %s %d\n", r.key, seq)
+			seq++
+		}
 		w.Flush()
-		seq++
 		l.SetHighWatermark(l.LogEndOffset())
-		if i%40 == 39 {
+		if i%5 == 4 {
 			fmt.Fprintln(w, "clean")
 			w.Flush()
 			st, err := c.Clean(context.Background(), Target{Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 16 << 10}, FirstDirty: cp})
