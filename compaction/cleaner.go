@@ -144,6 +144,7 @@ type Stats struct {
 	BatchesRewritten   int64
 	SegmentsBefore     int // segments replaced
 	SegmentsAfter      int // segments that replaced them
+	SegmentsUnchanged  int // single-segment groups that lost nothing (not swapped)
 	MapEntries         int
 	MapBytes           int64
 	// NextDeleteHorizon is the earliest delete horizon (Unix ms) of a
@@ -425,6 +426,7 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 	if err != nil {
 		return err
 	}
+	rewritten, dropped := c.stats.BatchesRewritten, c.stats.RecordsDropped
 	c.out = c.out[:0]
 	flush := func() error {
 		if len(c.out) == 0 {
@@ -453,6 +455,12 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 	if err != nil {
 		w.Abort()
 		return err
+	}
+	if len(group) == 1 && c.stats.BatchesRewritten == rewritten && c.stats.RecordsDropped == dropped {
+		// Nothing changed and nothing merges: keep the segment as it is.
+		w.Abort()
+		c.stats.SegmentsUnchanged++
+		return nil
 	}
 	old := make([]int64, len(group))
 	for i, s := range group {

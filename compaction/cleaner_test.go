@@ -108,6 +108,13 @@ func TestCleanEveryCodec(t *testing.T) {
 			clk.add(time.Hour + time.Second)
 			cleanAll(t, c, tg)
 			checkCompacted(t, readView(t, l), want, true)
+			// Once more: nothing left to drop, so no single segment is swapped.
+			tg.FirstDirty = 0
+			again := cleanAll(t, c, tg)
+			if again[0].SegmentsUnchanged == 0 || again[0].RecordsDropped != 0 {
+				t.Fatalf("a pass over a clean log: %+v", again[0])
+			}
+			checkCompacted(t, readView(t, l), want, true)
 			// The log survives a reopen as it is.
 			final := readView(t, l)
 			end := l.LogEndOffset()
