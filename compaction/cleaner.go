@@ -321,15 +321,24 @@ func (c *Cleaner) scan(ctx context.Context, l *hotlog.Log, from, to int64, fn fu
 	return nil
 }
 
-// records decompresses a batch's records into c.dbuf and walks them.
-func (c *Cleaner) records(h *hotlog.BatchHeader, batch []byte, fn func(*Record) error) error {
+// payload returns a batch's record bytes, decompressed into c.dbuf if needed.
+func (c *Cleaner) payload(h *hotlog.BatchHeader, batch []byte) ([]byte, error) {
 	payload := batch[headerSize:]
 	if h.Compression() != codecNone {
 		var err error
 		if c.dbuf, err = c.codecs.decompress(h.Compression(), payload, c.dbuf, c.cfg.MaxBatchBytes); err != nil {
-			return fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+			return nil, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
 		}
 		payload = c.dbuf
+	}
+	return payload, nil
+}
+
+// records decompresses a batch's records into c.dbuf and walks them.
+func (c *Cleaner) records(h *hotlog.BatchHeader, batch []byte, fn func(*Record) error) error {
+	payload, err := c.payload(h, batch)
+	if err != nil {
+		return err
 	}
 	if err := decodeRecords(payload, h.NumRecords, h.LastOffsetDelta, fn); err != nil {
 		if errors.Is(err, errBadRecord) {
@@ -371,14 +380,17 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 		// Hash the batch's keys first, then probe: the probes (cache misses
 		// in a large map) are independent and overlap.
 		c.keys = c.keys[:0]
-		err := c.records(h, batch, func(rec *Record) error {
-			if rec.Key != nil {
-				c.keys = append(c.keys, keyOffset{xxh3.Hash128(rec.Key), h.BaseOffset + int64(rec.OffsetDelta)})
-			}
-			return nil
-		})
+		payload, err := c.payload(h, batch)
 		if err != nil {
 			return false, err
+		}
+		err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte) {
+			if key != nil {
+				c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), h.BaseOffset + int64(od)})
+			}
+		})
+		if err != nil {
+			return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
 		}
 		for _, k := range c.keys {
 			c.omap.putHash(k.digest, k.offset)

@@ -177,3 +177,51 @@ func controlType(key []byte) (int16, bool) {
 	}
 	return int16(binary.BigEndian.Uint16(key[2:])), true
 }
+
+// recordKeys walks records as decodeRecords does, with the same checks (it
+// accepts exactly what decodeRecords accepts, so a malformed batch fails a
+// pass before anything is written), but hands fn only each record's offset
+// delta and key, the key map's needs.
+func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelta int32, key []byte)) error {
+	if count < 0 {
+		return fmt.Errorf("%w: record count %d", errBadRecord, count)
+	}
+	r := reader{b: b}
+	prev := int64(-1)
+	for i := int32(0); i < count; i++ {
+		length := r.varint()
+		if r.bad || length <= 0 || length > int64(len(r.b)) {
+			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
+		}
+		body := reader{b: r.b[1:length]} // after the attributes byte
+		r.b = r.b[length:]
+		body.varint() // timestamp delta
+		od := body.varint()
+		key := body.nullable()
+		body.nullable() // value
+		nh := body.varint()
+		if nh < 0 || nh > int64(len(body.b)) {
+			body.bad = true
+		}
+		for h := int64(0); h < nh && !body.bad; h++ {
+			if k := body.varint(); k < 0 {
+				body.bad = true
+			} else {
+				body.take(k)
+			}
+			body.nullable()
+		}
+		if body.bad || len(body.b) != 0 {
+			return fmt.Errorf("%w: record %d: fields do not fit its length", errBadRecord, i)
+		}
+		if od <= prev || od > int64(lastOffsetDelta) {
+			return fmt.Errorf("%w: record %d: offset delta %d after %d (last %d)", errBadRecord, i, od, prev, lastOffsetDelta)
+		}
+		prev = od
+		fn(int32(od), key)
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(r.b))
+	}
+	return nil
+}

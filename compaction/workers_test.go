@@ -349,8 +349,22 @@ func FuzzDecodeRecords(f *testing.F) {
 			recs = append(recs, cp)
 			return nil
 		})
+		keysErr := recordKeys(data, count, lastDelta, func(int32, []byte) {})
+		if (err == nil) != (keysErr == nil) {
+			t.Fatalf("decodeRecords: %v; recordKeys: %v", err, keysErr)
+		}
 		if err != nil {
 			return
+		}
+		// The key-only walker sees the same keys.
+		j := 0
+		if err := recordKeys(data, count, lastDelta, func(od int32, key []byte) {
+			if j >= len(recs) || recs[j].OffsetDelta != od || !bytes.Equal(recs[j].Key, key) || (key == nil) != (recs[j].Key == nil) {
+				t.Fatalf("recordKeys disagrees at record %d", j)
+			}
+			j++
+		}); err != nil || j != len(recs) {
+			t.Fatalf("recordKeys refused what decodeRecords took: %v", err)
 		}
 		var enc []byte
 		for i := range recs {
