@@ -529,3 +529,54 @@ func FuzzCleanBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestUnregisterCancelsPass unregisters a partition while a throttled pass
+// over it is writing its cleaned segment: Unregister returns once the pass
+// stopped, leaving the log whole (old segments or swapped groups, no
+// leftovers after a reopen).
+func TestUnregisterCancelsPass(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(1_000_000)
+	mem := vfs.NewMem()
+	l := openLog(t, mem, 8<<10, clk)
+	rng := rand.New(rand.NewPCG(13, 13))
+	writeKeyed(t, l, clk, rng, testCodecs[0], 100, 3000, 0)
+	seal(t, l, clk, 8<<10)
+	want := latest(readView(t, l))
+	m := NewManager(Config{Cleaner: CleanerConfig{DedupeBufferBytes: 1 << 20, IOMaxBytesPerSecond: 64 << 10, ReadChunk: 4 << 10, Backoff: time.Hour},
+		Logger: quiet})
+	defer m.Close()
+	if err := m.Register(Partition{Name: "p", Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 32 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a cleaned segment being written", func() bool {
+		names, _ := mem.List("/p")
+		for _, n := range names {
+			if len(n) > 8 && n[len(n)-8:] == ".cleaned" {
+				return true
+			}
+		}
+		return false
+	})
+	done := make(chan struct{})
+	go func() { m.Unregister("p"); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("Unregister did not return while a pass ran")
+	}
+	if _, ok := m.Status("p"); ok {
+		t.Fatal("partition still registered")
+	}
+	checkLatestPreserved(t, readView(t, l), want)
+	l.Close()
+	l = openLog(t, mem, 8<<10, clk)
+	defer l.Close()
+	checkLatestPreserved(t, readView(t, l), want)
+	names, _ := mem.List("/p")
+	for _, n := range names {
+		if len(n) > 8 && n[len(n)-8:] == ".cleaned" {
+			t.Fatalf("leftover %s", n)
+		}
+	}
+}
