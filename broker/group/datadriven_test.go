@@ -134,7 +134,9 @@ func (e *env) run(td *datadriven.TestData) string {
 			},
 		}
 		e.topics = newTestTopics(a["topics"])
-		e.cfg.Topics = e.topics
+		if _, ok := a["topics"]; ok {
+			e.cfg.Topics = e.topics
+		}
 		e.cfg.ConsumerSessionTimeout = a.dur(t, "cg-session", 45*time.Second)
 		e.logs = nil
 		for i := int32(0); i < e.cfg.Partitions; i++ {
