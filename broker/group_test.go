@@ -31,6 +31,8 @@ func groupBroker(t testing.TB, dir string) *Broker {
 			Partitions:            8, // fewer offsets partitions: faster tests
 			InitialRebalanceDelay: 100 * time.Millisecond,
 			MinSessionTimeout:     time.Second,
+			// KIP-848 members heartbeat at the interval the broker says.
+			ConsumerHeartbeatInterval: 200 * time.Millisecond,
 		}
 	})
 }
@@ -251,6 +253,81 @@ func TestGroupRebalances(t *testing.T) {
 			tr.exactlyOnce(t, ends, nil)
 			if got := committed(t, b, "g-"+tc.name); fmt.Sprint(got) != fmt.Sprint(ends) {
 				t.Fatalf("committed %v, want the end offsets %v", got, ends)
+			}
+		})
+	}
+}
+
+// TestConsumerGroupKIP848 runs KIP-848 groups (kgo.ServerSideBalancer, the
+// uniform and range server assignors): 1 member, then 4, then 2 after two
+// clean leaves, on 8 partitions. Every record is consumed exactly once, in
+// order per partition, and ConsumerGroupDescribe shows a consumer group.
+func TestConsumerGroupKIP848(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer kgo.GroupBalancer
+		assignor string
+	}{
+		{"uniform", kgo.StickyBalancer(), "uniform"},
+		{"range", kgo.RangeBalancer(), "range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := groupBroker(t, "")
+			topic := "kip848-" + tc.name
+			groupID := "g848-" + tc.name
+			createTopic(t, b, topic, 8, nil)
+			const n = 6000
+			produceAll(t, newClient(t, b), makeRecords(topic, n, "g"))
+			ends := endOffsets(t, b, topic)
+
+			tr := newTracker()
+			opts := []kgo.Opt{kgo.Balancers(tc.balancer), kgo.ServerSideBalancer(), kgo.FetchMaxPartitionBytes(1000)}
+			a := startConsumer(t, b, groupID, topic, tr, opts...)
+			tr.waitTotal(t, 500)
+			adm := kadm.NewClient(newClient(t, b))
+			describe := func() kadm.DescribedConsumerGroup {
+				d, err := adm.DescribeConsumerGroups(testCtx(t), groupID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d[groupID]
+			}
+			if d := describe(); d.Err != nil || len(d.Members) != 1 || d.AssignorName != tc.assignor {
+				t.Fatalf("describe after the first member: %+v", d)
+			}
+			var more []*consumer
+			for i := 0; i < 3; i++ {
+				more = append(more, startConsumer(t, b, groupID, topic, tr, opts...))
+			}
+			// All four members own partitions at some point: the group settles.
+			waitCond(t, func() bool {
+				d := describe()
+				if d.Err != nil || len(d.Members) != 4 || d.State != "Stable" {
+					return false
+				}
+				for _, m := range d.Members {
+					if len(m.Assignment) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			tr.waitTotal(t, 3000)
+			more[0].stop()
+			more[1].stop()
+			tr.waitTotal(t, n)
+			a.stop()
+			more[2].stop()
+			tr.exactlyOnce(t, ends, nil)
+			if got := committed(t, b, groupID); fmt.Sprint(got) != fmt.Sprint(ends) {
+				t.Fatalf("committed %v, want the end offsets %v", got, ends)
+			}
+			lg, err := adm.ListGroups(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, ok := lg[groupID]; !ok || g.ProtocolType != "consumer" || g.State != "Empty" {
+				t.Fatalf("listed: %+v", lg)
 			}
 		})
 	}
