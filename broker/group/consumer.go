@@ -709,26 +709,34 @@ func assignUniform(ids, topics []string, parts map[string]int32, subs func(strin
 			owner[tp] = id
 		}
 	}
-	// Balance: move a partition from a member with the most to an
-	// eligible member with at least two fewer, until none can move.
-	for moved := true; moved; {
-		moved = false
-		for _, from := range ids {
+	// Balance: move one partition at a time from the fullest member that
+	// can give one to the emptiest eligible member with at least two
+	// fewer. Every move lowers the sum of squared counts, so this ends;
+	// taking from the fullest first moves only what must move.
+	for {
+		order := append([]string(nil), ids...)
+		sort.SliceStable(order, func(i, j int) bool { return len(out[order[i]]) > len(out[order[j]]) })
+		moved := false
+		for _, from := range order {
 			var tps []topicPartition
 			for tp := range out[from] {
 				tps = append(tps, tp)
 			}
 			sortTPs(tps)
-			for i := len(tps) - 1; i >= 0; i-- {
+			for i := len(tps) - 1; i >= 0 && !moved; i-- {
 				tp := tps[i]
-				to := least(tp, from, len(out[from])-1)
-				if to == "" {
-					continue
+				if to := least(tp, from, len(out[from])-1); to != "" {
+					delete(out[from], tp)
+					out[to][tp] = struct{}{}
+					moved = true
 				}
-				delete(out[from], tp)
-				out[to][tp] = struct{}{}
-				moved = true
 			}
+			if moved {
+				break
+			}
+		}
+		if !moved {
+			break
 		}
 	}
 	return out
