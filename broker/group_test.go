@@ -678,3 +678,113 @@ func TestGroupLagMetrics(t *testing.T) {
 		t.Logf("metrics:\n%s", body)
 	}
 }
+
+// kip848Broker is groupBroker with a short KIP-848 session timeout, so a
+// crashed member is detected quickly.
+func kip848Broker(t testing.TB) *Broker {
+	return startBroker(t, "", func(c *Config) {
+		c.Groups = group.Config{
+			Partitions:                8,
+			InitialRebalanceDelay:     100 * time.Millisecond,
+			MinSessionTimeout:         time.Second,
+			ConsumerHeartbeatInterval: 200 * time.Millisecond,
+			ConsumerSessionTimeout:    2 * time.Second,
+		}
+	})
+}
+
+// TestConsumerGroupKIP848Crash: a KIP-848 member whose connections die is
+// removed by the session timeout and the survivor takes its partitions.
+func TestConsumerGroupKIP848Crash(t *testing.T) {
+	b := kip848Broker(t)
+	createTopic(t, b, "crash848", 8, nil)
+	produceAll(t, newClient(t, b), makeRecords("crash848", 400, "a"))
+	opts := []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}
+	tr := newTracker()
+	d := &crashDialer{}
+	crashing := startConsumer(t, b, "crashers848", "crash848", tr, append(opts, kgo.Dialer(d.dial))...)
+	startConsumer(t, b, "crashers848", "crash848", tr, opts...)
+	tr.waitTotal(t, 400)
+	d.crash()
+	crashing.cancel()
+	<-crashing.done
+	crashing.cancel = nil
+	t.Cleanup(crashing.cl.Close)
+
+	produceAll(t, newClient(t, b), makeRecords("crash848", 800, "b"))
+	ends := endOffsets(t, b, "crash848")
+	waitCond(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for p, end := range ends {
+			if tr.seen[p][end-1] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	adm := kadm.NewClient(newClient(t, b))
+	waitCond(t, func() bool {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "crashers848")
+		dg := ds["crashers848"]
+		return err == nil && dg.Err == nil && len(dg.Members) == 1 && dg.State == "Stable"
+	})
+}
+
+// TestConsumerGroupKIP848StaticRestart: a static KIP-848 member that closes
+// (epoch -2) and comes back with the same instance id gets its partitions
+// back without a new group epoch.
+func TestConsumerGroupKIP848StaticRestart(t *testing.T) {
+	b := kip848Broker(t)
+	createTopic(t, b, "static848", 8, nil)
+	produceAll(t, newClient(t, b), makeRecords("static848", 400, "s"))
+	opts := []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(), kgo.SessionTimeout(20 * time.Second)}
+	adm := kadm.NewClient(newClient(t, b))
+	describe := func() kadm.DescribedConsumerGroup {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "statics848")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds["statics848"]
+	}
+	tr := newTracker()
+	startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s1"))...)
+	s2 := startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s2"))...)
+	var before kadm.DescribedConsumerGroup
+	waitCond(t, func() bool {
+		before = describe()
+		if before.Err != nil || len(before.Members) != 2 || before.State != "Stable" {
+			return false
+		}
+		for _, m := range before.Members {
+			if len(m.Assignment["static848"]) != 4 {
+				return false
+			}
+		}
+		return true
+	})
+	s2.stop() // a static member's close: epoch -2, it keeps its place
+	s2b := startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s2"))...)
+	_ = s2b
+	var after kadm.DescribedConsumerGroup
+	waitCond(t, func() bool {
+		after = describe()
+		if after.Err != nil || len(after.Members) != 2 || after.State != "Stable" {
+			return false
+		}
+		for _, m := range after.Members {
+			if m.InstanceID != nil && *m.InstanceID == "s2" && m.MemberEpoch > 0 && len(m.Assignment["static848"]) == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	if after.Epoch != before.Epoch {
+		t.Fatalf("group epoch moved from %d to %d on a static restart", before.Epoch, after.Epoch)
+	}
+	for i, m := range before.Members {
+		if fmt.Sprint(m.Assignment) != fmt.Sprint(after.Members[i].Assignment) {
+			t.Fatalf("assignment changed: %v → %v", before.Members, after.Members)
+		}
+	}
+}
