@@ -788,3 +788,33 @@ func TestConsumerGroupKIP848StaticRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerGroupKIP848Regex: a franz-go regex consumer on a KIP-848
+// group; the broker resolves the regex and assigns every matching topic.
+func TestConsumerGroupKIP848Regex(t *testing.T) {
+	b := kip848Broker(t)
+	createTopic(t, b, "rx-one", 2, nil)
+	createTopic(t, b, "rx-two", 2, nil)
+	createTopic(t, b, "not-rx", 2, nil)
+	cl := newClient(t, b)
+	produceAll(t, cl, makeRecords("rx-one", 100, "a"))
+	produceAll(t, cl, makeRecords("rx-two", 100, "b"))
+	produceAll(t, cl, makeRecords("not-rx", 100, "c"))
+	tr := newTracker()
+	startConsumer(t, b, "rx848", "^rx-.*", tr, kgo.ConsumeRegex(), kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer())
+	tr.waitTotal(t, 200)
+	adm := kadm.NewClient(newClient(t, b))
+	waitCond(t, func() bool {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "rx848")
+		if err != nil || ds["rx848"].Err != nil || len(ds["rx848"].Members) != 1 {
+			return false
+		}
+		m := ds["rx848"].Members[0]
+		return m.SubscribedTopicRegex != nil && len(m.Assignment["rx-one"]) == 2 && len(m.Assignment["rx-two"]) == 2 && len(m.Assignment["not-rx"]) == 0
+	})
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.total != 200 {
+		t.Fatalf("consumed %d records, want the 200 of the rx- topics", tr.total)
+	}
+}

@@ -53,6 +53,7 @@ type cmember struct {
 	rebalanceTimeout time.Duration
 	topics           []string // subscribed topic names, sorted
 	regex            string   // subscribed regex ("" none)
+	re               *regexp.Regexp
 	assignor         string
 	epoch, prevEpoch int32
 	// assigned maps each owned partition to the member epoch at which it
@@ -135,7 +136,7 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client Client,
 	var re *regexp.Regexp
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != "" {
 		var err error
-		if re, err = regexp.Compile("^(?:" + *req.SubscribedTopicRegex + ")$"); err != nil {
+		if re, err = compileSubscription(*req.SubscribedTopicRegex); err != nil {
 			r := cgError(req, kerr.InvalidRegularExpression.Code)
 			return r, nil
 		}
@@ -290,7 +291,7 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		}
 	}
 	if req.SubscribedTopicRegex != nil && *req.SubscribedTopicRegex != m.regex {
-		m.regex = *req.SubscribedTopicRegex
+		m.regex, m.re = *req.SubscribedTopicRegex, re
 		bumped = true
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != m.assignor {
@@ -510,12 +511,11 @@ func (c *Coordinator) cgTopics(g *group) (map[string]int32, map[string]map[strin
 		matched := make(map[string]struct{})
 		regexes[m.regex] = matched
 		lister, ok := c.cfg.Topics.(TopicLister)
-		re, err := regexp.Compile("^(?:" + m.regex + ")$")
-		if !ok || err != nil {
+		if !ok || m.re == nil {
 			continue
 		}
 		for _, t := range lister.TopicNames() {
-			if re.MatchString(t) {
+			if m.re.MatchString(t) {
 				if _, n, ok := c.cfg.Topics.Partitions(t); ok {
 					matched[t] = struct{}{}
 					parts[t] = n
@@ -524,6 +524,12 @@ func (c *Coordinator) cgTopics(g *group) (map[string]int32, map[string]map[strin
 		}
 	}
 	return parts, regexes
+}
+
+// compileSubscription compiles a KIP-848 regex subscription: it must match
+// a whole topic name, as Kafka's RE2/J matches() does.
+func compileSubscription(s string) (*regexp.Regexp, error) {
+	return regexp.Compile("^(?:" + s + ")$")
 }
 
 // TopicLister is implemented by a Topics that can list topic names; regex

@@ -150,6 +150,9 @@ func (c *Coordinator) loadConsumer(g *group, r *cgRecord, now time.Time) {
 			m.revoking[k] = struct{}{}
 			cg.owner[k] = m.id
 		}
+		if m.regex != "" {
+			m.re, _ = compileSubscription(m.regex) // nil if it no longer compiles: matches nothing
+		}
 		cg.members[m.id] = m
 		if m.instanceID != nil {
 			cg.static[*m.instanceID] = m.id
