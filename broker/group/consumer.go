@@ -80,6 +80,9 @@ type consumerGroup struct {
 	topicParts  map[string]int32               // partition counts the target was computed with
 	regexTopics map[string]map[string]struct{} // regex → matched topics at the last computation
 	assignor    string
+	// dirty is set when writing the group's record failed: memory is ahead
+	// of the log, so the next heartbeat writes the record again.
+	dirty bool
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -320,12 +323,11 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		}
 		return r
 	}
-	if !changed && len(records) == 0 {
+	if !changed && len(records) == 0 && !cg.dirty {
 		reply(resp())
 		return
 	}
-	records = append(records, Record{Key: consumerKey(g.id), Value: consumerValue(g)})
-	c.appendRecords(p, records, func(err error) {
+	c.cgWrite(g, records, func(err error) {
 		if err != nil {
 			reply(cgError(req, appendErrCode(err)))
 			return
@@ -361,8 +363,7 @@ func (c *Coordinator) cgLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest,
 	} else {
 		c.cgRemove(g, m)
 	}
-	records = append(records, Record{Key: consumerKey(g.id), Value: consumerValue(g)})
-	c.appendRecords(g.part, records, func(err error) {
+	c.cgWrite(g, records, func(err error) {
 		if err != nil {
 			reply(cgError(req, appendErrCode(err)))
 			return
@@ -434,10 +435,25 @@ func (c *Coordinator) cgStopTimers(m *cmember) {
 func (c *Coordinator) cgExpire(g *group, m *cmember, why string) {
 	c.logger.Info("group: consumer group member removed", "group", g.id, "member", m.id, "reason", why)
 	c.cgRemove(g, m)
-	c.appendRecords(g.part, []Record{{Key: consumerKey(g.id), Value: consumerValue(g)}}, func(err error) {
+	c.cgWrite(g, nil, func(err error) {
 		if err != nil {
 			c.logger.Warn("group: writing consumer group failed", "group", g.id, "err", err)
 		}
+	})
+}
+
+// cgWrite appends records and then the group's record as it stands; done
+// runs on the loop with the result. A failure marks the group dirty so the
+// next heartbeat writes it again.
+func (c *Coordinator) cgWrite(g *group, records []Record, done func(error)) {
+	cg := g.cg
+	cg.dirty = false
+	records = append(records, Record{Key: consumerKey(g.id), Value: consumerValue(g)})
+	c.appendRecords(g.part, records, func(err error) {
+		if err != nil && g.cg == cg {
+			cg.dirty = true
+		}
+		done(err)
 	})
 }
 
