@@ -336,13 +336,15 @@ func TestProduceConsume(t *testing.T) {
 	}
 }
 
-// TestProduceCompressionAndAcks produces with every codec and acks level and
-// reads the records back exactly.
+// TestProduceCompressionAndAcks produces with every codec and every acks
+// level and reads the records back exactly.
 func TestProduceCompressionAndAcks(t *testing.T) {
 	b := StartBroker(t, BrokerOptions{})
+	// Each codec once, the acks levels taking turns (every pair would
+	// mostly repeat the same paths at three times the cost).
 	acks := []string{"all", "leader", "none"}
 	for i, codec := range []string{"none", "gzip", "snappy", "lz4", "zstd"} {
-		for j, ack := range acks {
+		for j, ack := range acks[i%3 : i%3+1] {
 			topic := fmt.Sprintf("codec-%s-acks-%s", codec, ack)
 			b.sediment(t, "", "topic", "create", topic, "-p", "1")
 			// Repetitive values so that every codec really compresses.

@@ -9,10 +9,29 @@
 //	harness_test.go  TestMain (builds the binary), Broker (start, wait for
 //	                 ApiVersions, stop with SIGTERM then SIGKILL, kill,
 //	                 restart, log capture), helpers to run sediment and kcat
-//	kcat_test.go     kcat -L, keyed produce and consume, partitioner agreement
+//	kcat_test.go     kcat -L, keyed produce and consume, partitioner agreement,
+//	                 codecs, headers, librdkafka's idempotent producer
 //	cli_test.go      sediment topic/produce/consume end to end
-//	restart_test.go  broker restart mid-stream without losing acknowledged
-//	                 records
+//	restart_test.go  broker restarts mid-stream (SIGTERM, SIGKILL) without
+//	                 losing or duplicating acknowledged records
+//	readme_test.go   the README's franz-go program is examples/quickstart and
+//	                 works
+//
+// Using the harness in a new test:
+//
+//	b := StartBroker(t, BrokerOptions{})        // free ports, fresh data dir, ready to serve
+//	b.CreateTopic(t, "t", 3, nil)               // through kadm
+//	cl := b.Client(t, kgo.DefaultProduceTopic("t"))
+//	out := b.sediment(t, stdin, "consume", "t", "--exit").Stdout
+//	out = b.kcat(t, "", "-L").Stdout
+//	b.Restart(false)                            // SIGKILL, then start over the same data and ports
+//	b.Stop()                                    // SIGTERM; SIGKILL (and a test error) after 30s
+//
+// A broker counts as ready when it answers ApiVersions (listing Metadata)
+// and a Metadata request that names it. Its stdout and stderr are kept and
+// printed with the test's log when the test fails; a race report in them
+// (the broker is built with -race when the tests are) fails the test. The
+// broker's command line lives in one place, Broker.brokerArgs.
 //
 // Set SEDIMENT_E2E_VERBOSE=1 to stream broker logs to stderr while tests run.
 // With -short the package is skipped (it starts processes and takes a while).
