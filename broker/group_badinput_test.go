@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -157,6 +158,52 @@ func TestGroupBadInput(t *testing.T) {
 		}
 		if resp.ErrorCode != tc.expected {
 			t.Errorf("KIP-848 %s: %s, want %s", tc.name, code(resp.ErrorCode), code(tc.expected))
+		}
+	}
+}
+
+// TestConsumerGroupAPIVersions sends ConsumerGroupHeartbeat and
+// ConsumerGroupDescribe at every advertised version over a raw connection:
+// v0 joins get a member id from the coordinator, v1 joins keep their own.
+func TestConsumerGroupAPIVersions(t *testing.T) {
+	b := groupBroker(t, "")
+	createTopic(t, b, "cgv", 2, nil)
+	// FindCoordinator creates __consumer_offsets and loads the partition.
+	if _, err := kadm.NewClient(newClient(t, b)).FetchOffsets(testCtx(t), "cgv-group"); err != nil {
+		t.Fatal(err)
+	}
+	nc := dial(t, b)
+	defer nc.Close()
+	corr := int32(0)
+	for v := int16(0); v <= 1; v++ {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Version = v
+		hb.Group = "cgv-group"
+		if v == 1 {
+			hb.MemberID = "client-made-id"
+		}
+		hb.RebalanceTimeoutMillis = 10000
+		hb.SubscribedTopicNames = []string{"cgv"}
+		hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		var resp *kmsg.ConsumerGroupHeartbeatResponse
+		waitCond(t, func() bool {
+			corr++
+			resp = rawRequest(t, nc, hb, corr).(*kmsg.ConsumerGroupHeartbeatResponse)
+			return resp.ErrorCode != kerr.CoordinatorLoadInProgress.Code && resp.ErrorCode != kerr.NotCoordinator.Code
+		})
+		if resp.ErrorCode != 0 || resp.MemberID == nil || *resp.MemberID == "" || resp.MemberEpoch <= 0 || resp.Assignment == nil {
+			t.Fatalf("v%d join: %+v", v, resp)
+		}
+		if v == 1 && *resp.MemberID != "client-made-id" {
+			t.Fatalf("v1 member id %q", *resp.MemberID)
+		}
+		d := kmsg.NewPtrConsumerGroupDescribeRequest()
+		d.Version = v
+		d.Groups = []string{"cgv-group"}
+		corr++
+		dr := rawRequest(t, nc, d, corr).(*kmsg.ConsumerGroupDescribeResponse)
+		if len(dr.Groups) != 1 || dr.Groups[0].ErrorCode != 0 || len(dr.Groups[0].Members) != int(v)+1 {
+			t.Fatalf("v%d describe: %+v", v, dr)
 		}
 	}
 }

@@ -186,6 +186,9 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		reply(cgError(req, code))
 		return
 	}
+	if req.Version == 0 && req.MemberEpoch == 0 && req.MemberID == "" {
+		req.MemberID = c.cfg.newMemberID(client.ClientID) // v0: the coordinator names the member
+	}
 	p, g, code := c.lookup(req.Group)
 	if code != 0 {
 		reply(cgError(req, code))
