@@ -679,16 +679,16 @@ func TestGroupLagMetrics(t *testing.T) {
 	}
 }
 
-// kip848Broker is groupBroker with a short KIP-848 session timeout, so a
-// crashed member is detected quickly.
-func kip848Broker(t testing.TB) *Broker {
+// kip848Broker is groupBroker with the given KIP-848 session timeout (short,
+// so a crashed member is detected quickly).
+func kip848Broker(t testing.TB, session time.Duration) *Broker {
 	return startBroker(t, "", func(c *Config) {
 		c.Groups = group.Config{
 			Partitions:                8,
 			InitialRebalanceDelay:     100 * time.Millisecond,
 			MinSessionTimeout:         time.Second,
 			ConsumerHeartbeatInterval: 200 * time.Millisecond,
-			ConsumerSessionTimeout:    2 * time.Second,
+			ConsumerSessionTimeout:    session,
 		}
 	})
 }
@@ -696,7 +696,7 @@ func kip848Broker(t testing.TB) *Broker {
 // TestConsumerGroupKIP848Crash: a KIP-848 member whose connections die is
 // removed by the session timeout and the survivor takes its partitions.
 func TestConsumerGroupKIP848Crash(t *testing.T) {
-	b := kip848Broker(t)
+	b := kip848Broker(t, 2*time.Second)
 	createTopic(t, b, "crash848", 8, nil)
 	produceAll(t, newClient(t, b), makeRecords("crash848", 400, "a"))
 	opts := []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}
@@ -735,7 +735,9 @@ func TestConsumerGroupKIP848Crash(t *testing.T) {
 // (epoch -2) and comes back with the same instance id gets its partitions
 // back without a new group epoch.
 func TestConsumerGroupKIP848StaticRestart(t *testing.T) {
-	b := kip848Broker(t)
+	// The restarted member must be back within the session timeout: a
+	// generous one, as a loaded test machine may be slow to start a client.
+	b := kip848Broker(t, 30*time.Second)
 	createTopic(t, b, "static848", 8, nil)
 	produceAll(t, newClient(t, b), makeRecords("static848", 400, "s"))
 	opts := []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(), kgo.SessionTimeout(20 * time.Second)}
@@ -792,7 +794,7 @@ func TestConsumerGroupKIP848StaticRestart(t *testing.T) {
 // TestConsumerGroupKIP848Regex: a franz-go regex consumer on a KIP-848
 // group; the broker resolves the regex and assigns every matching topic.
 func TestConsumerGroupKIP848Regex(t *testing.T) {
-	b := kip848Broker(t)
+	b := kip848Broker(t, 30*time.Second)
 	createTopic(t, b, "rx-one", 2, nil)
 	createTopic(t, b, "rx-two", 2, nil)
 	createTopic(t, b, "not-rx", 2, nil)
