@@ -71,6 +71,10 @@ type Config struct {
 	// offsets.retention.minutes, …); zero values take Kafka's defaults.
 	Groups group.Config
 
+	// Cleaner configures the log cleaner and retention (log.cleaner.*,
+	// log.retention.check.interval.ms); see cleaner.go.
+	Cleaner CleanerConfig
+
 	// ProducerSnapshotInterval is how often partitions that grew write a
 	// producer-state snapshot [1m].
 	ProducerSnapshotInterval time.Duration
@@ -176,6 +180,8 @@ type Broker struct {
 	store  *store
 	meta   *metadata.Node
 	groups *groups // the group coordinator (groups.go)
+	// cleaner runs compaction and retention of the partition logs (cleaner.go).
+	cleaner *cleaner
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
 }
@@ -212,6 +218,7 @@ func New(cfg Config) (*Broker, error) {
 		}
 		b.addrs = append(b.addrs, bound)
 	}
+	b.cleaner = newCleaner(b) // before any partition log opens
 	st, err := openStore(b)
 	if err != nil {
 		b.Close()
@@ -353,6 +360,7 @@ func (b *Broker) Close() error {
 	if b.store != nil {
 		err = b.store.close()
 	}
+	b.cleaner.close() // after the store: every log is unregistered
 	b.log.Info("broker stopped")
 	return err
 }

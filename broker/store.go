@@ -267,9 +267,11 @@ func (s *store) reconcile(st *metadata.State) {
 		_, exists := st.TopicByID(p.topicID)
 		s.closePartition(p, !exists)
 	}
+	s.b.cleaner.sync(st) // AlterConfigs: new cleanup/retention settings
 }
 
 func (s *store) closePartition(p *partition, remove bool) {
+	s.b.cleaner.unregister(p) // waits for a clean in progress; before the log closes
 	if err := p.snapshotProducers(); err != nil && !errors.Is(err, hotlog.ErrClosed) {
 		s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
 	}
@@ -403,6 +405,7 @@ func (s *store) open(t *metadata.Topic, idx int32) (*partition, error) {
 		s.mu.parts[t.ID] = make(map[int32]*partition)
 	}
 	s.mu.parts[t.ID][idx] = p
+	s.b.cleaner.register(p, p.topicConfigs(s.meta.State())) // compaction and retention
 	return p, nil
 }
 

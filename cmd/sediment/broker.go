@@ -63,6 +63,10 @@ var brokerSettings = []brokerSetting{
 	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
 	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
 	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
+	{"log-cleaner-threads", 1, "log.cleaner.threads: log cleaner goroutines"},
+	{"log-cleaner-dedupe-buffer-size", int64(128 << 20), "log.cleaner.dedupe.buffer.size: key map bytes of each cleaner thread"},
+	{"log-cleaner-io-max-bytes-per-second", int64(0), "log.cleaner.io.max.bytes.per.second: cleaner read+write throttle (0: no limit)"},
+	{"log-retention-check-interval", 5 * time.Minute, "log.retention.check.interval.ms: how often retention.ms/retention.bytes are applied"},
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
@@ -190,6 +194,12 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		LogFlushInterval:         v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:          v.GetDuration("shutdown-timeout"),
 		ProducerIDExpiration:     v.GetDuration("producer-id-expiration"),
+		Cleaner: broker.CleanerConfig{
+			Threads:                v.GetInt("log-cleaner-threads"),
+			DedupeBufferSize:       v.GetInt64("log-cleaner-dedupe-buffer-size"),
+			IOMaxBytesPerSecond:    float64(v.GetInt64("log-cleaner-io-max-bytes-per-second")),
+			RetentionCheckInterval: v.GetDuration("log-retention-check-interval"),
+		},
 		Groups: group.Config{
 			Partitions:            v.GetInt32("offsets-topic-num-partitions"),
 			InitialRebalanceDelay: noDelayIsNegative(v.GetDuration("group-initial-rebalance-delay")),

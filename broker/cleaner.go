@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/sediment-io/sediment/compaction"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// The log cleaner and retention workers (package compaction) wired into
+// the broker: every partition log this broker opens is registered with a
+// compaction.Manager under its topic's cleanup.policy, retention and
+// compaction settings; closing or deleting the log unregisters it first;
+// a metadata change (AlterConfigs, IncrementalAlterConfigs) updates the
+// settings of the registered logs. __consumer_offsets is created with
+// cleanup.policy=compact, so it is compacted like any compacted topic.
+
+// CleanerConfig holds the broker-wide settings of the log cleaner and of
+// retention (Kafka's names). Zero values take the defaults in brackets.
+type CleanerConfig struct {
+	// Threads (log.cleaner.threads) [1].
+	Threads int
+	// DedupeBufferSize (log.cleaner.dedupe.buffer.size) [128 MiB]: the key
+	// map of each cleaner thread.
+	DedupeBufferSize int64
+	// IOMaxBytesPerSecond (log.cleaner.io.max.bytes.per.second) [0: no
+	// limit].
+	IOMaxBytesPerSecond float64
+	// Backoff (log.cleaner.backoff.ms) [15s]: how long an idle cleaner
+	// waits before it looks for work again.
+	Backoff time.Duration
+	// RetentionCheckInterval (log.retention.check.interval.ms) [5m].
+	RetentionCheckInterval time.Duration
+}
+
+// cleaner owns the broker's compaction.Manager and remembers which
+// partition holds each registered name and with which settings.
+type cleaner struct {
+	b       *Broker
+	m       *compaction.Manager
+	metrics *compaction.PrometheusMetrics // nil if registration failed
+
+	mu struct {
+		sync.Mutex
+		parts map[string]*registeredLog
+	}
+}
+
+type registeredLog struct {
+	p   *partition
+	cfg compaction.TopicConfig
+}
+
+// newCleaner starts the workers; closeCleaner stops them.
+func newCleaner(b *Broker) *cleaner {
+	c := &cleaner{b: b}
+	c.mu.parts = make(map[string]*registeredLog)
+	var mm compaction.Metrics
+	if b.metrics != nil {
+		pm, err := compaction.NewPrometheusMetrics(b.metrics.reg)
+		if err != nil {
+			b.log.Warn("log cleaner metrics not registered", "err", err)
+		} else {
+			c.metrics, mm = pm, pm
+		}
+	}
+	cc := b.cfg.Cleaner
+	c.m = compaction.NewManager(compaction.Config{
+		Cleaner: compaction.CleanerConfig{
+			Threads:             cc.Threads,
+			DedupeBufferBytes:   cc.DedupeBufferSize,
+			IOMaxBytesPerSecond: cc.IOMaxBytesPerSecond,
+			Backoff:             cc.Backoff,
+		},
+		RetentionCheckInterval: cc.RetentionCheckInterval,
+		FS:                     vfs.Default,
+		Logger:                 b.log.With("part", "log-cleaner"),
+		Metrics:                mm,
+	})
+	return c
+}
+
+func (c *cleaner) close() {
+	if c == nil {
+		return
+	}
+	c.m.Close()
+}
+
+func cleanerName(p *partition) string { return fmt.Sprintf("%s-%d", p.topic, p.id) }
+
+// register adds an opened partition log under its topic's settings.
+func (c *cleaner) register(p *partition, topicConfigs map[string]string) {
+	if c == nil {
+		return
+	}
+	name := cleanerName(p)
+	cfg := c.b.compactionConfig(topicConfigs)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if old := c.mu.parts[name]; old != nil {
+		// A partition of an older topic of the same name whose close has
+		// not come yet: its log is going away.
+		c.m.Unregister(name)
+	}
+	if err := c.m.Register(compaction.Partition{Name: name, Log: p.log, Config: cfg}); err != nil {
+		c.b.log.Warn("log cleaner: registering partition", "partition", name, "err", err)
+		delete(c.mu.parts, name)
+		return
+	}
+	c.mu.parts[name] = &registeredLog{p: p, cfg: cfg}
+}
+
+// unregister removes a partition before its log is closed or deleted; it
+// waits for a clean of it in progress.
+func (c *cleaner) unregister(p *partition) {
+	if c == nil {
+		return
+	}
+	name := cleanerName(p)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r := c.mu.parts[name]; r == nil || r.p != p {
+		return
+	}
+	delete(c.mu.parts, name)
+	c.m.Unregister(name)
+	if c.metrics != nil {
+		c.metrics.Forget(name)
+	}
+}
+
+// sync applies the topic settings of metadata state st to the registered
+// partitions whose settings changed.
+func (c *cleaner) sync(st *metadata.State) {
+	if c == nil || st == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, r := range c.mu.parts {
+		t, ok := st.TopicByID(r.p.topicID)
+		if !ok {
+			continue // deleted: reconcile closes it
+		}
+		cfg := c.b.compactionConfig(t.Configs)
+		if cfg == r.cfg {
+			continue
+		}
+		if err := c.m.UpdateConfig(name, cfg); err != nil {
+			c.b.log.Warn("log cleaner: updating partition settings", "partition", name, "err", err)
+			continue
+		}
+		r.cfg = cfg
+	}
+}
+
+// status reports the cleaner state of a partition (tests, describe).
+func (c *cleaner) status(topic string, partition int32) (compaction.Status, bool) {
+	if c == nil {
+		return compaction.Status{}, false
+	}
+	return c.m.Status(fmt.Sprintf("%s-%d", topic, partition))
+}
+
+// compactionConfig maps a topic's effective configs (overrides over the
+// broker's defaults) to the cleaner's settings.
+func (b *Broker) compactionConfig(set map[string]string) compaction.TopicConfig {
+	get := func(name string) string { v, _ := b.topicConfigValue(set, name); return v }
+	ms := func(name string) int64 {
+		n, err := strconv.ParseInt(get(name), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	policy, err := compaction.ParsePolicy(get("cleanup.policy"))
+	if err != nil {
+		policy = compaction.Policy{Delete: true}
+	}
+	cfg := compaction.TopicConfig{Policy: policy, RetentionBytes: -1}
+	// The compaction package reads a zero as "the default", so Kafka's
+	// zeros become the smallest value that means the same.
+	if r, err := strconv.ParseFloat(get("min.cleanable.dirty.ratio"), 64); err == nil {
+		cfg.MinCleanableDirtyRatio = max(r, math.SmallestNonzeroFloat64)
+	}
+	cfg.MinCompactionLag = msDuration(ms("min.compaction.lag.ms"), 0)
+	cfg.MaxCompactionLag = msDuration(ms("max.compaction.lag.ms"), 0) // Long.MAX_VALUE: none
+	if d := ms("delete.retention.ms"); d == 0 {
+		cfg.DeleteRetention = -1 // at once
+	} else {
+		cfg.DeleteRetention = msDuration(d, 0)
+	}
+	if d := ms("retention.ms"); d == 0 {
+		cfg.Retention = time.Nanosecond // every sealed segment
+	} else {
+		cfg.Retention = msDuration(d, -1)
+	}
+	if n := ms("retention.bytes"); n > 0 {
+		cfg.RetentionBytes = n
+	}
+	if n := ms("segment.bytes"); n > 0 {
+		cfg.SegmentBytes = n
+	}
+	return cfg
+}
+
+// msDuration converts a Kafka millisecond setting; negative or too large
+// for a Duration gives none.
+func msDuration(ms int64, none time.Duration) time.Duration {
+	if ms < 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+		return none
+	}
+	return time.Duration(ms) * time.Millisecond
+}
