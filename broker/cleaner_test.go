@@ -1,0 +1,220 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fastCleaner makes the cleaner look for work and apply retention often.
+func fastCleaner(c *Config) {
+	c.Cleaner.Backoff = 20 * time.Millisecond
+	c.Cleaner.RetentionCheckInterval = 50 * time.Millisecond
+}
+
+// pollUntil calls cond every few milliseconds until it returns "" or the
+// deadline passes; then it fails with cond's last answer.
+func pollUntil(t *testing.T, d time.Duration, cond func() string) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(25 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		why := cond()
+		if why == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, why)
+		}
+		<-tick.C
+	}
+}
+
+// readUntilKey reads topic's partition 0 from the earliest offset until
+// the record with key last.
+func readUntilKey(t *testing.T, b *Broker, topic, last string) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}),
+		kgo.FetchMaxWait(100*time.Millisecond))
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(testCtx(t), 20*time.Second)
+	defer cancel()
+	var out []*kgo.Record
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %d records, never saw key %s", topic, len(out), last)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch %s: %v", topic, err) })
+		done := false
+		fs.EachRecord(func(r *kgo.Record) {
+			if !done {
+				out = append(out, r)
+			}
+			done = done || string(r.Key) == last
+		})
+		if done {
+			return out
+		}
+	}
+}
+
+func TestCompactedTopicEndToEnd(t *testing.T) {
+	b := startBroker(t, "", fastCleaner)
+	const topic = "compacted"
+	createTopic(t, b, topic, 1, map[string]*string{
+		"cleanup.policy":            kadm.StringPtr("compact"),
+		"segment.bytes":             kadm.StringPtr("1024"),
+		"delete.retention.ms":       kadm.StringPtr("100"),
+		"min.cleanable.dirty.ratio": kadm.StringPtr("0.01"),
+	})
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := testCtx(t)
+	produce := func(recs ...*kgo.Record) {
+		t.Helper()
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	want := map[string]string{}
+	const keys, rounds = 30, 5
+	for r := range rounds {
+		for k := 0; k < keys; k += 5 {
+			var recs []*kgo.Record
+			for j := k; j < k+5; j++ {
+				key, val := fmt.Sprintf("k%02d", j), fmt.Sprintf("k%02d round %d %s", j, r, strings.Repeat("v", 20))
+				recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte(val)})
+				want[key] = val
+			}
+			produce(recs...)
+		}
+	}
+	// Tombstones for the first ten keys.
+	for k := range 10 {
+		key := fmt.Sprintf("k%02d", k)
+		produce(&kgo.Record{Key: []byte(key)})
+		delete(want, key)
+	}
+	// Unique keys to seal the segments holding the updates and tombstones:
+	// the active segment is never cleaned.
+	const fillers = 40
+	for i := range fillers {
+		key := fmt.Sprintf("filler-%02d", i)
+		val := key + strings.Repeat("f", 60)
+		produce(&kgo.Record{Key: []byte(key), Value: []byte(val)})
+		want[key] = val
+	}
+	last := fmt.Sprintf("filler-%02d", fillers-1)
+
+	pollUntil(t, 30*time.Second, func() string {
+		st, ok := b.cleaner.status(topic, 0)
+		if !ok {
+			return "partition not registered with the cleaner"
+		}
+		if !st.Policy.Compact || st.Policy.Delete {
+			return fmt.Sprintf("policy %v, want compact", st.Policy)
+		}
+		if st.LastCleaned.IsZero() {
+			return fmt.Sprintf("never cleaned (last error %v)", st.LastError)
+		}
+		recs := readUntilKey(t, b, topic, last)
+		seen := map[string]bool{}
+		prev := int64(-1)
+		for _, r := range recs {
+			k := string(r.Key)
+			if r.Offset <= prev {
+				return fmt.Sprintf("offsets out of order: %d after %d", r.Offset, prev)
+			}
+			prev = r.Offset
+			if seen[k] {
+				return fmt.Sprintf("key %s seen twice (%d records)", k, len(recs))
+			}
+			seen[k] = true
+			if w, live := want[k]; !live {
+				return fmt.Sprintf("deleted key %s still there (value %q)", k, r.Value)
+			} else if string(r.Value) != w {
+				return fmt.Sprintf("key %s: value %q, want %q", k, r.Value, w)
+			}
+		}
+		if len(seen) != len(want) {
+			return fmt.Sprintf("%d live keys read, want %d", len(seen), len(want))
+		}
+		return ""
+	})
+
+	// __consumer_offsets is compacted too.
+	adm := kadm.NewClient(cl)
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1})
+	if _, err := adm.CommitOffsets(ctx, "cleaner-group", offs); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, p := range b.allPartitions() {
+		if p.topic != "__consumer_offsets" {
+			continue
+		}
+		found = true
+		if st, ok := b.cleaner.status(p.topic, p.id); !ok || !st.Policy.Compact {
+			t.Fatalf("__consumer_offsets-%d: registered %v, policy %v", p.id, ok, st.Policy)
+		}
+	}
+	if !found {
+		t.Fatal("no __consumer_offsets partition open after a commit")
+	}
+}
+
+func TestRetentionBytesAfterAlterConfigs(t *testing.T) {
+	b := startBroker(t, "", fastCleaner)
+	const topic = "retained"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": kadm.StringPtr("1024")})
+	cl := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx := testCtx(t)
+	const n = 60
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%03d %s", i, strings.Repeat("r", 150)))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(cl)
+	start := func() int64 {
+		t.Helper()
+		lo, err := adm.ListStartOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := lo.Lookup(topic, 0)
+		if !ok || o.Err != nil {
+			t.Fatalf("list offsets: %v %v", ok, o.Err)
+		}
+		return o.Offset
+	}
+	if s := start(); s != 0 {
+		t.Fatalf("log start %d before retention.bytes is set", s)
+	}
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr("2048")}}, topic)
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	var s int64
+	pollUntil(t, 30*time.Second, func() string {
+		if s = start(); s == 0 {
+			return "log start offset still 0"
+		}
+		return ""
+	})
+	// What is left is about retention.bytes (whole segments), and reads
+	// from the earliest offset start there.
+	if s < n/2 {
+		t.Fatalf("log start %d: too little deleted for 2048 bytes kept of %d records of ~220 bytes", s, n)
+	}
+	if recs := readUntilKey(t, b, topic, ""); recs[0].Offset != s {
+		t.Fatalf("first record read from the earliest offset: %d, log start %d", recs[0].Offset, s)
+	}
+}
