@@ -121,6 +121,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		return errNotEnoughReplicas
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
+	if err := b.checkCompactedKeys(topic, pt.Records); err != nil { // cleaner.go
+		return err
+	}
 	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
 	if err != nil {
 		return err

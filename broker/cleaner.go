@@ -1,13 +1,16 @@
 package broker
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sediment-io/sediment/compaction"
+	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/metadata"
 )
@@ -217,4 +220,30 @@ func msDuration(ms int64, none time.Duration) time.Duration {
 		return none
 	}
 	return time.Duration(ms) * time.Millisecond
+}
+
+// maxCheckedBatchBytes bounds the decompressed size of a batch produced to a
+// compacted topic: the cleaner's own limit (compaction's MaxBatchBytes
+// default), which would fail the log's cleaning on a larger batch.
+const maxCheckedBatchBytes = 64 << 20
+
+// checkCompactedKeys refuses, for a compacted topic, a batch with a record
+// without a key (INVALID_RECORD, as Kafka does: the cleaner cannot keep
+// it), or whose payload does not decompress (CORRUPT_MESSAGE). A batch
+// whose header does not parse is left to appendBatch's validation.
+func (b *Broker) checkCompactedKeys(set map[string]string, records []byte) error {
+	if !strings.Contains(configString(b, set, "cleanup.policy"), "compact") {
+		return nil
+	}
+	if _, err := hotlog.ParseBatchHeader(records); err != nil {
+		return nil
+	}
+	err := compaction.CheckKeys(records, maxCheckedBatchBytes)
+	switch {
+	case errors.Is(err, compaction.ErrMissingKey):
+		return fmt.Errorf("%w: %v", hotlog.ErrInvalidRecord, err)
+	case err != nil:
+		return fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
+	}
+	return nil
 }

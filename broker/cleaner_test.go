@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -80,6 +82,15 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		t.Helper()
 		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
 			t.Fatalf("produce: %v", err)
+		}
+	}
+	// Records without a key are refused (INVALID_RECORD), compressed or not.
+	for _, codec := range []kgo.CompressionCodec{kgo.NoCompression(), kgo.ZstdCompression(), kgo.GzipCompression()} {
+		pc := newClient(t, b, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+			kgo.ProducerBatchCompression(codec), kgo.RecordRetries(0))
+		err := pc.ProduceSync(ctx, &kgo.Record{Key: []byte("ok"), Value: []byte("x")}, &kgo.Record{Value: []byte("no key")}).FirstErr()
+		if !errors.Is(err, kerr.InvalidRecord) {
+			t.Fatalf("%v: keyless record in a compacted topic: %v, want INVALID_RECORD", codec, err)
 		}
 	}
 	want := map[string]string{}
