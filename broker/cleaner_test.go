@@ -38,6 +38,22 @@ func pollUntil(t *testing.T, d time.Duration, cond func() string) {
 	}
 }
 
+// counterValue reads a counter from the broker's metrics registry.
+func counterValue(t *testing.T, b *Broker, name string) float64 {
+	t.Helper()
+	mfs, err := b.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name && len(mf.GetMetric()) == 1 {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
 // readUntilKey reads topic's partition 0 from the earliest offset until
 // the record with key last.
 func readUntilKey(t *testing.T, b *Broker, topic, last string) []*kgo.Record {
@@ -222,10 +238,93 @@ func TestRetentionBytesAfterAlterConfigs(t *testing.T) {
 	})
 	// What is left is about retention.bytes (whole segments), and reads
 	// from the earliest offset start there.
+	if d := counterValue(t, b, "sediment_log_cleaner_retention_segments_deleted_total"); d == 0 {
+		t.Fatal("segments deleted by retention not counted")
+	}
 	if s < n/2 {
 		t.Fatalf("log start %d: too little deleted for 2048 bytes kept of %d records of ~220 bytes", s, n)
 	}
 	if recs := readUntilKey(t, b, topic, ""); recs[0].Offset != s {
 		t.Fatalf("first record read from the earliest offset: %d, log start %d", recs[0].Offset, s)
+	}
+}
+
+// A compacted __consumer_offsets still gives every group its latest
+// offsets after a restart.
+func TestCompactedConsumerOffsetsRestore(t *testing.T) {
+	dir := t.TempDir()
+	oneOffsetsPartition := func(c *Config) { c.Groups.Partitions = 1 }
+	b := startBroker(t, dir, fastCleaner, oneOffsetsPartition)
+	createTopic(t, b, "data", 4, nil)
+	ctx := testCtx(t)
+	commit := func(b *Broker, group string, round int) {
+		t.Helper()
+		adm := kadm.NewClient(newClient(t, b))
+		defer adm.Close()
+		offs := kadm.Offsets{}
+		for p := range int32(4) {
+			offs.Add(kadm.Offset{Topic: "data", Partition: p, At: int64(round*10) + int64(p), LeaderEpoch: -1})
+		}
+		resp, err := adm.CommitOffsets(ctx, group, offs)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("commit %s: %v", group, err)
+		}
+	}
+	commit(b, "g0", 0) // creates __consumer_offsets
+	// Small segments for the offsets topic; an open log takes them at the
+	// next open, hence the restart.
+	adm := kadm.NewClient(newClient(t, b))
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: "segment.bytes", Value: kadm.StringPtr("1024")},
+		{Op: kadm.SetConfig, Name: "min.cleanable.dirty.ratio", Value: kadm.StringPtr("0.01")},
+	}, "__consumer_offsets")
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %v", err, res)
+	}
+	adm.Close()
+	b.Close()
+	b = startBroker(t, dir, fastCleaner, oneOffsetsPartition)
+	const groups, rounds = 5, 15
+	for r := range rounds {
+		for g := range groups {
+			commit(b, fmt.Sprintf("g%d", g), r)
+		}
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		st, ok := b.cleaner.status("__consumer_offsets", 0)
+		switch {
+		case !ok:
+			return "__consumer_offsets-0 not registered"
+		case !st.Policy.Compact:
+			return fmt.Sprintf("policy %v", st.Policy)
+		case st.LastCleaned.IsZero():
+			return fmt.Sprintf("never cleaned (last error %v)", st.LastError)
+		case counterValue(t, b, "sediment_log_cleaner_records_dropped_total") == 0:
+			return "cleaned, but no record dropped yet"
+		}
+		return ""
+	})
+	b.Close()
+	b = startBroker(t, dir, fastCleaner, oneOffsetsPartition)
+	adm = kadm.NewClient(newClient(t, b))
+	for g := range groups {
+		var offs kadm.OffsetResponses
+		pollUntil(t, 30*time.Second, func() string {
+			var err error
+			offs, err = adm.FetchOffsets(ctx, fmt.Sprintf("g%d", g))
+			if err != nil {
+				return err.Error()
+			}
+			return ""
+		})
+		for p := range int32(4) {
+			o, ok := offs.Lookup("data", p)
+			if want := int64((rounds-1)*10) + int64(p); !ok || o.Err != nil || o.At != want {
+				t.Fatalf("g%d data/%d after compaction and restart: %v %v %d, want %d", g, p, ok, o.Err, o.At, want)
+			}
+		}
 	}
 }
