@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
@@ -21,6 +20,11 @@ import (
 // pipelined batches reach the log in the order it sent them. acks=-1 waits
 // for the in-sync replicas (here the leader alone, so it equals acks=1
 // apart from the min.insync.replicas check); acks=0 sends no reply.
+// Transactional batches (KIP-98) go through the same producer-state check,
+// which also records the first offset of the producer's open transaction
+// (the last stable offset stays below it) and refuses an older epoch with
+// PRODUCER_FENCED (producers.go, txns.go). The partition is trusted to have
+// been added to the transaction (no KIP-890 verification yet).
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -34,10 +38,6 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	var ackErr error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = errInvalidRequiredAcks
-	}
-	if req.TransactionID != nil {
-		// Transactions come with the transaction coordinator.
-		ackErr = kerr.TransactionalIDAuthorizationFailed
 	}
 	st := b.meta.State()
 	for _, t := range req.Topics {

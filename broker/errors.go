@@ -62,6 +62,7 @@ var errorTable = []struct {
 	{errOneBatch, kerr.InvalidRecord},
 	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{errProducerFenced, kerr.InvalidProducerEpoch},
+	{errTxnProducerFenced, kerr.ProducerFenced},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

@@ -319,6 +319,9 @@ func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) erro
 		return err
 	}
 	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
+	// Transactional offsets wait for their marker (txns.go).
+	tr := l.b.txns.offsetsReplay(l.part)
+	defer tr.finish()
 	for off < end {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -330,7 +333,7 @@ func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) erro
 		if len(data) == 0 {
 			return nil
 		}
-		next, err := replayBatches(data, off, fn)
+		next, err := tr.replay(data, off, fn)
 		if err != nil {
 			return err
 		}
