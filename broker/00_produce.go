@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // Produce: v3-13
@@ -15,9 +17,11 @@ import (
 // v3 is the first version carrying v2 record batches (magic 2) and Kafka
 // 4's minimum. v5+ reports the log start offset, v8+ per-record errors and
 // an error message, v9+ is flexible, v13 names topics by id. Each partition
-// must carry exactly one batch (as Kafka requires for magic 2). Requests of
-// one connection run in order (serial), so an idempotent producer's
-// pipelined batches reach the log in the order it sent them. acks=-1 waits
+// must carry exactly one batch (as Kafka requires for magic 2). Produce is
+// serial per connection: a request's appends take their places in the logs
+// only after the previous request's did (an idempotent producer's pipelined
+// batches reach each log in the order it sent them), but the fsync waits
+// overlap, and a request's partitions append concurrently. acks=-1 waits
 // for the in-sync replicas (here the leader alone, so it equals acks=1
 // apart from the min.insync.replicas check); acks=0 sends no reply.
 // Transactional batches (KIP-98) go through the same producer-state check,
@@ -40,59 +44,87 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 		ackErr = errInvalidRequiredAcks
 	}
 	st := b.meta.State()
+	// Partitions append concurrently (their fsyncs overlap); the next
+	// Produce of this connection may start once every partition of this
+	// one has its place in its log.
+	var ordered, done sync.WaitGroup
 	for _, t := range req.Topics {
 		rt := kmsg.NewProduceResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, pt := range t.Partitions {
-			rp := kmsg.NewProduceResponseTopicPartition()
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for i, pt := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
 			rp.Partition = pt.Partition
 			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
-			err := ackErr
-			var p *partition
-			if err == nil {
-				if r.Version >= 13 {
-					p, err = b.store.partitionByID(st, t.TopicID, pt.Partition)
-				} else {
-					p, err = b.store.partition(st, t.Topic, pt.Partition)
+			ordered.Add(1)
+			done.Add(1)
+			isOrdered := sync.OnceFunc(ordered.Done)
+			topic := t
+			go func() {
+				defer done.Done()
+				defer isOrdered()
+				err := ackErr
+				if err == nil {
+					err = b.producePartition(r, st, req.Acks, topic, pt, rp, isOrdered)
 				}
-			}
-			if err == nil {
-				topic := p.topicConfigs(st)
-				maxBytes := configInt(b, topic, "max.message.bytes")
-				if req.Acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
-					err = errNotEnoughReplicas
-				} else {
-					var res appendResult
-					lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
-					res, err = p.appendBatch(pt.Records, int32(maxBytes), lat)
-					if err == nil {
-						rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
-						rp.LogStartOffset = p.log.LogStartOffset()
+				if err != nil {
+					rp.ErrorCode = errCode(err)
+					if r.Version >= 8 {
+						rp.ErrorMessage = errMessage(err)
+						if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
+							// librdkafka expects per-record errors.
+							er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+							er.ErrorMessage = errMessage(err)
+							rp.ErrorRecords = append(rp.ErrorRecords, er)
+						}
 					}
+					b.log.Debug("produce failed", "topic", topic.Topic, "partition", pt.Partition, "err", err)
 				}
-			}
-			if err != nil {
-				rp.ErrorCode = errCode(err)
-				if r.Version >= 8 {
-					rp.ErrorMessage = errMessage(err)
-					if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
-						// librdkafka expects per-record errors.
-						er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
-						er.RelativeOffset = 0
-						er.ErrorMessage = errMessage(err)
-						rp.ErrorRecords = append(rp.ErrorRecords, er)
-					}
-				}
-				b.log.Debug("produce failed", "topic", t.Topic, "partition", pt.Partition, "err", err)
-			}
-			rt.Partitions = append(rt.Partitions, rp)
+			}()
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
+	ordered.Wait()
+	r.Ordered()
+	done.Wait()
 	if req.Acks == 0 {
-		return &Reply{NoResponse: true}, nil
+		// No reply; as Kafka does, a failed partition closes the
+		// connection so the client notices and refreshes its metadata.
+		failed := false
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				failed = failed || p.ErrorCode != 0
+			}
+		}
+		return &Reply{NoResponse: true, Close: failed}, nil
 	}
 	return &Reply{Msg: resp}, nil
+}
+
+func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t kmsg.ProduceRequestTopic, pt kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition, ordered func()) error {
+	var p *partition
+	var err error
+	if r.Version >= 13 {
+		p, err = b.store.partitionByID(st, t.TopicID, pt.Partition)
+	} else {
+		p, err = b.store.partition(st, t.Topic, pt.Partition)
+	}
+	if err != nil {
+		return err
+	}
+	topic := p.topicConfigs(st)
+	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
+		return errNotEnoughReplicas
+	}
+	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
+	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
+	if err != nil {
+		return err
+	}
+	rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
+	rp.LogStartOffset = p.log.LogStartOffset()
+	return nil
 }
 
 func configString(b *Broker, set map[string]string, name string) string {

@@ -59,6 +59,8 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = pt.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			// Empty, never null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
 			var p *partition
 			var err error
 			if r.Version >= 13 {

@@ -73,7 +73,7 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
 	if err == nil {
 		batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
-		_, err = p.appendBatch(batch, math.MaxInt32, false)
+		_, err = p.appendBatch(batch, math.MaxInt32, false, func() {})
 	}
 	if err != nil {
 		// Nothing was written: release the pending counts.

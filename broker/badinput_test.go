@@ -112,6 +112,21 @@ func TestBadInput(t *testing.T) {
 	expectClosed(t, nc, "Produce v2")
 	checkHealthy("record errors")
 
+	// acks=0: no reply; a failure closes the connection.
+	nc = dial(t, b)
+	a0 := kmsg.NewPtrProduceRequest()
+	a0.Version, a0.Acks, a0.TimeoutMillis = 9, 0, 1000
+	at := kmsg.NewProduceRequestTopic()
+	at.Topic = "bad"
+	ap := kmsg.NewProduceRequestTopicPartition()
+	ap.Records = buildBatch(-1, -1, -1, 1, 10)
+	ap.Records[len(ap.Records)-1] ^= 1
+	at.Partitions = append(at.Partitions, ap)
+	a0.Topics = append(a0.Topics, at)
+	nc.Write(f.AppendRequest(nil, a0, 8))
+	expectClosed(t, nc, "acks=0 with a corrupt batch")
+	checkHealthy("acks=0")
+
 	// Nothing appended was lost.
 	got := consumeN(t, b, "bad", len(produced))
 	for i, r := range got[0] {

@@ -103,10 +103,10 @@ func BenchmarkProduce(b *testing.B) {
 				br := benchBroker(b)
 				topic := "bench"
 				createTopic(b, br, topic, parts, map[string]*string{"max.message.bytes": ptr("2097152")})
-				opts := []kgo.Opt{kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedBytes(64 << 20), kgo.ProducerLinger(time.Millisecond),
+				opts := []kgo.Opt{kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedBytes(16 << 20), kgo.ProducerLinger(time.Millisecond),
 					kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}
 				if acks == "1" {
-					opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+					opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
 				}
 				cl := newClient(b, br, opts...)
 				value := make([]byte, benchRecordSize)

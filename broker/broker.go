@@ -70,6 +70,9 @@ type Config struct {
 	// (transaction.state.log.num.partitions, transaction.max.timeout.ms,
 	// the timed-out transaction check interval); Broker is set by New.
 	Transactions txn.Config
+	// ProducerSnapshotInterval is how often partitions that grew write a
+	// producer-state snapshot [1m].
+	ProducerSnapshotInterval time.Duration
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -101,6 +104,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ProducerSnapshotInterval <= 0 {
+		c.ProducerSnapshotInterval = time.Minute
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,11 +31,6 @@ func createTopic(t testing.TB, b *Broker, name string, partitions int32, configs
 	if err != nil || resp.Err != nil {
 		t.Fatalf("create %s: %v %v", name, err, resp.Err)
 	}
-}
-
-type sent struct {
-	key, value string
-	headers    []kgo.RecordHeader
 }
 
 func makeRecords(topic string, n int, tag string) []*kgo.Record {
@@ -129,6 +125,9 @@ func TestProduceConsumeCompressions(t *testing.T) {
 			sameRecords(t, want, consumeN(t, b, topic, 3000))
 		})
 	}
+	if n := testutil.ToFloat64(b.metrics.sendfile); n == 0 {
+		t.Fatal("no record bytes went out through sendfile")
+	}
 }
 
 func TestRestartResume(t *testing.T) {
@@ -141,13 +140,17 @@ func TestRestartResume(t *testing.T) {
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b2 := startBroker(t, dir)
+	// The copying path (no sendfile), as TLS listeners will use.
+	b2 := startBroker(t, dir, func(c *Config) { c.DisableSendfile = true })
 	cl2 := newClient(t, b2)
 	more := produceAll(t, cl2, makeRecords("restart", 1500, "after"))
 	for p, rs := range more {
 		want[p] = append(want[p], rs...)
 	}
 	sameRecords(t, want, consumeN(t, b2, "restart", 3000))
+	if testutil.ToFloat64(b2.metrics.sendfile) != 0 || testutil.ToFloat64(b2.metrics.copied) == 0 {
+		t.Fatal("DisableSendfile did not take the copying path")
+	}
 }
 
 // buildBatch encodes an uncompressed v2 batch of n records.

@@ -113,9 +113,15 @@ func (c *conn) kill() {
 func (c *conn) readLoop() {
 	var sizeBuf [4]byte
 	maxSize := c.b.cfg.SocketRequestMaxBytes
-	for !c.stopRead.Load() {
+	for {
 		if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		// Checked after setting the idle deadline: shutdown stores the
+		// flag before moving the deadline to now, so one of the two
+		// stops this read.
+		if c.stopRead.Load() {
+			return
 		}
 		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
 			if !errors.Is(err, io.EOF) && !c.stopRead.Load() {
@@ -193,10 +199,12 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 		Msg:           req,
 		Size:          len(frame),
 	}
-	var prev, mine chan struct{}
+	var prev chan struct{}
 	if e.serial {
+		var mine chan struct{}
 		prev, mine = c.lastSerial, make(chan struct{})
 		c.lastSerial = mine
+		r.ordered = sync.OnceFunc(func() { close(mine) })
 	}
 	h := c.b.chain(e)
 	run = func() {
@@ -207,10 +215,10 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 			case <-prev:
 			case <-c.ctx.Done():
 				s.err = c.ctx.Err()
-				close(mine)
+				r.ordered()
 				return
 			}
-			defer close(mine)
+			defer r.ordered()
 		}
 		start := time.Now()
 		pprof.Do(c.ctx, pprof.Labels("sediment", "handler", "api", kmsg.NameForKey(hdr.key)), func(ctx context.Context) {
@@ -226,7 +234,19 @@ func (c *conn) writeLoop() {
 	failed := false
 	var buf []byte
 	for s := range c.slots {
-		<-s.done
+		select {
+		case <-s.done:
+		default:
+			// The next reply is not ready (a long poll, an fsync):
+			// send what is buffered rather than hold it behind.
+			if !failed {
+				if err := w.Flush(); err != nil {
+					failed = true
+					c.kill()
+				}
+			}
+			<-s.done
+		}
 		if failed {
 			s.reply.release()
 			continue
@@ -238,6 +258,11 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		if s.reply == nil || s.reply.NoResponse {
+			if s.reply != nil && s.reply.Close {
+				w.Flush()
+				failed = true
+				c.kill()
+			}
 			continue
 		}
 		var n int64

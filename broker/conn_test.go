@@ -138,3 +138,53 @@ func TestApiVersions(t *testing.T) {
 		t.Fatal(kerr.ErrorForCode(kresp.ErrorCode))
 	}
 }
+
+// TestPipelinedReplies: a reply ready before a slower one queued behind it
+// is sent at once, and replies keep request order.
+func TestPipelinedReplies(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "pipe", 1, nil)
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var f kmsg.RequestFormatter
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 12
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 60000, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "pipe"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	// Metadata, then a long poll, then another Metadata.
+	nc.Write(f.AppendRequest(nil, md, 1))
+	nc.Write(f.AppendRequest(nil, fetch, 2))
+	nc.Write(f.AppendRequest(nil, md, 3))
+	read := func(want int32) []byte {
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var sz [4]byte
+		if _, err := io.ReadFull(nc, sz[:]); err != nil {
+			t.Fatalf("reply %d: %v", want, err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatal(err)
+		}
+		if got := int32(binary.BigEndian.Uint32(body)); got != want {
+			t.Fatalf("reply for %d, want %d", got, want)
+		}
+		return body
+	}
+	read(1) // not held behind the 60s long poll
+	prod := newClient(t, b)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: "pipe", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	read(2)
+	read(3)
+}

@@ -305,7 +305,7 @@ func (l *offsetsLog) Append(_ context.Context, records []group.Record) error {
 	if err != nil {
 		return err
 	}
-	_, err = p.appendBatch(encodeOffsetsBatch(records, time.Now().UnixMilli()), math.MaxInt32, false)
+	_, err = p.appendBatch(encodeOffsetsBatch(records, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
 	if errors.Is(err, hotlog.ErrClosed) {
 		return fmt.Errorf("%w: %v", group.ErrNotLeader, err)
 	}

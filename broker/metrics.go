@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,6 +17,8 @@ type metrics struct {
 	bytesIn     prometheus.Counter
 	bytesOut    prometheus.Counter
 	connections prometheus.Gauge
+	sendfile    prometheus.Counter
+	copied      prometheus.Counter
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -41,9 +44,15 @@ func newMetrics(b *Broker) *metrics {
 		connections: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "sediment_connections", Help: "Open client connections.",
 		}),
+		sendfile: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_fetch_sendfile_bytes_total", Help: "Record bytes sent from segment files with sendfile(2).",
+		}),
+		copied: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_fetch_copied_bytes_total", Help: "Record bytes copied through user space (no OS file, or sendfile disabled).",
+		}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections,
-		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}),
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b})
 	return m
 }

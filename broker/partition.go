@@ -69,7 +69,9 @@ type appendResult struct {
 
 // appendBatch appends one client batch: validation and offset assignment
 // in hotlog, idempotence checks here, under the log's append lock.
-func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool) (appendResult, error) {
+// ordered is called once the batch has its place in the log (or failed).
+func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool, ordered func()) (appendResult, error) {
+	defer ordered()
 	if int64(len(records)) > int64(maxMessageBytes) {
 		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
 	}
@@ -95,17 +97,19 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 		maxTimestamp:  h.MaxTimestamp,
 		transactional: h.IsTransactional(),
 	}
-	return p.appendChecked(records, info, h, logAppendTime)
+	return p.appendChecked(records, info, h, logAppendTime, ordered)
 }
 
 // appendChecked appends one validated batch with the producer-state check
-// (also the path of transaction markers, txns.go).
-func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime bool) (appendResult, error) {
+// (also the path of transaction markers, txns.go). ordered must be
+// idempotent.
+func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime bool, ordered func()) (appendResult, error) {
 	var dup *duplicateError
 	opts := hotlog.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch(),
 		LogAppendTime: logAppendTime,
 		Check: func(first int64, batches []hotlog.BatchHeader) error {
+			defer ordered()
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			if err := p.mu.producers.check(info); err != nil {

@@ -26,6 +26,18 @@ type Request struct {
 	Msg           kmsg.Request
 	// Size is the frame size in bytes (header and body), for quotas and metrics.
 	Size int
+
+	ordered func()
+}
+
+// Ordered tells the connection that a serial request has fixed its order
+// (for Produce: every partition's append holds its place in the log), so
+// the next serial request may start while this one waits for its fsync.
+// It is called at the latest when the handler returns.
+func (r *Request) Ordered() {
+	if r.ordered != nil {
+		r.ordered()
+	}
 }
 
 // Reply is what a handler returns. Msg is encoded at the request's version.

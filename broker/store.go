@@ -118,7 +118,11 @@ func openStore(b *Broker) (*store, error) {
 	s.removeStrayDirs(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
-	s.wg.Add(2)
+	s.wg.Add(3)
+	go pprof.Do(lctx, pprof.Labels("sediment", "producer-snapshots"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.snapshotLoop(ctx)
+	})
 	go pprof.Do(lctx, pprof.Labels("sediment", "heartbeat"), func(ctx context.Context) {
 		defer s.wg.Done()
 		s.heartbeatLoop(ctx)
@@ -176,6 +180,42 @@ func (s *store) heartbeatLoop(ctx context.Context) {
 				s.b.log.Warn("heartbeat failed", "err", err)
 			}
 			cancel()
+		}
+	}
+}
+
+// snapshotLoop writes producer-state snapshots of partitions that grew, so
+// that opening a log after a crash replays only the tail after the latest
+// snapshot (clean shutdowns snapshot every partition on close).
+func (s *store) snapshotLoop(ctx context.Context) {
+	t := time.NewTicker(s.b.cfg.ProducerSnapshotInterval)
+	defer t.Stop()
+	last := map[*partition]int64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seen := map[*partition]bool{}
+		for _, p := range s.b.allPartitions() {
+			seen[p] = true
+			end := p.log.LogEndOffset()
+			if end == last[p] {
+				continue
+			}
+			if err := p.snapshotProducers(); err != nil {
+				if !errors.Is(err, hotlog.ErrClosed) {
+					s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
+				}
+				continue
+			}
+			last[p] = end
+		}
+		for p := range last {
+			if !seen[p] {
+				delete(last, p)
+			}
 		}
 	}
 }
@@ -376,6 +416,14 @@ func (b *Broker) hotlogConfig(set map[string]string) hotlog.Config {
 		SegmentMs:          time.Duration(configInt(b, set, "segment.ms")) * time.Millisecond,
 		IndexIntervalBytes: int(configInt(b, set, "index.interval.bytes")),
 		MaxIndexBytes:      int(configInt(b, set, "segment.index.bytes")),
+		MaxMessageBytes:    int32(configInt(b, set, "max.message.bytes")),
+	}
+	// Unset (Long.MAX_VALUE) windows stay 0: no limit.
+	if ms := configInt(b, set, "message.timestamp.before.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampBeforeMax = time.Duration(ms) * time.Millisecond
+	}
+	if ms := configInt(b, set, "message.timestamp.after.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampAfterMax = time.Duration(ms) * time.Millisecond
 	}
 	switch b.cfg.LogFlush {
 	case "interval":

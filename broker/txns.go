@@ -253,7 +253,7 @@ func (l *txnStateLog) Append(_ context.Context, records []txn.Record) error {
 	for i, r := range records {
 		kv[i] = group.Record{Key: r.Key, Value: r.Value}
 	}
-	_, err = p.appendBatch(encodeOffsetsBatch(kv, time.Now().UnixMilli()), math.MaxInt32, false)
+	_, err = p.appendBatch(encodeOffsetsBatch(kv, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
 	if errors.Is(err, hotlog.ErrClosed) {
 		return fmt.Errorf("%w: %v", txn.ErrNotLeader, err)
 	}
@@ -587,7 +587,7 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 	}
 	info := batchInfo{producerID: producerID, producerEpoch: epoch, baseSequence: -1, records: 1,
 		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit}
-	_, err = p.appendChecked(batch, info, h, false)
+	_, err = p.appendChecked(batch, info, h, false, func() {})
 	return err
 }
 

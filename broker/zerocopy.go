@@ -162,13 +162,18 @@ func (c *conn) sendRegion(w *bufio.Writer, rg region, scratch []byte) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		return sendfile(tc, rg.f.Fd(), rg.pos, rg.len)
+		err := sendfile(tc, rg.f.Fd(), rg.pos, rg.len)
+		if err == nil {
+			c.b.metrics.sendfile.Add(float64(rg.len))
+		}
+		return err
 	}
 	sr := io.NewSectionReader(rg.f, rg.pos, rg.len)
 	n, err := io.CopyBuffer(w, sr, scratch)
 	if err == nil && n != rg.len {
 		err = io.ErrUnexpectedEOF
 	}
+	c.b.metrics.copied.Add(float64(n))
 	return err
 }
 

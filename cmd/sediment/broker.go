@@ -56,8 +56,10 @@ var brokerSettings = []brokerSetting{
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
 }
 
-func newBrokerCmd() *cobra.Command {
-	v := viper.New()
+func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
+
+// newBrokerCmdWith builds the command around v, which collects the layers.
+func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "broker",
 		Short: "Run a broker (one broker on localhost:9092 with data under ./data by default)",
