@@ -70,6 +70,7 @@ type Config struct {
 	// (transaction.state.log.num.partitions, transaction.max.timeout.ms,
 	// the timed-out transaction check interval); Broker is set by New.
 	Transactions txn.Config
+
 	// ProducerSnapshotInterval is how often partitions that grew write a
 	// producer-state snapshot [1m].
 	ProducerSnapshotInterval time.Duration

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http/httptest"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -560,4 +561,37 @@ func TestKcatBalancedConsumers(t *testing.T) {
 		}
 	}
 	tr.exactlyOnce(t, ends, nil)
+}
+
+// TestGroupLagMetrics: /metrics reports committed offsets and lag (high
+// watermark minus committed) per group and partition, and their sum.
+func TestGroupLagMetrics(t *testing.T) {
+	b := groupBroker(t, "")
+	createTopic(t, b, "lag", 2, nil)
+	produceAll(t, newClient(t, b), makeRecords("lag", 100, "l"))
+	ends := endOffsets(t, b, "lag")
+	adm := kadm.NewClient(newClient(t, b))
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "lag", Partition: 0, At: 10, LeaderEpoch: -1})
+	offs.Add(kadm.Offset{Topic: "lag", Partition: 1, At: ends[1], LeaderEpoch: -1})
+	resp, err := adm.CommitOffsets(testCtx(t), "laggers", offs)
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	rec := httptest.NewRecorder()
+	b.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{
+		`sediment_consumer_group_committed_offset{group="laggers",partition="0",topic="lag"} 10`,
+		fmt.Sprintf(`sediment_consumer_group_lag{group="laggers",partition="0",topic="lag"} %d`, ends[0]-10),
+		`sediment_consumer_group_lag{group="laggers",partition="1",topic="lag"} 0`,
+		fmt.Sprintf(`sediment_consumer_group_total_lag{group="laggers"} %d`, ends[0]-10),
+	} {
+		if !strings.Contains(body, want+"\n") {
+			t.Errorf("metrics lack %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("metrics:\n%s", body)
+	}
 }

@@ -8,9 +8,12 @@ import (
 	"hash/crc32"
 	"math"
 	"net"
+	"runtime/pprof"
+	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -33,6 +36,9 @@ const offsetsTopic = "__consumer_offsets"
 type groups struct {
 	b *Broker
 	c *group.Coordinator
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the metadata watcher
 
 	mu struct {
 		sync.Mutex
@@ -85,10 +91,57 @@ func newGroups(b *Broker) *groups {
 	}
 	g := &groups{b: b, c: group.New(cfg)}
 	g.mu.loads = make(map[int32]*offsetsLoad)
+	if b.metrics != nil {
+		b.metrics.reg.MustRegister(&groupCollector{b})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
+		defer g.wg.Done()
+		g.watch(ctx)
+	})
 	return g
 }
 
-func (g *groups) close() { g.c.Close() }
+func (g *groups) close() {
+	g.cancel()
+	g.wg.Wait()
+	g.c.Close()
+}
+
+// watch unloads the offsets partitions this broker stops leading as soon
+// as the metadata says so (partitions it gains load on their first request).
+func (g *groups) watch(ctx context.Context) {
+	ch := g.b.meta.Watch(ctx, g.b.meta.State().Version)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		}
+		t, exists := g.b.meta.State().Topic(offsetsTopic)
+		g.mu.Lock()
+		var loaded []int32
+		for p := range g.mu.loads {
+			loaded = append(loaded, p)
+		}
+		g.mu.Unlock()
+		for _, p := range loaded {
+			if !exists {
+				g.mu.Lock()
+				delete(g.mu.loads, p)
+				g.mu.Unlock()
+				g.c.Unload(p)
+				continue
+			}
+			g.ensurePartition(t, p)
+		}
+	}
+}
 
 func (g *groups) partitionFor(groupID string) int32 { return g.c.PartitionFor(groupID) }
 
@@ -418,4 +471,54 @@ func replayBatches(data []byte, off int64, fn func(key, value []byte) error) (in
 		}
 	}
 	return next, nil
+}
+
+var (
+	groupCommittedDesc = prometheus.NewDesc("sediment_consumer_group_committed_offset",
+		"Committed offset per group and partition (groups this broker coordinates).", []string{"group", "topic", "partition"}, nil)
+	groupLagDesc = prometheus.NewDesc("sediment_consumer_group_lag",
+		"High watermark minus committed offset, per group and partition (partitions this broker leads).", []string{"group", "topic", "partition"}, nil)
+	groupTotalLagDesc = prometheus.NewDesc("sediment_consumer_group_total_lag",
+		"Sum of sediment_consumer_group_lag per group.", []string{"group"}, nil)
+)
+
+// groupCollector reports committed offsets and lag at scrape time.
+type groupCollector struct{ b *Broker }
+
+func (c *groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- groupCommittedDesc
+	ch <- groupLagDesc
+	ch <- groupTotalLagDesc
+}
+
+func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := c.b.groups.c.CommittedOffsets(ctx)
+	if err != nil {
+		return
+	}
+	type tp struct {
+		topic string
+		part  int32
+	}
+	hws := make(map[tp]int64)
+	for _, p := range c.b.allPartitions() {
+		hws[tp{p.topic, p.id}] = p.log.HighWatermark()
+	}
+	totals := make(map[string]int64)
+	for _, o := range offs {
+		part := strconv.Itoa(int(o.Partition))
+		ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.GaugeValue, float64(o.Offset), o.Group, o.Topic, part)
+		hw, ok := hws[tp{o.Topic, o.Partition}]
+		if !ok || o.Offset < 0 {
+			continue
+		}
+		lag := max(hw-o.Offset, 0)
+		totals[o.Group] += lag
+		ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(lag), o.Group, o.Topic, part)
+	}
+	for g, lag := range totals {
+		ch <- prometheus.MustNewConstMetric(groupTotalLagDesc, prometheus.GaugeValue, float64(lag), g)
+	}
 }

@@ -194,3 +194,41 @@ func (g *group) sortedOffsets() []topicPartition {
 func sortStrings(s []string) { sort.Strings(s) }
 
 func sortInt32s(s []int32) { sort.Slice(s, func(i, j int) bool { return s[i] < s[j] }) }
+
+// CommittedOffset is one committed offset of a group, for lag reporting.
+type CommittedOffset struct {
+	Group     string
+	Topic     string
+	Partition int32
+	Offset    int64
+}
+
+// CommittedOffsets returns every committed offset of the groups in the
+// loaded partitions, sorted by group, topic and partition (a snapshot, for
+// metrics and admin tools).
+func (c *Coordinator) CommittedOffsets(ctx context.Context) ([]CommittedOffset, error) {
+	return submit(ctx, c, func(reply func([]CommittedOffset)) {
+		var out []CommittedOffset
+		for _, p := range c.partitions {
+			if p.loading {
+				continue
+			}
+			for _, g := range p.groups {
+				for _, tp := range g.sortedOffsets() {
+					out = append(out, CommittedOffset{Group: g.id, Topic: tp.topic, Partition: tp.partition, Offset: g.offsets[tp].offset})
+				}
+			}
+		}
+		sort.Slice(out, func(i, j int) bool {
+			a, b := out[i], out[j]
+			if a.Group != b.Group {
+				return a.Group < b.Group
+			}
+			if a.Topic != b.Topic {
+				return a.Topic < b.Topic
+			}
+			return a.Partition < b.Partition
+		})
+		reply(out)
+	})
+}

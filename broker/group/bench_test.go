@@ -61,13 +61,13 @@ func BenchmarkOffsetCommit(b *testing.B) {
 // the leader assigns, everyone syncs), beside the loop's round-trip time.
 func BenchmarkRebalance(b *testing.B) {
 	clock := newFakeClock()
-	c := New(Config{Logger: quiet, Partitions: 1, Clock: clock, InitialRebalanceDelay: time.Second, MinSessionTimeout: time.Second})
+	ids := 0
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: clock, InitialRebalanceDelay: time.Second, MinSessionTimeout: time.Second,
+		newMemberID: func(client string) string { ids++; return fmt.Sprintf("%s-%d", client, ids) }})
 	defer c.Close()
 	if err := <-c.Load(0, &memLog{}); err != nil {
 		b.Fatal(err)
 	}
-	ids := 0
-	c.cfg.newMemberID = func(client string) string { ids++; return fmt.Sprintf("%s-%d", client, ids) }
 
 	join := func(members []string, advance bool) []*kmsg.JoinGroupResponse {
 		out := make([]*kmsg.JoinGroupResponse, len(members))

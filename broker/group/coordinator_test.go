@@ -499,3 +499,69 @@ func TestRecordLayout(t *testing.T) {
 		t.Fatalf("decode: %+v %v", d, err)
 	}
 }
+
+// gatedLog holds every Append until a value arrives on gate.
+type gatedLog struct {
+	memLog
+	gate chan error
+}
+
+func (l *gatedLog) Append(ctx context.Context, records []Record) error {
+	select {
+	case err := <-l.gate:
+		if err != nil {
+			return err
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return l.memLog.Append(ctx, records)
+}
+
+// TestRequireStable: while a commit is being written, OffsetFetch with
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for its partitions; without
+// it, the last written offset.
+func TestRequireStable(t *testing.T) {
+	ctx := testCtx(t)
+	log := &gatedLog{gate: make(chan error)}
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
+	defer c.Close()
+	if err := <-c.Load(0, log); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() {
+		r, err := c.OffsetCommit(ctx, commitReq("g", "t", 0, 9))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	waitFor(t, func() bool {
+		var n int
+		c.inLoop(func() {
+			if g := c.partitions[0].groups["g"]; g != nil {
+				n = g.pendingCommits[topicPartition{"t", 0}]
+			}
+		})
+		return n == 1
+	})
+	stable := fetchReq("g", 7, "t", 0, 1)
+	stable.RequireStable = true
+	fr, _ := c.OffsetFetch(ctx, stable)
+	if p := fr.Topics[0].Partitions; p[0].ErrorCode != kerr.UnstableOffsetCommit.Code || p[1].ErrorCode != 0 {
+		t.Fatalf("require stable during a commit: %s %s", errName(p[0].ErrorCode), errName(p[1].ErrorCode))
+	}
+	fr, _ = c.OffsetFetch(ctx, fetchReq("g", 7, "t", 0))
+	if p := fr.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != -1 {
+		t.Fatalf("fetch during a commit: %+v", p)
+	}
+	log.gate <- nil
+	if r := <-done; r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %s", errName(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	fr, _ = c.OffsetFetch(ctx, stable)
+	if p := fr.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 9 {
+		t.Fatalf("fetch after the commit: %+v", p)
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sediment-io/sediment/broker"
+	"github.com/sediment-io/sediment/broker/group"
 )
 
 // brokerSetting is one configuration key: its flag, default and help.
@@ -54,6 +55,12 @@ var brokerSettings = []brokerSetting{
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
+	{"offsets-topic-num-partitions", 50, "offsets.topic.num.partitions: partitions of __consumer_offsets (fixed once created)"},
+	{"group-initial-rebalance-delay", 3 * time.Second, "group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits for members"},
+	{"group-min-session-timeout", 6 * time.Second, "group.min.session.timeout.ms"},
+	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
+	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
+	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
@@ -179,8 +186,25 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		LogFlush:                 v.GetString("log-flush"),
 		LogFlushInterval:         v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:          v.GetDuration("shutdown-timeout"),
-		Logger:                   log,
+		Groups: group.Config{
+			Partitions:            v.GetInt32("offsets-topic-num-partitions"),
+			InitialRebalanceDelay: noDelayIsNegative(v.GetDuration("group-initial-rebalance-delay")),
+			MinSessionTimeout:     v.GetDuration("group-min-session-timeout"),
+			MaxSessionTimeout:     v.GetDuration("group-max-session-timeout"),
+			MaxGroupSize:          v.GetInt("group-max-size"),
+			OffsetsRetention:      v.GetDuration("offsets-retention"),
+		},
+		Logger: log,
 	}, nil
+}
+
+// noDelayIsNegative maps a configured zero delay to group.Config's "none"
+// (its zero value means Kafka's default of 3s).
+func noDelayIsNegative(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 func runBroker(ctx context.Context, v *viper.Viper) error {
