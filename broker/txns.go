@@ -91,15 +91,21 @@ func (t *txns) close() {
 
 // leadershipLoop loads the transaction partitions this broker leads even
 // when no request arrives, so that timeouts fire and a new leader finishes
-// what the previous one prepared.
+// what the previous one prepared; and unloads those it stops leading. It
+// follows metadata changes, and retries failed loads every few seconds.
 func (t *txns) leadershipLoop(ctx context.Context) {
-	tick := time.NewTicker(time.Second)
+	ch := t.b.meta.Watch(ctx, t.b.meta.State().Version)
+	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
 		t.ensureAll()
 		select {
 		case <-ctx.Done():
 			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
 		case <-tick.C:
 		}
 	}
@@ -109,6 +115,12 @@ func (t *txns) ensureAll() {
 	st := t.b.meta.State()
 	tp, ok := st.Topic(txn.StateTopic)
 	if !ok {
+		t.mu.Lock()
+		for p := range t.mu.loads {
+			delete(t.mu.loads, p)
+			t.c.Unload(p)
+		}
+		t.mu.Unlock()
 		return
 	}
 	for p := range tp.Partitions {
