@@ -408,3 +408,54 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	cancel()
 	total.Wait()
 }
+
+// TestTxnAbortHanging: an admin finds a hanging transaction with
+// DescribeProducers and aborts it with WriteTxnMarkers, as
+// kafka-transactions.sh does; read_committed readers move past it.
+func TestTxnAbortHanging(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "hang", 1, nil)
+	ctx := testCtx(t)
+	cl := txnClient(t, b, "hangs")
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rec("hang", 0, "h1"), rec("hang", 0, "h2")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(newClient(t, b))
+	ds, err := adm.DescribeProducers(ctx, kadm.TopicsSet{"hang": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hanging kadm.DescribedProducer
+	for _, p := range ds["hang"].Partitions[0].ActiveProducers {
+		hanging = p
+	}
+	if hanging.CurrentTxnStartOffset != 0 {
+		t.Fatalf("described producer %+v, want a transaction from offset 0", hanging)
+	}
+	if fp := rawFetch(t, b, "hang", 1); fp.LastStableOffset != 0 {
+		t.Fatalf("LSO %d before the abort", fp.LastStableOffset)
+	}
+	res, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: hanging.ProducerID, ProducerEpoch: hanging.ProducerEpoch, Topics: kadm.TopicsSet{"hang": {0: {}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		r.Topics.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+			if p.Err != nil {
+				t.Fatalf("marker: %v", p.Err)
+			}
+		})
+	}
+	fp := rawFetch(t, b, "hang", 1)
+	if fp.LastStableOffset != 3 || len(fp.AbortedTransactions) != 1 || len(fetchRecords(t, fp.RecordBatches)) != 2 {
+		t.Fatalf("after abort: LSO %d aborted %+v", fp.LastStableOffset, fp.AbortedTransactions)
+	}
+	plain := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceAll(t, plain, []*kgo.Record{rec("hang", 0, "after")})
+	if got := readValues(t, b, "hang", 1, true); len(got) != 1 || got[0] != "after" {
+		t.Fatalf("read_committed got %v", got)
+	}
+}
