@@ -315,11 +315,22 @@ func (tb txnBroker) Partitions(topic string) (int32, bool) {
 }
 
 // WriteMarkers writes the marker to every partition: those led here
-// directly, the others through WriteTxnMarkers to their leader.
+// directly, the others through WriteTxnMarkers to their leader, all at
+// once (each append waits for its own fsync).
 func (tb txnBroker) WriteMarkers(ctx context.Context, m txn.Marker) error {
 	b := tb.b
 	st := b.meta.State()
 	remote := map[int32][]txn.TopicPartition{}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
 	for _, tp := range m.Partitions {
 		t, ok := st.Topic(tp.Topic)
 		if !ok || tp.Partition >= int32(len(t.Partitions)) {
@@ -332,16 +343,25 @@ func (tb txnBroker) WriteMarkers(ctx context.Context, m txn.Marker) error {
 			remote[leader] = append(remote[leader], tp)
 			continue
 		}
-		if err := b.txns.writeMarker(st, tp, m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch); err != nil {
-			return err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.txns.writeMarker(st, tp, m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch); err != nil {
+				fail(err)
+			}
+		}()
 	}
 	for leader, tps := range remote {
-		if err := b.txns.sendMarkers(ctx, leader, m, tps); err != nil {
-			return err
-		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.txns.sendMarkers(ctx, leader, m, tps); err != nil {
+				fail(err)
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // writeMarker appends a marker to a partition led here; for

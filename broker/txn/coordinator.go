@@ -134,14 +134,17 @@ type Coordinator struct {
 }
 
 type partition struct {
-	id     int32
-	epoch  int32 // leader epoch: the coordinator epoch of markers
-	log    Log
-	ready  bool // replay finished
-	gone   bool
-	txns   map[string]*txnMeta
-	ctx    context.Context
-	cancel context.CancelFunc
+	id    int32
+	epoch int32 // leader epoch: the coordinator epoch of markers
+	log   Log
+	ready bool // replay finished
+	gone  bool
+	txns  map[string]*txnMeta
+	// waiters holds, per id, requests that found it pending and run
+	// again when it is not (see park).
+	waiters map[string][]*waiter
+	ctx     context.Context
+	cancel  context.CancelFunc
 }
 
 // txnMeta is the state of one transactional id.
@@ -337,7 +340,7 @@ func (c *Coordinator) Load(partitionID, leaderEpoch int32, log Log) <-chan error
 			c.drop(old)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		p := &partition{id: partitionID, epoch: leaderEpoch, log: log, txns: make(map[string]*txnMeta), ctx: ctx, cancel: cancel}
+		p := &partition{id: partitionID, epoch: leaderEpoch, log: log, txns: make(map[string]*txnMeta), waiters: make(map[string][]*waiter), ctx: ctx, cancel: cancel}
 		c.partitions[partitionID] = p
 		loaded := make(map[string]*txnMeta)
 		c.goAsync(p, "txn-load", func(ctx context.Context) error {
@@ -403,6 +406,68 @@ func (c *Coordinator) drop(p *partition) {
 	if c.partitions[p.id] == p {
 		delete(c.partitions, p.id)
 	}
+	// Parked requests run again and find the partition gone.
+	for id := range p.waiters {
+		c.wake(p, id, true)
+	}
+}
+
+// parkTimeout bounds how long a request waits for a pending id before it
+// is answered CONCURRENT_TRANSACTIONS (and the client retries).
+const parkTimeout = 5 * time.Second
+
+type waiter struct {
+	run  func()
+	busy func()
+	stop func() bool
+	done bool
+}
+
+// park makes a request that found id pending run again (body, from the
+// start) once it is not, instead of answering CONCURRENT_TRANSACTIONS at
+// once: a client's next AddPartitions right after EndTxn waits for the
+// markers rather than backing off. After parkTimeout busy answers it.
+func (c *Coordinator) park(p *partition, id string, body, busy func()) {
+	w := &waiter{run: body, busy: busy}
+	w.stop = c.after(parkTimeout, func() {
+		if w.done {
+			return
+		}
+		w.done = true
+		list := p.waiters[id]
+		for i, x := range list {
+			if x == w {
+				p.waiters[id] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(p.waiters[id]) == 0 {
+			delete(p.waiters, id)
+		}
+		busy()
+	})
+	p.waiters[id] = append(p.waiters[id], w)
+}
+
+// wake runs the parked requests of id while it is not pending (all of
+// them if force).
+func (c *Coordinator) wake(p *partition, id string, force bool) {
+	for len(p.waiters[id]) > 0 {
+		if t := p.txns[id]; !force && t != nil && t.pending {
+			return
+		}
+		w := p.waiters[id][0]
+		p.waiters[id] = p.waiters[id][1:]
+		if len(p.waiters[id]) == 0 {
+			delete(p.waiters, id)
+		}
+		if w.done {
+			continue
+		}
+		w.done = true
+		w.stop()
+		w.run()
+	}
 }
 
 // Stats returns counters for metrics.
@@ -440,6 +505,7 @@ func (c *Coordinator) write(p *partition, t *txnMeta, next txnMeta, done func(er
 			*t = next
 		}
 		done(err)
+		c.wake(p, t.id, false)
 	})
 }
 
@@ -465,6 +531,7 @@ func (c *Coordinator) sendMarkers(p *partition, t *txnMeta) {
 	}, func(err error) {
 		t.pending = false
 		if err != nil {
+			c.wake(p, t.id, false)
 			return // unloaded or closing: the next owner finishes it
 		}
 		next := *t

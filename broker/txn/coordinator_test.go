@@ -466,3 +466,52 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 	})
 }
+
+// TestParkedRequests: requests that find the id busy (markers being
+// written) wait for it instead of failing, up to a bound.
+func TestParkedRequests(t *testing.T) {
+	e := newEnv(t)
+	block := make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	r := e.init("a", -1, -1)
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}), nil)
+	wantCode(t, e.end("a", r, true), nil)
+	// The markers are blocked: the next AddPartitions waits for them.
+	res := make(chan int16, 1)
+	go func() { res <- e.add("a", r, TopicPartition{"t", 1}) }()
+	select {
+	case code := <-res:
+		t.Fatalf("AddPartitions answered %v while the markers were pending", kerr.ErrorForCode(code))
+	case <-time.After(20 * time.Millisecond): // a negative check: nothing may arrive
+	}
+	close(block)
+	wantCode(t, <-res, nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateOngoing)
+
+	// Bounded: with the markers blocked again, the wait ends after
+	// parkTimeout with CONCURRENT_TRANSACTIONS.
+	block = make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	wantCode(t, e.end("a", r, false), nil)
+	go func() { res <- e.end("a", r, false) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.clock.Advance(parkTimeout)
+		select {
+		case code := <-res:
+			wantCode(t, code, kerr.ConcurrentTransactions)
+			close(block)
+			e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+			wantCode(t, e.end("a", r, false), nil)
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("parked EndTxn never answered")
+		}
+	}
+}

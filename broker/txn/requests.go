@@ -60,70 +60,76 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	}
 	return submit(ctx, c, func(reply func(InitResult)) {
 		fail := func(code int16) { reply(InitResult{ErrorCode: code, ProducerID: -1, Epoch: -1}) }
-		p, t, code := c.lookup(id)
-		if code != 0 {
-			fail(code)
+		var body func()
+		body = func() { c.initProducerID(id, timeoutMs, producerID, epoch, reply, fail, body) }
+		body()
+	})
+}
+
+func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int64, epoch int16, reply func(InitResult), fail func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code != 0 {
+		fail(code)
+		return
+	}
+	if t == nil {
+		t = &txnMeta{id: id, producerID: -1, epoch: -1, lastEpoch: -1, state: kmsg.TransactionStateEmpty, startMs: -1}
+		p.txns[id] = t
+		c.newProducerID(p, t, timeoutMs, reply)
+		return
+	}
+	if t.pending {
+		c.park(p, id, body, func() { fail(kerr.ConcurrentTransactions.Code) })
+		return
+	}
+	if producerID >= 0 {
+		switch {
+		case producerID != t.producerID:
+			fail(kerr.InvalidProducerIDMapping.Code)
+			return
+		case epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
+			// A retry whose answer was lost: the bump happened.
+			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+			return
+		case epoch != t.epoch:
+			fail(kerr.ProducerFenced.Code)
 			return
 		}
-		if t == nil {
-			t = &txnMeta{id: id, producerID: -1, epoch: -1, lastEpoch: -1, state: kmsg.TransactionStateEmpty, startMs: -1}
-			p.txns[id] = t
+	}
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		fail(kerr.ConcurrentTransactions.Code)
+	case kmsg.TransactionStateOngoing:
+		// Fence the previous instance and abort what it left open;
+		// the client retries and gets the epoch after this one.
+		c.fenceAbort(p, t, func(err error) {
+			if err != nil {
+				fail(appendErrCode(err))
+				return
+			}
+			fail(kerr.ConcurrentTransactions.Code)
+		})
+	default:
+		if t.epoch >= math.MaxInt16-1 {
 			c.newProducerID(p, t, timeoutMs, reply)
 			return
 		}
-		if t.pending {
-			fail(kerr.ConcurrentTransactions.Code)
-			return
-		}
-		if producerID >= 0 {
-			switch {
-			case producerID != t.producerID:
-				fail(kerr.InvalidProducerIDMapping.Code)
-				return
-			case epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
-				// A retry whose answer was lost: the bump happened.
-				reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
-				return
-			case epoch != t.epoch:
-				fail(kerr.ProducerFenced.Code)
+		next := *t
+		next.lastEpoch = t.epoch
+		next.epoch = t.epoch + 1
+		next.timeoutMs = timeoutMs
+		next.state = kmsg.TransactionStateEmpty
+		next.parts = nil
+		next.startMs = -1
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				fail(appendErrCode(err))
 				return
 			}
-		}
-		switch t.state {
-		case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
-			fail(kerr.ConcurrentTransactions.Code)
-		case kmsg.TransactionStateOngoing:
-			// Fence the previous instance and abort what it left open;
-			// the client retries and gets the epoch after this one.
-			c.fenceAbort(p, t, func(err error) {
-				if err != nil {
-					fail(appendErrCode(err))
-					return
-				}
-				fail(kerr.ConcurrentTransactions.Code)
-			})
-		default:
-			if t.epoch >= math.MaxInt16-1 {
-				c.newProducerID(p, t, timeoutMs, reply)
-				return
-			}
-			next := *t
-			next.lastEpoch = t.epoch
-			next.epoch = t.epoch + 1
-			next.timeoutMs = timeoutMs
-			next.state = kmsg.TransactionStateEmpty
-			next.parts = nil
-			next.startMs = -1
-			next.updateMs = c.nowMs()
-			c.write(p, t, next, func(err error) {
-				if err != nil {
-					fail(appendErrCode(err))
-					return
-				}
-				reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
-			})
-		}
-	})
+			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+		})
+	}
 }
 
 // newProducerID gives t a fresh producer id at epoch 0 (a new id, or an
@@ -142,6 +148,7 @@ func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, r
 				delete(p.txns, t.id)
 			}
 			reply(InitResult{ErrorCode: appendErrCode(err), ProducerID: -1, Epoch: -1})
+			c.wake(p, t.id, false)
 			return
 		}
 		next := *t
@@ -184,42 +191,9 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID i
 		return codes, nil
 	}
 	code, err := submit(ctx, c, func(reply func(int16)) {
-		p, t, code := c.lookup(id)
-		if code == 0 {
-			code = checkProducer(t, producerID, epoch)
-		}
-		if code != 0 {
-			reply(code)
-			return
-		}
-		switch t.state {
-		case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
-			reply(kerr.ConcurrentTransactions.Code)
-			return
-		case kmsg.TransactionStateDead:
-			reply(kerr.InvalidTxnState.Code)
-			return
-		}
-		next := *t
-		next.parts = append([]TopicPartition(nil), t.parts...)
-		added := false
-		for _, tp := range parts {
-			if !next.has(tp) {
-				next.parts = append(next.parts, tp)
-				added = true
-			}
-		}
-		if t.state == kmsg.TransactionStateOngoing && !added {
-			reply(0)
-			return
-		}
-		now := c.nowMs()
-		if t.state != kmsg.TransactionStateOngoing {
-			next.startMs = now
-		}
-		next.state = kmsg.TransactionStateOngoing
-		next.updateMs = now
-		c.write(p, t, next, func(err error) { reply(appendErrCode(err)) })
+		var body func()
+		body = func() { c.addPartitions(id, producerID, epoch, parts, reply, body) }
+		body()
 	})
 	for i := range codes {
 		codes[i] = code
@@ -227,54 +201,107 @@ func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID i
 	return codes, err
 }
 
+func (c *Coordinator) addPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, reply func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code == 0 {
+		code = checkProducer(t, producerID, epoch)
+	}
+	if code == kerr.ConcurrentTransactions.Code {
+		c.park(p, id, body, func() { reply(code) })
+		return
+	}
+	if code != 0 {
+		reply(code)
+		return
+	}
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		reply(kerr.ConcurrentTransactions.Code)
+		return
+	case kmsg.TransactionStateDead:
+		reply(kerr.InvalidTxnState.Code)
+		return
+	}
+	next := *t
+	next.parts = append([]TopicPartition(nil), t.parts...)
+	added := false
+	for _, tp := range parts {
+		if !next.has(tp) {
+			next.parts = append(next.parts, tp)
+			added = true
+		}
+	}
+	if t.state == kmsg.TransactionStateOngoing && !added {
+		reply(0)
+		return
+	}
+	now := c.nowMs()
+	if t.state != kmsg.TransactionStateOngoing {
+		next.startMs = now
+	}
+	next.state = kmsg.TransactionStateOngoing
+	next.updateMs = now
+	c.write(p, t, next, func(err error) { reply(appendErrCode(err)) })
+}
+
 // EndTxn commits or aborts the open transaction of id. It answers once the
 // decision (PrepareCommit/PrepareAbort) is in the log; the markers follow.
 func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int16, error) {
 	return submit(ctx, c, func(reply func(int16)) {
-		p, t, code := c.lookup(id)
-		if code == 0 {
-			code = checkProducer(t, producerID, epoch)
+		var body func()
+		body = func() { c.endTxn(id, producerID, epoch, commit, reply, body) }
+		body()
+	})
+}
+
+func (c *Coordinator) endTxn(id string, producerID int64, epoch int16, commit bool, reply func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code == 0 {
+		code = checkProducer(t, producerID, epoch)
+	}
+	if code == kerr.ConcurrentTransactions.Code {
+		c.park(p, id, body, func() { reply(code) })
+		return
+	}
+	if code != 0 {
+		reply(code)
+		return
+	}
+	switch t.state {
+	case kmsg.TransactionStateOngoing:
+		next := *t
+		next.state = kmsg.TransactionStatePrepareAbort
+		if commit {
+			next.state = kmsg.TransactionStatePrepareCommit
 		}
-		if code != 0 {
-			reply(code)
-			return
-		}
-		switch t.state {
-		case kmsg.TransactionStateOngoing:
-			next := *t
-			next.state = kmsg.TransactionStatePrepareAbort
-			if commit {
-				next.state = kmsg.TransactionStatePrepareCommit
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				reply(appendErrCode(err))
+				return
 			}
-			next.updateMs = c.nowMs()
-			c.write(p, t, next, func(err error) {
-				if err != nil {
-					reply(appendErrCode(err))
-					return
-				}
-				reply(0)
-				c.sendMarkers(p, t)
-			})
-		case kmsg.TransactionStateCompleteCommit:
-			reply(okIf(commit))
-		case kmsg.TransactionStateCompleteAbort:
-			reply(okIf(!commit))
-		case kmsg.TransactionStatePrepareCommit:
-			if commit {
-				reply(kerr.ConcurrentTransactions.Code)
-			} else {
-				reply(kerr.InvalidTxnState.Code)
-			}
-		case kmsg.TransactionStatePrepareAbort:
-			if !commit {
-				reply(kerr.ConcurrentTransactions.Code)
-			} else {
-				reply(kerr.InvalidTxnState.Code)
-			}
-		default:
+			reply(0)
+			c.sendMarkers(p, t)
+		})
+	case kmsg.TransactionStateCompleteCommit:
+		reply(okIf(commit))
+	case kmsg.TransactionStateCompleteAbort:
+		reply(okIf(!commit))
+	case kmsg.TransactionStatePrepareCommit:
+		if commit {
+			reply(kerr.ConcurrentTransactions.Code)
+		} else {
 			reply(kerr.InvalidTxnState.Code)
 		}
-	})
+	case kmsg.TransactionStatePrepareAbort:
+		if !commit {
+			reply(kerr.ConcurrentTransactions.Code)
+		} else {
+			reply(kerr.InvalidTxnState.Code)
+		}
+	default:
+		reply(kerr.InvalidTxnState.Code)
+	}
 }
 
 func okIf(ok bool) int16 {
