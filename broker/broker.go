@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -41,6 +42,10 @@ type Config struct {
 
 	// SocketRequestMaxBytes bounds a request frame (socket.request.max.bytes).
 	SocketRequestMaxBytes int32
+	// QueuedMaxRequestBytes bounds the bytes of all requests read and not
+	// yet handled (queued.max.request.bytes) [512 MiB, at least
+	// SocketRequestMaxBytes].
+	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdle closes connections idle for this long (connections.max.idle.ms).
 	ConnectionsMaxIdle time.Duration
 	// WriteTimeout bounds writing one reply.
@@ -100,6 +105,12 @@ func (c *Config) setDefaults() {
 	if c.SocketRequestMaxBytes <= 0 {
 		c.SocketRequestMaxBytes = 100 << 20
 	}
+	if c.QueuedMaxRequestBytes <= 0 {
+		c.QueuedMaxRequestBytes = 512 << 20
+	}
+	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		c.QueuedMaxRequestBytes = int64(c.SocketRequestMaxBytes)
+	}
 	if c.ConnectionsMaxIdle == 0 {
 		c.ConnectionsMaxIdle = 10 * time.Minute
 	}
@@ -143,6 +154,9 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	budget  *memBudget
+
+	fetchSessions fetchSessions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -183,6 +197,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
+	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
 	for _, l := range cfg.Listeners {
 		ln, err := cfg.ListenFn("tcp", l.Addr)
 		if err != nil {
@@ -193,7 +208,7 @@ func New(cfg Config) (*Broker, error) {
 		bound := l
 		bound.Addr = ln.Addr().String()
 		if bound.Advertised == "" {
-			bound.Advertised = bound.Addr
+			bound.Advertised = advertisedFor(l.Addr, bound.Addr)
 		}
 		b.addrs = append(b.addrs, bound)
 	}
@@ -215,6 +230,25 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.log.Info("broker started", "listeners", b.addrs, "data", cfg.DataDir)
 	return b, nil
+}
+
+// advertisedFor picks what clients are told when no advertised address is
+// configured: the configured host (localhost stays localhost) with the bound
+// port; for a wildcard bind, this machine's host name.
+func advertisedFor(configured, bound string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		h, err := os.Hostname()
+		if err != nil {
+			return bound
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, port)
 }
 
 // Addr returns the first listener's bound address.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -187,4 +188,18 @@ func TestPipelinedReplies(t *testing.T) {
 	}
 	read(2)
 	read(3)
+}
+
+func TestAdvertisedFor(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, c := range [][3]string{
+		{"localhost:9092", "127.0.0.1:9092", "localhost:9092"},
+		{"127.0.0.1:0", "127.0.0.1:41234", "127.0.0.1:41234"},
+		{":9092", "[::]:9092", net.JoinHostPort(host, "9092")},
+		{"0.0.0.0:9092", "0.0.0.0:9092", net.JoinHostPort(host, "9092")},
+	} {
+		if got := advertisedFor(c[0], c[1]); got != c[2] {
+			t.Errorf("advertisedFor(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
 }

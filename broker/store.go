@@ -354,6 +354,11 @@ func (s *store) open(t *metadata.Topic, idx int32) (*partition, error) {
 	if s.b.isStopping() {
 		return nil, errNotLeader
 	}
+	// The request's state may predate a deletion that reconcile has
+	// already acted on: do not bring the partition back.
+	if _, ok := s.meta.State().TopicByID(t.ID); !ok {
+		return nil, errUnknownTopicOrPartition
+	}
 	dir := filepath.Join(s.logsDir, fmt.Sprintf("%s-%d", t.Name, idx))
 	idFile := filepath.Join(dir, "topic_id")
 	if raw, err := os.ReadFile(idFile); err == nil && strings.TrimSpace(string(raw)) != t.ID.String() {

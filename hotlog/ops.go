@@ -52,8 +52,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	// Drop whole segments after the one holding offset, newest first.
 	for j := len(set) - 1; j > i; j-- {
 		if err := l.renameDeletedLocked(set[j]); err != nil {
-			l.fail(err)
-			return err
+			return l.fail(err)
 		}
 		rest := append([]*segment(nil), set[:j]...)
 		l.segs.Store(&rest)
@@ -65,10 +64,9 @@ func (l *Log) TruncateTo(offset int64) error {
 		// The segment becomes the active one again: open it for appending.
 		f, err := l.fs.OpenForAppend(seg.path(logSuffix))
 		if err != nil {
-			l.fail(err)
-			return fmt.Errorf("hotlog: reopen segment: %w", err)
+			return l.fail(fmt.Errorf("hotlog: reopen segment: %w", err))
 		}
-		fresh := newSegment(l.fs, l.dir, seg.base)
+		fresh := newSegment(l.fs, l.dir, seg.base, l.cache)
 		fresh.file = f
 		rest := append(append([]*segment(nil), set[:i]...), fresh)
 		l.segs.Store(&rest)
@@ -78,19 +76,16 @@ func (l *Log) TruncateTo(offset int64) error {
 	f := seg.file
 	size, err := seg.visibleSize()
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	// Find the cut: the first batch whose last offset reaches offset.
 	idx, _, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	cut, h, found, err := findBatch(f, idx, seg.base, offset, size)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	newEnd := l.logEnd.Load()
 	if found {
@@ -99,12 +94,10 @@ func (l *Log) TruncateTo(offset int64) error {
 		cut = size
 	}
 	if err := f.Truncate(cut); err != nil {
-		l.fail(err)
-		return fmt.Errorf("hotlog: truncate: %w", err)
+		return l.fail(fmt.Errorf("hotlog: truncate: %w", err))
 	}
 	if err := f.Sync(); err != nil {
-		l.fail(err)
-		return fmt.Errorf("hotlog: sync after truncate: %w", err)
+		return l.fail(fmt.Errorf("hotlog: sync after truncate: %w", err))
 	}
 	// The index files of the (now active) segment are stale; they are
 	// rewritten when it seals, and recovery rebuilds its index anyway.
@@ -112,27 +105,33 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.fs.Remove(seg.path(timeIndexSuffix))
 	b, _, err := scanSegment(f, seg.base, cut, l.cfg.IndexIntervalBytes, false, nil)
 	if err != nil {
-		l.fail(err)
-		return err
+		return l.fail(err)
 	}
 	if !found {
 		newEnd = b.next
 	}
 	seg.mu.Lock()
-	seg.idx, seg.tidx, seg.maxTs, seg.loaded = b.idx, b.tidx, b.maxTs, true
+	seg.idx, seg.tidx, seg.maxTs, seg.loaded, seg.maxTsKnown = b.idx, b.tidx, b.maxTs, true, true
 	seg.relLimit = -1
 	seg.mu.Unlock()
 	seg.size.Store(cut)
 	l.setActiveLocked(seg, seg.base)
 	l.builder = b
 	l.logEnd.Store(newEnd)
+	if l.logStart.Load() > newEnd {
+		// The cut removed the batch holding the log start: the log is empty
+		// at newEnd, which becomes the start.
+		if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(newEnd)); err != nil {
+			return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
+		}
+		l.logStart.Store(newEnd)
+	}
 	if l.hw.Load() > newEnd {
 		l.hw.Store(newEnd)
 	}
 	if epochs, changed := truncateEpochsFromEnd(*l.epochs.Load(), newEnd); changed {
 		if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(epochs)); err != nil {
-			l.fail(err)
-			return fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err)
+			return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
 		}
 		l.epochs.Store(&epochs)
 	}
@@ -288,4 +287,54 @@ func (l *Log) LatestProducerSnapshot() (offset int64, data []byte, err error) {
 		l.logger.Warn("hotlog: skipping damaged producer snapshot", "offset", offs[i])
 	}
 	return -1, nil, nil
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, the
+// follower's answer when the leader's log starts past its own end (and the
+// start of a log restored from the bucket). Crash-safe: the old segments are
+// renamed away newest first, then the empty segment at offset is created; a
+// crash in between leaves a prefix of the old log or the empty new one.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	set := *l.segs.Load()
+	for j := len(set) - 1; j >= 0; j-- {
+		if err := l.renameDeletedLocked(set[j]); err != nil {
+			return l.fail(err)
+		}
+	}
+	seg, err := l.createSegmentLocked(offset)
+	if err != nil {
+		return l.fail(err)
+	}
+	fresh := []*segment{seg}
+	l.segs.Store(&fresh)
+	for _, s := range set {
+		s.unref()
+	}
+	l.setActiveLocked(seg, offset)
+	l.logEnd.Store(offset)
+	l.logStart.Store(offset)
+	l.hw.Store(offset)
+	if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(offset)); err != nil {
+		return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
+	}
+	empty := []epochEntry{}
+	if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(empty)); err != nil {
+		return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
+	}
+	l.epochs.Store(&empty)
+	for _, off := range l.snapshotOffsets() {
+		l.fs.Remove(l.snapshotPath(off))
+	}
+	return nil
 }

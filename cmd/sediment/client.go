@@ -33,7 +33,8 @@ type clientOptions struct {
 
 // addClientFlags declares --brokers, --timeout, --client-id and --log-level on
 // cmd (as persistent flags, so subcommands inherit them) and binds them to
-// SEDIMENT_BROKERS, SEDIMENT_TIMEOUT, SEDIMENT_CLIENT_ID, SEDIMENT_LOG_LEVEL.
+// SEDIMENT_BROKERS, SEDIMENT_TIMEOUT, SEDIMENT_CLIENT_ID and
+// SEDIMENT_CLIENT_LOG_LEVEL.
 func addClientFlags(cmd *cobra.Command) *clientOptions {
 	v := viper.New()
 	v.SetEnvPrefix("SEDIMENT")
@@ -41,15 +42,20 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 	v.AutomaticEnv()
 
 	fs := cmd.PersistentFlags()
-	fs.String("brokers", defaultBrokers, "comma-separated host:port list of brokers to bootstrap from (env SEDIMENT_BROKERS)")
+	fs.StringP("brokers", "b", defaultBrokers, "comma-separated host:port list of brokers to bootstrap from (env SEDIMENT_BROKERS)")
 	fs.Duration("timeout", 30*time.Second, "how long to wait for the cluster before giving up (env SEDIMENT_TIMEOUT)")
 	fs.String("client-id", "sediment-cli", "client id sent to the brokers (env SEDIMENT_CLIENT_ID)")
-	fs.String("log-level", "none", "client log level on stderr: none, error, warn, info, debug (env SEDIMENT_LOG_LEVEL)")
+	fs.String("log-level", "none", "client log level on stderr: none, error, warn, info, debug (env SEDIMENT_CLIENT_LOG_LEVEL)")
 	for _, name := range []string{"brokers", "timeout", "client-id", "log-level"} {
 		// BindPFlag fails only for a nil flag, which would be a bug here.
 		if err := v.BindPFlag(name, fs.Lookup(name)); err != nil {
 			panic(err)
 		}
+	}
+	// SEDIMENT_LOG_LEVEL belongs to the broker (slog, default info); the
+	// client's franz-go log level has a variable of its own.
+	if err := v.BindEnv("log-level", "SEDIMENT_CLIENT_LOG_LEVEL"); err != nil {
+		panic(err)
 	}
 	return &clientOptions{v: v}
 }

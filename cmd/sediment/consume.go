@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type consumeFlags struct {
@@ -189,15 +190,18 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 
 	kopts := []kgo.Opt{
 		kgo.KeepControlRecords(), // so that --exit sees the offsets of transaction markers too
-		kgo.ConsumeResetOffset(spec.resetOffset()),
 	}
 	if cf.readCommitted {
 		kopts = append(kopts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	}
 	var ends map[int32]int64
 	if cf.group != "" {
+		if err := checkGroupSupport(ctx, adm); err != nil {
+			return err
+		}
+		// --from is where partitions without a committed offset start.
 		kopts = append(kopts, kgo.ConsumerGroup(cf.group), kgo.ConsumeTopics(topic),
-			kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
+			kgo.ConsumeResetOffset(spec.resetOffset()), kgo.AutoCommitMarks(), kgo.BlockRebalanceOnPoll())
 	} else {
 		starts, endOffsets, err := resolveStarts(ctx, adm, topic, td, cf.partition, spec, cf.readCommitted)
 		if err != nil {
@@ -207,7 +211,10 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 		for p, o := range starts {
 			offsets[p] = kgo.NewOffset().At(o)
 		}
-		kopts = append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+		// Should an offset fall out of range later (retention deleted
+		// it while we were reading), go on from the log start.
+		kopts = append(kopts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		if cf.exitAtEnd {
 			ends = make(map[int32]int64, len(starts))
 			for p, o := range starts {
@@ -224,6 +231,29 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 		return err
 	}
 	return consume(ctx, cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), format, cf, ends)
+}
+
+// groupAPIs are the requests a classic consumer group member sends.
+var groupAPIs = []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.OffsetFetch}
+
+// checkGroupSupport fails, naming the missing API, when the brokers do not
+// advertise consumer groups: a group member would otherwise retry forever.
+func checkGroupSupport(ctx context.Context, adm *kadm.Client) error {
+	versions, err := adm.ApiVersions(ctx)
+	if err != nil {
+		return fmt.Errorf("api versions: %w", err)
+	}
+	for _, v := range versions.Sorted() {
+		if v.Err != nil {
+			continue
+		}
+		for _, key := range groupAPIs {
+			if _, ok := v.KeyMaxVersion(key.Int16()); !ok {
+				return fmt.Errorf("broker %d does not support consumer groups (no %s in its ApiVersions); consume without --group", v.NodeID, key.Name())
+			}
+		}
+	}
+	return nil
 }
 
 // resolveStarts lists the partitions' log start and end offsets (and the

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -167,6 +168,11 @@ func runProduce(cmd *cobra.Command, opts *clientOptions, pf *produceFlags, topic
 	}
 	defer cl.Close()
 
+	if pf.partition >= 0 {
+		if err := checkPartition(ctx, cl, topic, pf.partition); err != nil {
+			return err
+		}
+	}
 	n, err := produceLines(ctx, cl, cmd.InOrStdin(), topic, pf, headers)
 	if !pf.quiet {
 		if err != nil {
@@ -229,4 +235,21 @@ func produceLines(ctx context.Context, cl *kgo.Client, in io.Reader, topic strin
 		errs = append(errs, fmt.Errorf("waiting for acknowledgements: %w", flushErr))
 	}
 	return acked, errors.Join(errs...)
+}
+
+// checkPartition fails if topic exists and has no such partition (a topic
+// that does not exist yet is left to auto-creation).
+func checkPartition(ctx context.Context, cl *kgo.Client, topic string, partition int32) error {
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: metadata: %w", topic, err)
+	}
+	td, ok := details[topic]
+	if !ok || td.Err != nil {
+		return nil
+	}
+	if _, ok := td.Partitions[partition]; !ok {
+		return fmt.Errorf("topic %s has no partition %d (it has %s)", topic, partition, plural(len(td.Partitions), "partition"))
+	}
+	return nil
 }

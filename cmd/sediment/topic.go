@@ -5,7 +5,9 @@ package main
 // CreatePartitions, IncrementalAlterConfigs, DeleteTopics).
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -99,6 +101,12 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 
 func isTopicExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
 
+// topicID prints a topic id as Kafka's tools do (Uuid.toString: URL-safe
+// base64 without padding), so it can be compared with kafka-topics.sh output.
+func topicID(id kadm.TopicID) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
 func plural(n int, word string) string {
 	if n == 1 {
 		return "1 " + word
@@ -146,7 +154,7 @@ func printTopicList(w io.Writer, details kadm.TopicDetails) error {
 			failed = append(failed, fmt.Errorf("topic %s: %w", t.Topic, t.Err))
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, len(t.Partitions), replicationFactor(t), t.ID)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, len(t.Partitions), replicationFactor(t), topicID(t.ID))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -180,12 +188,21 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 			defer adm.Close()
 			out := cmd.OutOrStdout()
 			var failed []error
-			for i, topic := range topics {
-				if i > 0 {
+			printed := false
+			for _, topic := range topics {
+				var buf bytes.Buffer
+				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
+					failed = append(failed, err)
+				}
+				if buf.Len() == 0 {
+					continue
+				}
+				if printed {
 					fmt.Fprintln(out)
 				}
-				if err := describeTopic(ctx, out, adm, topic, allConfigs); err != nil {
-					failed = append(failed, err)
+				printed = true
+				if _, err := out.Write(buf.Bytes()); err != nil {
+					return err
 				}
 			}
 			return errors.Join(failed...)
@@ -243,7 +260,7 @@ func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic str
 	}
 
 	fmt.Fprintf(w, "Topic: %s\nID: %s\nPartitions: %d\nReplication factor: %d\n",
-		t.Topic, t.ID, len(t.Partitions), replicationFactor(t))
+		t.Topic, topicID(t.ID), len(t.Partitions), replicationFactor(t))
 	if t.IsInternal {
 		fmt.Fprintln(w, "Internal: true")
 	}
