@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sediment-io/sediment/broker/group"
 )
@@ -219,9 +220,14 @@ func TestGroupRebalances(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		balancer kgo.GroupBalancer
+		opts     []kgo.Opt
 	}{
-		{"range", kgo.RangeBalancer()},
-		{"cooperative-sticky", kgo.CooperativeStickyBalancer()},
+		{"range", kgo.RangeBalancer(), nil},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer(), nil},
+		// Old protocol versions, as kafkajs, sarama and kafka-go send:
+		// JoinGroup v2, SyncGroup/Heartbeat/LeaveGroup v1, OffsetCommit
+		// and OffsetFetch v3, FindCoordinator v1.
+		{"range-kafka-0.11", kgo.RangeBalancer(), []kgo.Opt{kgo.MaxVersions(kversion.V0_11_0())}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := groupBroker(t, "")
@@ -232,11 +238,11 @@ func TestGroupRebalances(t *testing.T) {
 			ends := endOffsets(t, b, topic)
 
 			tr := newTracker()
-			bal := kgo.Balancers(tc.balancer)
-			a := startConsumer(t, b, "g-"+tc.name, topic, tr, bal, kgo.FetchMaxPartitionBytes(2000))
+			opts := append([]kgo.Opt{kgo.Balancers(tc.balancer), kgo.FetchMaxPartitionBytes(2000)}, tc.opts...)
+			a := startConsumer(t, b, "g-"+tc.name, topic, tr, opts...)
 			tr.waitTotal(t, 500)
-			m2 := startConsumer(t, b, "g-"+tc.name, topic, tr, bal, kgo.FetchMaxPartitionBytes(2000))
-			m3 := startConsumer(t, b, "g-"+tc.name, topic, tr, bal, kgo.FetchMaxPartitionBytes(2000))
+			m2 := startConsumer(t, b, "g-"+tc.name, topic, tr, opts...)
+			m3 := startConsumer(t, b, "g-"+tc.name, topic, tr, opts...)
 			tr.waitTotal(t, 2000)
 			m2.stop() // a clean leave: its partitions move to the others
 			tr.waitTotal(t, n)

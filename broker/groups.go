@@ -110,11 +110,27 @@ func (g *groups) close() {
 	g.c.Close()
 }
 
-// watch unloads the offsets partitions this broker stops leading as soon
-// as the metadata says so (partitions it gains load on their first request).
+// watch follows leadership of __consumer_offsets as Kafka's coordinator
+// does on election and resignation: at start and on every metadata change
+// it loads the partitions this broker leads (so groups are ready before the
+// first request after a restart or failover) and unloads the ones it no
+// longer leads.
 func (g *groups) watch(ctx context.Context) {
 	ch := g.b.meta.Watch(ctx, g.b.meta.State().Version)
 	for {
+		if t, ok := g.b.meta.State().Topic(offsetsTopic); ok {
+			for p := range t.Partitions {
+				g.ensurePartition(t, int32(p))
+			}
+		} else {
+			g.mu.Lock()
+			loaded := g.mu.loads
+			g.mu.loads = make(map[int32]*offsetsLoad)
+			g.mu.Unlock()
+			for p := range loaded {
+				g.c.Unload(p)
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -122,23 +138,6 @@ func (g *groups) watch(ctx context.Context) {
 			if !ok {
 				return
 			}
-		}
-		t, exists := g.b.meta.State().Topic(offsetsTopic)
-		g.mu.Lock()
-		var loaded []int32
-		for p := range g.mu.loads {
-			loaded = append(loaded, p)
-		}
-		g.mu.Unlock()
-		for _, p := range loaded {
-			if !exists {
-				g.mu.Lock()
-				delete(g.mu.loads, p)
-				g.mu.Unlock()
-				g.c.Unload(p)
-				continue
-			}
-			g.ensurePartition(t, p)
 		}
 	}
 }

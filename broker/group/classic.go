@@ -151,6 +151,7 @@ func (c *Coordinator) joinKnown(g *group, j joinArgs) {
 		delete(g.pending, id)
 		if g.full(c.cfg.MaxGroupSize) {
 			j.reply(joinError(j.req, kerr.GroupMaxSizeReached.Code))
+			c.tryCompleteJoin(g) // the rebalance no longer waits for this id
 			c.maybeDropUnused(g)
 			return
 		}
