@@ -287,13 +287,22 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if strings.Join(got, ",") != "later-1,later-2" {
 		t.Fatalf("read_committed got %v", got)
 	}
+	// The markers are out; the completion is logged right after.
 	adm := kadm.NewClient(newClient(t, b))
-	ds, err := adm.DescribeTransactions(ctx, "stalls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if d, _ := ds["stalls"]; d.State != "CompleteAbort" || d.ProducerEpoch != 1 {
-		t.Fatalf("describe: %+v", d)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ds, err := adm.DescribeTransactions(ctx, "stalls")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := ds["stalls"]
+		if d.State == "CompleteAbort" && d.ProducerEpoch == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("describe: %+v", d)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
 	// The stalled producer was fenced.
 	if err := stalled.EndTransaction(ctx, kgo.TryCommit); err == nil {
