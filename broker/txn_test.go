@@ -346,7 +346,6 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 			kgo.ConsumeTopics("in"),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 			kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.RequireStableFetchOffsets(),
 			kgo.RecordPartitioner(kgo.ManualPartitioner()),
 			kgo.FetchMaxWait(100*time.Millisecond),
 			kgo.SessionTimeout(3*time.Second),
