@@ -28,8 +28,11 @@ import (
 // Transactional batches (KIP-98) go through the same producer-state check,
 // which also records the first offset of the producer's open transaction
 // (the last stable offset stays below it) and refuses an older epoch with
-// PRODUCER_FENCED (producers.go, txns.go). The partition is trusted to have
-// been added to the transaction (no KIP-890 verification yet).
+// PRODUCER_FENCED (producers.go, txns.go). The first transactional batch
+// of a producer in a partition is checked against the transaction
+// coordinator when that is this broker (KIP-890 part 1): a write outside
+// the producer's open transaction (a late retry after the commit) gets
+// INVALID_TXN_STATE instead of opening a transaction nobody will end.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -120,6 +123,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	topic := p.topicConfigs(st)
 	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
 		return errNotEnoughReplicas
+	}
+	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records); err != nil {
+		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)

@@ -63,6 +63,7 @@ var errorTable = []struct {
 	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{errProducerFenced, kerr.InvalidProducerEpoch},
 	{errTxnProducerFenced, kerr.ProducerFenced},
+	{errTxnNotOpen, kerr.InvalidTxnState},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"strings"
 	"sync"
 	"testing"
@@ -464,6 +465,59 @@ func TestTxnAbortHanging(t *testing.T) {
 	plain := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceAll(t, plain, []*kgo.Record{rec("hang", 0, "after")})
 	if got := readValues(t, b, "hang", 1, true); len(got) != 1 || got[0] != "after" {
+		t.Fatalf("read_committed got %v", got)
+	}
+}
+
+// TestTxnLateWriteRefused: a transactional write that arrives after its
+// transaction committed (a delayed retry, KAFKA-17754's shape) is refused
+// and does not hold the LSO back.
+func TestTxnLateWriteRefused(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "late", 1, nil)
+	cl := txnClient(t, b, "late", kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceTxn(t, cl, "late", 0, true, "a", "b")
+	ctx := testCtx(t)
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Wait for the commit marker (the LSO reaches the end).
+	deadline := time.Now().Add(10 * time.Second)
+	for fp := rawFetch(t, b, "late", 1); fp.LastStableOffset != 3; fp = rawFetch(t, b, "late", 1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("LSO %d", fp.LastStableOffset)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+	body := (&kmsg.Record{Value: []byte("late")}).AppendTo(nil)
+	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: 2, NumRecords: 1, Records: body}
+	batch := rb.AppendTo(nil)
+	putU32(batch[8:], uint32(len(batch)-12))
+	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	id := "late"
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "late"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
+		t.Fatalf("late write: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if fp := rawFetch(t, b, "late", 1); fp.LastStableOffset != 3 || fp.HighWatermark != 3 {
+		t.Fatalf("LSO %d HW %d after the late write", fp.LastStableOffset, fp.HighWatermark)
+	}
+	// The producer's next transaction works.
+	produceTxn(t, cl, "late", 0, true, "c")
+	if got := readValues(t, b, "late", 3, true); strings.Join(got, ",") != "a,b,c" {
 		t.Fatalf("read_committed got %v", got)
 	}
 }

@@ -670,3 +670,43 @@ func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(txnEndedDesc, prometheus.CounterValue, float64(n), outcome)
 	}
 }
+
+var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")
+
+// verifyTxnWrite is KIP-890 part 1's check of a transactional batch, made
+// when the id's coordinator is on this broker: the producer's first batch
+// in a partition must belong to its open transaction, which must include
+// the partition. A write that comes after its transaction ended (a delayed
+// retry) is refused instead of opening a transaction that no marker will
+// end. A coordinator elsewhere, or one still loading, is not asked.
+// (Left open: an EndTxn that completes between this check and the append.)
+func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) error {
+	if txnID == nil || len(records) < hotlog.BatchHeaderSize {
+		return nil
+	}
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil || !h.IsTransactional() || h.IsControl() {
+		return nil
+	}
+	p.mu.Lock()
+	e := p.mu.producers.m[h.ProducerID]
+	open := e != nil && e.epoch == h.ProducerEpoch && e.txnFirstOffset >= 0
+	p.mu.Unlock()
+	if open {
+		return nil
+	}
+	if _, ready, ok := b.txns.c.Loaded(b.txns.c.PartitionFor(*txnID)); !ok || !ready {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	code, err := b.txns.c.CheckProducer(ctx, *txnID, h.ProducerID, h.ProducerEpoch, txn.TopicPartition{Topic: p.topic, Partition: p.id})
+	switch {
+	case err != nil, code == 0, code == kerr.NotCoordinator.Code, code == kerr.CoordinatorLoadInProgress.Code:
+		return nil
+	case code == kerr.ProducerFenced.Code:
+		return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+	default:
+		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, *txnID, p.topic, p.id)
+	}
+}
