@@ -471,18 +471,54 @@ func (t *txns) endOffsets(part int32, producerID int64, commit bool) {
 	}
 }
 
-// offsetsReplay replays __consumer_offsets with transactions in mind:
-// transactional records wait for their producer's marker (a commit passes
-// them on at the marker's position, an abort drops them) and those still
-// open at the end are kept for the marker to come.
-type offsetsReplay struct {
-	t       *txns
-	part    int32
-	pending map[int64][]group.Record
+// replayOffsets replays a __consumer_offsets partition with transactions
+// in mind: a transactional record takes effect at its producer's commit
+// marker (and is dropped at an abort), and those still open at the end are
+// kept for the marker to come (endOffsets). The last stretch of the log is
+// read under t.mu, which endOffsets also takes: a marker appended before
+// that read is seen by the replay; one appended after it finds its records
+// kept (and the group coordinator, still loading, applies them once
+// loaded).
+func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn func(key, value []byte) error) error {
+	r := &offsetsReplay{pending: make(map[int64][]group.Record)}
+	off := p.log.LogStartOffset()
+	read := func(end int64) error {
+		for off < end {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			data, err := p.log.ReadBytes(off, 1<<20, end)
+			if err != nil {
+				return err
+			}
+			if len(data) == 0 {
+				return nil
+			}
+			next, err := r.replay(data, off, fn)
+			if err != nil {
+				return err
+			}
+			if next <= off {
+				return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, part, off)
+			}
+			off = next
+		}
+		return nil
+	}
+	if err := read(p.log.HighWatermark()); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := read(p.log.HighWatermark()); err != nil {
+		return err
+	}
+	t.mu.offsets[part] = r.pending
+	return nil
 }
 
-func (t *txns) offsetsReplay(part int32) *offsetsReplay {
-	return &offsetsReplay{t: t, part: part, pending: make(map[int64][]group.Record)}
+type offsetsReplay struct {
+	pending map[int64][]group.Record
 }
 
 func (r *offsetsReplay) replay(data []byte, off int64, fn func(key, value []byte) error) (int64, error) {
@@ -530,13 +566,6 @@ func (r *offsetsReplay) replay(data []byte, off int64, fn func(key, value []byte
 		}
 	}
 	return next, nil
-}
-
-// finish keeps the transactions still open at the end of the replay.
-func (r *offsetsReplay) finish() {
-	r.t.mu.Lock()
-	defer r.t.mu.Unlock()
-	r.t.mu.offsets[r.part] = r.pending
 }
 
 // Control batches (transaction markers), as Kafka writes them: attributes

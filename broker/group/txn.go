@@ -97,29 +97,53 @@ func (c *Coordinator) EndTxnOffsets(ctx context.Context, partitionID int32, reco
 	_, err := submit(ctx, c, func(reply func(struct{})) {
 		defer reply(struct{}{})
 		p := c.partitions[partitionID]
-		if p == nil || p.loading {
+		if p == nil {
 			return // a later load replays the log, marker included
 		}
-		for _, rec := range records {
-			r, err := decodeRecord(rec.Key, rec.Value)
-			if err != nil || r.kind != keyOffsetCommitV1 || r.offset == nil {
-				continue
-			}
-			tp := topicPartition{r.topic, r.partition}
-			g := p.groups[r.group]
-			if g != nil && g.pendingCommits[tp] > 0 {
-				if g.pendingCommits[tp]--; g.pendingCommits[tp] == 0 {
-					delete(g.pendingCommits, tp)
-				}
-			}
-			if !commit {
-				continue
-			}
-			if g == nil {
-				g = c.newGroup(p, r.group)
-			}
-			g.offsets[tp] = *r.offset
+		if p.loading {
+			// The replay may have read past the marker or not: apply
+			// once loaded (applying a commit twice changes nothing).
+			p.txnEnds = append(p.txnEnds, txnEnd{records: records, commit: commit})
+			return
 		}
+		c.endTxnOffsets(p, records, commit)
 	})
 	return err
+}
+
+type txnEnd struct {
+	records []Record
+	commit  bool
+}
+
+// applyTxnEnds applies what EndTxnOffsets kept during the load. It must run
+// on the loop.
+func (c *Coordinator) applyTxnEnds(p *partition) {
+	for _, e := range p.txnEnds {
+		c.endTxnOffsets(p, e.records, e.commit)
+	}
+	p.txnEnds = nil
+}
+
+func (c *Coordinator) endTxnOffsets(p *partition, records []Record, commit bool) {
+	for _, rec := range records {
+		r, err := decodeRecord(rec.Key, rec.Value)
+		if err != nil || r.kind != keyOffsetCommitV1 || r.offset == nil {
+			continue
+		}
+		tp := topicPartition{r.topic, r.partition}
+		g := p.groups[r.group]
+		if g != nil && g.pendingCommits[tp] > 0 {
+			if g.pendingCommits[tp]--; g.pendingCommits[tp] == 0 {
+				delete(g.pendingCommits, tp)
+			}
+		}
+		if !commit {
+			continue
+		}
+		if g == nil {
+			g = c.newGroup(p, r.group)
+		}
+		g.offsets[tp] = *r.offset
+	}
 }
