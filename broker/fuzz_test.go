@@ -88,12 +88,12 @@ func FuzzRequestStream(f *testing.F) {
 // round-trips what it accepts.
 func FuzzProducerSnapshot(f *testing.F) {
 	s := newProducerState()
-	s.apply(batchInfo{producerID: 7, producerEpoch: 1, baseSequence: 0, records: 3, maxTimestamp: 5}, 10, 12)
-	s.apply(batchInfo{producerID: 9, producerEpoch: 0, baseSequence: 0, records: 1}, 13, 13)
+	s.apply(batchInfo{producerID: 7, producerEpoch: 1, baseSequence: 0, records: 3, maxTimestamp: 5}, 10, 12, 100)
+	s.apply(batchInfo{producerID: 9, producerEpoch: 0, baseSequence: 0, records: 1}, 13, 13, 100)
 	f.Add(s.marshal())
-	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: 0, records: 2, transactional: true}, 14, 15)
-	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: -1, records: 1, transactional: true, control: true}, 16, 16)
-	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: 0, records: 1, transactional: true}, 17, 17)
+	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: 0, records: 2, transactional: true}, 14, 15, 1000)
+	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: -1, records: 1, transactional: true, control: true}, 16, 16, 1000)
+	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: 0, records: 1, transactional: true}, 17, 17, 1000)
 	f.Add(s.marshal())
 	f.Add([]byte{1, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})

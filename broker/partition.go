@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
@@ -115,7 +116,7 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 			if err := p.mu.producers.check(info); err != nil {
 				return err
 			}
-			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta))
+			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
 			return nil
 		},
 	}
@@ -191,7 +192,7 @@ func (p *partition) loadProducers() error {
 					info.commit, info.control = controlType(b[:h.Size()])
 				}
 				if !h.IsControl() || info.control {
-					st.apply(info, h.BaseOffset, h.LastOffset())
+					st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 				}
 			}
 			next = h.LastOffset() + 1

@@ -48,6 +48,9 @@ type producerEntry struct {
 	// txnFirstOffset is the first offset of the producer's open
 	// transaction in this partition, -1 if none (snapshot v2).
 	txnFirstOffset int64
+	// lastAppendMs is the broker's clock at the producer's last append
+	// (after a restart: its last batch timestamp), for expiry.
+	lastAppendMs int64
 }
 
 // abortedTxn is one aborted transaction of the partition (Kafka's
@@ -150,8 +153,8 @@ func (s *producerState) check(b batchInfo) error {
 	return nil
 }
 
-// apply records an appended batch.
-func (s *producerState) apply(b batchInfo, firstOffset, lastOffset int64) {
+// apply records an appended batch at the broker's time nowMs.
+func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64) {
 	if b.producerID < 0 {
 		return
 	}
@@ -166,6 +169,9 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset int64) {
 	}
 	if b.maxTimestamp > e.lastTimestamp {
 		e.lastTimestamp = b.maxTimestamp
+	}
+	if nowMs > e.lastAppendMs {
+		e.lastAppendMs = nowMs
 	}
 	if b.control {
 		if e.txnFirstOffset >= 0 && !b.commit {
@@ -222,6 +228,23 @@ func (s *producerState) trimAborted(logStart int64) {
 	if i > 0 {
 		s.aborted = append([]abortedTxn(nil), s.aborted[i:]...)
 	}
+}
+
+// expire forgets producers that have not appended since cutoffMs (Kafka's
+// producer.id.expiration.ms): the state, and its snapshots, stay bounded by
+// the producers active recently. An expired producer's next batch must
+// start a new sequence (its client gets OUT_OF_ORDER_SEQUENCE_NUMBER and
+// bumps its epoch, as with Kafka).
+func (s *producerState) expire(cutoffMs int64) int {
+	n := 0
+	for id, e := range s.m {
+		// A producer with an open transaction stays until its marker.
+		if e.lastAppendMs < cutoffMs && e.txnFirstOffset < 0 {
+			delete(s.m, id)
+			n++
+		}
+	}
+	return n
 }
 
 // entries returns the producers sorted by id.
@@ -284,6 +307,7 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			lastTimestamp:  int64(binary.BigEndian.Uint64(b[10:])),
 			txnFirstOffset: -1,
 		}
+		e.lastAppendMs = e.lastTimestamp
 		nb := int(b[18])
 		b = b[19:]
 		if nb > producerBatchesKept || len(b) < nb*24 {

@@ -20,7 +20,7 @@ func TestProducerStateSequences(t *testing.T) {
 		if err := s.check(b(0, seq, 4)); err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		s.apply(b(0, seq, 4), off, off+3)
+		s.apply(b(0, seq, 4), off, off+3, 1000)
 		off += 4
 	}
 	// The last five batches are duplicates answered with their offsets.
@@ -42,13 +42,13 @@ func TestProducerStateSequences(t *testing.T) {
 	if err := s.check(b(1, 0, 1)); err != nil {
 		t.Fatalf("new epoch at 0: %v", err)
 	}
-	s.apply(b(1, 0, 1), off, off)
+	s.apply(b(1, 0, 1), off, off, 2000)
 	if err := s.check(b(0, 40, 1)); !errors.Is(err, errProducerFenced) {
 		t.Fatalf("old epoch: %v", err)
 	}
 	// Wrap-around at MaxInt32.
 	w := newProducerState()
-	w.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 0, 0)
+	w.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 0, 0, 1000)
 	w.m[2].batches[0].lastSeq = 1<<31 - 1
 	if err := w.check(batchInfo{producerID: 2, baseSequence: 0, records: 1}); err != nil {
 		t.Fatalf("sequence wrap: %v", err)
@@ -56,6 +56,11 @@ func TestProducerStateSequences(t *testing.T) {
 	st, err := unmarshalProducerState(s.marshal())
 	if err != nil || len(st.m) != 1 || st.m[1].epoch != 1 {
 		t.Fatalf("snapshot round trip: %v %+v", err, st)
+	}
+	// Expiry: producer 1 appended last at 2000, producer 2 at 1000.
+	s.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 50, 50, 1000)
+	if n := s.expire(1500); n != 1 || s.m[1] == nil || s.m[2] != nil {
+		t.Fatalf("expire(1500) removed %d, left %v", n, s.m)
 	}
 }
 
@@ -70,17 +75,17 @@ func TestProducerStateTransactions(t *testing.T) {
 	if s.firstUnstable() != -1 {
 		t.Fatal("empty state has an open transaction")
 	}
-	s.apply(data(1, 0, 0), 10, 11)
-	s.apply(data(2, 0, 0), 12, 13)
-	s.apply(data(1, 0, 2), 14, 15)
+	s.apply(data(1, 0, 0), 10, 11, 1000)
+	s.apply(data(2, 0, 0), 12, 13, 1000)
+	s.apply(data(1, 0, 2), 14, 15, 1000)
 	if got := s.firstUnstable(); got != 10 {
 		t.Fatalf("first unstable %d, want 10", got)
 	}
-	s.apply(marker(1, 0, false), 16, 16) // abort producer 1's [10, 16]
+	s.apply(marker(1, 0, false), 16, 16, 1000) // abort producer 1's [10, 16]
 	if got := s.firstUnstable(); got != 12 {
 		t.Fatalf("first unstable %d, want 12", got)
 	}
-	s.apply(marker(2, 0, true), 17, 17)
+	s.apply(marker(2, 0, true), 17, 17, 1000)
 	if got := s.firstUnstable(); got != -1 {
 		t.Fatalf("first unstable %d after both ended", got)
 	}
@@ -94,19 +99,29 @@ func TestProducerStateTransactions(t *testing.T) {
 		t.Fatalf("aborted before the transaction %+v", a)
 	}
 	// A marker with a bumped epoch (a fenced abort) fences the old one.
-	s.apply(data(3, 0, 0), 18, 19)
+	s.apply(data(3, 0, 0), 18, 19, 1000)
 	if err := s.check(marker(3, 1, false)); err != nil {
 		t.Fatal(err)
 	}
-	s.apply(marker(3, 1, false), 20, 20)
+	s.apply(marker(3, 1, false), 20, 20, 1000)
 	if err := s.check(data(3, 0, 2)); !errors.Is(err, errTxnProducerFenced) {
 		t.Fatalf("write of the fenced epoch: %v", err)
 	}
 	if err := s.check(marker(3, 0, true)); !errors.Is(err, errTxnProducerFenced) {
 		t.Fatalf("stale marker: %v", err)
 	}
+	// Expiry keeps a producer whose transaction is open.
+	s.apply(data(5, 0, 0), 30, 31, 1)
+	if s.expire(1500) == 0 || s.m[5] == nil {
+		t.Fatalf("expiry: producer with an open transaction dropped (%v)", s.m[5])
+	}
+	s.apply(marker(5, 0, false), 32, 32, 1)
+	if s.expire(1500); s.m[5] != nil {
+		t.Fatal("expiry kept an idle producer without a transaction")
+	}
 	// The snapshot keeps open transactions and aborted ones.
-	s.apply(data(4, 0, 0), 21, 22)
+	s.apply(data(4, 0, 0), 21, 22, 1000)
+	s.aborted = s.aborted[:2]
 	st, err := unmarshalProducerState(s.marshal())
 	if err != nil {
 		t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
 )
 
 // brokerSetting is one configuration key: its flag, default and help.
@@ -55,6 +56,7 @@ var brokerSettings = []brokerSetting{
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
+	{"producer-id-expiration", 24 * time.Hour, "producer.id.expiration.ms: forget idempotent producers idle this long"},
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
 	{"offsets-topic-num-partitions", 50, "offsets.topic.num.partitions: partitions of __consumer_offsets (fixed once created)"},
 	{"group-initial-rebalance-delay", 3 * time.Second, "group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits for members"},
@@ -62,6 +64,9 @@ var brokerSettings = []brokerSetting{
 	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
 	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
 	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
+	{"transaction-state-log-num-partitions", 50, "transaction.state.log.num.partitions: partitions of __transaction_state (fixed once created)"},
+	{"transaction-max-timeout", 15 * time.Minute, "transaction.max.timeout.ms: the largest transaction.timeout.ms a producer may ask for"},
+	{"transaction-abort-interval", 10 * time.Second, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often open transactions are checked for timeout"},
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
@@ -188,6 +193,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		LogFlush:                 v.GetString("log-flush"),
 		LogFlushInterval:         v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:          v.GetDuration("shutdown-timeout"),
+		ProducerIDExpiration:     v.GetDuration("producer-id-expiration"),
 		Groups: group.Config{
 			Partitions:            v.GetInt32("offsets-topic-num-partitions"),
 			InitialRebalanceDelay: noDelayIsNegative(v.GetDuration("group-initial-rebalance-delay")),
@@ -195,6 +201,11 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			MaxSessionTimeout:     v.GetDuration("group-max-session-timeout"),
 			MaxGroupSize:          v.GetInt("group-max-size"),
 			OffsetsRetention:      v.GetDuration("offsets-retention"),
+		},
+		Transactions: txn.Config{
+			Partitions:    v.GetInt32("transaction-state-log-num-partitions"),
+			MaxTimeout:    v.GetDuration("transaction-max-timeout"),
+			AbortInterval: v.GetDuration("transaction-abort-interval"),
 		},
 		Logger: log,
 	}, nil
