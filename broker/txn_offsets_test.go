@@ -139,6 +139,9 @@ func TestTxnOffsetCommitVisibleOnCommit(t *testing.T) {
 	if off, code := fetchOffset(t, reader, "g", false); off != 42 || code != 0 {
 		t.Fatalf("after restart, before commit: offset %d code %v", off, kerr.ErrorForCode(code))
 	}
+	if _, code := fetchOffset(t, reader, "g", true); code != kerr.UnstableOffsetCommit.Code {
+		t.Fatalf("after restart, require stable before commit: %v", kerr.ErrorForCode(code))
+	}
 	// The producer is gone; end its transaction through the coordinator
 	// as its own client would (EndTxn with its id and epoch).
 	pid, epoch := transactionalProducer(t, b, "offsets")

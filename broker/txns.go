@@ -514,6 +514,14 @@ func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn f
 		return err
 	}
 	t.mu.offsets[part] = r.pending
+	var open []group.Record
+	for _, recs := range r.pending {
+		open = append(open, recs...)
+	}
+	if len(open) > 0 {
+		// Still open: pending for RequireStable readers until the marker.
+		return t.b.groups.c.PendingTxnOffsets(ctx, part, open)
+	}
 	return nil
 }
 

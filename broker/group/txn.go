@@ -114,13 +114,52 @@ func (c *Coordinator) EndTxnOffsets(ctx context.Context, partitionID int32, reco
 type txnEnd struct {
 	records []Record
 	commit  bool
+	pending bool // from PendingTxnOffsets, not an end
 }
 
-// applyTxnEnds applies what EndTxnOffsets kept during the load. It must run
-// on the loop.
+// PendingTxnOffsets marks transactional offset records that a replay found
+// without their marker as pending commits (so OffsetFetch with
+// RequireStable answers UNSTABLE_OFFSET_COMMIT for them until
+// EndTxnOffsets). The broker calls it while the partition loads.
+func (c *Coordinator) PendingTxnOffsets(ctx context.Context, partitionID int32, records []Record) error {
+	_, err := submit(ctx, c, func(reply func(struct{})) {
+		defer reply(struct{}{})
+		p := c.partitions[partitionID]
+		if p == nil {
+			return
+		}
+		if p.loading {
+			p.txnEnds = append(p.txnEnds, txnEnd{records: records, pending: true})
+			return
+		}
+		c.pendTxnOffsets(p, records)
+	})
+	return err
+}
+
+func (c *Coordinator) pendTxnOffsets(p *partition, records []Record) {
+	for _, rec := range records {
+		r, err := decodeRecord(rec.Key, rec.Value)
+		if err != nil || r.kind != keyOffsetCommitV1 || r.offset == nil {
+			continue
+		}
+		g := p.groups[r.group]
+		if g == nil {
+			g = c.newGroup(p, r.group)
+		}
+		g.pendingCommits[topicPartition{r.topic, r.partition}]++
+	}
+}
+
+// applyTxnEnds applies, in order, what PendingTxnOffsets and EndTxnOffsets
+// kept during the load. It must run on the loop.
 func (c *Coordinator) applyTxnEnds(p *partition) {
 	for _, e := range p.txnEnds {
-		c.endTxnOffsets(p, e.records, e.commit)
+		if e.pending {
+			c.pendTxnOffsets(p, e.records)
+		} else {
+			c.endTxnOffsets(p, e.records, e.commit)
+		}
 	}
 	p.txnEnds = nil
 }
