@@ -25,6 +25,14 @@ import (
 // overlap, and a request's partitions append concurrently. acks=-1 waits
 // for the in-sync replicas (here the leader alone, so it equals acks=1
 // apart from the min.insync.replicas check); acks=0 sends no reply.
+// Transactional batches (KIP-98) go through the same producer-state check,
+// which also records the first offset of the producer's open transaction
+// (the last stable offset stays below it) and refuses an older epoch with
+// PRODUCER_FENCED (producers.go, txns.go). The first transactional batch
+// of a producer in a partition is checked against the transaction
+// coordinator when that is this broker (KIP-890 part 1): a write outside
+// the producer's open transaction (a late retry after the commit) gets
+// INVALID_TXN_STATE instead of opening a transaction nobody will end.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -38,10 +46,6 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	var ackErr error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = errInvalidRequiredAcks
-	}
-	if req.TransactionID != nil {
-		// Transactions come with the transaction coordinator.
-		ackErr = kerr.TransactionalIDAuthorizationFailed
 	}
 	st := b.meta.State()
 	// Partitions append concurrently (their fsyncs overlap); the next
@@ -119,6 +123,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	topic := p.topicConfigs(st)
 	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
 		return errNotEnoughReplicas
+	}
+	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records); err != nil {
+		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)

@@ -29,8 +29,9 @@ import (
 // Zero copy: record bytes are not read; each partition's batches are hotlog
 // regions that the connection writer sends with sendfile(2) (zerocopy.go).
 // Only offsets below the high watermark are visible (read_uncommitted);
-// without transactions the last stable offset equals it, so read_committed
-// reads the same and gets no aborted transactions.
+// read_committed (isolation level 1) reads only below the last stable
+// offset and gets the aborted transactions that overlap what it reads
+// (txns.go), so the client drops their records.
 
 func init() { regKey(1, 4, 18).handler = handleFetch }
 
@@ -115,7 +116,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := readFetchParts(resp, parts, maxBytes)
+		total, failed := readFetchParts(resp, parts, maxBytes, req.IsolationLevel == 1)
 		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
@@ -174,13 +175,18 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64) (total int64, failed bool) {
+func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		l := fp.p.log
+		lso := fp.p.lastStableOffset()
 		hw := l.HighWatermark()
 		rp.ErrorCode = 0
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, lso, l.LogStartOffset()
+		rp.AbortedTransactions = nil
+		if readCommitted {
+			hw = lso // the visible end
+		}
 		fp.res = nil
 		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -205,6 +211,9 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 		}
 		fp.res = res
 		total += res.Size
+		if readCommitted {
+			rp.AbortedTransactions = fp.p.abortedTxns(fp.offset, hw)
+		}
 	}
 	return total, failed
 }

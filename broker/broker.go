@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -70,6 +71,10 @@ type Config struct {
 	// group.initial.rebalance.delay.ms, session timeout bounds,
 	// offsets.retention.minutes, …); zero values take Kafka's defaults.
 	Groups group.Config
+	// Transactions configures the transaction coordinator
+	// (transaction.state.log.num.partitions, transaction.max.timeout.ms,
+	// the timed-out transaction check interval); Broker is set by New.
+	Transactions txn.Config
 
 	// ProducerSnapshotInterval is how often partitions that grew write a
 	// producer-state snapshot [1m].
@@ -176,6 +181,7 @@ type Broker struct {
 	store  *store
 	meta   *metadata.Node
 	groups *groups // the group coordinator (groups.go)
+	txns   *txns   // the transaction coordinator (txns.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
 }
@@ -219,6 +225,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.store, b.meta = st, st.meta
 	b.groups = newGroups(b)
+	b.txns = newTxns(b)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
@@ -324,6 +331,9 @@ func (b *Broker) Close() error {
 	if b.groups != nil {
 		// First: requests waiting in JoinGroup/SyncGroup answer at once.
 		b.groups.close()
+	}
+	if b.txns != nil {
+		b.txns.close()
 	}
 	conns := make([]*conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {

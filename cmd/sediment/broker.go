@@ -25,6 +25,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
 )
 
 // brokerSetting is one configuration key: its flag, default and help.
@@ -63,6 +64,9 @@ var brokerSettings = []brokerSetting{
 	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
 	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
 	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
+	{"transaction-state-log-num-partitions", 50, "transaction.state.log.num.partitions: partitions of __transaction_state (fixed once created)"},
+	{"transaction-max-timeout", 15 * time.Minute, "transaction.max.timeout.ms: the largest transaction.timeout.ms a producer may ask for"},
+	{"transaction-abort-interval", 10 * time.Second, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often open transactions are checked for timeout"},
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
@@ -197,6 +201,11 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			MaxSessionTimeout:     v.GetDuration("group-max-session-timeout"),
 			MaxGroupSize:          v.GetInt("group-max-size"),
 			OffsetsRetention:      v.GetDuration("offsets-retention"),
+		},
+		Transactions: txn.Config{
+			Partitions:    v.GetInt32("transaction-state-log-num-partitions"),
+			MaxTimeout:    v.GetDuration("transaction-max-timeout"),
+			AbortInterval: v.GetDuration("transaction-abort-interval"),
 		},
 		Logger: log,
 	}, nil

@@ -27,5 +27,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newProduceCmd())
 	root.AddCommand(newConsumeCmd())
 	root.AddCommand(newGroupCmd())
+	root.AddCommand(newTxnCmd())
 	return root
 }
