@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -114,13 +115,23 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		return err
 	}
 	topic := p.topicConfigs(st)
-	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
+	// Replication (replication.go): acks=all needs min.insync.replicas in
+	// the ISR before appending, and waits for the high watermark after.
+	epoch := p.leaderEpoch()
+	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
 	if err != nil {
 		return err
+	}
+	if acks == -1 {
+		h, _ := hotlog.ParseBatchHeader(pt.Records)
+		timeout := time.Duration(max(r.Msg.(*kmsg.ProduceRequest).TimeoutMillis, 0)) * time.Millisecond
+		if err := p.waitCommitted(res.baseOffset+int64(h.LastOffsetDelta), epoch, time.Now().Add(timeout), b.stopping); err != nil {
+			return err
+		}
 	}
 	rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
 	rp.LogStartOffset = p.log.LogStartOffset()

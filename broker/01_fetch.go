@@ -40,6 +40,7 @@ type fetchPart struct {
 	offset            int64
 	maxBytes          int32
 	res               *hotlog.ReadResult
+	replica           bool // a follower's fetch: read to the log end
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -50,6 +51,12 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		return &Reply{Msg: resp}, nil
 	}
 	st := b.meta.State()
+	// A follower's fetch (replica id set) reads to the log end and reports
+	// its own log end (replication.go).
+	replicaID := req.ReplicaID
+	if r.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
 	var parts []*fetchPart
 	for ti, t := range req.Topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -82,7 +89,10 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 					rp.ErrorCode = errCode(err)
 				}
 			} else {
-				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes})
+				if replicaID >= 0 {
+					p.recordFollowerFetch(replicaID, pt.FetchOffset)
+				}
+				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -170,10 +180,14 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 			continue
 		}
 		remaining := maxBytes - total
-		if fp.offset >= hw || remaining <= 0 || fp.maxBytes <= 0 {
+		limit := hw
+		if fp.replica {
+			limit = l.LogEndOffset()
+		}
+		if fp.offset >= limit || remaining <= 0 || fp.maxBytes <= 0 {
 			continue
 		}
-		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), hw)
+		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), limit)
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true
