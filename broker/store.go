@@ -109,6 +109,13 @@ func openStore(b *Broker) (*store, error) {
 		return nil, fmt.Errorf("broker: registering: %w", err)
 	}
 	s.brokerEpoch = res.BrokerEpoch
+	// A voter that was down may still be replaying the metadata log: what
+	// follows (stray directories, leaderships) needs the state as of the
+	// registration.
+	if _, err := meta.WaitForVersion(ctx, res.Version); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: catching up with the metadata log: %w", err)
+	}
 	if err := writeFileSync(epochFile, []byte(strconv.FormatInt(res.BrokerEpoch, 10)+"\n")); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: %w", err)

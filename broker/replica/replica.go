@@ -156,7 +156,7 @@ func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration
 			changed = true // shrink
 		case in:
 			out = append(out, r)
-		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart:
+		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag:
 			out = append(out, r) // expand
 			changed = true
 		}
