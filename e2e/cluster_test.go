@@ -164,16 +164,23 @@ func replicaLog(b *Broker, topic string, partition int32) []byte {
 func (c *Cluster) WaitIdenticalReplicas(t testing.TB, topic string, partitions int32, timeout time.Duration) {
 	t.Helper()
 	for p := range partitions {
-		waitFor(t, timeout, fmt.Sprintf("identical replicas of %s-%d", topic, p), func() bool {
-			first := replicaLog(c.Brokers[0], topic, p)
-			for _, b := range c.Brokers[1:] {
-				if !bytes.Equal(first, replicaLog(b, topic, p)) {
-					return false
-				}
-			}
-			return len(first) > 0
-		})
+		c.WaitIdenticalReplicasOf(t, topic, p, c.Brokers, timeout)
 	}
+}
+
+// WaitIdenticalReplicasOf waits until the given replicas of one partition
+// hold the same log bytes.
+func (c *Cluster) WaitIdenticalReplicasOf(t testing.TB, topic string, p int32, replicas []*Broker, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("identical replicas of %s-%d", topic, p), func() bool {
+		first := replicaLog(replicas[0], topic, p)
+		for _, b := range replicas[1:] {
+			if !bytes.Equal(first, replicaLog(b, topic, p)) {
+				return false
+			}
+		}
+		return len(first) > 0
+	})
 }
 
 // ackedRecord is a record the producer got an acknowledgement for.
@@ -341,16 +348,17 @@ func TestReplicationLeaderKills(t *testing.T) {
 }
 
 // TestReplicationMinISR: with min.insync.replicas=2 and only one live
-// replica, acks=all writes are refused (and nothing is appended); they are
-// accepted again once a replica returns. A killed follower catches up and
-// rejoins the ISR.
+// replica (replication factor 2, so that the third broker keeps the metadata
+// quorum), acks=all writes are refused and nothing is appended; a killed
+// follower catches up, rejoins the ISR, and acks=all writes are accepted
+// again.
 func TestReplicationMinISR(t *testing.T) {
 	c := StartCluster(t, 3)
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "minisr"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -359,43 +367,39 @@ func TestReplicationMinISR(t *testing.T) {
 	}
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	leader := ps[0].Leader
-	var followers []*Broker
+	var follower *Broker
 	for _, r := range ps[0].Replicas {
 		if r != leader {
-			followers = append(followers, c.Broker(r))
+			follower = c.Broker(r)
 		}
 	}
-	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(0), kgo.RequestRetries(0))
-	produce := func(v string) error {
+	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(3),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	one := c.Client(t, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produce := func(cl *kgo.Client, v string) error {
 		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
-		return prod.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr()
+		return cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr()
 	}
-	if err := produce("first"); err != nil {
+	if err := produce(prod, "first"); err != nil {
 		t.Fatal(err)
 	}
-	// A follower killed and restarted catches up and rejoins the ISR.
-	followers[0].Kill()
+	follower.Kill()
 	for i := range 50 {
-		produce(fmt.Sprintf("while-down-%d", i)) //nolint:errcheck // may see a moment of retriable errors
+		if err := produce(one, fmt.Sprintf("while-down-%d", i)); err != nil {
+			t.Fatalf("acks=1 with the follower down: %v", err)
+		}
 	}
-	followers[0].Start()
-	c.WaitFullISR(t, adm, topic, 60*time.Second)
-	c.WaitIdenticalReplicas(t, topic, 1, 30*time.Second)
-
-	// Both followers down: only the leader is left in the ISR.
-	followers[0].Kill()
-	followers[1].Kill()
 	waitFor(t, 60*time.Second, "the ISR to shrink to the leader", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()
-		ps, err := c.Partitions(ctx, kadm.NewClient(c.Broker(leader).Client(t)), topic)
+		ps, err := c.Partitions(ctx, adm, topic)
 		return err == nil && slices.Equal(ps[0].ISR, []int32{leader})
 	})
 	end := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		o, err := kadm.NewClient(c.Broker(leader).Client(t)).ListEndOffsets(ctx, topic)
+		o, err := adm.ListEndOffsets(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,17 +407,19 @@ func TestReplicationMinISR(t *testing.T) {
 		return r.Offset
 	}
 	before := end()
-	err = produce("refused")
+	err = produce(prod, "refused")
 	if err == nil || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
 		t.Fatalf("acks=all with one in-sync replica: got %v, want NOT_ENOUGH_REPLICAS", err)
 	}
 	if after := end(); after != before {
 		t.Fatalf("a refused write moved the log end from %d to %d", before, after)
 	}
-	followers[1].Start()
-	waitFor(t, 60*time.Second, "acks=all accepted again", func() bool { return produce("accepted") == nil })
-	followers[0].Start()
+	follower.Start()
 	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	if err := produce(prod, "accepted"); err != nil {
+		t.Fatalf("acks=all after the follower rejoined: %v", err)
+	}
+	c.WaitIdenticalReplicasOf(t, topic, 0, []*Broker{c.Broker(leader), follower}, 30*time.Second)
 }
 
 // TestReplicationControlledShutdown: SIGTERM moves leadership away before
