@@ -107,6 +107,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	var p *partition
 	var err error
 	if r.Version >= 13 {
+		if !b.store.topicIDKnown(st, t.TopicID) {
+			return kerr.UnknownTopicID
+		}
 		p, err = b.store.partitionByID(st, t.TopicID, pt.Partition)
 	} else {
 		p, err = b.store.partition(st, t.Topic, pt.Partition)

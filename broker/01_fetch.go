@@ -16,10 +16,10 @@ import (
 // start offset, v7+ fetch sessions, v9+ current leader epoch, v11+ rack,
 // v12+ flexible, v13+ topic ids.
 //
-// Sessions: the broker creates none; it answers session id 0, which tells
-// the client to keep sending full requests (KIP-227 allows a broker to
-// decline). A request naming a session id other than 0 gets
-// FETCH_SESSION_ID_NOT_FOUND, which makes the client start over.
+// Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
+// later epochs send and receive only what changed, epoch -1 fetches
+// without one. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong
+// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over.
 //
 // Long polling: when fewer than min_bytes are ready, the handler registers
 // one wake channel with every requested partition and sleeps until an
@@ -46,9 +46,18 @@ type fetchPart struct {
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	if r.Version >= 7 && req.SessionID != 0 {
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
-		return &Reply{Msg: resp}, nil
+	topics := req.Topics
+	var session *fetchSession
+	fullSession := false
+	byID := r.Version >= 13
+	if r.Version >= 7 {
+		var code int16
+		topics, session, code = b.fetchSessions.begin(req, byID)
+		if code != 0 {
+			resp.ErrorCode = code
+			return &Reply{Msg: resp}, nil
+		}
+		fullSession = session != nil && req.SessionEpoch == 0
 	}
 	st := b.meta.State()
 	// A follower's fetch (replica id set) reads to the log end and reports
@@ -58,7 +67,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		replicaID = req.ReplicaState.ID
 	}
 	var parts []*fetchPart
-	for ti, t := range req.Topics {
+	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
 		for _, pt := range t.Partitions {
@@ -106,6 +115,9 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	var wake chan struct{}
 	defer func() {
+		if session != nil {
+			b.fetchSessions.abandon(session)
+		}
 		if wake != nil {
 			for _, fp := range parts {
 				fp.p.removeWaiter(wake)
@@ -156,6 +168,12 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			regions[i] = region{f: rg.File, pos: rg.Pos, len: rg.Len}
 		}
 		rp.RecordBatches = zc.add(regions, fp.res.Size, fp.res.Release)
+	}
+	if session != nil {
+		// Drops only partitions without records (so without markers):
+		// the markers keep their encode order.
+		b.fetchSessions.finish(session, resp, fullSession, byID)
+		session = nil
 	}
 	if len(zc.parts) == 0 {
 		return &Reply{Msg: resp}, nil

@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 // Benchmarks through the real protocol with franz-go on loopback, each
@@ -203,3 +206,65 @@ func BenchmarkConsume(b *testing.B) {
 }
 
 func ptr(s string) *string { return &s }
+
+// BenchmarkFetchRaw reads the produced log with plain Fetch requests over
+// one connection and does not decode records: the broker's serving speed
+// (sendfile from the page cache) against the loopback copy, without the
+// client's record decoding that BenchmarkConsume includes.
+func BenchmarkFetchRaw(b *testing.B) {
+	measureLimits(b)
+	br := benchBroker(b)
+	topic := "bench"
+	createTopic(b, br, topic, 1, map[string]*string{"max.message.bytes": ptr("2097152")})
+	prod := newClient(b, br, kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, benchRecordSize)
+	n := benchVolume / benchRecordSize
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for j := 0; j < n; j++ {
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	nc := dial(b, br)
+	b.SetBytes(benchVolume)
+	b.ResetTimer()
+	start := time.Now()
+	var total int64
+	for i := 0; i < b.N; i++ {
+		offset := int64(0)
+		for offset < int64(n) {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 12
+			req.MaxBytes, req.MaxWaitMillis = 32<<20, 100
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = topic
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.FetchOffset, fp.PartitionMaxBytes = offset, 32<<20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			resp := rawRequest(b, nc, req, int32(i)).(*kmsg.FetchResponse)
+			recs := resp.Topics[0].Partitions[0].RecordBatches
+			total += int64(len(recs))
+			for len(recs) >= hotlog.BatchHeaderSize {
+				h, err := hotlog.ParseBatchHeader(recs)
+				if err != nil || int64(len(recs)) < h.Size() {
+					break
+				}
+				offset = h.LastOffset() + 1
+				recs = recs[h.Size():]
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	mbs := float64(total) / 1e6 / elapsed.Seconds()
+	b.ReportMetric(mbs, "MB/s")
+	b.ReportMetric(loopbackMBs, "loopback-MB/s")
+	b.ReportMetric(mbs/loopbackMBs, "ratio-of-loopback")
+}

@@ -41,6 +41,10 @@ type Config struct {
 
 	// SocketRequestMaxBytes bounds a request frame (socket.request.max.bytes).
 	SocketRequestMaxBytes int32
+	// QueuedMaxRequestBytes bounds the bytes of all requests read and not
+	// yet handled (queued.max.request.bytes) [512 MiB, at least
+	// SocketRequestMaxBytes].
+	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdle closes connections idle for this long (connections.max.idle.ms).
 	ConnectionsMaxIdle time.Duration
 	// WriteTimeout bounds writing one reply.
@@ -109,6 +113,12 @@ func (c *Config) setDefaults() {
 	if c.SocketRequestMaxBytes <= 0 {
 		c.SocketRequestMaxBytes = 100 << 20
 	}
+	if c.QueuedMaxRequestBytes <= 0 {
+		c.QueuedMaxRequestBytes = 512 << 20
+	}
+	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		c.QueuedMaxRequestBytes = int64(c.SocketRequestMaxBytes)
+	}
 	if c.ConnectionsMaxIdle == 0 {
 		c.ConnectionsMaxIdle = 10 * time.Minute
 	}
@@ -161,6 +171,9 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	budget  *memBudget
+
+	fetchSessions fetchSessions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -200,6 +213,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
+	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
 	for _, l := range cfg.Listeners {
 		ln, err := cfg.ListenFn("tcp", l.Addr)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -123,26 +124,25 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		if _, err := io.ReadFull(c.nc, sizeBuf[:]); err != nil {
-			if !errors.Is(err, io.EOF) && !c.stopRead.Load() {
+		frame, err := readFrame(c.nc, &sizeBuf, maxSize, c.reserve)
+		if err != nil {
+			switch {
+			case errors.Is(err, errFrameSize):
+				c.log.Warn("closing connection", "err", err)
+			case !errors.Is(err, io.EOF) && !c.stopRead.Load():
 				c.log.Debug("read failed", "err", err)
 			}
 			return
 		}
-		size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-		if size < 8 || int64(size) > int64(maxSize) {
-			c.log.Warn("closing connection: bad request size", "size", size, "max", maxSize)
-			return
-		}
-		frame := make([]byte, size)
-		if _, err := io.ReadFull(c.nc, frame); err != nil {
-			c.log.Debug("truncated request", "err", err)
-			return
-		}
+		size := int32(len(frame))
 		c.b.metrics.bytesIn.Add(float64(size + 4))
 		s, run, ok := c.decode(frame)
 		if !ok {
+			c.reserve(-int64(size))
 			return
+		}
+		if run == nil {
+			c.reserve(-int64(size))
 		}
 		c.slots <- s
 		if run != nil {
@@ -150,6 +150,45 @@ func (c *conn) readLoop() {
 			go run()
 		}
 	}
+}
+
+var errFrameSize = errors.New("broker: request size out of bounds")
+
+// readFrame reads one size-prefixed frame. The size is checked against
+// [8, maxSize] before anything is allocated; a short read is an error.
+// reserve, if set, is called with the size before the allocation (the
+// broker's memory budget); it returns false to abandon the read.
+func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64) bool) ([]byte, error) {
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 8 || size > maxSize {
+		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
+	}
+	if reserve != nil && !reserve(int64(size)) {
+		return nil, errBudget
+	}
+	frame := make([]byte, size)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		if reserve != nil {
+			reserve(-int64(size))
+		}
+		return nil, err
+	}
+	return frame, nil
+}
+
+var errBudget = errors.New("broker: shutting down while waiting for request memory")
+
+// reserve takes n bytes of the broker's request budget (a negative n gives
+// them back).
+func (c *conn) reserve(n int64) bool {
+	if n < 0 {
+		c.b.budget.release(-n)
+		return true
+	}
+	return c.b.budget.acquire(c.ctx, n)
 }
 
 // decode turns a frame into a slot and the function that handles it. ok is
@@ -210,6 +249,7 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 	run = func() {
 		defer c.handlers.Done()
 		defer close(s.done)
+		defer c.reserve(-int64(len(frame)))
 		if prev != nil {
 			select {
 			case <-prev:

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,6 +40,47 @@ func FuzzRequestFrame(f *testing.F) {
 		}
 		// A decoded request re-encodes.
 		_ = req.AppendTo(nil)
+	})
+}
+
+// FuzzRequestStream: a byte stream as a connection reads it: frames are
+// cut by their size prefix (bounded before allocation) and each is decoded,
+// until the stream ends or a frame is refused. No panic, no allocation
+// beyond the bound.
+func FuzzRequestStream(f *testing.F) {
+	var fm kmsg.RequestFormatter
+	var stream []byte
+	for _, req := range []kmsg.Request{kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrFetchRequest()} {
+		stream = fm.AppendRequest(stream, req, 1)
+	}
+	f.Add(stream)
+	f.Add([]byte{0x7f, 0xff, 0xff, 0xff, 0})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 0, 9, 0, 18, 0, 0, 0, 0, 0, 1})
+	const maxSize = 1 << 16
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bytes.NewReader(b)
+		var sizeBuf [4]byte
+		for {
+			frame, err := readFrame(r, &sizeBuf, maxSize, nil)
+			if err != nil {
+				return
+			}
+			if len(frame) < 8 || len(frame) > maxSize {
+				t.Fatalf("frame of %d bytes passed the bound", len(frame))
+			}
+			h, err := parseFixedHeader(frame)
+			if err != nil {
+				t.Fatalf("a bounded frame has a fixed header: %v", err)
+			}
+			if e := apis[h.key]; e != nil && h.version >= e.min && h.version <= e.max {
+				if _, err := decodeBody(&h, frame); err != nil {
+					return // the connection would close here
+				}
+			} else {
+				return
+			}
+		}
 	})
 }
 

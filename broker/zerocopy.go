@@ -144,10 +144,7 @@ func (c *conn) writeZeroCopy(w *bufio.Writer, buf []byte, r *Reply, flexible boo
 			continue
 		}
 		for _, rg := range pc.part.regions {
-			if scratch == nil {
-				scratch = make([]byte, 64<<10)
-			}
-			if err := c.sendRegion(w, rg, scratch); err != nil {
+			if err := c.sendRegion(w, rg, &scratch); err != nil {
 				return buf, 0, err
 			}
 		}
@@ -157,7 +154,7 @@ func (c *conn) writeZeroCopy(w *bufio.Writer, buf []byte, r *Reply, flexible boo
 
 // sendRegion writes one region to the connection: sendfile(2) when both
 // ends are OS descriptors, else a buffered copy.
-func (c *conn) sendRegion(w *bufio.Writer, rg region, scratch []byte) error {
+func (c *conn) sendRegion(w *bufio.Writer, rg region, scratch *[]byte) error {
 	if tc, ok := c.nc.(*net.TCPConn); ok && !c.b.cfg.DisableSendfile && rg.f.Fd() != invalidFd {
 		if err := w.Flush(); err != nil {
 			return err
@@ -169,7 +166,10 @@ func (c *conn) sendRegion(w *bufio.Writer, rg region, scratch []byte) error {
 		return err
 	}
 	sr := io.NewSectionReader(rg.f, rg.pos, rg.len)
-	n, err := io.CopyBuffer(w, sr, scratch)
+	if *scratch == nil {
+		*scratch = make([]byte, 64<<10)
+	}
+	n, err := io.CopyBuffer(w, sr, *scratch)
 	if err == nil && n != rg.len {
 		err = io.ErrUnexpectedEOF
 	}

@@ -155,18 +155,19 @@ func decodeLogStart(data []byte) (int64, error) {
 //
 //	magic "SDCS" | version uint32 (1) | activeBase int64 | activeSize int64 |
 //	logEnd int64 | maxTimestamp int64 | maxTimestampOffset int64 |
-//	highWatermark int64 | crc32c uint32 (of everything before it)
+//	highWatermark int64 | activeCreated int64 (unix ms, for segment.ms) |
+//	crc32c uint32 (of everything before it)
 type cleanShutdown struct {
-	ActiveBase, ActiveSize, LogEnd, MaxTimestamp, MaxTimestampOffset, HighWatermark int64
+	ActiveBase, ActiveSize, LogEnd, MaxTimestamp, MaxTimestampOffset, HighWatermark, ActiveCreated int64
 }
 
-const cleanShutdownSize = 4 + 4 + 6*8 + 4
+const cleanShutdownSize = 4 + 4 + 7*8 + 4
 
 func (c cleanShutdown) encode() []byte {
 	b := make([]byte, 0, cleanShutdownSize)
 	b = append(b, "SDCS"...)
 	b = binary.BigEndian.AppendUint32(b, 1)
-	for _, v := range []int64{c.ActiveBase, c.ActiveSize, c.LogEnd, c.MaxTimestamp, c.MaxTimestampOffset, c.HighWatermark} {
+	for _, v := range []int64{c.ActiveBase, c.ActiveSize, c.LogEnd, c.MaxTimestamp, c.MaxTimestampOffset, c.HighWatermark, c.ActiveCreated} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -179,11 +180,11 @@ func decodeCleanShutdown(b []byte) (cleanShutdown, bool) {
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return cleanShutdown{}, false
 	}
-	v := make([]int64, 6)
+	v := make([]int64, 7)
 	for i := range v {
 		v[i] = int64(binary.BigEndian.Uint64(b[8+8*i:]))
 	}
-	return cleanShutdown{v[0], v[1], v[2], v[3], v[4], v[5]}, true
+	return cleanShutdown{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}, true
 }
 
 // Producer snapshot files, <offset>.snapshot (20 digits), layout:

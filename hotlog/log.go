@@ -270,6 +270,9 @@ func (l *Log) open() error {
 	active.idx, active.tidx, active.maxTs, active.loaded, active.maxTsKnown = b.idx, b.tidx, b.maxTs, true, true
 	active.active.Store(true)
 	l.active, l.builder, l.activeCreated = active, b, l.now()
+	if isClean && marker.ActiveCreated > 0 && time.UnixMilli(marker.ActiveCreated).Before(l.activeCreated) {
+		l.activeCreated = time.UnixMilli(marker.ActiveCreated) // segment.ms counts across restarts
+	}
 	l.logEnd.Store(b.next)
 	if start > b.next {
 		start = b.next
@@ -739,6 +742,7 @@ func (l *Log) Close() error {
 			m := cleanShutdown{
 				ActiveBase: l.active.base, ActiveSize: l.active.size.Load(), LogEnd: l.logEnd.Load(),
 				MaxTimestamp: l.builder.maxTs, MaxTimestampOffset: l.builder.maxTsOffset, HighWatermark: l.hw.Load(),
+				ActiveCreated: l.activeCreated.UnixMilli(),
 			}
 			err = vfs.WriteFileAtomic(l.fs, l.path(cleanShutdownFile), m.encode())
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,7 +275,8 @@ func TestRecordOffsetForTimestamp(t *testing.T) {
 func TestRollOnTimeAndFullIndex(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ms.Store(1_000_000)
-	l, err := Open(Options{FS: vfs.NewMem(), Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	mem := vfs.NewMem()
+	l, err := Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,6 +289,18 @@ func TestRollOnTimeAndFullIndex(t *testing.T) {
 	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
 	if segs := l.Segments(); len(segs) != 2 || segs[1].BaseOffset != 2 {
 		t.Fatalf("no time roll: %+v", segs)
+	}
+	// The segment's age survives a clean restart.
+	clock.ms.Add(40_000)
+	l.Close()
+	l, err = Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.ms.Add(30_000)
+	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
+	if segs := l.Segments(); len(segs) != 3 {
+		t.Fatalf("age lost across restart: %+v", segs)
 	}
 	l.Close()
 
@@ -690,6 +704,19 @@ func TestOpenManySegmentsIsLazy(t *testing.T) {
 	if n := opens.Load(); n > 10 {
 		t.Fatalf("open of 300 segments made %d opens/stats", n)
 	}
+	// Segments needs each max timestamp: one small read per segment, no
+	// index loads.
+	for _, s := range l.Segments() {
+		if s.MaxTimestamp != 1 {
+			t.Fatalf("segment %+v", s)
+		}
+	}
+	l.cache.mu.Lock()
+	loaded := len(l.cache.entries)
+	l.cache.mu.Unlock()
+	if loaded != 0 {
+		t.Fatalf("Segments loaded %d indexes", loaded)
+	}
 	if got := readAll(t, l); len(got) == 0 {
 		t.Fatal("empty")
 	}
@@ -731,5 +758,32 @@ func TestReplicatedCompactedSurvivesRecovery(t *testing.T) {
 	res.Release()
 	if res, _ := l.Read(7, 1, 11); res.FirstOffset != 3 {
 		t.Fatalf("read in the empty batch: %+v", res)
+	}
+}
+
+func TestDump(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openMem(t, fs, Config{SegmentBytes: 300, IndexIntervalBytes: 1})
+	for i := range 5 {
+		l.Append(simpleBatch(2, 50, int64(100+i)), AppendOptions{LeaderEpoch: 2})
+	}
+	l.WriteProducerSnapshot(4, []byte("s"))
+	l.DeleteBefore(2)
+	segs := l.Segments()
+	l.Close()
+	var out strings.Builder
+	for _, name := range []string{segs[0].LogFile, segs[0].IndexFile, segs[0].TimeIndexFile, "/p/" + baseName(4) + snapshotSuffix,
+		"/p/" + epochCheckpointFile, "/p/" + logStartOffsetFile, "/p/" + cleanShutdownFile} {
+		if err := Dump(&out, fs, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, want := range []string{"baseOffset=2 lastOffset=3", "crcOK=true", "epoch=2 startOffset=2", "logStartOffset=2", "intact=true", "timestamp=", "ActiveBase"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dump lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := Dump(&out, fs, "/p/nothing.txt"); err == nil {
+		t.Fatal("dumped a foreign file")
 	}
 }

@@ -118,6 +118,14 @@ func (l *Log) TruncateTo(offset int64) error {
 	l.setActiveLocked(seg, seg.base)
 	l.builder = b
 	l.logEnd.Store(newEnd)
+	if l.logStart.Load() > newEnd {
+		// The cut removed the batch holding the log start: the log is empty
+		// at newEnd, which becomes the start.
+		if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(newEnd)); err != nil {
+			return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
+		}
+		l.logStart.Store(newEnd)
+	}
 	if l.hw.Load() > newEnd {
 		l.hw.Store(newEnd)
 	}

@@ -246,8 +246,9 @@ func (s *segment) evict() {
 	s.mu.Unlock()
 }
 
-// maxTimestamp is the segment's max timestamp, loading its indexes only if it
-// was never known.
+// maxTimestamp is the segment's max timestamp. If it was never known it reads
+// just the last time index entry (a sealed segment's max timestamp), and
+// loads (or rebuilds) the indexes only if that file looks wrong.
 func (s *segment) maxTimestamp(interval int) (int64, error) {
 	s.mu.Lock()
 	if s.maxTsKnown {
@@ -255,9 +256,33 @@ func (s *segment) maxTimestamp(interval int) (int64, error) {
 		s.mu.Unlock()
 		return ts, nil
 	}
+	if ts, ok := s.lastTimeEntryLocked(); ok {
+		s.maxTs, s.maxTsKnown = ts, true
+		s.mu.Unlock()
+		return ts, nil
+	}
 	s.mu.Unlock()
 	_, _, ts, err := s.indexes(interval)
 	return ts, err
+}
+
+// lastTimeEntryLocked reads the last entry of the .timeindex file.
+func (s *segment) lastTimeEntryLocked() (int64, bool) {
+	f, err := s.fs.Open(s.path(timeIndexSuffix))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 || st.Size()%timeIndexEntrySize != 0 || st.Size() > maxIndexFileBytes {
+		return 0, false
+	}
+	var e [timeIndexEntrySize]byte
+	if _, err := f.ReadAt(e[:], st.Size()-timeIndexEntrySize); err != nil {
+		return 0, false
+	}
+	ts, _ := timeIndex(e[:]).entry(0)
+	return ts, ts >= 0
 }
 
 // indexCache bounds the memory held by the loaded indexes of sealed segments:

@@ -79,7 +79,12 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 				if leaderSlot && x.leaders != y.leaders {
 					return x.leaders < y.leaders
 				}
-				return x.replicas < y.replicas
+				if x.replicas != y.replicas {
+					return x.replicas < y.replicas
+				}
+				// Among equals, a follower slot goes to the broker leading more,
+				// which keeps leaders and followers from piling on one broker.
+				return !leaderSlot && x.leaders > y.leaders
 			})
 			pick := order[0]
 			used[pick.id] = true

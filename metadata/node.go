@@ -82,6 +82,9 @@ type Node struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	closed atomic.Bool
+	// barrierTerm is the last term in which this node, as leader, applied
+	// everything committed before it proposed (see proposeLocal).
+	barrierTerm atomic.Uint64
 	// goMu orders goroutine starts (read lock) before Close's wait (write
 	// lock), so no goroutine is added to wg once Close waits on it.
 	goMu sync.RWMutex
@@ -164,7 +167,10 @@ func Open(cfg Config) (*Node, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
-	rc.BatchApplyCh = true
+	// Not BatchApplyCh: with a buffered apply channel, futures still queued
+	// at shutdown are never resolved (raft v1.8.0), which would strand their
+	// waiters. The leader loop batches whatever is waiting anyway.
+	rc.BatchApplyCh = false
 	rc.MaxAppendEntries = 512
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
@@ -361,6 +367,18 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	if p, ok := cmd.(preparer); ok {
+		// Prepare reads the state (topic names, brokers for placement): once
+		// per term, a barrier makes sure it includes everything committed by
+		// earlier leaders.
+		if term := n.raft.CurrentTerm(); n.barrierTerm.Load() != term {
+			if _, err := n.readIndexLocal(forwardTimeout(ctx)); err != nil {
+				if errors.Is(err, errNotSent) {
+					return Result{}, raft.ErrNotLeader
+				}
+				return Result{}, err
+			}
+			n.barrierTerm.Store(term)
+		}
 		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex())}
 		if err := p.prepare(&pc); err != nil {
 			return Result{}, err
@@ -413,6 +431,67 @@ func (n *Node) WaitForVersion(ctx context.Context, v uint64) (*State, error) {
 			return n.State(), ErrClosed
 		}
 	}
+}
+
+// Sync returns a State that includes every command committed before Sync
+// was called (a linearizable read): the leader confirms its leadership and
+// applies everything it has committed, and this node waits until it has
+// applied as much. Use it before acting on metadata that must be current,
+// e.g. when a broker starts.
+func (n *Node) Sync(ctx context.Context) (*State, error) {
+	wait := time.NewTicker(10 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		if n.closed.Load() {
+			return nil, ErrClosed
+		}
+		var (
+			version uint64
+			err     error
+		)
+		if n.raft.State() == raft.Leader {
+			version, err = n.readIndexLocal(forwardTimeout(ctx))
+		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
+			e := encoder{}
+			e.u8(opReadIndex)
+			e.u32(uint32(min(forwardTimeout(ctx), time.Hour).Milliseconds()))
+			var res Result
+			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			version = res.Version
+		} else {
+			err = errNotSent
+		}
+		if err == nil {
+			return n.WaitForVersion(ctx, version)
+		}
+		if !errors.Is(err, errNotSent) && !errors.Is(err, ErrNotLeader) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		case <-wait.C:
+		}
+	}
+}
+
+// readIndexLocal, on the leader, applies everything committed so far (a
+// barrier also confirms leadership with a quorum) and returns the version.
+func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+			return 0, fmt.Errorf("%w: %v", errNotSent, err) // a read: safe to retry
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return 0, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return 0, ErrClosed
+		}
+		return 0, fmt.Errorf("metadata: barrier: %w", err)
+	}
+	return n.fsm.current().Version, nil
 }
 
 // Voters returns the current voters.
@@ -489,8 +568,9 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return err
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			// Adding or removing the same voter again is harmless: retry.
+			return fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return fmt.Errorf("metadata: change voters: %w", err)
 	}

@@ -12,8 +12,10 @@ import (
 func fastConfig(t testing.TB, id int32, dir string) Config {
 	return Config{
 		NodeID: id, Dir: dir, RaftAddr: "127.0.0.1:0",
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		// Short enough for fast tests, long enough not to churn leaders on a
+		// loaded 2-core machine.
+		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		ControllerInterval: 20 * time.Millisecond,
 		Logger:             testLogger(t),
 	}
@@ -36,15 +38,31 @@ func openSingle(t *testing.T) *Node {
 	return n
 }
 
+// mustPropose proposes cmd, retrying when a leader change left the outcome
+// unknown (a CreateTopic retried after it did commit finds its topic).
 func mustPropose(t testing.TB, n *Node, cmd Command) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := n.Propose(ctx, cmd)
-	if err != nil {
-		t.Fatalf("%s: %v", cmd.Type(), err)
+	retried := false
+	for {
+		res, err := n.Propose(ctx, cmd)
+		if errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
+			t.Logf("%s: %v; retrying", cmd.Type(), err)
+			retried = true
+			continue
+		}
+		if ct, ok := cmd.(*CreateTopic); ok && retried && errors.Is(err, ErrTopicExists) {
+			st := n.State()
+			if topic, ok := st.Topic(ct.Name); ok {
+				return Result{Version: st.Version, TopicID: topic.ID}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", cmd.Type(), err)
+		}
+		return res
 	}
-	return res
 }
 
 func TestSingleNodeAPI(t *testing.T) {
@@ -220,5 +238,40 @@ func TestWatchFallsBackToSnapshot(t *testing.T) {
 	w := n.Watch(context.Background(), n.State().Version)
 	n.Close()
 	for range w {
+	}
+}
+
+// TestUnknownEntryStopsNode: a committed entry this binary cannot read is
+// skipped when flagged ignorable; otherwise the state machine stops, keeps
+// its state, refuses snapshots (keeping the log) and says why.
+func TestUnknownEntryStopsNode(t *testing.T) {
+	n := openSingle(t)
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "a", Holder: "h", TTLMs: 1000})
+	if err := n.raft.Apply([]byte{0xfe, 0x81, 1, 2, 3}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "b", Holder: "h", TTLMs: 1000})
+	if n.Err() != nil {
+		t.Fatalf("ignorable entry stopped the node: %v", n.Err())
+	}
+	before := n.State()
+	if err := n.raft.Apply([]byte{0xfe, 0x01}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "state machine stopped", func() error {
+		if !errors.Is(n.Err(), ErrFSMStopped) || !errors.Is(n.Err(), ErrUnknownCommand) {
+			return fmt.Errorf("err %v", n.Err())
+		}
+		return nil
+	})
+	ctx := testContext(t, 5*time.Second)
+	if _, err := n.Propose(ctx, &AcquireLease{Kind: "k", Resource: "c", Holder: "h", TTLMs: 1000}); !errors.Is(err, ErrFSMStopped) {
+		t.Fatalf("propose on a stopped node: %v", err)
+	}
+	if err := n.Snapshot(); err == nil {
+		t.Fatal("a stopped state machine took a snapshot")
+	}
+	if got := n.State(); got.String() != before.String() {
+		t.Fatalf("state changed after stop:\n%s\nvs\n%s", got, before)
 	}
 }
