@@ -19,8 +19,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -457,7 +459,7 @@ func (f *fetcher) run(ctx context.Context) {
 		}
 		if err := f.truncate(ctx, parts); err != nil {
 			if ctx.Err() == nil {
-				log.Info("follower truncation failed; retrying", "err", err)
+				log.Debug("follower truncation failed; retrying", "err", err)
 				f.pause(ctx, 200*time.Millisecond)
 			}
 			continue
@@ -735,4 +737,13 @@ func (b *Broker) controlledShutdown() {
 			return
 		}
 	}
+}
+
+func splitHostPort(addr string) (string, uint16, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return host, uint16(p), err == nil
 }
