@@ -121,6 +121,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// Replication (replication.go): acks=all needs min.insync.replicas in
 	// the ISR before appending, and waits for the high watermark after.
 	epoch := p.leaderEpoch()
+	if !p.isLeader(epoch) {
+		return errNotLeader // the metadata moved on since this request's snapshot
+	}
 	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
