@@ -74,6 +74,9 @@ type Config struct {
 	// ProducerSnapshotInterval is how often partitions that grew write a
 	// producer-state snapshot [1m].
 	ProducerSnapshotInterval time.Duration
+	// ProducerIDExpiration forgets idempotent producers that have not
+	// appended for this long (producer.id.expiration.ms) [24h].
+	ProducerIDExpiration time.Duration
 
 	// Voters are the metadata quorum's voters (id and Raft address); empty
 	// means a quorum of this broker alone. A broker listed is a voter too
@@ -124,6 +127,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.WriteTimeout == 0 {
 		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
 	}
 	if c.ProducerSnapshotInterval <= 0 {
 		c.ProducerSnapshotInterval = time.Minute

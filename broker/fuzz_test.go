@@ -88,8 +88,8 @@ func FuzzRequestStream(f *testing.F) {
 // round-trips what it accepts.
 func FuzzProducerSnapshot(f *testing.F) {
 	s := newProducerState()
-	s.apply(batchInfo{producerID: 7, producerEpoch: 1, baseSequence: 0, records: 3, maxTimestamp: 5}, 10, 12)
-	s.apply(batchInfo{producerID: 9, producerEpoch: 0, baseSequence: 0, records: 1}, 13, 13)
+	s.apply(batchInfo{producerID: 7, producerEpoch: 1, baseSequence: 0, records: 3, maxTimestamp: 5}, 10, 12, 100)
+	s.apply(batchInfo{producerID: 9, producerEpoch: 0, baseSequence: 0, records: 1}, 13, 13, 100)
 	f.Add(s.marshal())
 	f.Add([]byte{1, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
@@ -104,7 +105,7 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 			if err := p.mu.producers.check(info); err != nil {
 				return err
 			}
-			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta))
+			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
 			return nil
 		},
 	}
@@ -169,7 +170,7 @@ func (p *partition) loadProducers() error {
 			if h.ProducerID >= 0 && !h.IsControl() {
 				st.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
 					baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
-					h.BaseOffset, h.LastOffset())
+					h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 			}
 			next = h.LastOffset() + 1
 			b = b[h.Size():]

@@ -39,6 +39,9 @@ type producerEntry struct {
 	epoch         int16
 	lastTimestamp int64
 	batches       []batchMeta // oldest first, at most producerBatchesKept
+	// lastAppendMs is the broker's clock at the producer's last append
+	// (after a restart: its last batch timestamp), for expiry.
+	lastAppendMs int64
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -112,8 +115,8 @@ func (s *producerState) check(b batchInfo) error {
 	return nil
 }
 
-// apply records an appended batch.
-func (s *producerState) apply(b batchInfo, firstOffset, lastOffset int64) {
+// apply records an appended batch at the broker's time nowMs.
+func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64) {
 	if b.producerID < 0 {
 		return
 	}
@@ -129,6 +132,9 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset int64) {
 	if b.maxTimestamp > e.lastTimestamp {
 		e.lastTimestamp = b.maxTimestamp
 	}
+	if nowMs > e.lastAppendMs {
+		e.lastAppendMs = nowMs
+	}
 	if len(e.batches) == producerBatchesKept {
 		copy(e.batches, e.batches[1:])
 		e.batches = e.batches[:producerBatchesKept-1]
@@ -137,6 +143,22 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset int64) {
 		firstSeq: b.baseSequence, lastSeq: nextSeq(b.baseSequence, b.records-1),
 		firstOffset: firstOffset, lastOffset: lastOffset,
 	})
+}
+
+// expire forgets producers that have not appended since cutoffMs (Kafka's
+// producer.id.expiration.ms): the state, and its snapshots, stay bounded by
+// the producers active recently. An expired producer's next batch must
+// start a new sequence (its client gets OUT_OF_ORDER_SEQUENCE_NUMBER and
+// bumps its epoch, as with Kafka).
+func (s *producerState) expire(cutoffMs int64) int {
+	n := 0
+	for id, e := range s.m {
+		if e.lastAppendMs < cutoffMs {
+			delete(s.m, id)
+			n++
+		}
+	}
+	return n
 }
 
 // entries returns the producers sorted by id.
@@ -190,6 +212,7 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			epoch:         int16(binary.BigEndian.Uint16(b[8:])),
 			lastTimestamp: int64(binary.BigEndian.Uint64(b[10:])),
 		}
+		e.lastAppendMs = e.lastTimestamp
 		nb := int(b[18])
 		b = b[19:]
 		if nb > producerBatchesKept || len(b) < nb*24 {

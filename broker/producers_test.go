@@ -18,7 +18,7 @@ func TestProducerStateSequences(t *testing.T) {
 		if err := s.check(b(0, seq, 4)); err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
-		s.apply(b(0, seq, 4), off, off+3)
+		s.apply(b(0, seq, 4), off, off+3, 1000)
 		off += 4
 	}
 	// The last five batches are duplicates answered with their offsets.
@@ -40,13 +40,13 @@ func TestProducerStateSequences(t *testing.T) {
 	if err := s.check(b(1, 0, 1)); err != nil {
 		t.Fatalf("new epoch at 0: %v", err)
 	}
-	s.apply(b(1, 0, 1), off, off)
+	s.apply(b(1, 0, 1), off, off, 2000)
 	if err := s.check(b(0, 40, 1)); !errors.Is(err, errProducerFenced) {
 		t.Fatalf("old epoch: %v", err)
 	}
 	// Wrap-around at MaxInt32.
 	w := newProducerState()
-	w.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 0, 0)
+	w.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 0, 0, 1000)
 	w.m[2].batches[0].lastSeq = 1<<31 - 1
 	if err := w.check(batchInfo{producerID: 2, baseSequence: 0, records: 1}); err != nil {
 		t.Fatalf("sequence wrap: %v", err)
@@ -54,5 +54,10 @@ func TestProducerStateSequences(t *testing.T) {
 	st, err := unmarshalProducerState(s.marshal())
 	if err != nil || len(st.m) != 1 || st.m[1].epoch != 1 {
 		t.Fatalf("snapshot round trip: %v %+v", err, st)
+	}
+	// Expiry: producer 1 appended last at 2000, producer 2 at 1000.
+	s.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 50, 50, 1000)
+	if n := s.expire(1500); n != 1 || s.m[1] == nil || s.m[2] != nil {
+		t.Fatalf("expire(1500) removed %d, left %v", n, s.m)
 	}
 }

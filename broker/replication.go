@@ -196,7 +196,7 @@ func (p *partition) appendReplicated(records []byte) error {
 		if h.ProducerID >= 0 && !h.IsControl() {
 			p.mu.producers.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
 				baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
-				h.BaseOffset, h.LastOffset())
+				h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 		}
 		b = b[h.Size():]
 	}

@@ -213,8 +213,15 @@ func (s *store) snapshotLoop(ctx context.Context) {
 		case <-t.C:
 		}
 		seen := map[*partition]bool{}
+		cutoff := time.Now().Add(-s.b.cfg.ProducerIDExpiration).UnixMilli()
 		for _, p := range s.b.allPartitions() {
 			seen[p] = true
+			p.mu.Lock()
+			expired := p.mu.producers.expire(cutoff)
+			p.mu.Unlock()
+			if expired > 0 {
+				last[p] = -1 // snapshot the smaller state
+			}
 			end := p.log.LogEndOffset()
 			if end == last[p] {
 				continue

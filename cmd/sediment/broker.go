@@ -58,6 +58,7 @@ var brokerSettings = []brokerSetting{
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
+	{"producer-id-expiration", 24 * time.Hour, "producer.id.expiration.ms: forget idempotent producers idle this long"},
 	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
 	{"offsets-topic-num-partitions", 50, "offsets.topic.num.partitions: partitions of __consumer_offsets (fixed once created)"},
 	{"group-initial-rebalance-delay", 3 * time.Second, "group.initial.rebalance.delay.ms: how long the first rebalance of an empty group waits for members"},
@@ -206,7 +207,8 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			MaxGroupSize:          v.GetInt("group-max-size"),
 			OffsetsRetention:      v.GetDuration("offsets-retention"),
 		},
-		Logger: log,
+		ProducerIDExpiration: v.GetDuration("producer-id-expiration"),
+		Logger:               log,
 	}, nil
 }
 
