@@ -71,6 +71,10 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 				}
 				if err != nil {
 					rp.ErrorCode = errCode(err)
+					if r.Version >= 10 {
+						// KIP-951: where the partition moved (replication.go).
+						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, topic.Topic, topic.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
+					}
 					if r.Version >= 8 {
 						rp.ErrorMessage = errMessage(err)
 						if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
@@ -99,6 +103,9 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 			}
 		}
 		return &Reply{NoResponse: true, Close: failed}, nil
+	}
+	if r.Version >= 10 {
+		resp.Brokers = produceLeaderEndpoints(b, st, r.Conn.Listener, resp)
 	}
 	return &Reply{Msg: resp}, nil
 }

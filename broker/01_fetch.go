@@ -97,6 +97,11 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)
 				}
+				if r.Version >= 16 {
+					// KIP-951: where the partition moved (replication.go).
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
+					resp.Brokers = addFetchLeaderEndpoint(b, st, r.Conn.Listener, resp.Brokers, rp.CurrentLeader.LeaderID)
+				}
 			} else {
 				if replicaID >= 0 {
 					p.recordFollowerFetch(replicaID, pt.FetchOffset)

@@ -747,3 +747,77 @@ func splitHostPort(addr string) (string, uint16, bool) {
 	p, err := strconv.ParseUint(port, 10, 16)
 	return host, uint16(p), err == nil
 }
+
+// leaderHint is KIP-951's current leader of a partition for a
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer: (-1, -1) otherwise
+// or when unknown.
+func leaderHint(st *metadata.State, topic string, id [16]byte, byID bool, partition int32, code int16) (int32, int32) {
+	if code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
+		return -1, -1
+	}
+	var t *metadata.Topic
+	var ok bool
+	if byID {
+		t, ok = st.TopicByID(metadata.UUID(id))
+	} else {
+		t, ok = st.Topic(topic)
+	}
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, -1
+	}
+	mp := t.Partitions[partition]
+	if mp.Leader == metadata.NoLeader {
+		return -1, -1
+	}
+	return mp.Leader, mp.LeaderEpoch
+}
+
+// leaderEndpoint finds a broker's address on the client's listener.
+func leaderEndpoint(b *Broker, st *metadata.State, listener string, id int32) (kmsg.MetadataResponseBroker, bool) {
+	for _, br := range brokerList(b, st, listener) {
+		if br.NodeID == id {
+			return br, true
+		}
+	}
+	return kmsg.MetadataResponseBroker{}, false
+}
+
+// produceLeaderEndpoints lists the brokers named in CurrentLeader fields.
+func produceLeaderEndpoints(b *Broker, st *metadata.State, listener string, resp *kmsg.ProduceResponse) []kmsg.ProduceResponseBroker {
+	var out []kmsg.ProduceResponseBroker
+	seen := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			id := p.CurrentLeader.LeaderID
+			if id < 0 || seen[id] {
+				continue
+			}
+			seen[id] = true
+			if br, ok := leaderEndpoint(b, st, listener, id); ok {
+				pb := kmsg.NewProduceResponseBroker()
+				pb.NodeID, pb.Host, pb.Port, pb.Rack = br.NodeID, br.Host, br.Port, br.Rack
+				out = append(out, pb)
+			}
+		}
+	}
+	return out
+}
+
+// addFetchLeaderEndpoint adds broker id's endpoint to a Fetch response's
+// node endpoints once.
+func addFetchLeaderEndpoint(b *Broker, st *metadata.State, listener string, brokers []kmsg.FetchResponseBroker, id int32) []kmsg.FetchResponseBroker {
+	if id < 0 {
+		return brokers
+	}
+	for _, br := range brokers {
+		if br.NodeID == id {
+			return brokers
+		}
+	}
+	if br, ok := leaderEndpoint(b, st, listener, id); ok {
+		fb := kmsg.NewFetchResponseBroker()
+		fb.NodeID, fb.Host, fb.Port, fb.Rack = br.NodeID, br.Host, br.Port, br.Rack
+		brokers = append(brokers, fb)
+	}
+	return brokers
+}

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Cluster is n broker processes that are also the n voters of the metadata
@@ -373,6 +375,7 @@ func TestReplicationMinISR(t *testing.T) {
 			follower = c.Broker(r)
 		}
 	}
+	checkLeaderHint(t, c, adm, topic, ps[0], follower)
 	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(3),
 		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
 	one := c.Client(t, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
@@ -455,4 +458,56 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	c.WaitFullISR(t, adm, topic, 60*time.Second)
 	c.WaitIdenticalReplicas(t, topic, 3, 60*time.Second)
 	checkAcked(t, c, topic, kp)
+}
+
+// checkLeaderHint: a Produce (v10+) or Fetch (v16+) sent to a follower
+// answers NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
+// (KIP-951).
+func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, ps partitionState, follower *Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := td[topic].ID
+	cl := follower.Client(t)
+	preq := kmsg.NewPtrProduceRequest()
+	preq.Acks, preq.TimeoutMillis = -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic, pt.TopicID = topic, id
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pt.Partitions = append(pt.Partitions, pp)
+	preq.Topics = append(preq.Topics, pt)
+	presp, err := preq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if presp.Version < 10 {
+		t.Fatalf("produce answered with v%d", presp.Version)
+	}
+	rp := presp.Topics[0].Partitions[0]
+	if rp.ErrorCode != kerr.NotLeaderForPartition.Code || rp.CurrentLeader.LeaderID != ps.Leader || len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != ps.Leader {
+		t.Fatalf("produce to a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", rp.ErrorCode, rp.CurrentLeader, presp.Brokers, ps.Leader)
+	}
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis = 10
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = topic, id
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresp.Version < 16 {
+		t.Fatalf("fetch answered with v%d", fresp.Version)
+	}
+	fr := fresp.Topics[0].Partitions[0]
+	if fr.ErrorCode != kerr.NotLeaderForPartition.Code || fr.CurrentLeader.LeaderID != ps.Leader || len(fresp.Brokers) != 1 {
+		t.Fatalf("fetch from a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
+	}
 }
