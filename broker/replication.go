@@ -27,6 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -820,4 +821,37 @@ func addFetchLeaderEndpoint(b *Broker, st *metadata.State, listener string, brok
 		brokers = append(brokers, fb)
 	}
 	return brokers
+}
+
+var (
+	underReplicatedDesc = prometheus.NewDesc("sediment_under_replicated_partitions",
+		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil)
+	leaderCountDesc = prometheus.NewDesc("sediment_leader_partitions", "Partitions this broker leads.", nil, nil)
+	hwDesc          = prometheus.NewDesc("sediment_high_watermark", "High watermark per partition replica.", []string{"topic", "partition"}, nil)
+)
+
+// replicationCollector reports replication state at scrape time.
+type replicationCollector struct{ b *Broker }
+
+func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- underReplicatedDesc
+	ch <- leaderCountDesc
+	ch <- hwDesc
+}
+
+func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	under, leads := 0, 0
+	for _, p := range c.b.allPartitions() {
+		p.repl.mu.Lock()
+		if p.repl.mu.tracker != nil {
+			leads++
+			if len(p.repl.mu.isr) < len(p.repl.mu.replicas) {
+				under++
+			}
+		}
+		p.repl.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(hwDesc, prometheus.GaugeValue, float64(p.log.HighWatermark()), p.topic, strconv.Itoa(int(p.id)))
+	}
+	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(leaderCountDesc, prometheus.GaugeValue, float64(leads))
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -409,6 +411,9 @@ func TestReplicationMinISR(t *testing.T) {
 		r, _ := o.Lookup(topic, 0)
 		return r.Offset
 	}
+	waitFor(t, 30*time.Second, "the leader to count an under-replicated partition in /metrics", func() bool {
+		return strings.Contains(scrape(c.Broker(leader)), "\nsediment_under_replicated_partitions 1\n")
+	})
 	before := end()
 	err = produce(prod, "refused")
 	if err == nil || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
@@ -510,4 +515,15 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	if fr.ErrorCode != kerr.NotLeaderForPartition.Code || fr.CurrentLeader.LeaderID != ps.Leader || len(fresp.Brokers) != 1 {
 		t.Fatalf("fetch from a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
 	}
+}
+
+// scrape returns a broker's /metrics text ("" on error).
+func scrape(b *Broker) string {
+	resp, err := http.Get("http://" + b.AdminAddr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return string(raw)
 }
