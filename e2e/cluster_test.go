@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -329,7 +330,18 @@ func leaderKills(t *testing.T, kills int) {
 		waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return kp.count() > base+200 })
 		ps := c.WaitFullISR(t, adm, topic, 60*time.Second)
 		victim := c.Broker(ps[int32(i%partitions)].Leader)
-		t.Logf("kill %d: SIGKILL leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+		if i%4 == 3 {
+			// Every fourth fault is a pause (SIGSTOP) longer than the
+			// session timeout: the cluster fences the leader and moves on;
+			// when it resumes it must find it leads nothing any more.
+			t.Logf("fault %d: SIGSTOP leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+			victim.signalOnly(syscall.SIGSTOP)
+			base = kp.count()
+			waitFor(t, 60*time.Second, "writes acknowledged while the leader is paused", func() bool { return kp.count() > base+100 })
+			victim.signalOnly(syscall.SIGCONT)
+			continue
+		}
+		t.Logf("fault %d: SIGKILL leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
 		victim.Kill()
 		base = kp.count()
 		waitFor(t, 60*time.Second, "writes acknowledged while the leader is down", func() bool { return kp.count() > base+100 })
@@ -526,4 +538,19 @@ func scrape(b *Broker) string {
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
 	return string(raw)
+}
+
+// signalOnly sends sig to the running process without waiting for it to exit
+// (SIGSTOP, SIGCONT).
+func (b *Broker) signalOnly(sig syscall.Signal) {
+	b.mu.Lock()
+	cmd := b.cmd
+	b.mu.Unlock()
+	if cmd == nil {
+		b.t.Fatalf("broker %d: %v while not running", b.NodeID, sig)
+	}
+	fmt.Fprintf(b.log, "=== e2e: sending %v\n", sig)
+	if err := cmd.Process.Signal(sig); err != nil {
+		b.t.Fatalf("broker %d: %v: %v", b.NodeID, sig, err)
+	}
 }
