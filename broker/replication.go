@@ -319,7 +319,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		for _, p := range r.s.b.allPartitions() {
+		for _, p := range r.s.partitions() {
 			p.repl.mu.Lock()
 			tr := p.repl.mu.tracker
 			if tr == nil || p.repl.mu.isrPending {
@@ -559,7 +559,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = b.cfg.NodeID
 	req.ReplicaState.ID = b.cfg.NodeID
-	req.ReplicaState.Epoch = b.store.brokerEpoch
+	req.ReplicaState.Epoch = f.r.s.brokerEpoch
 	req.MaxWaitMillis = int32(b.cfg.ReplicaFetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = 16 << 20
@@ -854,4 +854,18 @@ func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(under))
 	ch <- prometheus.MustNewConstMetric(leaderCountDesc, prometheus.GaugeValue, float64(leads))
+}
+
+// partitions lists the open partitions (the store's own view: usable from
+// goroutines the store starts before New has published b.store).
+func (s *store) partitions() []*partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*partition
+	for _, ps := range s.mu.parts {
+		for _, p := range ps {
+			out = append(out, p)
+		}
+	}
+	return out
 }
