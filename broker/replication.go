@@ -869,3 +869,22 @@ func (s *store) partitions() []*partition {
 	}
 	return out
 }
+
+// retryMetadata retries f while the metadata quorum is between leaders (in
+// a multi-voter quorum an election may happen while a broker starts), until
+// ctx ends.
+func retryMetadata(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !(errors.Is(err, metadata.ErrNotLeader) || errors.Is(err, metadata.ErrNoQuorum)) {
+			return err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}

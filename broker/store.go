@@ -101,8 +101,16 @@ func openStore(b *Broker) (*store, error) {
 			prev = n
 		}
 	}
-	res, err := meta.Propose(ctx, &metadata.RegisterBroker{
-		BrokerID: cfg.NodeID, IncarnationID: metadata.NewUUID(), Listeners: listeners, PreviousBrokerEpoch: prev,
+	// The same incarnation on every attempt: a retry after an outcome
+	// unknown (the Raft leader changed while committing) is not a second
+	// broker with this id.
+	incarnation := metadata.NewUUID()
+	var res metadata.Result
+	err = retryMetadata(ctx, func() error {
+		res, err = meta.Propose(ctx, &metadata.RegisterBroker{
+			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev,
+		})
+		return err
 	})
 	if err != nil {
 		meta.Close()
@@ -120,7 +128,7 @@ func openStore(b *Broker) (*store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	if err := s.heartbeat(ctx); err != nil {
+	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx) }); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
 	}
