@@ -458,6 +458,15 @@ func TestReplicationControlledShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
+	status := c.Brokers[1].sediment(t, "", "cluster", "status").Stdout
+	for _, want := range []string{"voters: [1 2 3]", "under-replicated partitions: 0"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("sediment cluster status lacks %q:\n%s", want, status)
+		}
+	}
+	if n := strings.Count(status, " active "); n != 3 || strings.Contains(status, "false") {
+		t.Errorf("sediment cluster status: want three active, reachable voters:\n%s", status)
+	}
 	kp := startKeyedProducer(t, c, topic)
 	defer kp.stop()
 	waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return kp.count() > 300 })
