@@ -41,6 +41,7 @@ type fetchPart struct {
 	offset            int64
 	maxBytes          int32
 	res               *hotlog.ReadResult
+	replica           bool // a follower's fetch: read to the log end
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -60,6 +61,12 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		fullSession = session != nil && req.SessionEpoch == 0
 	}
 	st := b.meta.State()
+	// A follower's fetch (replica id set) reads to the log end and reports
+	// its own log end (replication.go).
+	replicaID := req.ReplicaID
+	if r.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
 	var parts []*fetchPart
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -91,8 +98,16 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)
 				}
+				if r.Version >= 16 {
+					// KIP-951: where the partition moved (replication.go).
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
+					resp.Brokers = addFetchLeaderEndpoint(b, st, r.Conn.Listener, resp.Brokers, rp.CurrentLeader.LeaderID)
+				}
 			} else {
-				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes})
+				if replicaID >= 0 {
+					p.recordFollowerFetch(replicaID, pt.FetchOffset)
+				}
+				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -194,10 +209,14 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 			continue
 		}
 		remaining := maxBytes - total
-		if fp.offset >= hw || remaining <= 0 || fp.maxBytes <= 0 {
+		limit := hw
+		if fp.replica {
+			limit = l.LogEndOffset()
+		}
+		if fp.offset >= limit || remaining <= 0 || fp.maxBytes <= 0 {
 			continue
 		}
-		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), hw)
+		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), limit)
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true

@@ -83,6 +83,19 @@ type Config struct {
 	// appended for this long (producer.id.expiration.ms) [24h].
 	ProducerIDExpiration time.Duration
 
+	// Voters are the metadata quorum's voters (id and Raft address); empty
+	// means a quorum of this broker alone. A broker listed is a voter too
+	// (combined mode).
+	Voters []metadata.Peer
+	// ReplicaLagTimeMax drops a follower from the ISR when it has not
+	// caught up for this long (replica.lag.time.max.ms) [30s].
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchMaxWait is a follower fetch's long-poll (replica.fetch.wait.max.ms) [500ms].
+	ReplicaFetchMaxWait time.Duration
+	// ControlledShutdownTimeout bounds how long Close waits for leadership
+	// to move away [10s].
+	ControlledShutdownTimeout time.Duration
+
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// ListenFn opens listeners (tests may pass an in-memory network).
@@ -146,6 +159,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.LogFlush == "" {
 		c.LogFlush = "commit"
+	}
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.ReplicaFetchMaxWait <= 0 {
+		c.ReplicaFetchMaxWait = 500 * time.Millisecond
+	}
+	if c.ControlledShutdownTimeout <= 0 {
+		c.ControlledShutdownTimeout = 10 * time.Second
 	}
 	if c.ListenFn == nil {
 		c.ListenFn = net.Listen
@@ -327,6 +349,10 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
+	b.mu.Unlock()
+	// Leadership moves away first, while requests are still served.
+	b.controlledShutdown()
+	b.mu.Lock()
 	close(b.stopping)
 	if b.groups != nil {
 		// First: requests waiting in JoinGroup/SyncGroup answer at once.

@@ -23,6 +23,7 @@ type partition struct {
 	id      int32
 	dir     string
 	log     *hotlog.Log
+	repl    replState // replication role and assignment (replication.go)
 
 	mu struct {
 		sync.Mutex
@@ -127,13 +128,10 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 	if err != nil {
 		return appendResult{}, err
 	}
-	p.mu.Lock()
-	// Replication factor one: the high watermark follows the flushed log
-	// end. (Group commit flushed every earlier offset too.)
-	if hw := res.LastOffset + 1; hw > p.log.HighWatermark() {
-		p.log.SetHighWatermark(hw)
-	}
-	p.mu.Unlock()
+	// The log is durable to here (group commit flushed every earlier
+	// offset too); the high watermark follows over the ISR.
+	p.noteDurableEnd(res.LastOffset + 1)
+	p.advanceHighWatermark()
 	p.wake()
 	lat := int64(-1)
 	if logAppendTime {

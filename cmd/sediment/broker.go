@@ -43,6 +43,9 @@ var brokerSettings = []brokerSetting{
 	{"advertised-listeners", "", "addresses given to clients, same form as listeners (default: the bound ones)"},
 	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
 	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
+	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
+	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
+	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"log-level", "info", "debug, info, warn or error"},
 	{"log-format", "text", "text or json"},
 	{"auto-create-topics-enable", true, "auto.create.topics.enable: create topics on Metadata requests"},
@@ -175,7 +178,14 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			}
 		}
 	}
+	voters, err := parseVoters(v.GetString("voters"))
+	if err != nil {
+		return broker.Config{}, err
+	}
 	return broker.Config{
+		Voters:                   voters,
+		ReplicaLagTimeMax:        v.GetDuration("replica-lag-time-max"),
+		ReplicaFetchMaxWait:      v.GetDuration("replica-fetch-wait-max"),
 		NodeID:                   v.GetInt32("node-id"),
 		ClusterID:                v.GetString("cluster-id"),
 		DataDir:                  v.GetString("data-dir"),

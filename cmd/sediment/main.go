@@ -24,6 +24,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBrokerCmd())
 	root.AddCommand(newTopicCmd())
+	root.AddCommand(newClusterCmd())
 	root.AddCommand(newProduceCmd())
 	root.AddCommand(newConsumeCmd())
 	root.AddCommand(newGroupCmd())
