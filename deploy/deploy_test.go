@@ -63,7 +63,7 @@ func sedimentBinary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "sediment")
-		cmd := exec.Command("go", "build", "-trimpath", "-o", binPath, "./cmd/sediment")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/sediment")
 		cmd.Dir = ".."
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if out, err := cmd.CombinedOutput(); err != nil {
