@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -111,7 +112,7 @@ func (c *cleaner) register(p *partition, topicConfigs map[string]string) {
 		// not come yet: its log is going away.
 		c.m.Unregister(name)
 	}
-	if err := c.m.Register(compaction.Partition{Name: name, Log: p.log, Config: cfg}); err != nil {
+	if err := c.m.Register(compaction.Partition{Name: name, Log: p.log, Config: cfg, Txn: partitionTxns{p}}); err != nil {
 		c.b.log.Warn("log cleaner: registering partition", "partition", name, "err", err)
 		delete(c.mu.parts, name)
 		return
@@ -246,4 +247,38 @@ func (b *Broker) checkCompactedKeys(set map[string]string, records []byte) error
 		return fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
 	}
 	return nil
+}
+
+// partitionTxns gives the cleaner a partition's transaction and producer
+// state (producers.go): the cleaner stops at the first open transaction,
+// removes aborted transactions' records, and keeps each producer's last
+// batch header.
+type partitionTxns struct{ p *partition }
+
+func (t partitionTxns) FirstUnstableOffset() int64 {
+	t.p.mu.Lock()
+	defer t.p.mu.Unlock()
+	return t.p.mu.producers.firstUnstable()
+}
+
+func (t partitionTxns) AbortedTransactions(from, to int64) ([]compaction.AbortedTxn, error) {
+	t.p.mu.Lock()
+	list := t.p.mu.producers.abortedIn(from, to)
+	t.p.mu.Unlock()
+	out := make([]compaction.AbortedTxn, len(list))
+	for i, a := range list {
+		out[i] = compaction.AbortedTxn{ProducerID: a.producerID, FirstOffset: a.firstOffset, LastOffset: a.lastOffset}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].FirstOffset < out[j].FirstOffset })
+	return out, nil
+}
+
+func (t partitionTxns) ProducerLastOffset(producerID int64) (int64, bool) {
+	t.p.mu.Lock()
+	defer t.p.mu.Unlock()
+	e := t.p.mu.producers.m[producerID]
+	if e == nil || len(e.batches) == 0 {
+		return 0, false
+	}
+	return e.batches[len(e.batches)-1].lastOffset, true
 }
