@@ -212,6 +212,22 @@ type Broker struct {
 	txns    *txns // the transaction coordinator (txns.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
+	// ready is closed once New has set groups and txns.
+	ready chan struct{}
+}
+
+// waitReady waits (for the coordinators' goroutines) until New has set
+// every field they use; false if ctx ends first.
+func (b *Broker) waitReady(ctx context.Context) bool {
+	if b.ready == nil {
+		return true
+	}
+	select {
+	case <-b.ready:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (b *Broker) isStopping() bool {
@@ -253,8 +269,12 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.store, b.meta = st, st.meta
+	// The coordinators' goroutines read each other's field: they wait for
+	// ready, closed once both are set.
+	b.ready = make(chan struct{})
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
+	close(b.ready)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name

@@ -99,7 +99,9 @@ func newGroups(b *Broker) *groups {
 	g.wg.Add(1)
 	go pprof.Do(ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
 		defer g.wg.Done()
-		g.watch(ctx)
+		if b.waitReady(ctx) {
+			g.watch(ctx)
+		}
 	})
 	return g
 }

@@ -70,7 +70,9 @@ func newTxns(b *Broker) *txns {
 	t.wg.Add(1)
 	go pprof.Do(ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
 		defer t.wg.Done()
-		t.leadershipLoop(ctx)
+		if b.waitReady(ctx) {
+			t.leadershipLoop(ctx)
+		}
 	})
 	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
 	return t
