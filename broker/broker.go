@@ -248,6 +248,8 @@ func New(cfg Config) (*Broker, error) {
 	b.store, b.meta = st, st.meta
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
+	b.groups.start()
+	b.txns.start()
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
