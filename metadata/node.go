@@ -1,0 +1,567 @@
+package metadata
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/metadb"
+)
+
+// Peer is a voter: its node id and Raft address.
+type Peer struct {
+	ID   int32
+	Addr string
+}
+
+// Config configures a Node. Zero durations take the defaults shown.
+type Config struct {
+	NodeID int32
+	// Dir holds the Raft log (raft-wal, under wal/) and snapshots (snapshots/).
+	Dir string
+	// RaftAddr is the listen address ("127.0.0.1:0" picks a port; Addr tells
+	// which). AdvertiseAddr, if set, is what other voters dial.
+	RaftAddr      string
+	AdvertiseAddr string
+	// Bootstrap creates a new cluster when Dir holds no Raft state: of Peers,
+	// or of this node alone when Peers is empty (a quorum of one). It is a
+	// no-op on restart.
+	Bootstrap bool
+	Peers     []Peer
+	// ClusterID is recorded by the first leader when the state has none; a
+	// random one is chosen when empty.
+	ClusterID string
+	Logger    *slog.Logger
+	Now       func() time.Time // the proposer clock for timestamps in commands
+
+	HeartbeatTimeout   time.Duration // raft; default 1s
+	ElectionTimeout    time.Duration // raft; default 1s
+	LeaderLeaseTimeout time.Duration // raft; default 500ms
+	CommitTimeout      time.Duration // raft; default 50ms
+	SnapshotThreshold  uint64        // raft; entries between snapshots, default 8192
+	SnapshotInterval   time.Duration // raft; default 2m
+	TrailingLogs       uint64        // raft; entries kept after a snapshot, default 10240
+
+	// ControllerInterval is how often the controller (on the leader) checks
+	// sessions and leadership; default 250ms. DisableController turns it off.
+	ControllerInterval time.Duration
+	DisableController  bool
+	// WatchBuffer is how many recent changes are kept for watchers that lag;
+	// default 4096.
+	WatchBuffer int
+}
+
+// Node is one metadata voter: the Raft node, its state machine, the
+// controller (active while it leads) and the API brokers use. All methods are
+// safe for concurrent use.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	raft   *raft.Raft
+	fsm    *fsm
+	wal    *wal.WAL
+	meta   *metadb.BoltMetaDB
+	trans  *raft.NetworkTransport
+	mux    *muxLayer
+	fwd    forwarder
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	connMu sync.Mutex
+	conns  map[net.Conn]struct{}
+
+	watch struct {
+		sync.Mutex
+		ring   []Change // recent changes, oldest first
+		floor  uint64   // every change after floor is in ring
+		notify chan struct{}
+	}
+}
+
+// Open starts a node. With Bootstrap and no existing state it bootstraps the
+// cluster (of Peers, or of itself alone).
+func Open(cfg Config) (*Node, error) {
+	if cfg.NodeID < 0 {
+		return nil, fmt.Errorf("metadata: node id %d", cfg.NodeID)
+	}
+	if cfg.Dir == "" || cfg.RaftAddr == "" {
+		return nil, errors.New("metadata: Config.Dir and Config.RaftAddr are required")
+	}
+	setDefaults(&cfg)
+	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}}
+	n.fwd.idle = map[string][]*fwdConn{}
+	n.watch.notify = make(chan struct{})
+	n.watch.ring = make([]Change, 0, 64)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.fsm = newFSM(n.logger, n.publish)
+
+	ok := false
+	defer func() {
+		if !ok {
+			n.cancel()
+			n.shutdown()
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(cfg.Dir, "wal"), 0o755); err != nil {
+		return nil, err
+	}
+	hlog := newHCLogger(n.logger)
+	// We own the meta store: WAL.Close does not close it (raft-wal v0.4.0).
+	n.meta = &metadb.BoltMetaDB{}
+	w, err := wal.Open(filepath.Join(cfg.Dir, "wal"), wal.WithLogger(hlog), wal.WithMetaStore(n.meta))
+	if err != nil {
+		return nil, fmt.Errorf("metadata: open raft log: %w", err)
+	}
+	n.wal = w
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: open snapshot store: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.RaftAddr)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: listen: %w", err)
+	}
+	var advertise net.Addr = ln.Addr()
+	if cfg.AdvertiseAddr != "" {
+		if advertise, err = net.ResolveTCPAddr("tcp", cfg.AdvertiseAddr); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metadata: advertise address: %w", err)
+		}
+	}
+	n.mux = &muxLayer{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), closed: make(chan struct{})}
+	n.wg.Add(1)
+	go pprof.Do(n.ctx, pprof.Labels("metadata", "accept"), func(context.Context) { n.acceptLoop() })
+	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: n.mux, MaxPool: 4, Timeout: 5 * time.Second, Logger: hlog,
+	})
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(strconv.Itoa(int(cfg.NodeID)))
+	rc.Logger = hlog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = cfg.CommitTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 512
+	if err := raft.ValidateConfig(rc); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+
+	if cfg.Bootstrap {
+		existing, err := raft.HasExistingState(w, w, snaps)
+		if err != nil {
+			return nil, fmt.Errorf("metadata: %w", err)
+		}
+		if !existing {
+			peers := cfg.Peers
+			if len(peers) == 0 {
+				peers = []Peer{{ID: cfg.NodeID, Addr: advertise.String()}}
+			}
+			var conf raft.Configuration
+			for _, p := range peers {
+				conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter,
+					ID: raft.ServerID(strconv.Itoa(int(p.ID))), Address: raft.ServerAddress(p.Addr)})
+			}
+			if err := raft.BootstrapCluster(rc, w, w, snaps, n.trans, conf); err != nil {
+				return nil, fmt.Errorf("metadata: bootstrap: %w", err)
+			}
+		}
+	}
+	r, err := raft.NewRaft(rc, n.fsm, w, w, snaps, n.trans)
+	if err != nil {
+		return nil, fmt.Errorf("metadata: start raft: %w", err)
+	}
+	n.raft = r
+	if !cfg.DisableController {
+		c := newController(n)
+		n.wg.Add(1)
+		go pprof.Do(n.ctx, pprof.Labels("metadata", "controller"), func(context.Context) { c.run() })
+	}
+	ok = true
+	return n, nil
+}
+
+func setDefaults(c *Config) {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, time.Second)
+	def(&c.ElectionTimeout, time.Second)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	def(&c.CommitTimeout, 50*time.Millisecond)
+	def(&c.SnapshotInterval, 2*time.Minute)
+	def(&c.ControllerInterval, 250*time.Millisecond)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.WatchBuffer <= 0 {
+		c.WatchBuffer = 4096
+	}
+}
+
+// Addr is the address other voters dial to reach this node.
+func (n *Node) Addr() string { return n.mux.advertise.String() }
+
+// ID is this node's id.
+func (n *Node) ID() int32 { return n.cfg.NodeID }
+
+// State returns the latest applied state. It may lag the leader; see Stale.
+func (n *Node) State() *State { return n.fsm.current() }
+
+// Err returns the error that stopped the state machine, if any (an entry this
+// binary cannot decode), else nil.
+func (n *Node) Err() error { return n.fsm.err() }
+
+// IsLeader reports whether this node is the Raft leader (and so runs the
+// controller).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Leader returns the current leader's id and address, if one is known.
+func (n *Node) Leader() (Peer, bool) {
+	addr, id := n.raft.LeaderWithID()
+	if addr == "" {
+		return Peer{}, false
+	}
+	nid, err := strconv.ParseInt(string(id), 10, 32)
+	if err != nil {
+		return Peer{}, false
+	}
+	return Peer{ID: int32(nid), Addr: string(addr)}, true
+}
+
+// Stale reports whether State may be behind the cluster: no leader is known,
+// or (on a follower) the leader has not been heard from for longer than the
+// election timeout. A leader that loses its quorum steps down within the
+// leader lease timeout, after which it too reports stale.
+func (n *Node) Stale() bool {
+	switch n.raft.State() {
+	case raft.Leader:
+		return false
+	case raft.Follower:
+		if _, ok := n.Leader(); !ok {
+			return true
+		}
+		return time.Since(n.raft.LastContact()) > n.cfg.ElectionTimeout
+	default:
+		return true
+	}
+}
+
+// WaitForLeader waits until a leader is known; ErrNoQuorum when ctx ends first.
+func (n *Node) WaitForLeader(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if n.closed.Load() {
+			return ErrClosed
+		}
+		if _, ok := n.Leader(); ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: no leader: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-t.C:
+		}
+	}
+}
+
+// Propose commits cmd and returns its result once it is applied on the
+// leader; the local State may catch up a moment later (use WaitForVersion to
+// read your own writes). On a follower the command is forwarded to the
+// leader. A rejection is returned as an error wrapping one of the Err*
+// sentinels. If no leader commits it before ctx ends, the error wraps
+// ErrNoQuorum and ctx's error; a leader change while the command was in
+// flight gives ErrNotLeader (the outcome is then unknown).
+func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
+	wait := time.NewTicker(10 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		if n.closed.Load() {
+			return Result{}, ErrClosed
+		}
+		var (
+			res Result
+			err error
+		)
+		if n.raft.State() == raft.Leader {
+			res, err = n.proposeLocal(ctx, cmd)
+		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
+			e := encoder{}
+			e.u8(opPropose)
+			e.u32(uint32(forwardTimeout(ctx).Milliseconds()))
+			e.buf = append(e.buf, EncodeCommand(cmd)...)
+			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+		} else {
+			err = errNotSent
+		}
+		if !errors.Is(err, errNotSent) && !errors.Is(err, raft.ErrNotLeader) {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return Result{}, ErrClosed
+		case <-wait.C:
+		}
+	}
+}
+
+func forwardTimeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return time.Hour
+}
+
+// proposeLocal prepares and applies cmd on this node, which should be the
+// leader. raft.ErrNotLeader means nothing was appended.
+func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
+	if err := n.fsm.err(); err != nil {
+		return Result{}, err
+	}
+	// Work on a private copy: prepare fills in fields.
+	cmd, err := DecodeCommand(EncodeCommand(cmd))
+	if err != nil {
+		return Result{}, err
+	}
+	if p, ok := cmd.(preparer); ok {
+		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex())}
+		if err := p.prepare(&pc); err != nil {
+			return Result{}, err
+		}
+	}
+	data := EncodeCommand(cmd)
+	f := n.raft.Apply(data, forwardTimeout(ctx))
+	done := make(chan struct{})
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		_ = f.Error()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+	}
+	if err := f.Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader):
+			return Result{}, err
+		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+			return Result{}, fmt.Errorf("%w: %v (outcome unknown)", ErrNotLeader, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return Result{}, ErrClosed
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return Result{}, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		default:
+			return Result{}, fmt.Errorf("metadata: %w", err)
+		}
+	}
+	resp, _ := f.Response().(applyResponse)
+	resp.result.Version = f.Index()
+	return resp.result, resp.err
+}
+
+// WaitForVersion waits until the local state has applied version v.
+func (n *Node) WaitForVersion(ctx context.Context, v uint64) (*State, error) {
+	for {
+		n.watch.Lock()
+		ch := n.watch.notify
+		n.watch.Unlock()
+		if st := n.State(); st.Version >= v {
+			return st, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return n.State(), fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return n.State(), ErrClosed
+		}
+	}
+}
+
+// Voters returns the current voters.
+func (n *Node) Voters() ([]Peer, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	var out []Peer
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage != raft.Voter {
+			continue
+		}
+		id, err := strconv.ParseInt(string(s.ID), 10, 32)
+		if err != nil {
+			continue
+		}
+		out = append(out, Peer{ID: int32(id), Addr: string(s.Address)})
+	}
+	return out, nil
+}
+
+// AddVoter adds a voter (it catches up from the leader's log or a snapshot);
+// RemoveVoter removes one. Both are forwarded to the leader.
+func (n *Node) AddVoter(ctx context.Context, p Peer) error {
+	return n.changeVoters(ctx, opAddVoter, p.ID, p.Addr)
+}
+
+// RemoveVoter removes a voter from the cluster.
+func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
+	return n.changeVoters(ctx, opRemoveVoter, id, "")
+}
+
+func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string) error {
+	wait := time.NewTicker(10 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		var err error
+		if n.raft.State() == raft.Leader {
+			err = n.changeVotersLocal(op, id, addr)
+		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
+			e := encoder{}
+			e.u8(op)
+			e.varint(int64(id))
+			if op == opAddVoter {
+				e.str(addr)
+			}
+			_, err = n.fwd.call(ctx, leader.Addr, e.buf)
+		} else {
+			err = errNotSent
+		}
+		if !errors.Is(err, errNotSent) && !errors.Is(err, raft.ErrNotLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-wait.C:
+		}
+	}
+}
+
+func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
+	sid := raft.ServerID(strconv.Itoa(int(id)))
+	var f raft.IndexFuture
+	if op == opAddVoter {
+		if addr == "" {
+			return reject(ErrInvalidRequest, "voter %d without address", id)
+		}
+		f = n.raft.AddVoter(sid, raft.ServerAddress(addr), 0, 10*time.Second)
+	} else {
+		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
+	}
+	if err := f.Error(); err != nil {
+		if errors.Is(err, raft.ErrNotLeader) {
+			return err
+		}
+		return fmt.Errorf("metadata: change voters: %w", err)
+	}
+	return nil
+}
+
+// Snapshot forces a snapshot now (and log truncation past it).
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+		return fmt.Errorf("metadata: snapshot: %w", err)
+	}
+	return nil
+}
+
+// Close stops the node: the controller and watchers end (their channels are
+// closed), Raft shuts down, the listener closes, and every goroutine the node
+// started has returned when Close returns.
+func (n *Node) Close() error {
+	if !n.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	n.cancel()
+	return n.shutdown()
+}
+
+func (n *Node) shutdown() error {
+	var errs []error
+	if n.raft != nil {
+		errs = append(errs, n.raft.Shutdown().Error())
+	}
+	if n.trans != nil {
+		errs = append(errs, n.trans.Close())
+	} else if n.mux != nil {
+		errs = append(errs, n.mux.Close())
+	}
+	n.connMu.Lock()
+	for c := range n.conns {
+		c.Close()
+	}
+	n.conns = nil
+	n.connMu.Unlock()
+	n.fwd.close()
+	n.wg.Wait()
+	if n.wal != nil {
+		errs = append(errs, n.wal.Close())
+	}
+	if n.meta != nil {
+		errs = append(errs, n.meta.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// newHCLogger sends raft's hclog output to slog.
+func newHCLogger(l *slog.Logger) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{l}, DisableTime: true})
+}
+
+type slogWriter struct{ l *slog.Logger }
+
+func (w slogWriter) Write(p []byte) (int, error) {
+	msg := strings.TrimSpace(string(p))
+	switch {
+	case strings.Contains(msg, "[ERROR]"):
+		w.l.Error(msg)
+	case strings.Contains(msg, "[WARN]"):
+		w.l.Warn(msg)
+	default:
+		w.l.Info(msg)
+	}
+	return len(p), nil
+}

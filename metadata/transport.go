@@ -1,0 +1,355 @@
+package metadata
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// One TCP listener per node carries two protocols, told apart by the first
+// byte a dialer sends (as consul does):
+//
+//	'R' raft's own RPCs (hashicorp/raft NetworkTransport)
+//	'F' proposals and voter changes forwarded from a follower to the leader
+//
+// A forward connection carries request/response frames, one at a time:
+//
+//	request:  | u32 length | u8 op | body                      |
+//	          op 1 propose: | u32 timeout ms | command bytes    |
+//	          op 2 add voter: | varint id | string address      |
+//	          op 3 remove voter: | varint id |
+//	response: | u32 length | u8 status | body                  |
+//	          status 0: Result encoding; status 1: u16 error code, string message
+const (
+	protoRaft    = 'R'
+	protoForward = 'F'
+
+	opPropose     = 1
+	opAddVoter    = 2
+	opRemoveVoter = 3
+
+	maxFrame = 16 << 20
+)
+
+// muxLayer is the raft.StreamLayer: Accept returns only connections that
+// announced themselves as raft.
+type muxLayer struct {
+	ln        net.Listener
+	advertise net.Addr
+	raftConns chan net.Conn
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+var _ raft.StreamLayer = (*muxLayer)(nil)
+
+func (m *muxLayer) Accept() (net.Conn, error) {
+	select {
+	case c := <-m.raftConns:
+		return c, nil
+	case <-m.closed:
+		return nil, net.ErrClosed
+	}
+}
+
+func (m *muxLayer) Close() error {
+	m.closeOnce.Do(func() { close(m.closed) })
+	return m.ln.Close()
+}
+
+func (m *muxLayer) Addr() net.Addr { return m.advertise }
+
+func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	return dialProto(string(address), timeout, protoRaft)
+}
+
+func dialProto(address string, timeout time.Duration, proto byte) (net.Conn, error) {
+	c, err := net.DialTimeout("tcp", address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte{proto}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	return c, nil
+}
+
+// acceptLoop owns the listener; each connection gets a goroutine that reads
+// its protocol byte and either hands it to raft or serves forwards on it.
+func (n *Node) acceptLoop() {
+	defer n.wg.Done()
+	for {
+		c, err := n.mux.ln.Accept()
+		if err != nil {
+			return
+		}
+		if !n.trackConn(c) {
+			c.Close()
+			return
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.serveConn(c)
+		}()
+	}
+}
+
+func (n *Node) trackConn(c net.Conn) bool {
+	n.connMu.Lock()
+	defer n.connMu.Unlock()
+	if n.conns == nil {
+		return false
+	}
+	n.conns[c] = struct{}{}
+	return true
+}
+
+func (n *Node) untrackConn(c net.Conn) {
+	n.connMu.Lock()
+	defer n.connMu.Unlock()
+	delete(n.conns, c)
+}
+
+func (n *Node) serveConn(c net.Conn) {
+	var proto [1]byte
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := io.ReadFull(c, proto[:]); err != nil {
+		n.untrackConn(c)
+		c.Close()
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	switch proto[0] {
+	case protoRaft:
+		// raft's transport owns it from here; it closes it on shutdown.
+		n.untrackConn(c)
+		select {
+		case n.mux.raftConns <- c:
+		case <-n.mux.closed:
+			c.Close()
+		}
+	case protoForward:
+		defer n.untrackConn(c)
+		defer c.Close()
+		n.serveForward(c)
+	default:
+		n.untrackConn(c)
+		c.Close()
+	}
+}
+
+func (n *Node) serveForward(c net.Conn) {
+	r := bufio.NewReader(c)
+	for {
+		req, err := readFrame(r)
+		if err != nil {
+			return
+		}
+		resp := n.handleForward(req)
+		if err := writeFrame(c, resp); err != nil {
+			return
+		}
+	}
+}
+
+func (n *Node) handleForward(req []byte) []byte {
+	d := decoder{buf: req}
+	op := d.u8()
+	var (
+		res Result
+		err error
+	)
+	switch op {
+	case opPropose:
+		timeout := time.Duration(d.u32()) * time.Millisecond
+		if d.err != nil {
+			err = reject(ErrInvalidRequest, "forward: %v", d.err)
+			break
+		}
+		var cmd Command
+		cmd, err = DecodeCommand(d.buf)
+		if err != nil {
+			break
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		res, err = n.proposeLocal(ctx, cmd)
+		cancel()
+	case opAddVoter, opRemoveVoter:
+		id := d.int32()
+		addr := ""
+		if op == opAddVoter {
+			addr = d.str()
+		}
+		if d.err != nil {
+			err = reject(ErrInvalidRequest, "forward: %v", d.err)
+			break
+		}
+		err = n.changeVotersLocal(op, id, addr)
+	default:
+		err = reject(ErrInvalidRequest, "forward: op %d", op)
+	}
+	if errors.Is(err, ErrClosed) {
+		err = fmt.Errorf("%w: leader shutting down (outcome unknown)", ErrNotLeader)
+	}
+	e := encoder{}
+	if err != nil {
+		e.u8(1)
+		e.buf = binary.BigEndian.AppendUint16(e.buf, codeOf(err))
+		e.str(err.Error())
+	} else {
+		e.u8(0)
+		res.encode(&e)
+	}
+	return e.buf
+}
+
+func readFrame(r io.Reader) ([]byte, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	size := binary.BigEndian.Uint32(hdr[:])
+	if size == 0 || size > maxFrame {
+		return nil, fmt.Errorf("metadata: forward frame of %d bytes", size)
+	}
+	b := make([]byte, size)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+func writeFrame(w io.Writer, b []byte) error {
+	out := make([]byte, 4, 4+len(b))
+	binary.BigEndian.PutUint32(out, uint32(len(b)))
+	_, err := w.Write(append(out, b...))
+	return err
+}
+
+// errNotSent marks a forward that failed before the request was written, so
+// retrying it cannot apply the command twice.
+var errNotSent = errors.New("metadata: forward not sent")
+
+// forwarder keeps a few idle connections to the leader.
+type forwarder struct {
+	mu   sync.Mutex
+	idle map[string][]*fwdConn
+}
+
+type fwdConn struct {
+	c net.Conn
+	r *bufio.Reader
+}
+
+func (f *forwarder) get(addr string, timeout time.Duration) (*fwdConn, error) {
+	for {
+		f.mu.Lock()
+		cs := f.idle[addr]
+		if len(cs) == 0 {
+			f.mu.Unlock()
+			break
+		}
+		c := cs[len(cs)-1]
+		f.idle[addr] = cs[:len(cs)-1]
+		f.mu.Unlock()
+		// An idle connection the leader closed (it shut down) reads EOF at
+		// once; a live one times out. Only live ones are reused, so a request
+		// is not lost on a dead connection with an unknown outcome.
+		if c.r.Buffered() == 0 && connAlive(c.c) {
+			return c, nil
+		}
+		c.c.Close()
+	}
+	c, err := dialProto(addr, timeout, protoForward)
+	if err != nil {
+		return nil, err
+	}
+	return &fwdConn{c: c, r: bufio.NewReader(c)}, nil
+}
+
+func (f *forwarder) put(addr string, c *fwdConn) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.idle == nil || len(f.idle[addr]) >= 8 {
+		c.c.Close()
+		return
+	}
+	f.idle[addr] = append(f.idle[addr], c)
+}
+
+func (f *forwarder) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cs := range f.idle {
+		for _, c := range cs {
+			c.c.Close()
+		}
+	}
+	f.idle = nil
+}
+
+// call sends one request to addr and returns the response body.
+func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, error) {
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = time.Until(dl)
+		if timeout <= 0 {
+			return Result{}, ctx.Err()
+		}
+	}
+	c, err := f.get(addr, min(timeout, 2*time.Second))
+	if err != nil {
+		return Result{}, fmt.Errorf("%w: %v", errNotSent, err)
+	}
+	_ = c.c.SetDeadline(time.Now().Add(timeout))
+	stop := context.AfterFunc(ctx, func() { _ = c.c.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	if err := writeFrame(c.c, req); err != nil {
+		c.c.Close()
+		return Result{}, fmt.Errorf("%w: forward to %s: %v (outcome unknown)", ErrNotLeader, addr, err)
+	}
+	resp, err := readFrame(c.r)
+	if err != nil {
+		c.c.Close()
+		if ctx.Err() != nil {
+			return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		}
+		return Result{}, fmt.Errorf("%w: forward to %s: %v (outcome unknown)", ErrNotLeader, addr, err)
+	}
+	if !stop() {
+		c.c.Close()
+	} else {
+		_ = c.c.SetDeadline(time.Time{})
+		f.put(addr, c)
+	}
+	d := decoder{buf: resp}
+	var res Result
+	switch d.u8() {
+	case 0:
+		res.decode(&d)
+		if d.err != nil {
+			return Result{}, fmt.Errorf("metadata: bad forward response: %v", d.err)
+		}
+		return res, nil
+	default:
+		if len(d.buf) < 2 {
+			return Result{}, fmt.Errorf("metadata: bad forward response")
+		}
+		code := binary.BigEndian.Uint16(d.buf)
+		d.buf = d.buf[2:]
+		msg := d.str()
+		return Result{}, errorFromCode(code, msg)
+	}
+}
