@@ -2,10 +2,13 @@ package tiering
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
+
+	"github.com/sediment-io/sediment/objectstore"
 )
 
 // ManifestFormat is the manifest encoding this package writes. Decoders
@@ -228,4 +231,48 @@ func (m *Manifest) Size() int64 {
 		n += m.Segments[i].Size
 	}
 	return n
+}
+
+// LatestManifest finds a partition's newest manifest from the bucket alone
+// (prefix from its descriptor): the highest version, then the highest
+// leader epoch. Without the metadata log's pointer this may be a manifest
+// written just before a crash and never committed; it references only
+// complete uploads, so its data is whole.
+func LatestManifest(ctx context.Context, store objectstore.Store, prefix string) (*Manifest, error) {
+	list, err := store.List(ctx, prefix+"m/", "")
+	if err != nil {
+		return nil, err
+	}
+	var best ParsedKey
+	found := false
+	for _, o := range list.Objects {
+		k, err := ParseKey(o.Key)
+		if err != nil || k.Kind != 'm' {
+			continue
+		}
+		if !found || k.Number > best.Number || (k.Number == best.Number && k.Epoch > best.Epoch) {
+			best, found = k, true
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("%w: no manifest under %s", ErrOffsetOutOfRange, prefix)
+	}
+	b, err := objectstore.ReadAll(ctx, store, best.Stem+best.Suffix, maxManifestBytes)
+	if err != nil {
+		return nil, err
+	}
+	return DecodeManifest(b)
+}
+
+// ReadDescriptor reads a partition descriptor.
+func ReadDescriptor(ctx context.Context, store objectstore.Store, key string) (*PartitionDescriptor, error) {
+	b, err := objectstore.ReadAll(ctx, store, key, 1<<20)
+	if err != nil {
+		return nil, err
+	}
+	var d PartitionDescriptor
+	if err := json.Unmarshal(b, &d); err != nil || d.Format != 1 {
+		return nil, fmt.Errorf("%w: descriptor %s", ErrCorruptObject, key)
+	}
+	return &d, nil
 }

@@ -600,7 +600,7 @@ func (p *Partition) updateLag(st *remoteState) {
 
 // Status describes a partition's two tiers (for `sediment tier status`).
 type Status struct {
-	TopicPartition
+	Partition                                       TopicPartition
 	LocalStartOffset, LocalEndOffset, HighWatermark int64
 	LocalBytes                                      int64
 	RemoteStartOffset, RemoteEndOffset              int64 // -1 when nothing is remote
@@ -613,7 +613,7 @@ type Status struct {
 
 // Status returns the partition's status as last seen (no I/O).
 func (p *Partition) Status() Status {
-	s := Status{TopicPartition: p.tp, RemoteStartOffset: -1, RemoteEndOffset: -1,
+	s := Status{Partition: p.tp, RemoteStartOffset: -1, RemoteEndOffset: -1,
 		UploadLagBytes: p.lagBytes.Load(), UploadLagOffsets: p.lagOffsets.Load()}
 	if p.log != nil {
 		s.LocalStartOffset, s.LocalEndOffset, s.HighWatermark = p.log.LogStartOffset(), p.log.LogEndOffset(), p.log.HighWatermark()
