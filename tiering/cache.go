@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
@@ -28,6 +29,10 @@ type chunk struct {
 	file  vfs.File
 	path  string
 	size  int64
+	// served is set once the chunk was served: later reads check its
+	// batches' CRCs (the bytes went through the cache file since their
+	// download-time check).
+	served atomic.Bool
 
 	// guarded by chunkCache.mu
 	refs    int
@@ -194,6 +199,8 @@ func (c *chunkCache) Bytes() int64 {
 	return c.mu.bytes
 }
 
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
 // download fetches chunk ch of seg into a new cache file, checking it against
 // the manifest's chunk CRC; a mismatch or a cut transfer is retried twice.
 func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vfs.File, int64, error) {
@@ -203,11 +210,13 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 	if !ok || length <= 0 {
 		return nil, 0, fmt.Errorf("%w: chunk %d of %s", ErrCorruptObject, ch.key.index, seg.Stem)
 	}
-	r, size, err := m.store.ReadObject(ctx, seg.Stem+SuffixLog)
+	o, err := m.readers.get(ctx, seg.Stem+SuffixLog)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer r.Close()
+	r, size := o.r, o.size
+	bad := true
+	defer func() { m.readers.put(o, bad) }()
 	if size != seg.Size {
 		return nil, 0, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrCorruptObject, seg.Stem+SuffixLog, size, seg.Size)
 	}
@@ -224,7 +233,9 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 		if err == nil {
 			h := crc32.New(castagnoli)
 			var n int64
-			n, err = io.Copy(io.MultiWriter(f, h), rc)
+			buf := copyBuffers.Get().(*[]byte)
+			n, err = io.CopyBuffer(io.MultiWriter(f, h), rc, *buf)
+			copyBuffers.Put(buf)
 			rc.Close()
 			m.metrics.BytesDownloaded.Add(n)
 			if err == nil && n != length {
@@ -236,6 +247,7 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 			}
 		}
 		if err == nil {
+			bad = false
 			return f, length, nil
 		}
 		f.Close()

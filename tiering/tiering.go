@@ -112,8 +112,10 @@ type Options struct {
 	// (chunks are always checked against the manifest when downloaded).
 	SkipBatchCRC bool
 
-	// UploadWorkers is how many partitions upload at once [2].
-	UploadWorkers int
+	// UploadWorkers is how many partitions upload at once [2];
+	// UploadParallelism how many segments of one partition [2].
+	UploadWorkers     int
+	UploadParallelism int
 	// Interval between background rounds [1s]; negative: no background
 	// loop (tests drive Partition.RunOnce and CleanOrphans themselves).
 	Interval time.Duration
@@ -166,6 +168,9 @@ func (o *Options) setDefaults() error {
 	if o.UploadWorkers <= 0 {
 		o.UploadWorkers = 2
 	}
+	if o.UploadParallelism <= 0 {
+		o.UploadParallelism = 2
+	}
 	if o.Interval == 0 {
 		o.Interval = time.Second
 	}
@@ -204,6 +209,7 @@ type Manager struct {
 	store   *countingStore
 	cache   *chunkCache
 	indexes indexCache
+	readers *readerCache
 	metrics Metrics
 
 	ctx    context.Context // cancelled by Close
@@ -236,6 +242,7 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.cache = cache
+	m.readers = newReaderCache(m.store, 64)
 	m.jobs = make(chan func(), 4*opts.ReadWorkers)
 	for i := 0; i < opts.ReadWorkers; i++ {
 		m.wg.Add(1)
@@ -322,6 +329,7 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	m.readers.close()
 	return m.cache.close()
 }
 

@@ -10,6 +10,7 @@ import (
 	"hash/crc32"
 	"io"
 	"path/filepath"
+	"sync"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/vfs"
@@ -31,31 +32,61 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 	if len(st.manifest.Segments) == 0 && st.ptr.ManifestVersion == 0 {
 		from = -1
 	}
-	var added []SegmentMeta
-	var uploadErr error
+	var todo []hotlog.SegmentInfo
 	for _, s := range p.log.Segments() {
-		if !s.Sealed || s.NextOffset > limit {
+		if !s.Sealed || s.NextOffset > limit || len(todo) >= p.m.opts.MaxSegmentsPerCommit {
 			break
 		}
 		if s.NextOffset <= from || s.Size == 0 {
 			continue
 		}
-		if st.ptr.ManifestVersion == 0 && len(added) == 0 {
-			if err := p.writeDescriptor(ctx); err != nil {
-				uploadErr = err
-				break
-			}
+		todo = append(todo, s)
+		from = s.NextOffset
+	}
+	if len(todo) == 0 {
+		return st, nil
+	}
+	if st.ptr.ManifestVersion == 0 {
+		if err := p.writeDescriptor(ctx); err != nil {
+			return st, err
 		}
-		meta, err := p.uploadSegment(ctx, s, epoch, st.manifest, added)
-		if err != nil {
-			uploadErr = err
+	}
+	// Upload UploadParallelism segments at a time; commit the longest run
+	// of complete uploads from the first one.
+	metas := make([]SegmentMeta, len(todo))
+	errs := make([]error, len(todo))
+	sem := make(chan struct{}, p.m.opts.UploadParallelism)
+	var wg sync.WaitGroup
+	for i := range todo {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			metas[i], errs[i] = p.uploadSegment(ctx, todo[i], epoch)
+		}()
+	}
+	wg.Wait()
+	var added []SegmentMeta
+	var uploadErr error
+	for i := range todo {
+		if errs[i] != nil {
+			uploadErr = errs[i]
 			break
 		}
-		added = append(added, meta)
-		from = meta.EndOffset
-		if len(added) >= p.m.opts.MaxSegmentsPerCommit {
-			break
-		}
+		added = append(added, metas[i])
+	}
+	// The leader-epoch checkpoints need the epochs of the earlier segments.
+	var puts []func() error
+	for i := range added {
+		data := epochCheckpoint(st.manifest, added[:i], added[i].LeaderEpochs)
+		key := added[i].Stem + SuffixEpochs
+		added[i].EpochsSize = int64(len(data))
+		puts = append(puts, func() error {
+			return objectstore.PutBytes(ctx, p.m.store, key, data, objectstore.CreateOptions{NoOverwrite: true})
+		})
+	}
+	if err := parallel(puts...); err != nil {
+		return st, errors.Join(uploadErr, fmt.Errorf("tiering: %s: upload epochs: %w", p.tp, err))
 	}
 	if len(added) == 0 {
 		return st, uploadErr
@@ -82,7 +113,7 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 }
 
 // uploadSegment uploads one sealed segment's objects under a fresh stem.
-func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epoch int32, m *Manifest, pending []SegmentMeta) (meta SegmentMeta, err error) {
+func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epoch int32) (meta SegmentMeta, err error) {
 	stem := segmentStem(p.prefix, s.BaseOffset, epoch)
 	defer func() {
 		if err != nil {
@@ -132,30 +163,36 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 		ChunkSize: p.m.opts.ChunkSize, ChunkCRC32C: hex.EncodeToString(sc.chunkCRCs), MaxTimestamp: sc.idx.maxTs,
 		LeaderEpochs: sc.epochs, UploadEpoch: epoch, UploadedMs: p.m.opts.Now().UnixMilli(),
 	}
-	put := func(suffix string, data []byte) (int64, error) {
-		if len(data) == 0 {
-			return 0, nil
-		}
-		return int64(len(data)), objectstore.PutBytes(ctx, p.m.store, stem+suffix, data, objectstore.CreateOptions{NoOverwrite: true})
-	}
-	if meta.IndexSize, err = put(SuffixIndex, sc.idx.offsets); err != nil {
-		return meta, err
-	}
-	if meta.TimeIndexSize, err = put(SuffixTimeIndex, sc.idx.times); err != nil {
-		return meta, err
-	}
 	// The producer snapshot taken at the segment's end, if the log has it.
 	snap, err := vfs.ReadFile(p.fs, filepath.Join(filepath.Dir(s.LogFile), fmt.Sprintf("%020d.snapshot", s.NextOffset)), 256<<20)
 	if err != nil && !vfs.IsNotExist(err) {
 		return meta, err
 	}
-	if meta.SnapshotSize, err = put(SuffixSnapshot, snap); err != nil {
-		return meta, err
+	meta.IndexSize, meta.TimeIndexSize, meta.SnapshotSize = int64(len(sc.idx.offsets)), int64(len(sc.idx.times)), int64(len(snap))
+	put := func(suffix string, data []byte) func() error {
+		return func() error {
+			if len(data) == 0 {
+				return nil
+			}
+			return objectstore.PutBytes(ctx, p.m.store, stem+suffix, data, objectstore.CreateOptions{NoOverwrite: true})
+		}
 	}
-	if meta.EpochsSize, err = put(SuffixEpochs, epochCheckpoint(m, pending, sc.epochs)); err != nil {
-		return meta, err
+	return meta, parallel(put(SuffixIndex, sc.idx.offsets), put(SuffixTimeIndex, sc.idx.times), put(SuffixSnapshot, snap))
+}
+
+// parallel runs fns at once and returns their errors joined.
+func parallel(fns ...func() error) error {
+	errs := make([]error, len(fns))
+	var wg sync.WaitGroup
+	for i, fn := range fns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = fn()
+		}()
 	}
-	return meta, nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // epochCheckpoint renders the leader-epoch history up to the segment's end in
