@@ -307,18 +307,3 @@ func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref 
 		return nil, ErrClosed
 	}
 }
-
-// wait waits for a requested chunk; on failure the reference is released.
-func (m *Manager) wait(ctx context.Context, ch *chunk) error {
-	select {
-	case <-ch.ready:
-	case <-ctx.Done():
-		m.cache.release(ch)
-		return fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
-	}
-	if ch.err != nil {
-		m.cache.release(ch)
-		return ch.err
-	}
-	return nil
-}

@@ -390,8 +390,9 @@ func (m *Manager) RemovePartition(tp TopicPartition) {
 	m.mu.Unlock()
 	if ok {
 		p.removed.Store(true)
-		p.runMu.Lock()
-		p.runMu.Unlock() //nolint:staticcheck // waiting for the round in progress
+		p.runMu.Lock() // wait for the round in progress; later ones see removed
+		p.fails = 0
+		p.runMu.Unlock()
 	}
 }
 
