@@ -544,3 +544,34 @@ func TestBackgroundLoop(t *testing.T) {
 		t.Fatalf("read: %v", err)
 	}
 }
+
+// TestOffsetForTimestamp: the remote answer matches the local log's before
+// local retention.
+func TestOffsetForTimestamp(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	for i := 0; i < 200; i++ {
+		e.clock.Advance(time.Second)
+		e.produce(1, 4, 30)
+	}
+	e.run()
+	ctx := context.Background()
+	end, _ := e.p.RemoteLogEnd(ctx)
+	base := newClock().Now().UnixMilli()
+	for _, d := range []int64{0, 1000, 1500, 50000, 120000, 500000} {
+		ts := base + d
+		roff, rts, err := e.p.OffsetForTimestamp(ctx, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loff, lts, err := e.log.OffsetForTimestamp(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loff >= 0 && loff < end && (roff != loff || rts != lts) {
+			t.Fatalf("ts +%d: remote (%d, %d), local (%d, %d)", d, roff, rts, loff, lts)
+		}
+		if loff >= end && roff != -1 {
+			t.Fatalf("ts +%d: remote answered %d past its end %d", d, roff, end)
+		}
+	}
+}
