@@ -520,6 +520,10 @@ func TestSelfDescribingBucket(t *testing.T) {
 	if !bytes.Equal(all, e.stampedFrom(0)[:len(all)]) || len(all) == 0 {
 		t.Fatal("bucket alone does not give the records")
 	}
+	parts, err := InspectBucket(ctx, e.store)
+	if err != nil || len(parts) != 1 || parts[0].Manifest == nil || parts[0].Manifest.EndOffset != m.EndOffset || parts[0].Objects == 0 {
+		t.Fatalf("inspect: %+v %v", parts, err)
+	}
 }
 
 // TestBackgroundLoop drives the Manager's own loop (no RunOnce).
