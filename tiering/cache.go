@@ -9,7 +9,6 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
@@ -29,10 +28,6 @@ type chunk struct {
 	file  vfs.File
 	path  string
 	size  int64
-	// served is set once the chunk was served: later reads check its
-	// batches' CRCs (the bytes went through the cache file since their
-	// download-time check).
-	served atomic.Bool
 
 	// guarded by chunkCache.mu
 	refs    int

@@ -333,10 +333,6 @@ func (v *segView) verify(start, end int64) error {
 		if err != nil {
 			return err
 		}
-		if !v.servedBefore(pos, pos+h.Size()) {
-			pos += h.Size()
-			continue
-		}
 		crc := uint32(0)
 		for at := pos + 21; at < pos+h.Size(); {
 			n := min(int64(cap(buf)), pos+h.Size()-at)
@@ -354,23 +350,11 @@ func (v *segView) verify(start, end int64) error {
 	return nil
 }
 
-// servedBefore reports whether any chunk under [from, to) was served before
-// (fresh chunks were just checked against the manifest's chunk CRC).
-func (v *segView) servedBefore(from, to int64) bool {
-	for c := int(from / v.seg.ChunkSize); int64(c)*v.seg.ChunkSize < to; c++ {
-		if ch, ok := v.held[c]; ok && ch.served.Load() {
-			return true
-		}
-	}
-	return false
-}
-
 // releaseUnused hands the chunks in the regions to the result and releases
 // the others.
 func (v *segView) releaseUnused() {
 	for c, ch := range v.held {
 		if v.used != nil && v.used[c] {
-			ch.served.Store(true)
 			v.res.chunks = append(v.res.chunks, ch)
 		} else {
 			v.m.cache.release(ch)

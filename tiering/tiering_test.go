@@ -216,7 +216,10 @@ func TestCorruptForever(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrCorruptObject) && !strings.Contains(err.Error(), "CRC") {
 		t.Fatalf("corrupt read: %v", err)
 	}
+	// A fresh Manager: downloads in flight under the old rule are done.
+	e.m.Close()
 	fs.SetRules(faulty.Rule{Ops: faulty.OpReadRange, Corrupt: true, Times: 1})
+	e.open(envOptions{}, e.p.Config())
 	res, err := e.p.Read(context.Background(), 0, 1<<20, e.log.HighWatermark())
 	if err != nil {
 		t.Fatal(err)
