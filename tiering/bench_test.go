@@ -25,7 +25,7 @@ const (
 )
 
 var (
-	benchChunk = int64(4 << 20)
+	benchChunk = int64(8 << 20)
 	benchAhead = 2
 )
 
@@ -38,13 +38,13 @@ type minioServer struct{ client *minio.Client }
 
 // benchEnv fills a local log with benchData bytes in sealed segments.
 func benchEnv(b *testing.B, store *s3.Store, topic byte) *env {
-	e := newEnv(b, envOptions{store: store, segmentBytes: benchSegment, chunkSize: 4 << 20, cfg: localOnlyTail(-1)})
+	e := newEnv(b, envOptions{store: store, segmentBytes: benchSegment, chunkSize: benchChunk, cfg: localOnlyTail(-1)})
 	e.m.Close()
 	tp := testTP
 	tp.TopicID[15] = topic
 	e.com.setEpoch(tp, 5)
 	m, err := New(Options{Store: store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache"),
-		Interval: -1, Logger: quietLogger(), Now: e.clock.Now, MaxSegmentsPerCommit: 64})
+		Interval: -1, Logger: quietLogger(), Now: e.clock.Now, MaxSegmentsPerCommit: 64, ChunkSize: benchChunk})
 	if err != nil {
 		b.Fatal(err)
 	}

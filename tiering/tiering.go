@@ -99,7 +99,8 @@ type Options struct {
 	// may exceed it briefly.
 	CacheBytes int64
 	// ChunkSize is the unit of remote reads and of the chunk checksums
-	// written at upload [4 MiB].
+	// written at upload [8 MiB]; it is recorded per segment in the
+	// manifest, so readers follow what the uploader chose.
 	ChunkSize int64
 	// ReadWorkers bounds the concurrent GETs of remote reads [8];
 	// ReadAhead is how many chunks past a sequential reader's position
@@ -149,7 +150,7 @@ func (o *Options) setDefaults() error {
 		o.CacheBytes = 1 << 30
 	}
 	if o.ChunkSize <= 0 {
-		o.ChunkSize = 4 << 20
+		o.ChunkSize = 8 << 20
 	}
 	if o.ChunkSize < 4096 {
 		o.ChunkSize = 4096
