@@ -95,4 +95,17 @@
 // if it does not match) and every served batch's CRC-32C is checked in the
 // cache file, so a read returns whole, checked batches as file regions or an
 // error wrapping ErrUnavailable (retriable), never wrong bytes.
+//
+// # Goroutines and locks
+//
+// New starts Options.ReadWorkers download workers (the remote-read pool) and,
+// unless Options.Interval is negative, a scheduler and Options.UploadWorkers
+// upload workers; Close cancels them all and waits. A round's parallel
+// segment and companion uploads are goroutines of the round, waited for
+// before it returns. Locks: Partition.runMu serialises a partition's rounds
+// (upload, retention, orphan cleaning) and is taken before Partition.loadMu
+// (manifest loads and state swaps); the chunk cache, the open-reader cache and
+// the index cache each have one mutex, never held while calling out (no I/O
+// but closing and removing a dropped cache file). Readers take no partition
+// lock: they read the immutable remote state through an atomic pointer.
 package tiering
