@@ -206,3 +206,48 @@ func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions 
 	}
 	return DeleteTopic(ctx, m.store, topicID, partitions)
 }
+
+// DeleteRecordsBefore raises the log start of both tiers to offset (Kafka's
+// DeleteRecords): remote segments wholly below it leave the manifest (a new
+// manifest with StartOffset = offset, committed) and then the bucket; the
+// local log start is raised too. Only the leader may call it.
+func (p *Partition) DeleteRecordsBefore(ctx context.Context, offset int64) error {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	epoch, ok := p.m.opts.Leadership.LeaderEpoch(p.tp)
+	if !ok {
+		return ErrNotLeader
+	}
+	st, err := p.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if len(st.manifest.Segments) > 0 && offset > st.manifest.StartOffset {
+		nm := st.manifest.clone()
+		var dropped []SegmentMeta
+		for len(nm.Segments) > 0 && nm.Segments[0].EndOffset <= offset {
+			dropped = append(dropped, nm.Segments[0])
+			nm.Segments = nm.Segments[1:]
+		}
+		nm.StartOffset = min(offset, nm.EndOffset)
+		if len(nm.Segments) == 0 {
+			nm.StartOffset = nm.EndOffset
+		}
+		if _, err := p.commit(ctx, epoch, st, nm); err != nil {
+			return err
+		}
+		var keys []string
+		for i := range dropped {
+			keys = append(keys, dropped[i].Keys()...)
+		}
+		if len(keys) > 0 {
+			if err := p.m.store.Delete(ctx, keys...); err != nil {
+				p.m.opts.Logger.Warn("tiering: deleting records' segments; the cleaner will", "partition", p.tp.String(), "err", err)
+			}
+		}
+	}
+	if p.log != nil && offset > p.log.LogStartOffset() {
+		return p.log.DeleteBefore(min(offset, p.log.LogEndOffset()))
+	}
+	return nil
+}

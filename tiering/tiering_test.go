@@ -582,3 +582,35 @@ func TestOffsetForTimestamp(t *testing.T) {
 		}
 	}
 }
+
+func TestDeleteRecordsBefore(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.produce(200, 5, 40)
+	e.run()
+	ctx := context.Background()
+	end, _ := e.p.RemoteLogEnd(ctx)
+	cut := end / 2
+	if err := e.p.DeleteRecordsBefore(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	if start, _ := e.p.EarliestOffset(ctx); start != cut {
+		t.Fatalf("earliest %d, want %d", start, cut)
+	}
+	if _, err := e.p.Read(ctx, cut-1, 100, e.log.HighWatermark()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the new start: %v", err)
+	}
+	res, err := e.p.Read(ctx, cut, 100, e.log.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	assertManifestMatchesBucket(t, e)
+	got, err := e.readAll(cut, e.log.HighWatermark(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, _ := hotlog.ParseBatchHeader(got)
+	if want := e.stampedFrom(hdr.BaseOffset); !bytes.Equal(got, want) {
+		t.Fatal("records after the cut differ")
+	}
+}
