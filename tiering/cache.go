@@ -194,6 +194,10 @@ func (c *chunkCache) Bytes() int64 {
 	return c.mu.bytes
 }
 
+// errPrefetchSkipped ends a prefetch that found the pool busy; a reader that
+// joined it asks again.
+var errPrefetchSkipped = errors.New("tiering: prefetch skipped")
+
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
 // download fetches chunk ch of seg into a new cache file, checking it against
@@ -285,7 +289,7 @@ func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref 
 		case m.jobs <- job:
 			m.metrics.Prefetches.Add(1)
 		default:
-			m.cache.done(ch, nil, 0, errors.New("tiering: prefetch skipped"))
+			m.cache.done(ch, nil, 0, errPrefetchSkipped)
 		}
 		return nil, nil
 	}

@@ -227,31 +227,36 @@ type segView struct {
 // chunk returns chunk c with a reference held by the view; with wait false it
 // only starts the download.
 func (v *segView) chunk(ctx context.Context, c int, wait bool) (*chunk, error) {
-	ch, ok := v.held[c]
-	if !ok {
-		var err error
-		if ch, err = v.m.request(ctx, v.seg, c, true); err != nil {
-			return nil, err
+	for attempt := 0; ; attempt++ {
+		ch, ok := v.held[c]
+		if !ok {
+			var err error
+			if ch, err = v.m.request(ctx, v.seg, c, true); err != nil {
+				return nil, err
+			}
+			v.held[c] = ch
 		}
-		v.held[c] = ch
-	}
-	if !wait {
-		return ch, nil
-	}
-	select {
-	case <-ch.ready:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
-	}
-	if ch.err != nil {
+		if !wait {
+			return ch, nil
+		}
+		select {
+		case <-ch.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		}
+		if ch.err == nil {
+			return ch, nil
+		}
 		delete(v.held, c)
 		v.m.cache.release(ch)
-		if objectstore.IsNotExist(ch.err) {
+		switch {
+		case errors.Is(ch.err, errPrefetchSkipped) && attempt < 3:
+			continue // joined a prefetch that never ran: ask for it ourselves
+		case objectstore.IsNotExist(ch.err):
 			return nil, fmt.Errorf("%w: %v", errRetry, ch.err)
 		}
 		return nil, ch.err
 	}
-	return ch, nil
 }
 
 // readAt reads len(p) bytes of the segment at pos.
