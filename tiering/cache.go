@@ -194,9 +194,10 @@ func (c *chunkCache) Bytes() int64 {
 	return c.mu.bytes
 }
 
-// errPrefetchSkipped ends a prefetch that found the pool busy; a reader that
+// errNotStarted ends a download that never started (a prefetch that found
+// the pool busy, a request whose context ended in the queue); a reader that
 // joined it asks again.
-var errPrefetchSkipped = errors.New("tiering: prefetch skipped")
+var errNotStarted = errors.New("tiering: prefetch skipped")
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
 
@@ -289,7 +290,7 @@ func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref 
 		case m.jobs <- job:
 			m.metrics.Prefetches.Add(1)
 		default:
-			m.cache.done(ch, nil, 0, errPrefetchSkipped)
+			m.cache.done(ch, nil, 0, errNotStarted)
 		}
 		return nil, nil
 	}
@@ -297,7 +298,7 @@ func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref 
 	case m.jobs <- job:
 		return ch, nil
 	case <-ctx.Done():
-		m.cache.done(ch, nil, 0, ctx.Err())
+		m.cache.done(ch, nil, 0, errNotStarted)
 		m.cache.release(ch)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
 	case <-m.ctx.Done():

@@ -250,8 +250,8 @@ func (v *segView) chunk(ctx context.Context, c int, wait bool) (*chunk, error) {
 		delete(v.held, c)
 		v.m.cache.release(ch)
 		switch {
-		case errors.Is(ch.err, errPrefetchSkipped) && attempt < 3:
-			continue // joined a prefetch that never ran: ask for it ourselves
+		case errors.Is(ch.err, errNotStarted) && attempt < 3:
+			continue // joined a download that never started: ask for it ourselves
 		case objectstore.IsNotExist(ch.err):
 			return nil, fmt.Errorf("%w: %v", errRetry, ch.err)
 		}
