@@ -107,15 +107,21 @@ func ParseBatchHeader(b []byte) (BatchHeader, error) {
 }
 
 // checkHeader holds the header checks that need no record bytes: offsets and
-// counts that agree.
-func checkHeader(h *BatchHeader) error {
+// counts that agree. strict is for batches from producers: exactly
+// lastOffsetDelta+1 records. Otherwise (replicated batches, the log's own
+// bytes) a compacted batch may hold fewer records, even none, as Kafka's
+// cleaner leaves them.
+func checkHeader(h *BatchHeader, strict bool) error {
 	if h.LastOffsetDelta < 0 {
 		return fmt.Errorf("%w: last offset delta %d", ErrInvalidRecord, h.LastOffsetDelta)
 	}
-	if h.NumRecords <= 0 {
+	if strict && h.NumRecords <= 0 {
 		return fmt.Errorf("%w: record count %d", ErrInvalidRecord, h.NumRecords)
 	}
-	if int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+	if strict && int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
+		return fmt.Errorf("%w: record count %d but last offset delta %d", ErrInvalidRecord, h.NumRecords, h.LastOffsetDelta)
+	}
+	if h.NumRecords < 0 || int64(h.NumRecords) > int64(h.LastOffsetDelta)+1 {
 		return fmt.Errorf("%w: record count %d but last offset delta %d", ErrInvalidRecord, h.NumRecords, h.LastOffsetDelta)
 	}
 	if h.Compression() > 4 {
@@ -138,12 +144,24 @@ const maxOffset = 1<<63 - 1
 // It returns the parsed headers; on any failure it returns an error wrapping
 // ErrCorruptBatch or ErrInvalidRecord, and no headers.
 func ValidateBatches(records []byte) ([]BatchHeader, error) {
+	return validateBatches(records, true)
+}
+
+// ValidateReplicatedBatches is ValidateBatches for batches a leader already
+// wrote (the follower path): the CRC and every length are checked the same
+// way, but a batch may hold fewer records than lastOffsetDelta+1 (compacted),
+// with offset deltas increasing instead of 0, 1, 2, ....
+func ValidateReplicatedBatches(records []byte) ([]BatchHeader, error) {
+	return validateBatches(records, false)
+}
+
+func validateBatches(records []byte, strict bool) ([]BatchHeader, error) {
 	if len(records) == 0 {
 		return nil, fmt.Errorf("%w: no record batches", ErrInvalidRecord)
 	}
 	var hdrs []BatchHeader
 	for pos := 0; pos < len(records); {
-		h, err := validateBatch(records[pos:])
+		h, err := validateBatch(records[pos:], strict)
 		if err != nil {
 			return nil, fmt.Errorf("batch at byte %d: %w", pos, err)
 		}
@@ -154,7 +172,7 @@ func ValidateBatches(records []byte) ([]BatchHeader, error) {
 }
 
 // validateBatch validates the batch at the start of b (b may hold more after it).
-func validateBatch(b []byte) (BatchHeader, error) {
+func validateBatch(b []byte, strict bool) (BatchHeader, error) {
 	h, err := ParseBatchHeader(b)
 	if err != nil {
 		return h, err
@@ -166,14 +184,14 @@ func validateBatch(b []byte) (BatchHeader, error) {
 	if crc := crc32.Checksum(batch[offAttributes:], castagnoli); crc != h.CRC {
 		return h, fmt.Errorf("%w: CRC %08x, computed %08x", ErrCorruptBatch, h.CRC, crc)
 	}
-	if err := checkHeader(&h); err != nil {
+	if err := checkHeader(&h, strict); err != nil {
 		return h, err
 	}
 	if h.Compression() == 0 {
-		if err := checkRecords(batch[BatchHeaderSize:], h.NumRecords); err != nil {
+		if err := checkRecords(batch[BatchHeaderSize:], h.NumRecords, h.LastOffsetDelta, strict); err != nil {
 			return h, err
 		}
-	} else if len(batch) == BatchHeaderSize {
+	} else if len(batch) == BatchHeaderSize && h.NumRecords > 0 {
 		return h, fmt.Errorf("%w: compressed batch with no payload", ErrCorruptBatch)
 	}
 	return h, nil
@@ -186,6 +204,11 @@ type recordReader struct {
 }
 
 func (r *recordReader) varint() int64 {
+	if len(r.b) > 0 && r.b[0] < 0x80 { // one byte: the common case
+		x := uint64(r.b[0])
+		r.b = r.b[1:]
+		return int64(x>>1) ^ -int64(x&1)
+	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.err = true
@@ -216,10 +239,11 @@ func (r *recordReader) bytesField(nullable bool) {
 
 // checkRecords walks uncompressed records: each is framed by a varint length
 // and must be well formed inside it, and there must be exactly want of them,
-// with offset deltas 0..want-1.
-func checkRecords(b []byte, want int32) error {
+// with offset deltas 0..want-1 (strict) or increasing up to lastDelta.
+func checkRecords(b []byte, want, lastDelta int32, strict bool) error {
 	r := recordReader{b: b}
 	var count int32
+	prevDelta := int64(-1)
 	for len(r.b) > 0 {
 		length := r.varint()
 		if r.err || length <= 0 || length > int64(len(r.b)) {
@@ -243,9 +267,10 @@ func checkRecords(b []byte, want int32) error {
 		if rec.err || len(rec.b) != 0 {
 			return fmt.Errorf("%w: record %d: malformed", ErrCorruptBatch, count)
 		}
-		if offsetDelta != int64(count) {
+		if (strict && offsetDelta != int64(count)) || offsetDelta <= prevDelta || offsetDelta > int64(lastDelta) {
 			return fmt.Errorf("%w: record %d has offset delta %d", ErrInvalidRecord, count, offsetDelta)
 		}
+		prevDelta = offsetDelta
 		count++
 		if count > want {
 			return fmt.Errorf("%w: more records than the header's %d", ErrInvalidRecord, want)

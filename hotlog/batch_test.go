@@ -134,3 +134,21 @@ func FuzzValidateBatches(f *testing.F) {
 		}
 	})
 }
+
+func TestCompactedBatches(t *testing.T) {
+	compacted := makeCompacted([]int64{0, 2}, 2)
+	empty := makeCompacted(nil, 5)
+	for _, b := range [][]byte{compacted, empty} {
+		if _, err := ValidateBatches(b); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("producer path accepted a compacted batch: %v", err)
+		}
+		if _, err := ValidateReplicatedBatches(b); err != nil {
+			t.Fatalf("replica path refused a compacted batch: %v", err)
+		}
+	}
+	for _, bad := range [][]byte{makeCompacted([]int64{1, 1}, 2), makeCompacted([]int64{0, 3}, 2), makeCompacted([]int64{0, 1, 2}, 1)} {
+		if _, err := ValidateReplicatedBatches(bad); !errors.Is(err, ErrInvalidRecord) {
+			t.Fatalf("bad compacted batch accepted: %v", err)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package hotlog
 
 import (
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,7 +16,9 @@ import (
 
 // Benchmarks run on the operating system's file system in a temporary
 // directory (set TMPDIR to choose the disk). Each reports its figure beside
-// the same run's measurement of the machine's own limit, as a ratio.
+// the same run's measurement of the machine's own limit, as a ratio. The
+// machine is shared, so each side's best iteration is reported, and single
+// appenders are measured in pairs with the raw write they compare to.
 
 const mib = 1 << 20
 
@@ -32,6 +35,15 @@ func benchBatch(size int) []byte {
 		recs[i] = testRecord{value: v}
 	}
 	return makeBatch(time.Now().UnixMilli(), 0, recs...)
+}
+
+// best keeps the shortest of the iterations' durations: the machine is shared,
+// and the best run of each side is the fairest comparison.
+func best(cur, d time.Duration) time.Duration {
+	if cur == 0 || d < cur {
+		return d
+	}
+	return cur
 }
 
 // diskWrite writes total bytes to a new file in dir with writes of chunk bytes
@@ -111,26 +123,70 @@ func benchAppend(b *testing.B, batchSize int, flush FlushPolicy, appenders int, 
 		var remaining atomic.Int64
 		remaining.Store(nbatches)
 		var wg sync.WaitGroup
+		// The disk's own bandwidth, measured before and after the log run
+		// (the better of the two counts: the machine is shared and noisy).
+		before := diskWrite(b, root, total, 4*mib, 0)
+		var cadence time.Duration
 		b.StartTimer()
-		start := time.Now()
-		for j := range appenders {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for remaining.Add(-1) >= 0 {
-					if _, err := l.Append(bufs[j], AppendOptions{}); err != nil {
-						b.Error(err)
-						return
-					}
+		if appenders == 1 {
+			// One appender: pair each append with the same raw write (and
+			// fsync, for group commit) on another file of the same disk, so
+			// that noise from other jobs hits both sides alike.
+			var elapsed time.Duration
+			raw, err := os.Create(filepath.Join(root, "paired"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range nbatches {
+				start := time.Now()
+				if _, err := l.Append(bufs[0], AppendOptions{}); err != nil {
+					b.Fatal(err)
 				}
-			}()
+				elapsed += time.Since(start)
+				b.StopTimer()
+				start = time.Now()
+				if _, err := raw.Write(template); err != nil {
+					b.Fatal(err)
+				}
+				if flush == FlushEveryCommit {
+					raw.Sync()
+				}
+				cadence += time.Since(start)
+				b.StartTimer()
+			}
+			start := time.Now()
+			if err := l.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			elapsed += time.Since(start)
+			b.StopTimer()
+			start = time.Now()
+			raw.Sync()
+			cadence += time.Since(start)
+			raw.Close()
+			os.Remove(raw.Name())
+			logTime = best(logTime, elapsed)
+		} else {
+			start := time.Now()
+			for j := range appenders {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for remaining.Add(-1) >= 0 {
+						if _, err := l.Append(bufs[j], AppendOptions{}); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if err := l.Sync(); err != nil {
+				b.Fatal(err)
+			}
+			logTime = best(logTime, time.Since(start))
+			b.StopTimer()
 		}
-		wg.Wait()
-		if err := l.Sync(); err != nil {
-			b.Fatal(err)
-		}
-		logTime += time.Since(start)
-		b.StopTimer()
 		l.sync.mu.Lock()
 		n := l.sync.count
 		l.sync.mu.Unlock()
@@ -139,16 +195,19 @@ func benchAppend(b *testing.B, batchSize int, flush FlushPolicy, appenders int, 
 		os.RemoveAll(dir)
 		// The machine's limit: the same bytes in large writes and one fsync,
 		// and in batch-sized writes with the same number of fsyncs.
-		diskOneSync += diskWrite(b, root, total, 4*mib, 0)
+		diskOneSync = best(diskOneSync, min(before, diskWrite(b, root, total, 4*mib, 0)))
 		every := int64(0)
 		if n > 1 {
 			every = total / n
 		}
-		diskCadence += diskWrite(b, root, total, int64(len(template)), every)
+		if appenders > 1 {
+			cadence = diskWrite(b, root, total, int64(len(template)), every)
+		}
+		diskCadence = best(diskCadence, cadence)
 		b.StartTimer()
 	}
 	b.StopTimer()
-	mbps := func(d time.Duration) float64 { return float64(total) * float64(b.N) / d.Seconds() / 1e6 }
+	mbps := func(d time.Duration) float64 { return float64(total) / d.Seconds() / 1e6 }
 	b.ReportMetric(mbps(logTime), "MB/s")
 	b.ReportMetric(mbps(diskOneSync), "disk-MB/s")
 	b.ReportMetric(mbps(logTime)/mbps(diskOneSync), "ratio-of-disk")
@@ -186,7 +245,7 @@ func BenchmarkReadSegment(b *testing.B) {
 			}
 			defer plainFile.Close()
 			b.SetBytes(size)
-			var readTime, plainTime time.Duration
+			var readTime, plainTime time.Duration // best iteration of each
 			b.ResetTimer()
 			plain := func() {
 				b.StopTimer()
@@ -197,7 +256,7 @@ func BenchmarkReadSegment(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				plainTime += time.Since(start)
+				plainTime = best(plainTime, time.Since(start))
 				b.StartTimer()
 			}
 			for i := 0; i < b.N; i++ {
@@ -223,7 +282,7 @@ func BenchmarkReadSegment(b *testing.B) {
 					off = res.NextOffset
 					res.Release()
 				}
-				readTime += time.Since(start)
+				readTime = best(readTime, time.Since(start))
 				if got != size {
 					b.Fatalf("read %d of %d bytes", got, size)
 				}
@@ -232,7 +291,7 @@ func BenchmarkReadSegment(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			rate := func(d time.Duration) float64 { return float64(size) * float64(b.N) / d.Seconds() / 1e6 }
+			rate := func(d time.Duration) float64 { return float64(size) / d.Seconds() / 1e6 }
 			b.ReportMetric(rate(readTime), "MB/s")
 			b.ReportMetric(rate(plainTime), "plain-MB/s")
 			b.ReportMetric(rate(readTime)/rate(plainTime), "ratio-of-plain")
@@ -309,3 +368,31 @@ func BenchmarkOpen10kSegments(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkValidate measures the CPU cost of checking a 1 MiB batch of 1 KiB
+// records (CRC-32C and record framing) beside the CRC-32C alone over the same
+// bytes, the floor for any validation.
+func BenchmarkValidate(b *testing.B) {
+	batch := benchBatch(1 << 20)
+	b.SetBytes(int64(len(batch)))
+	var crcTime time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if _, err := ValidateBatches(batch); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		start := time.Now()
+		crc32Sink = crc32.Checksum(batch[offAttributes:], castagnoli)
+		crcTime += time.Since(start)
+		b.StartTimer()
+	}
+	b.StopTimer()
+	elapsed := b.Elapsed()
+	rate := func(d time.Duration) float64 { return float64(len(batch)) * float64(b.N) / d.Seconds() / 1e6 }
+	b.ReportMetric(rate(elapsed), "MB/s")
+	b.ReportMetric(rate(crcTime), "crc-MB/s")
+	b.ReportMetric(rate(elapsed)/rate(crcTime), "ratio-of-crc")
+}
+
+var crc32Sink uint32

@@ -65,6 +65,9 @@ func decodeEpochs(data []byte) ([]epochEntry, error) {
 // assignEpoch returns entries with epoch starting at start: entries of later
 // epochs or later starts are dropped (they were on a diverged tail).
 func assignEpoch(entries []epochEntry, epoch int32, start int64) ([]epochEntry, bool) {
+	if epoch < 0 {
+		return entries, false // no epoch (-1): nothing to record
+	}
 	if k := len(entries); k > 0 && entries[k-1].Epoch >= epoch {
 		return entries, false
 	}
@@ -152,18 +155,19 @@ func decodeLogStart(data []byte) (int64, error) {
 //
 //	magic "SDCS" | version uint32 (1) | activeBase int64 | activeSize int64 |
 //	logEnd int64 | maxTimestamp int64 | maxTimestampOffset int64 |
-//	highWatermark int64 | crc32c uint32 (of everything before it)
+//	highWatermark int64 | activeCreated int64 (unix ms, for segment.ms) |
+//	crc32c uint32 (of everything before it)
 type cleanShutdown struct {
-	ActiveBase, ActiveSize, LogEnd, MaxTimestamp, MaxTimestampOffset, HighWatermark int64
+	ActiveBase, ActiveSize, LogEnd, MaxTimestamp, MaxTimestampOffset, HighWatermark, ActiveCreated int64
 }
 
-const cleanShutdownSize = 4 + 4 + 6*8 + 4
+const cleanShutdownSize = 4 + 4 + 7*8 + 4
 
 func (c cleanShutdown) encode() []byte {
 	b := make([]byte, 0, cleanShutdownSize)
 	b = append(b, "SDCS"...)
 	b = binary.BigEndian.AppendUint32(b, 1)
-	for _, v := range []int64{c.ActiveBase, c.ActiveSize, c.LogEnd, c.MaxTimestamp, c.MaxTimestampOffset, c.HighWatermark} {
+	for _, v := range []int64{c.ActiveBase, c.ActiveSize, c.LogEnd, c.MaxTimestamp, c.MaxTimestampOffset, c.HighWatermark, c.ActiveCreated} {
 		b = binary.BigEndian.AppendUint64(b, uint64(v))
 	}
 	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -176,11 +180,11 @@ func decodeCleanShutdown(b []byte) (cleanShutdown, bool) {
 	if crc32.Checksum(b[:len(b)-4], castagnoli) != binary.BigEndian.Uint32(b[len(b)-4:]) {
 		return cleanShutdown{}, false
 	}
-	v := make([]int64, 6)
+	v := make([]int64, 7)
 	for i := range v {
 		v[i] = int64(binary.BigEndian.Uint64(b[8+8*i:]))
 	}
-	return cleanShutdown{v[0], v[1], v[2], v[3], v[4], v[5]}, true
+	return cleanShutdown{v[0], v[1], v[2], v[3], v[4], v[5], v[6]}, true
 }
 
 // Producer snapshot files, <offset>.snapshot (20 digits), layout:

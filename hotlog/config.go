@@ -36,7 +36,8 @@ func (p FlushPolicy) String() string {
 // Config holds a partition's log settings, named after Kafka's topic configs.
 // Zero fields take the defaults in brackets.
 type Config struct {
-	SegmentBytes       int64         // segment.bytes [1 GiB]; at most 2 GiB - 1
+	SegmentBytes int64 // segment.bytes [1 GiB]; at most 2 GiB - 1
+	//lint:ignore ST1011 named after Kafka's segment.ms, as the shared contract spells it
 	SegmentMs          time.Duration // segment.ms [7 days]
 	IndexIntervalBytes int           // index.interval.bytes [4096]
 	MaxIndexBytes      int           // segment.index.bytes [10 MiB]
@@ -54,7 +55,7 @@ type Config struct {
 
 const (
 	defaultSegmentBytes       = 1 << 30
-	defaultSegmentMs          = 7 * 24 * time.Hour
+	defaultSegmentAge         = 7 * 24 * time.Hour
 	defaultIndexIntervalBytes = 4096
 	defaultMaxIndexBytes      = 10 << 20
 	defaultFlushInterval      = time.Second
@@ -69,7 +70,7 @@ func (c Config) withDefaults() Config {
 		c.SegmentBytes = maxSegmentBytes
 	}
 	if c.SegmentMs <= 0 {
-		c.SegmentMs = defaultSegmentMs
+		c.SegmentMs = defaultSegmentAge
 	}
 	if c.IndexIntervalBytes <= 0 {
 		c.IndexIntervalBytes = defaultIndexIntervalBytes

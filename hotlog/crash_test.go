@@ -345,3 +345,121 @@ func TestInjectedErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestTruncateFullyAndStartAt(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := Config{SegmentBytes: 1000}
+	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(5, 5))}
+	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
+	var all []byte
+	for i := range 20 {
+		b := simpleBatch(2, 100, int64(i))
+		l.Append(b, AppendOptions{LeaderEpoch: 2})
+		all = append(all, b...)
+	}
+	l.WriteProducerSnapshot(10, []byte("x"))
+	rec.on.Store(true)
+	if err := l.TruncateFullyAndStartAt(1000); err != nil {
+		t.Fatal(err)
+	}
+	rec.on.Store(false)
+	if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1000 || len(l.Segments()) != 1 || l.LatestEpoch() != -1 {
+		t.Fatalf("after reset: %d %d %+v", l.LogStartOffset(), l.LogEndOffset(), l.Segments())
+	}
+	if off, _, _ := l.LatestProducerSnapshot(); off != -1 {
+		t.Fatal("snapshot kept")
+	}
+	res, err := l.Append(simpleBatch(1, 1, 1), AppendOptions{LeaderEpoch: 3})
+	if err != nil || res.FirstOffset != 1000 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	l.Close()
+	l = openMem(t, mem, cfg)
+	if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1001 {
+		t.Fatalf("reopen: %d %d", l.LogStartOffset(), l.LogEndOffset())
+	}
+	l.Close()
+	for i, cp := range rec.clones {
+		l := openMem(t, cp.fs, cfg)
+		got := readAll(t, l)
+		if !(bytes.HasPrefix(all, got) && l.LogStartOffset() == 0) && !(len(got) == 0 && l.LogEndOffset() == 1000) {
+			t.Fatalf("crash %d (%s): start %d end %d", i, cp.what, l.LogStartOffset(), l.LogEndOffset())
+		}
+		l.Close()
+	}
+}
+
+// TestInjectedErrorsInTruncateAndDelete fails one operation of TruncateTo or
+// DeleteBefore at a time: the error reaches the caller, and the log (live if it
+// did not fail, and reopened) is the state before or after the operation.
+func TestInjectedErrorsInTruncateAndDelete(t *testing.T) {
+	cfg := Config{SegmentBytes: 1500, IndexIntervalBytes: 200}
+	ops := []errorfs.Op{errorfs.OpFileWrite, errorfs.OpFileSync, errorfs.OpFileTruncate, errorfs.OpCreate, errorfs.OpOpen, errorfs.OpRename, errorfs.OpOpenDir}
+	for _, truncate := range []bool{true, false} {
+		for _, op := range ops {
+			for n := int64(0); n < 12; n++ {
+				mem := vfs.NewMem()
+				inj := &errorfs.Toggle{Injector: errorfs.OnIndex(n, op)}
+				l := openMem(t, errorfs.Wrap(mem, inj), cfg)
+				rng := rand.New(rand.NewPCG(uint64(n), 3))
+				for i := range 30 {
+					l.Append(randomBatch(rng, int64(i)), AppendOptions{LeaderEpoch: int32(i / 10)})
+				}
+				before := readAll(t, l)
+				hdrs, _ := ValidateBatches(before)
+				var after []byte
+				var cut int64
+				inj.On()
+				var err error
+				if truncate {
+					cut = hdrs[12].BaseOffset
+					for _, h := range hdrs[:12] {
+						after = append(after, before[:h.Size()]...)
+						before = before[h.Size():]
+					}
+					before = append(append([]byte(nil), after...), before...)
+					err = l.TruncateTo(cut)
+				} else {
+					cut = hdrs[20].BaseOffset
+					var skip int64
+					for _, h := range hdrs[:20] {
+						skip += h.Size()
+					}
+					after = before[skip:]
+					err = l.DeleteBefore(cut)
+				}
+				inj.Off()
+				fired := inj.Injector.(*errorfs.Index).Fired() > 0
+				// TruncateTo reports every failure. DeleteBefore commits when
+				// its checkpoint is written; failures after that (renames of
+				// dropped segments) are finished by the next Open instead. A
+				// failed open of an index file is answered by rebuilding it.
+				if fired && err == nil && truncate && op != errorfs.OpOpen {
+					t.Fatalf("%s #%d: injected failure in TruncateTo did not surface", op, n)
+				}
+				ok := func(got []byte, _ int64) bool {
+					if bytes.Equal(got, before) || bytes.Equal(got, after) {
+						return true
+					}
+					if truncate { // a prefix between the two
+						return bytes.HasPrefix(before, got) && len(got) >= len(after)
+					}
+					return false
+				}
+				if l.failure() == nil {
+					if got := readAll(t, l); !ok(got, l.LogStartOffset()) {
+						t.Fatalf("%s #%d truncate=%v: live log is neither before nor after (err %v)", op, n, truncate, err)
+					}
+				}
+				l.Close()
+				for _, fs := range []vfs.FS{mem, mem.CrashClone()} {
+					l2 := openMem(t, fs, cfg)
+					if got := readAll(t, l2); !ok(got, l2.LogStartOffset()) {
+						t.Fatalf("%s #%d truncate=%v: reopened log is neither before nor after (err %v)", op, n, truncate, err)
+					}
+					l2.Close()
+				}
+			}
+		}
+	}
+}

@@ -60,9 +60,10 @@
 // .log, writes and syncs its indexes, then creates the next segment and syncs
 // the directory: a sealed segment is durable and never changes, so only the
 // active segment can have a torn tail. Close writes the clean-shutdown marker
-// (active base, size, log end, max timestamp, high watermark, CRC); Open
-// removes it before anything changes. A clean open trusts the marker and reads
-// nothing but the active segment's index files. An unclean open scans the
+// (active base, size, log end, max timestamp, high watermark, the active
+// segment's creation time, CRC); Open removes it before anything changes. A
+// clean open trusts the marker and reads nothing but the active segment's
+// index files. An unclean open scans the
 // active segment, checks every batch's header and CRC, truncates at the first
 // torn or invalid batch, and rebuilds its indexes. A sealed segment's index
 // files are loaded only when a read first needs them, checked (whole entries,

@@ -72,3 +72,28 @@ func simpleBatch(n, valueSize int, ts int64) []byte {
 	}
 	return makeBatch(ts, 0, recs...)
 }
+
+// makeCompacted builds a batch as the log cleaner leaves it: records with the
+// given offset deltas, and lastOffsetDelta unchanged.
+func makeCompacted(deltas []int64, lastDelta int32) []byte {
+	var body []byte
+	for _, d := range deltas {
+		var rec []byte
+		rec = append(rec, 0)
+		rec = binary.AppendVarint(rec, 0)
+		rec = binary.AppendVarint(rec, d)
+		rec = binary.AppendVarint(rec, -1)
+		rec = binary.AppendVarint(rec, 1)
+		rec = append(rec, 'v')
+		rec = binary.AppendVarint(rec, 0)
+		body = binary.AppendVarint(body, int64(len(rec)))
+		body = append(body, rec...)
+	}
+	b := makeBatch(1, 0, testRecord{value: []byte("x")})[:BatchHeaderSize]
+	b = append(b, body...)
+	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(len(b)-batchOverhead))
+	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(lastDelta))
+	binary.BigEndian.PutUint32(b[offNumRecords:], uint32(len(deltas)))
+	fixCRC(b)
+	return b
+}

@@ -47,12 +47,13 @@ type Log struct {
 		cond    *sync.Cond
 		written uint64   // bytes appended since open
 		synced  uint64   // of which durable
-		seg     *segment // the active segment, whose file the syncer fsyncs
+		seg     *segment // the active segment, whose file syncTo fsyncs
 		err     error    // a failed fsync: the log has failed
 		closed  bool
-		count   int64 // fsyncs done by syncOnce (benchmarks report the cadence)
+		syncing bool  // an fsync is running (its caller leads the group)
+		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
 	}
-	kick    chan struct{}
+	cache   *indexCache
 	closeCh chan struct{}
 	wg      sync.WaitGroup
 }
@@ -71,6 +72,11 @@ type AppendOptions struct {
 	// (nothing written). The broker uses it for idempotent-producer sequence
 	// checks.
 	Check func(firstOffset int64, batches []BatchHeader) error
+	// Written, if set, runs under the append lock right after the bytes are
+	// written (before the flush wait), with the stamped headers, so that the
+	// broker can update producer state in log order without a window between
+	// Check and its update. It must not call back into the Log.
+	Written func(batches []BatchHeader)
 }
 
 // AppendResult describes an append.
@@ -82,8 +88,8 @@ type AppendResult struct {
 }
 
 // Open opens (creating if needed) the partition log in opts.Dir, recovering it
-// if it was not closed cleanly. It starts the log's background syncer (for
-// FlushEveryCommit and FlushInterval), which Close stops.
+// if it was not closed cleanly. With FlushInterval it starts a background
+// syncer, which Close stops.
 func Open(opts Options) (*Log, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("hotlog: Options.Dir is empty")
@@ -94,8 +100,8 @@ func Open(opts Options) (*Log, error) {
 		cfg:     opts.Config.withDefaults(),
 		now:     opts.Now,
 		logger:  opts.Logger,
-		kick:    make(chan struct{}, 1),
 		closeCh: make(chan struct{}),
+		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
 	if l.fs == nil {
 		l.fs = vfs.Default
@@ -112,7 +118,7 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
-	if l.cfg.Flush != FlushOS {
+	if l.cfg.Flush == FlushInterval {
 		l.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("hotlog", "syncer"), func(context.Context) { l.syncLoop() })
 	}
@@ -204,7 +210,7 @@ func (l *Log) open() error {
 	}
 	segs := make([]*segment, len(bases))
 	for i, b := range bases {
-		segs[i] = newSegment(l.fs, l.dir, b)
+		segs[i] = newSegment(l.fs, l.dir, b, l.cache)
 		if i+1 < len(bases) {
 			segs[i].relLimit = bases[i+1] - b
 		}
@@ -261,8 +267,12 @@ func (l *Log) open() error {
 		l.fs.Remove(active.path(timeIndexSuffix))
 	}
 	active.size.Store(b.size)
-	active.idx, active.tidx, active.maxTs, active.loaded = b.idx, b.tidx, b.maxTs, true
+	active.idx, active.tidx, active.maxTs, active.loaded, active.maxTsKnown = b.idx, b.tidx, b.maxTs, true, true
+	active.active.Store(true)
 	l.active, l.builder, l.activeCreated = active, b, l.now()
+	if isClean && marker.ActiveCreated > 0 && time.UnixMilli(marker.ActiveCreated).Before(l.activeCreated) {
+		l.activeCreated = time.UnixMilli(marker.ActiveCreated) // segment.ms counts across restarts
+	}
 	l.logEnd.Store(b.next)
 	if start > b.next {
 		start = b.next
@@ -375,11 +385,12 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 }
 
 // AppendReplicated appends batches that already carry their offsets and
-// leader epochs (the follower path). It validates them like Append; the first
-// base offset must be the log end offset (ErrUnexpectedOffset otherwise) and
-// later batches must follow in order (gaps, from compaction, are allowed).
+// leader epochs (the follower path). It validates them with
+// ValidateReplicatedBatches (compacted batches pass); the first base offset
+// must be the log end offset (ErrUnexpectedOffset otherwise) and later batches
+// must follow in order (gaps, from compaction, are allowed).
 func (l *Log) AppendReplicated(records []byte) (AppendResult, error) {
-	hdrs, err := ValidateBatches(records)
+	hdrs, err := ValidateReplicatedBatches(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -422,11 +433,7 @@ func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, re
 		return AppendResult{}, err
 	}
 	if l.cfg.Flush == FlushEveryCommit {
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
-		if err := l.waitSynced(target); err != nil {
+		if err := l.syncTo(target); err != nil {
 			return AppendResult{}, err
 		}
 	}
@@ -439,6 +446,9 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	}
 	if err := l.failure(); err != nil {
 		return 0, AppendResult{}, err
+	}
+	if int64(len(records)) > maxSegmentBytes {
+		return 0, AppendResult{}, fmt.Errorf("%w: %d bytes in one append", ErrBatchTooLarge, len(records))
 	}
 	next := l.logEnd.Load()
 	if replicated {
@@ -514,6 +524,9 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	seg.mu.Unlock()
 	seg.size.Store(pos)
 	l.logEnd.Store(last + 1)
+	if opts.Written != nil {
+		opts.Written(hdrs)
+	}
 
 	l.sync.mu.Lock()
 	l.sync.written += uint64(len(records))
@@ -560,7 +573,7 @@ func (l *Log) sealLocked() error {
 	seg, b := l.active, l.builder
 	b.appendTime()
 	seg.mu.Lock()
-	seg.idx, seg.tidx, seg.maxTs = b.idx, b.tidx, b.maxTs
+	seg.idx, seg.tidx, seg.maxTs, seg.maxTsKnown = b.idx, b.tidx, b.maxTs, true
 	seg.mu.Unlock()
 	if err := seg.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("hotlog: sync segment: %w", err))
@@ -587,14 +600,17 @@ func (l *Log) rollLocked(base int64) error {
 	old[len(old)-1].relLimit = base - old[len(old)-1].base
 	set := append(append(make([]*segment, 0, len(old)+1), old...), seg)
 	l.segs.Store(&set)
+	sealed := l.active
 	l.setActiveLocked(seg, base)
+	// The sealed segment's indexes may now be evicted like any other's.
+	sealed.cache.add(sealed, len(sealed.idx)+len(sealed.tidx))
 	return nil
 }
 
 // createSegmentLocked creates an empty segment file at base and makes its
 // directory entry durable.
 func (l *Log) createSegmentLocked(base int64) (*segment, error) {
-	seg := newSegment(l.fs, l.dir, base)
+	seg := newSegment(l.fs, l.dir, base, l.cache)
 	f, err := l.fs.Create(seg.path(logSuffix))
 	if err == nil {
 		f.Close()
@@ -610,13 +626,17 @@ func (l *Log) createSegmentLocked(base int64) (*segment, error) {
 	}
 	seg.file = f
 	seg.size.Store(0)
-	seg.loaded = true
+	seg.loaded, seg.maxTsKnown = true, true
 	return seg, nil
 }
 
 // setActiveLocked makes seg the active segment; everything written before is
 // durable.
 func (l *Log) setActiveLocked(seg *segment, base int64) {
+	if l.active != nil {
+		l.active.active.Store(false)
+	}
+	seg.active.Store(true)
 	l.active = seg
 	l.builder = newIndexBuilder(base, l.cfg.IndexIntervalBytes)
 	l.activeCreated = l.now()
@@ -627,81 +647,70 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 	l.sync.mu.Unlock()
 }
 
-// syncLoop is the background syncer: it fsyncs the active segment when an
-// appender asks (FlushEveryCommit) or on a ticker (FlushInterval).
+// syncLoop is the background syncer of FlushInterval: it fsyncs the active
+// segment on a ticker.
 func (l *Log) syncLoop() {
 	defer l.wg.Done()
-	var tick <-chan time.Time
-	if l.cfg.Flush == FlushInterval {
-		t := time.NewTicker(l.cfg.FlushInterval)
-		defer t.Stop()
-		tick = t.C
-	}
+	t := time.NewTicker(l.cfg.FlushInterval)
+	defer t.Stop()
 	for {
 		select {
-		case <-l.kick:
-		case <-tick:
+		case <-t.C:
+			l.syncTo(0)
 		case <-l.closeCh:
 			return
 		}
-		l.syncOnce()
 	}
 }
 
-// syncOnce fsyncs the active segment up to what has been written, and wakes the
-// appenders that waited for it.
-func (l *Log) syncOnce() error {
-	s := &l.sync
-	s.mu.Lock()
-	if s.err != nil {
-		err := s.err
-		s.mu.Unlock()
-		return err
-	}
-	if s.synced >= s.written {
-		s.mu.Unlock()
-		return nil
-	}
-	target, seg := s.written, s.seg
-	if !seg.tryRef() {
-		s.mu.Unlock()
-		return ErrClosed
-	}
-	s.mu.Unlock()
-	f, err := seg.logFile()
-	if err == nil {
-		err = f.Sync()
-	}
-	seg.unref()
-	s.mu.Lock()
-	if err != nil {
-		if s.err == nil {
-			s.err = err
-		}
-		l.fail(err)
-	} else if target > s.synced {
-		s.synced = target
-	}
-	s.count++
-	s.cond.Broadcast()
-	s.mu.Unlock()
-	return err
-}
-
-func (l *Log) waitSynced(target uint64) error {
+// syncTo returns once everything written up to target (0: everything written
+// so far) is durable. It is group commit, leader/follower style: if no fsync
+// is running, the caller runs one that covers everything written so far and
+// wakes every waiter it covered; otherwise it waits for the running one and
+// then, if still not covered, leads the next.
+func (l *Log) syncTo(target uint64) error {
 	s := &l.sync
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for s.synced < target && s.err == nil && !s.closed {
-		s.cond.Wait()
+	if target == 0 {
+		target = s.written
 	}
-	switch {
-	case s.synced >= target:
-		return nil
-	case s.err != nil:
-		return fmt.Errorf("%w: fsync: %v", ErrLogFailed, s.err)
+	for {
+		switch {
+		case s.synced >= target:
+			return nil
+		case s.err != nil:
+			return fmt.Errorf("%w: fsync: %w", ErrLogFailed, s.err)
+		case s.closed:
+			return ErrClosed
+		case s.syncing:
+			s.cond.Wait()
+			continue
+		}
+		upTo, seg := s.written, s.seg
+		if !seg.tryRef() {
+			return ErrClosed
+		}
+		s.syncing = true
+		s.mu.Unlock()
+		f, err := seg.logFile()
+		if err == nil {
+			err = f.Sync()
+		}
+		seg.unref()
+		s.mu.Lock()
+		s.syncing = false
+		s.count++
+		if err != nil {
+			if s.err == nil {
+				s.err = err
+			}
+			l.fail(err)
+		} else if upTo > s.synced {
+			s.synced = upTo
+		}
+		s.cond.Broadcast()
 	}
-	return ErrClosed
 }
 
 // Sync makes everything appended so far durable.
@@ -709,10 +718,7 @@ func (l *Log) Sync() error {
 	if l.closed.Load() {
 		return ErrClosed
 	}
-	if err := l.syncOnce(); err != nil {
-		return fmt.Errorf("%w: fsync: %v", ErrLogFailed, err)
-	}
-	return nil
+	return l.syncTo(0)
 }
 
 // Close syncs the log, writes the active segment's indexes and the
@@ -736,6 +742,7 @@ func (l *Log) Close() error {
 			m := cleanShutdown{
 				ActiveBase: l.active.base, ActiveSize: l.active.size.Load(), LogEnd: l.logEnd.Load(),
 				MaxTimestamp: l.builder.maxTs, MaxTimestampOffset: l.builder.maxTsOffset, HighWatermark: l.hw.Load(),
+				ActiveCreated: l.activeCreated.UnixMilli(),
 			}
 			err = vfs.WriteFileAtomic(l.fs, l.path(cleanShutdownFile), m.encode())
 		}
@@ -823,7 +830,7 @@ func (l *Log) Segments() []SegmentInfo {
 			info.NextOffset = set[i+1].base
 		}
 		info.Size, _ = s.visibleSize()
-		if _, _, ts, err := s.indexes(l.cfg.IndexIntervalBytes); err == nil {
+		if ts, err := s.maxTimestamp(l.cfg.IndexIntervalBytes); err == nil {
 			info.MaxTimestamp = ts
 		}
 		s.unref()

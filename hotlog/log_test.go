@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -50,7 +51,7 @@ func readAll(t testing.TB, l *Log) []byte {
 		off = res.NextOffset
 	}
 	if len(out) > 0 {
-		hdrs, err := ValidateBatches(out)
+		hdrs, err := ValidateReplicatedBatches(out)
 		if err != nil {
 			t.Fatalf("log content invalid: %v", err)
 		}
@@ -166,6 +167,14 @@ func TestBadAppendWritesNothing(t *testing.T) {
 	if l.LogEndOffset() != 0 || l.Segments()[0].Size != 0 {
 		t.Fatalf("something was appended: LEO %d", l.LogEndOffset())
 	}
+	var written []BatchHeader
+	two := append(simpleBatch(2, 10, time.Now().UnixMilli()), simpleBatch(1, 10, time.Now().UnixMilli())...)
+	if _, err := l.Append(two, AppendOptions{LeaderEpoch: 7, Written: func(b []BatchHeader) { written = b }}); err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 2 || written[1].BaseOffset != 2 || written[1].PartitionLeaderEpoch != 7 {
+		t.Fatalf("Written saw %+v", written)
+	}
 }
 
 func TestRollAndIndexLookups(t *testing.T) {
@@ -229,7 +238,15 @@ func TestRollAndIndexLookups(t *testing.T) {
 	check(l)
 	l.Close()
 	l = openMem(t, fs, cfg)
+	// A tiny index cache: indexes are evicted and read again as needed.
+	l.cache.maxBytes = 64
 	check(l)
+	check(l)
+	l.cache.mu.Lock()
+	if n := len(l.cache.entries); n > 2 {
+		t.Fatalf("%d segments still cached", n)
+	}
+	l.cache.mu.Unlock()
 	// Damage a sealed index and remove another's time index: rebuilt on use.
 	segs = l.Segments()
 	l.Close()
@@ -258,7 +275,8 @@ func TestRecordOffsetForTimestamp(t *testing.T) {
 func TestRollOnTimeAndFullIndex(t *testing.T) {
 	clock := &fakeClock{}
 	clock.ms.Store(1_000_000)
-	l, err := Open(Options{FS: vfs.NewMem(), Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	mem := vfs.NewMem()
+	l, err := Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,6 +289,18 @@ func TestRollOnTimeAndFullIndex(t *testing.T) {
 	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
 	if segs := l.Segments(); len(segs) != 2 || segs[1].BaseOffset != 2 {
 		t.Fatalf("no time roll: %+v", segs)
+	}
+	// The segment's age survives a clean restart.
+	clock.ms.Add(40_000)
+	l.Close()
+	l, err = Open(Options{FS: mem, Dir: "/p", Logger: quiet, Now: clock.now, Config: Config{SegmentMs: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.ms.Add(30_000)
+	l.Append(simpleBatch(1, 10, 1), AppendOptions{})
+	if segs := l.Segments(); len(segs) != 3 {
+		t.Fatalf("age lost across restart: %+v", segs)
 	}
 	l.Close()
 
@@ -674,7 +704,86 @@ func TestOpenManySegmentsIsLazy(t *testing.T) {
 	if n := opens.Load(); n > 10 {
 		t.Fatalf("open of 300 segments made %d opens/stats", n)
 	}
+	// Segments needs each max timestamp: one small read per segment, no
+	// index loads.
+	for _, s := range l.Segments() {
+		if s.MaxTimestamp != 1 {
+			t.Fatalf("segment %+v", s)
+		}
+	}
+	l.cache.mu.Lock()
+	loaded := len(l.cache.entries)
+	l.cache.mu.Unlock()
+	if loaded != 0 {
+		t.Fatalf("Segments loaded %d indexes", loaded)
+	}
 	if got := readAll(t, l); len(got) == 0 {
 		t.Fatal("empty")
+	}
+}
+
+func TestReplicatedCompactedSurvivesRecovery(t *testing.T) {
+	mem := vfs.NewMem()
+	l := openMem(t, mem, Config{})
+	var all []byte
+	for i, b := range [][]byte{makeCompacted([]int64{0, 2}, 2), makeCompacted(nil, 5), simpleBatch(2, 3, 4)} {
+		putBaseOffset(b, []int64{0, 3, 9}[i])
+		putLeaderEpoch(b, 4)
+		fixCRC(b)
+		if _, err := l.AppendReplicated(b); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if l.LogEndOffset() != 11 {
+		t.Fatalf("LEO %d", l.LogEndOffset())
+	}
+	// An append without a leader epoch (-1) records none.
+	l2 := openMem(t, vfs.NewMem(), Config{})
+	l2.Append(simpleBatch(1, 1, 1), AppendOptions{LeaderEpoch: -1})
+	if l2.LatestEpoch() != -1 {
+		t.Fatalf("epoch %d", l2.LatestEpoch())
+	}
+	l2.Close()
+	l.Close()
+	l = openMem(t, mem.CrashClone(), Config{})
+	defer l.Close()
+	if got := readAll(t, l); !bytes.Equal(got, all) || l.LatestEpoch() != 4 {
+		t.Fatalf("recovery dropped compacted batches: %d of %d bytes, epoch %d", len(got), len(all), l.LatestEpoch())
+	}
+	res, err := l.Read(1, 1, 11) // offset 1 was compacted away: its batch is served
+	if err != nil || res.FirstOffset != 0 {
+		t.Fatalf("%+v %v", res, err)
+	}
+	res.Release()
+	if res, _ := l.Read(7, 1, 11); res.FirstOffset != 3 {
+		t.Fatalf("read in the empty batch: %+v", res)
+	}
+}
+
+func TestDump(t *testing.T) {
+	fs := vfs.NewMem()
+	l := openMem(t, fs, Config{SegmentBytes: 300, IndexIntervalBytes: 1})
+	for i := range 5 {
+		l.Append(simpleBatch(2, 50, int64(100+i)), AppendOptions{LeaderEpoch: 2})
+	}
+	l.WriteProducerSnapshot(4, []byte("s"))
+	l.DeleteBefore(2)
+	segs := l.Segments()
+	l.Close()
+	var out strings.Builder
+	for _, name := range []string{segs[0].LogFile, segs[0].IndexFile, segs[0].TimeIndexFile, "/p/" + baseName(4) + snapshotSuffix,
+		"/p/" + epochCheckpointFile, "/p/" + logStartOffsetFile, "/p/" + cleanShutdownFile} {
+		if err := Dump(&out, fs, name); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+	}
+	for _, want := range []string{"baseOffset=2 lastOffset=3", "crcOK=true", "epoch=2 startOffset=2", "logStartOffset=2", "intact=true", "timestamp=", "ActiveBase"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("dump lacks %q:\n%s", want, out.String())
+		}
+	}
+	if err := Dump(&out, fs, "/p/nothing.txt"); err == nil {
+		t.Fatal("dumped a foreign file")
 	}
 }

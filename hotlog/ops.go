@@ -66,7 +66,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		if err != nil {
 			return l.fail(fmt.Errorf("hotlog: reopen segment: %w", err))
 		}
-		fresh := newSegment(l.fs, l.dir, seg.base)
+		fresh := newSegment(l.fs, l.dir, seg.base, l.cache)
 		fresh.file = f
 		rest := append(append([]*segment(nil), set[:i]...), fresh)
 		l.segs.Store(&rest)
@@ -111,13 +111,21 @@ func (l *Log) TruncateTo(offset int64) error {
 		newEnd = b.next
 	}
 	seg.mu.Lock()
-	seg.idx, seg.tidx, seg.maxTs, seg.loaded = b.idx, b.tidx, b.maxTs, true
+	seg.idx, seg.tidx, seg.maxTs, seg.loaded, seg.maxTsKnown = b.idx, b.tidx, b.maxTs, true, true
 	seg.relLimit = -1
 	seg.mu.Unlock()
 	seg.size.Store(cut)
 	l.setActiveLocked(seg, seg.base)
 	l.builder = b
 	l.logEnd.Store(newEnd)
+	if l.logStart.Load() > newEnd {
+		// The cut removed the batch holding the log start: the log is empty
+		// at newEnd, which becomes the start.
+		if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(newEnd)); err != nil {
+			return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
+		}
+		l.logStart.Store(newEnd)
+	}
 	if l.hw.Load() > newEnd {
 		l.hw.Store(newEnd)
 	}
@@ -279,4 +287,54 @@ func (l *Log) LatestProducerSnapshot() (offset int64, data []byte, err error) {
 		l.logger.Warn("hotlog: skipping damaged producer snapshot", "offset", offs[i])
 	}
 	return -1, nil, nil
+}
+
+// TruncateFullyAndStartAt empties the log and restarts it at offset, the
+// follower's answer when the leader's log starts past its own end (and the
+// start of a log restored from the bucket). Crash-safe: the old segments are
+// renamed away newest first, then the empty segment at offset is created; a
+// crash in between leaves a prefix of the old log or the empty new one.
+func (l *Log) TruncateFullyAndStartAt(offset int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	set := *l.segs.Load()
+	for j := len(set) - 1; j >= 0; j-- {
+		if err := l.renameDeletedLocked(set[j]); err != nil {
+			return l.fail(err)
+		}
+	}
+	seg, err := l.createSegmentLocked(offset)
+	if err != nil {
+		return l.fail(err)
+	}
+	fresh := []*segment{seg}
+	l.segs.Store(&fresh)
+	for _, s := range set {
+		s.unref()
+	}
+	l.setActiveLocked(seg, offset)
+	l.logEnd.Store(offset)
+	l.logStart.Store(offset)
+	l.hw.Store(offset)
+	if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(offset)); err != nil {
+		return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
+	}
+	empty := []epochEntry{}
+	if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(empty)); err != nil {
+		return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
+	}
+	l.epochs.Store(&empty)
+	for _, off := range l.snapshotOffsets() {
+		l.fs.Remove(l.snapshotPath(off))
+	}
+	return nil
 }

@@ -249,7 +249,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err e
 		if !seg.tryRef() {
 			continue
 		}
-		off, t, found, err := l.offsetForTimestampIn(seg, ts)
+		off, t, found, err := l.offsetForTimestampIn(seg, ts, start)
 		seg.unref()
 		if err != nil {
 			return -1, -1, err
@@ -261,34 +261,35 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err e
 	return -1, -1, nil
 }
 
-func (l *Log) offsetForTimestampIn(seg *segment, ts int64) (int64, int64, bool, error) {
+// offsetForTimestampIn searches one segment, ignoring records below start.
+func (l *Log) offsetForTimestampIn(seg *segment, ts, start int64) (int64, int64, bool, error) {
 	f, err := seg.logFile()
 	if err != nil {
+		return 0, 0, false, err
+	}
+	if maxTs, err := seg.maxTimestamp(l.cfg.IndexIntervalBytes); err != nil || maxTs < ts {
 		return 0, 0, false, err
 	}
 	size, err := seg.visibleSize()
 	if err != nil {
 		return 0, 0, false, err
 	}
-	idx, tidx, maxTs, err := seg.indexes(l.cfg.IndexIntervalBytes)
+	idx, tidx, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
 	if err != nil {
 		return 0, 0, false, err
-	}
-	if maxTs < ts {
-		return 0, 0, false, nil
 	}
 	from := seg.base
 	if rel, ok := tidx.lookupBefore(ts); ok {
 		from = seg.base + rel
 	}
-	pos := idx.lookup(from - seg.base)
+	pos := idx.lookup(max(from, start) - seg.base)
 	var hbuf [BatchHeaderSize]byte
 	for pos < size {
 		h, err := readHeader(f, pos, size, &hbuf)
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if h.MaxTimestamp >= ts {
+		if h.MaxTimestamp >= ts && h.LastOffset() >= start {
 			off, t := h.BaseOffset, h.MaxTimestamp
 			if h.Compression() == 0 && !h.LogAppendTime() && h.Size() <= maxTimestampParse {
 				batch := make([]byte, h.Size())
@@ -296,7 +297,7 @@ func (l *Log) offsetForTimestampIn(seg *segment, ts int64) (int64, int64, bool, 
 					return 0, 0, false, err
 				}
 				recordTimestamps(batch, h.BaseTimestamp, func(delta, rts int64) bool {
-					if rts >= ts {
+					if rts >= ts && h.BaseOffset+delta >= start {
 						off, t = h.BaseOffset+delta, rts
 						return false
 					}

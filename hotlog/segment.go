@@ -73,15 +73,21 @@ type segment struct {
 	loaded bool        // idx and tidx are loaded
 	idx    offsetIndex // never changed in place once readers may hold it
 	tidx   timeIndex
-	maxTs  int64 // max timestamp (-1 none); valid when loaded
+	maxTs  int64 // max timestamp (-1 none); valid when maxTsKnown
+	// maxTsKnown survives the eviction of idx and tidx from the cache.
+	maxTsKnown bool
+	// active is set while this is the log's active segment, whose indexes are
+	// never evicted.
+	active atomic.Bool
+	cache  *indexCache
 	// relLimit bounds relative offsets for index validation (-1: unknown).
 	relLimit int64
 	// renamed is set once the files were renamed with the .deleted suffix.
 	renamed atomic.Bool
 }
 
-func newSegment(fs vfs.FS, dir string, base int64) *segment {
-	s := &segment{fs: fs, dir: dir, base: base, maxTs: -1, relLimit: -1}
+func newSegment(fs vfs.FS, dir string, base int64, cache *indexCache) *segment {
+	s := &segment{fs: fs, dir: dir, base: base, maxTs: -1, relLimit: -1, cache: cache}
 	s.refs.Store(1)
 	s.size.Store(-1)
 	return s
@@ -180,40 +186,142 @@ func (s *segment) indexes(interval int) (offsetIndex, timeIndex, int64, error) {
 		return nil, nil, -1, err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.loaded {
-		return s.idx, s.tidx, s.maxTs, nil
+		idx, tidx, maxTs := s.idx, s.tidx, s.maxTs
+		s.mu.Unlock()
+		return idx, tidx, maxTs, nil
 	}
+	idx, tidx, maxTs, rebuilt, err := s.loadLocked(size, interval)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, nil, -1, err
+	}
+	s.idx, s.tidx, s.maxTs, s.loaded, s.maxTsKnown = idx, tidx, maxTs, true, true
+	idxPath, tidxPath := s.path(indexSuffix), s.path(timeIndexSuffix)
+	s.mu.Unlock()
+	s.cache.add(s, len(idx)+len(tidx))
+	if rebuilt {
+		// Best effort: write the rebuilt files so the next open need not scan.
+		writeIndexFile(s.fs, idxPath, idx)
+		writeIndexFile(s.fs, tidxPath, tidx)
+	}
+	return idx, tidx, maxTs, nil
+}
+
+// loadLocked reads and checks the index files, or rebuilds them from the log.
+func (s *segment) loadLocked(size int64, interval int) (offsetIndex, timeIndex, int64, bool, error) {
 	idx, ierr := vfs.ReadFile(s.fs, s.path(indexSuffix), maxIndexFileBytes)
 	tidx, terr := vfs.ReadFile(s.fs, s.path(timeIndexSuffix), maxIndexFileBytes)
 	ok := ierr == nil && terr == nil && validOffsetIndex(idx, size, s.relLimit) && validTimeIndex(tidx, s.relLimit)
 	if ok && size > 0 && len(tidx) == 0 {
-		// A non-empty sealed segment always has a final time index entry
-		// unless every timestamp is negative; rebuild to be sure.
+		// A sealed segment has a final time index entry unless every
+		// timestamp is negative; rebuild to be sure.
 		ok = false
 	}
 	if ok {
-		s.idx, s.tidx = idx, tidx
+		maxTs := int64(-1)
 		if ts, _, has := timeIndex(tidx).last(); has {
-			s.maxTs = ts
+			maxTs = ts
 		}
-		s.loaded = true
-		return s.idx, s.tidx, s.maxTs, nil
+		return idx, tidx, maxTs, false, nil
 	}
 	f, err := s.logFileLocked()
 	if err != nil {
-		return nil, nil, -1, err
+		return nil, nil, -1, false, err
 	}
 	b, _, err := scanSegment(f, s.base, size, interval, false, nil)
 	if err != nil {
-		return nil, nil, -1, err
+		return nil, nil, -1, false, err
 	}
 	b.appendTime()
-	s.idx, s.tidx, s.maxTs, s.loaded = b.idx, b.tidx, b.maxTs, true
-	// Best effort: write the rebuilt files so the next open need not scan.
-	writeIndexFile(s.fs, s.path(indexSuffix), b.idx)
-	writeIndexFile(s.fs, s.path(timeIndexSuffix), b.tidx)
-	return s.idx, s.tidx, s.maxTs, nil
+	return b.idx, b.tidx, b.maxTs, true, nil
+}
+
+// evict drops the loaded indexes (not of the active segment).
+func (s *segment) evict() {
+	s.mu.Lock()
+	if !s.active.Load() {
+		s.idx, s.tidx, s.loaded = nil, nil, false
+	}
+	s.mu.Unlock()
+}
+
+// maxTimestamp is the segment's max timestamp. If it was never known it reads
+// just the last time index entry (a sealed segment's max timestamp), and
+// loads (or rebuilds) the indexes only if that file looks wrong.
+func (s *segment) maxTimestamp(interval int) (int64, error) {
+	s.mu.Lock()
+	if s.maxTsKnown {
+		ts := s.maxTs
+		s.mu.Unlock()
+		return ts, nil
+	}
+	if ts, ok := s.lastTimeEntryLocked(); ok {
+		s.maxTs, s.maxTsKnown = ts, true
+		s.mu.Unlock()
+		return ts, nil
+	}
+	s.mu.Unlock()
+	_, _, ts, err := s.indexes(interval)
+	return ts, err
+}
+
+// lastTimeEntryLocked reads the last entry of the .timeindex file.
+func (s *segment) lastTimeEntryLocked() (int64, bool) {
+	f, err := s.fs.Open(s.path(timeIndexSuffix))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 || st.Size()%timeIndexEntrySize != 0 || st.Size() > maxIndexFileBytes {
+		return 0, false
+	}
+	var e [timeIndexEntrySize]byte
+	if _, err := f.ReadAt(e[:], st.Size()-timeIndexEntrySize); err != nil {
+		return 0, false
+	}
+	ts, _ := timeIndex(e[:]).entry(0)
+	return ts, ts >= 0
+}
+
+// indexCache bounds the memory held by the loaded indexes of sealed segments:
+// past maxBytes, the least recently loaded are dropped (and read again from
+// their files when next needed). Readers that hold an index slice keep it.
+type indexCache struct {
+	mu       sync.Mutex
+	maxBytes int
+	bytes    int
+	entries  []cacheEntry // load order, oldest first
+}
+
+type cacheEntry struct {
+	seg   *segment
+	bytes int
+}
+
+const defaultIndexCacheBytes = 64 << 20
+
+// add records that s loaded n bytes of indexes, and evicts the oldest others
+// while the cache is over its budget. The caller must not hold s.mu.
+func (c *indexCache) add(s *segment, n int) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	c.entries = append(c.entries, cacheEntry{s, n})
+	c.bytes += n
+	var evict []*segment
+	for c.bytes > c.maxBytes && len(c.entries) > 1 {
+		e := c.entries[0]
+		c.entries = c.entries[1:]
+		c.bytes -= e.bytes
+		evict = append(evict, e.seg)
+	}
+	c.mu.Unlock()
+	for _, e := range evict {
+		e.evict()
+	}
 }
 
 func writeIndexFile(fs vfs.FS, name string, data []byte) error {
@@ -267,7 +375,7 @@ func scanSegment(f vfs.File, base, size int64, interval int, checkCRC bool, onBa
 	for pos := int64(0); pos < size; {
 		h, err := readHeader(f, pos, size, &hbuf)
 		if err == nil {
-			err = checkHeader(&h)
+			err = checkHeader(&h, false)
 		}
 		if err == nil && (h.BaseOffset < next || h.LastOffset()-base > 1<<31-1) {
 			err = fmt.Errorf("%w: batch at %d has base offset %d, expected at least %d", ErrCorruptBatch, pos, h.BaseOffset, next)

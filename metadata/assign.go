@@ -17,7 +17,7 @@ type prepareContext struct {
 // leaders (counting what the brokers already hold) and spreads each
 // partition's replicas over as many racks as it can.
 func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, error) {
-	if count <= 0 {
+	if count <= 0 || count > MaxPartitionsPerCommand {
 		return nil, reject(ErrInvalidPartitions, "partition count %d", count)
 	}
 	if rf <= 0 {
@@ -79,7 +79,12 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 				if leaderSlot && x.leaders != y.leaders {
 					return x.leaders < y.leaders
 				}
-				return x.replicas < y.replicas
+				if x.replicas != y.replicas {
+					return x.replicas < y.replicas
+				}
+				// Among equals, a follower slot goes to the broker leading more,
+				// which keeps leaders and followers from piling on one broker.
+				return !leaderSlot && x.leaders > y.leaders
 			})
 			pick := order[0]
 			used[pick.id] = true

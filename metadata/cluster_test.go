@@ -11,7 +11,7 @@ import (
 
 // testCluster is a set of voters on 127.0.0.1, each in its own directory.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  map[int32]Config
 	nodes map[int32]*Node
 }
@@ -39,7 +39,7 @@ func (c *testCluster) stop(id int32) {
 }
 
 // newCluster starts node 1 as a quorum of one and adds the others as voters.
-func newCluster(t *testing.T, size int, tweak func(*Config)) *testCluster {
+func newCluster(t testing.TB, size int, tweak func(*Config)) *testCluster {
 	c := &testCluster{t: t, cfgs: map[int32]Config{}, nodes: map[int32]*Node{}}
 	t.Cleanup(func() {
 		for id := range c.nodes {
@@ -170,7 +170,11 @@ func TestClusterLeaderFailover(t *testing.T) {
 		mustPropose(t, c.follower(), &CreateTopic{Name: name, NumPartitions: 1, ReplicationFactor: 1})
 		committed = append(committed, name)
 	}
-	st := nl.State()
+	// A linearizable read on a follower sees every committed command.
+	st, err := c.follower().Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range committed {
 		if _, ok := st.Topic(name); !ok {
 			t.Fatalf("committed topic %s lost after failover", name)
@@ -241,17 +245,26 @@ func TestClusterQuorumLoss(t *testing.T) {
 	if _, err := survivor.WaitForVersion(ctx, lease.Version); err != nil {
 		t.Fatal(err)
 	}
-	c.stop(c.leader().ID())
+	ldr := c.leader().ID()
+	t.Logf("stopping leader %d; survivor %d; nodes %v", ldr, survivor.ID(), len(c.nodes))
+	c.stop(ldr)
 	pctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	start := time.Now()
 	_, err := survivor.Propose(pctx, &AcquireLease{Kind: "k", Resource: "r2", Holder: "h", TTLMs: 1000})
 	if !errors.Is(err, ErrNoQuorum) || !errors.Is(err, context.DeadlineExceeded) {
 		l, _ := survivor.Leader()
+		v, _ := survivor.Voters()
+		t.Logf("voters %v stats %v", v, survivor.raft.Stats())
 		t.Fatalf("propose without quorum: %v (survivor %d sees leader %v)", err, survivor.ID(), l)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("propose took %v to fail", d)
+	}
+	sctx, scancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer scancel()
+	if _, err := survivor.Sync(sctx); !errors.Is(err, ErrNoQuorum) {
+		t.Fatalf("linearizable read without quorum: %v", err)
 	}
 	eventually(t, 10*time.Second, "survivor reports stale", func() error {
 		if !survivor.Stale() {
@@ -337,18 +350,24 @@ func TestClusterFencesSilentBroker(t *testing.T) {
 	// once back in the ISR the controller restores it as preferred leader.
 	r := mustPropose(t, c.follower(), &RegisterBroker{BrokerID: 3, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1})
 	mustPropose(t, c.follower(), &BrokerHeartbeat{BrokerID: 3, BrokerEpoch: r.BrokerEpoch})
-	st = c.leader().State()
-	topic, _ = st.Topic("events")
-	for _, p := range topic.Partitions {
-		if p.Replicas[0] != 3 {
-			continue
+	// The leaders add 3 back to the ISRs, as brokers would after catch-up
+	// (retrying on a stale epoch: the controller may change a partition too).
+	eventually(t, 10*time.Second, "broker 3 back in every ISR", func() error {
+		topic, _ := c.leader().State().Topic("events")
+		for _, p := range topic.Partitions {
+			if contains(p.ISR, 3) {
+				continue
+			}
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err := c.leader().Propose(pctx, &ChangeLeaderAndISR{TopicID: topic.ID, Partition: p.Index,
+				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: p.Leader, ISR: append(append([]int32(nil), p.ISR...), 3)})
+			cancel()
+			if err != nil {
+				return err
+			}
 		}
-		// The leader adds 3 back to the ISR, as a broker would after catch-up.
-		if _, err := c.leader().Propose(ctx, &ChangeLeaderAndISR{TopicID: topic.ID, Partition: p.Index,
-			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: p.Leader, ISR: append(p.ISR, 3)}); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return nil
+	})
 	eventually(t, 10*time.Second, "preferred leaders restored", func() error {
 		topic, _ := c.leader().State().Topic("events")
 		for _, p := range topic.Partitions {

@@ -20,9 +20,7 @@ func (e *encoder) bool(v bool)      { e.buf = append(e.buf, boolByte(v)) }
 func (e *encoder) uvarint(v uint64) { e.buf = binary.AppendUvarint(e.buf, v) }
 func (e *encoder) varint(v int64)   { e.buf = binary.AppendVarint(e.buf, v) }
 func (e *encoder) u32(v uint32)     { e.buf = binary.BigEndian.AppendUint32(e.buf, v) }
-func (e *encoder) u64(v uint64)     { e.buf = binary.BigEndian.AppendUint64(e.buf, v) }
 func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.buf = append(e.buf, s...) }
-func (e *encoder) bytes(b []byte)   { e.uvarint(uint64(len(b))); e.buf = append(e.buf, b...) }
 func (e *encoder) uuid(u UUID)      { e.buf = append(e.buf, u[:]...) }
 
 func (e *encoder) int32s(v []int32) {
@@ -131,16 +129,6 @@ func (d *decoder) u32() uint32 {
 	return v
 }
 
-func (d *decoder) u64() uint64 {
-	if d.err != nil || len(d.buf) < 8 {
-		d.fail(errTruncated)
-		return 0
-	}
-	v := binary.BigEndian.Uint64(d.buf)
-	d.buf = d.buf[8:]
-	return v
-}
-
 // count reads a collection length and checks it against the bytes left,
 // assuming each element takes at least minSize bytes.
 func (d *decoder) count(minSize int) int {
@@ -166,14 +154,6 @@ func (d *decoder) rawBytes() []byte {
 }
 
 func (d *decoder) str() string { return string(d.rawBytes()) }
-
-func (d *decoder) bytes() []byte {
-	b := d.rawBytes()
-	if b == nil {
-		return nil
-	}
-	return append([]byte(nil), b...)
-}
 
 func (d *decoder) uuid() UUID {
 	var u UUID

@@ -1,5 +1,7 @@
 package metadata
 
+import "strings"
+
 func init() {
 	register(TypeAcquireLease, commandInfo{name: "AcquireLease", version: 1, decode: func(_ uint8, d *decoder) Command {
 		return &AcquireLease{Kind: d.str(), Resource: d.str(), Holder: d.str(), NowMs: d.varint(), TTLMs: d.varint()}
@@ -43,7 +45,7 @@ func (c *AcquireLease) prepare(p *prepareContext) error {
 }
 
 func (c *AcquireLease) apply(s *State, _ uint64) (Result, error) {
-	if c.Kind == "" || c.Holder == "" || c.TTLMs <= 0 {
+	if c.Kind == "" || c.Holder == "" || c.TTLMs <= 0 || strings.IndexByte(c.Kind, 0) >= 0 {
 		return Result{}, reject(ErrInvalidRequest, "lease kind %q holder %q ttl %d", c.Kind, c.Holder, c.TTLMs)
 	}
 	key := leaseKey(c.Kind, c.Resource)

@@ -4,6 +4,11 @@ import (
 	"strconv"
 )
 
+// MaxPartitionsPerCommand bounds the partitions one CreateTopic or
+// CreatePartitions adds, so that a request cannot make the controller
+// allocate without bound.
+const MaxPartitionsPerCommand = 100_000
+
 func init() {
 	register(TypeCreateTopic, commandInfo{name: "CreateTopic", version: 1, decode: func(_ uint8, d *decoder) Command {
 		c := &CreateTopic{Name: d.str(), TopicID: d.uuid(), NumPartitions: d.int32(), ReplicationFactor: d.int32(), Configs: d.strMap()}
@@ -115,8 +120,8 @@ func (c *CreateTopic) apply(s *State, _ uint64) (Result, error) {
 	if _, ok := s.TopicByID(c.TopicID); ok {
 		return Result{}, reject(ErrTopicExists, "topic id %s", c.TopicID)
 	}
-	if len(c.Assignment) == 0 {
-		return Result{}, reject(ErrInvalidPartitions, "topic %q with no partitions", c.Name)
+	if len(c.Assignment) == 0 || len(c.Assignment) > MaxPartitionsPerCommand {
+		return Result{}, reject(ErrInvalidPartitions, "topic %q with %d partitions", c.Name, len(c.Assignment))
 	}
 	if err := checkAssignment(s, c.Assignment, len(c.Assignment[0])); err != nil {
 		return Result{}, err
@@ -250,6 +255,9 @@ func (c *CreatePartitions) apply(s *State, _ uint64) (Result, error) {
 	cur := len(t.Partitions)
 	if int(c.Count) <= cur {
 		return Result{}, reject(ErrInvalidPartitions, "topic %q has %d partitions, asked for %d", t.Name, cur, c.Count)
+	}
+	if int(c.Count)-cur > MaxPartitionsPerCommand {
+		return Result{}, reject(ErrInvalidPartitions, "%d new partitions, at most %d at once", int(c.Count)-cur, MaxPartitionsPerCommand)
 	}
 	if len(c.Assignment) != int(c.Count)-cur {
 		return Result{}, reject(ErrInvalidReplicaAssignment, "%d new partitions, %d assignments", int(c.Count)-cur, len(c.Assignment))

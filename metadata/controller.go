@@ -21,7 +21,6 @@ type controller struct {
 func newController(n *Node) *controller { return &controller{n: n} }
 
 func (c *controller) run() {
-	defer c.n.wg.Done()
 	t := time.NewTicker(c.n.cfg.ControllerInterval)
 	defer t.Stop()
 	leaderCh := c.n.raft.LeaderCh()

@@ -65,6 +65,22 @@
 //	             int expiresMs}                                 (by kind, resource)
 //	crc32c (Castagnoli) covers everything before it, big-endian.
 //
+// # Reads
+//
+// State is the node's latest applied state and may lag (Stale says when it
+// may be far behind). WaitForVersion(v) reads one's own writes (v from a
+// Result); Sync is a linearizable read: it waits until this node has applied
+// everything the leader had committed when Sync was called.
+//
+// # Goroutines and locks
+//
+// Open starts the accept loop, the controller, and raft's own goroutines;
+// Propose starts one short-lived goroutine per local proposal (waiting on its
+// raft future), Watch one per watcher. Close cancels them all, shuts raft
+// down and waits for every one. The locks (fsm.mu, Node.watch, Node.connMu,
+// forwarder.mu, Node.goMu) are leaves: none is held while taking another or
+// while calling raft, so there is no lock order to keep.
+//
 // # Network
 //
 // One TCP listener per node (Config.RaftAddr) carries raft's RPCs and

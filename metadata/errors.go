@@ -57,6 +57,7 @@ var errorCodes = []struct {
 	{14, ErrLeaseHeld}, {15, ErrLeaseLost}, {16, ErrLeaseExpired}, {17, ErrUnknownCommand},
 	{18, ErrCorruptCommand}, {19, ErrCorruptSnapshot}, {20, ErrFSMStopped},
 	{21, ErrNotLeader}, {22, ErrNoQuorum}, {23, ErrClosed},
+	{24, errNotSent}, // the leader was deposed before appending: safe to retry
 }
 
 func codeOf(err error) uint16 {

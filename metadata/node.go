@@ -81,8 +81,14 @@ type Node struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
 	closed atomic.Bool
+	// barrierTerm is the last term in which this node, as leader, applied
+	// everything committed before it proposed (see proposeLocal).
+	barrierTerm atomic.Uint64
+	// goMu orders goroutine starts (read lock) before Close's wait (write
+	// lock), so no goroutine is added to wg once Close waits on it.
+	goMu sync.RWMutex
+	wg   sync.WaitGroup
 
 	connMu sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -146,8 +152,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.mux = &muxLayer{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), closed: make(chan struct{})}
-	n.wg.Add(1)
-	go pprof.Do(n.ctx, pprof.Labels("metadata", "accept"), func(context.Context) { n.acceptLoop() })
+	n.goTracked("accept", n.acceptLoop)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.mux, MaxPool: 4, Timeout: 5 * time.Second, Logger: hlog,
 	})
@@ -162,7 +167,10 @@ func Open(cfg Config) (*Node, error) {
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.TrailingLogs = cfg.TrailingLogs
-	rc.BatchApplyCh = true
+	// Not BatchApplyCh: with a buffered apply channel, futures still queued
+	// at shutdown are never resolved (raft v1.8.0), which would strand their
+	// waiters. The leader loop batches whatever is waiting anyway.
+	rc.BatchApplyCh = false
 	rc.MaxAppendEntries = 512
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
@@ -194,9 +202,7 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.raft = r
 	if !cfg.DisableController {
-		c := newController(n)
-		n.wg.Add(1)
-		go pprof.Do(n.ctx, pprof.Labels("metadata", "controller"), func(context.Context) { c.run() })
+		n.goTracked("controller", newController(n).run)
 	}
 	ok = true
 	return n, nil
@@ -361,6 +367,18 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	if p, ok := cmd.(preparer); ok {
+		// Prepare reads the state (topic names, brokers for placement): once
+		// per term, a barrier makes sure it includes everything committed by
+		// earlier leaders.
+		if term := n.raft.CurrentTerm(); n.barrierTerm.Load() != term {
+			if _, err := n.readIndexLocal(forwardTimeout(ctx)); err != nil {
+				if errors.Is(err, errNotSent) {
+					return Result{}, raft.ErrNotLeader
+				}
+				return Result{}, err
+			}
+			n.barrierTerm.Store(term)
+		}
 		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex())}
 		if err := p.prepare(&pc); err != nil {
 			return Result{}, err
@@ -369,12 +387,9 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 	data := EncodeCommand(cmd)
 	f := n.raft.Apply(data, forwardTimeout(ctx))
 	done := make(chan struct{})
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		_ = f.Error()
-		close(done)
-	}()
+	if !n.goTracked("", func() { _ = f.Error(); close(done) }) {
+		return Result{}, ErrClosed
+	}
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -416,6 +431,67 @@ func (n *Node) WaitForVersion(ctx context.Context, v uint64) (*State, error) {
 			return n.State(), ErrClosed
 		}
 	}
+}
+
+// Sync returns a State that includes every command committed before Sync
+// was called (a linearizable read): the leader confirms its leadership and
+// applies everything it has committed, and this node waits until it has
+// applied as much. Use it before acting on metadata that must be current,
+// e.g. when a broker starts.
+func (n *Node) Sync(ctx context.Context) (*State, error) {
+	wait := time.NewTicker(10 * time.Millisecond)
+	defer wait.Stop()
+	for {
+		if n.closed.Load() {
+			return nil, ErrClosed
+		}
+		var (
+			version uint64
+			err     error
+		)
+		if n.raft.State() == raft.Leader {
+			version, err = n.readIndexLocal(forwardTimeout(ctx))
+		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
+			e := encoder{}
+			e.u8(opReadIndex)
+			e.u32(uint32(min(forwardTimeout(ctx), time.Hour).Milliseconds()))
+			var res Result
+			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			version = res.Version
+		} else {
+			err = errNotSent
+		}
+		if err == nil {
+			return n.WaitForVersion(ctx, version)
+		}
+		if !errors.Is(err, errNotSent) && !errors.Is(err, ErrNotLeader) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+		case <-n.ctx.Done():
+			return nil, ErrClosed
+		case <-wait.C:
+		}
+	}
+}
+
+// readIndexLocal, on the leader, applies everything committed so far (a
+// barrier also confirms leadership with a quorum) and returns the version.
+func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
+	if err := n.raft.Barrier(timeout).Error(); err != nil {
+		switch {
+		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
+			return 0, fmt.Errorf("%w: %v", errNotSent, err) // a read: safe to retry
+		case errors.Is(err, raft.ErrEnqueueTimeout):
+			return 0, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		case errors.Is(err, raft.ErrRaftShutdown):
+			return 0, ErrClosed
+		}
+		return 0, fmt.Errorf("metadata: barrier: %w", err)
+	}
+	return n.fsm.current().Version, nil
 }
 
 // Voters returns the current voters.
@@ -492,8 +568,9 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
 	if err := f.Error(); err != nil {
-		if errors.Is(err, raft.ErrNotLeader) {
-			return err
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+			// Adding or removing the same voter again is harmless: retry.
+			return fmt.Errorf("%w: %v", errNotSent, err)
 		}
 		return fmt.Errorf("metadata: change voters: %w", err)
 	}
@@ -512,11 +589,34 @@ func (n *Node) Snapshot() error {
 // closed), Raft shuts down, the listener closes, and every goroutine the node
 // started has returned when Close returns.
 func (n *Node) Close() error {
-	if !n.closed.CompareAndSwap(false, true) {
+	n.goMu.Lock()
+	first := n.closed.CompareAndSwap(false, true)
+	n.goMu.Unlock()
+	if !first {
 		return nil
 	}
 	n.cancel()
 	return n.shutdown()
+}
+
+// goTracked starts f on a goroutine that Close waits for (labelled for
+// pprof when label is set), unless the node is closed.
+func (n *Node) goTracked(label string, f func()) bool {
+	n.goMu.RLock()
+	defer n.goMu.RUnlock()
+	if n.closed.Load() {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if label == "" {
+			f()
+			return
+		}
+		pprof.Do(n.ctx, pprof.Labels("metadata", label), func(context.Context) { f() })
+	}()
+	return true
 }
 
 func (n *Node) shutdown() error {

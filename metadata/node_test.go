@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -11,8 +12,10 @@ import (
 func fastConfig(t testing.TB, id int32, dir string) Config {
 	return Config{
 		NodeID: id, Dir: dir, RaftAddr: "127.0.0.1:0",
-		HeartbeatTimeout: 100 * time.Millisecond, ElectionTimeout: 100 * time.Millisecond,
-		LeaderLeaseTimeout: 100 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
+		// Short enough for fast tests, long enough not to churn leaders on a
+		// loaded 2-core machine.
+		HeartbeatTimeout: 250 * time.Millisecond, ElectionTimeout: 250 * time.Millisecond,
+		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		ControllerInterval: 20 * time.Millisecond,
 		Logger:             testLogger(t),
 	}
@@ -35,15 +38,31 @@ func openSingle(t *testing.T) *Node {
 	return n
 }
 
-func mustPropose(t *testing.T, n *Node, cmd Command) Result {
+// mustPropose proposes cmd, retrying when a leader change left the outcome
+// unknown (a CreateTopic retried after it did commit finds its topic).
+func mustPropose(t testing.TB, n *Node, cmd Command) Result {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	res, err := n.Propose(ctx, cmd)
-	if err != nil {
-		t.Fatalf("%s: %v", cmd.Type(), err)
+	retried := false
+	for {
+		res, err := n.Propose(ctx, cmd)
+		if errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
+			t.Logf("%s: %v; retrying", cmd.Type(), err)
+			retried = true
+			continue
+		}
+		if ct, ok := cmd.(*CreateTopic); ok && retried && errors.Is(err, ErrTopicExists) {
+			st := n.State()
+			if topic, ok := st.Topic(ct.Name); ok {
+				return Result{Version: st.Version, TopicID: topic.ID}
+			}
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", cmd.Type(), err)
+		}
+		return res
 	}
-	return res
 }
 
 func TestSingleNodeAPI(t *testing.T) {
@@ -158,5 +177,101 @@ func TestSingleNodeRestartRecoversState(t *testing.T) {
 	}
 	if a, b := stripVersion(before.String()), stripVersion(after.String()); a != b {
 		t.Fatalf("state differs after restart:\n%s\nvs\n%s", a, b)
+	}
+}
+
+// TestWatchFallsBackToSnapshot: a watcher that asks for history the node no
+// longer holds, or that stops reading while many changes commit, gets a
+// Change with a nil Command and the whole State, then continues in order.
+func TestWatchFallsBackToSnapshot(t *testing.T) {
+	cfg := fastConfig(t, 1, t.TempDir())
+	cfg.Bootstrap = true
+	cfg.WatchBuffer = 4
+	cfg.DisableController = true
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := testContext(t, 30*time.Second)
+	if err := n.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	slow := n.Watch(ctx, n.State().Version) // not read until the end
+	var last Result
+	for i := range 200 {
+		last = mustPropose(t, n, &AcquireLease{Kind: "k", Resource: fmt.Sprint(i), Holder: "h", TTLMs: 1000})
+	}
+	check := func(ch <-chan Change) {
+		t.Helper()
+		resyncs, prev := 0, uint64(0)
+		for {
+			select {
+			case c, ok := <-ch:
+				if !ok {
+					t.Fatal("watch closed")
+				}
+				if c.Version <= prev {
+					t.Fatalf("version %d after %d", c.Version, prev)
+				}
+				prev = c.Version
+				if c.Command == nil {
+					resyncs++
+				}
+				if c.Version >= last.Version {
+					if resyncs == 0 {
+						t.Fatal("no resync for a lagging watcher")
+					}
+					if len(c.State.Leases()) != 200 {
+						t.Fatalf("final state has %d leases", len(c.State.Leases()))
+					}
+					return
+				}
+			case <-ctx.Done():
+				t.Fatalf("watch stalled at %d, want %d", prev, last.Version)
+			}
+		}
+	}
+	check(slow)
+	check(n.Watch(ctx, 1)) // history long gone
+	// Close ends watches.
+	w := n.Watch(context.Background(), n.State().Version)
+	n.Close()
+	for range w {
+	}
+}
+
+// TestUnknownEntryStopsNode: a committed entry this binary cannot read is
+// skipped when flagged ignorable; otherwise the state machine stops, keeps
+// its state, refuses snapshots (keeping the log) and says why.
+func TestUnknownEntryStopsNode(t *testing.T) {
+	n := openSingle(t)
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "a", Holder: "h", TTLMs: 1000})
+	if err := n.raft.Apply([]byte{0xfe, 0x81, 1, 2, 3}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	mustPropose(t, n, &AcquireLease{Kind: "k", Resource: "b", Holder: "h", TTLMs: 1000})
+	if n.Err() != nil {
+		t.Fatalf("ignorable entry stopped the node: %v", n.Err())
+	}
+	before := n.State()
+	if err := n.raft.Apply([]byte{0xfe, 0x01}, time.Second).Error(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "state machine stopped", func() error {
+		if !errors.Is(n.Err(), ErrFSMStopped) || !errors.Is(n.Err(), ErrUnknownCommand) {
+			return fmt.Errorf("err %v", n.Err())
+		}
+		return nil
+	})
+	ctx := testContext(t, 5*time.Second)
+	if _, err := n.Propose(ctx, &AcquireLease{Kind: "k", Resource: "c", Holder: "h", TTLMs: 1000}); !errors.Is(err, ErrFSMStopped) {
+		t.Fatalf("propose on a stopped node: %v", err)
+	}
+	if err := n.Snapshot(); err == nil {
+		t.Fatal("a stopped state machine took a snapshot")
+	}
+	if got := n.State(); got.String() != before.String() {
+		t.Fatalf("state changed after stop:\n%s\nvs\n%s", got, before)
 	}
 }

@@ -19,6 +19,8 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+func crc32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
+
 // EncodeSnapshot returns the snapshot encoding of s (layout in doc.go).
 func EncodeSnapshot(s *State) []byte {
 	e := encoder{buf: make([]byte, 0, 64+s.partitions*24)}
@@ -83,7 +85,7 @@ func EncodeSnapshot(s *State) []byte {
 		e.uvarint(l.Token)
 		e.varint(l.ExpiresMs)
 	}
-	e.u32(crc32.Checksum(e.buf, castagnoli))
+	e.u32(crc32c(e.buf))
 	return e.buf
 }
 
@@ -106,7 +108,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 		return nil, fmt.Errorf("%w: bad magic", ErrCorruptSnapshot)
 	}
 	body, sum := b[:len(b)-4], binary.BigEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if crc32c(body) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptSnapshot)
 	}
 	if v := body[len(snapshotMagic)]; v != snapshotVersion {
@@ -151,6 +153,9 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	for range d.count(19) {
 		t := &Topic{ID: d.uuid(), Name: d.str(), Configs: d.strMap()}
 		n := d.count(10)
+		if n == 0 && d.err == nil {
+			d.fail(fmt.Errorf("topic %q has no partitions", t.Name))
+		}
 		parts := make([]Partition, n)
 		t.Partitions = make([]*Partition, n)
 		for i := range parts {
@@ -166,6 +171,9 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			p.Remote.StartOffset = d.varint()
 			p.Remote.EndOffset = d.varint()
 			p.Remote.LeaderEpoch = d.int32()
+			if len(p.Replicas) == 0 && d.err == nil {
+				d.fail(fmt.Errorf("topic %q partition %d has no replicas", t.Name, i))
+			}
 			t.Partitions[i] = p
 		}
 		if _, dup := names.Get(t.Name); dup {

@@ -26,6 +26,7 @@ import (
 //	          op 1 propose: | u32 timeout ms | command bytes    |
 //	          op 2 add voter: | varint id | string address      |
 //	          op 3 remove voter: | varint id |
+//	          op 4 read index: | u32 timeout ms |  (reply: Result with Version)
 //	response: | u32 length | u8 status | body                  |
 //	          status 0: Result encoding; status 1: u16 error code, string message
 const (
@@ -35,6 +36,7 @@ const (
 	opPropose     = 1
 	opAddVoter    = 2
 	opRemoveVoter = 3
+	opReadIndex   = 4
 
 	maxFrame = 16 << 20
 )
@@ -88,7 +90,6 @@ func dialProto(address string, timeout time.Duration, proto byte) (net.Conn, err
 // acceptLoop owns the listener; each connection gets a goroutine that reads
 // its protocol byte and either hands it to raft or serves forwards on it.
 func (n *Node) acceptLoop() {
-	defer n.wg.Done()
 	for {
 		c, err := n.mux.ln.Accept()
 		if err != nil {
@@ -98,11 +99,11 @@ func (n *Node) acceptLoop() {
 			c.Close()
 			return
 		}
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			n.serveConn(c)
-		}()
+		if !n.goTracked("", func() { n.serveConn(c) }) {
+			n.untrackConn(c)
+			c.Close()
+			return
+		}
 	}
 }
 
@@ -186,6 +187,13 @@ func (n *Node) handleForward(req []byte) []byte {
 		ctx, cancel := context.WithTimeout(n.ctx, timeout)
 		res, err = n.proposeLocal(ctx, cmd)
 		cancel()
+	case opReadIndex:
+		timeout := time.Duration(d.u32()) * time.Millisecond
+		if d.err != nil {
+			err = reject(ErrInvalidRequest, "forward: %v", d.err)
+			break
+		}
+		res.Version, err = n.readIndexLocal(timeout)
 	case opAddVoter, opRemoveVoter:
 		id := d.int32()
 		addr := ""
@@ -199,6 +207,9 @@ func (n *Node) handleForward(req []byte) []byte {
 		err = n.changeVotersLocal(op, id, addr)
 	default:
 		err = reject(ErrInvalidRequest, "forward: op %d", op)
+	}
+	if errors.Is(err, raft.ErrNotLeader) {
+		err = fmt.Errorf("%w: %v", errNotSent, err)
 	}
 	if errors.Is(err, ErrClosed) {
 		err = fmt.Errorf("%w: leader shutting down (outcome unknown)", ErrNotLeader)
@@ -306,7 +317,8 @@ func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = time.Until(dl)
 		if timeout <= 0 {
-			return Result{}, ctx.Err()
+			// The deadline passed; ctx.Err may not say so yet.
+			return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
 		}
 	}
 	c, err := f.get(addr, min(timeout, 2*time.Second))

@@ -2,7 +2,6 @@ package metadata
 
 import (
 	"context"
-	"runtime/pprof"
 )
 
 // publish is called by the FSM (on raft's FSM goroutine) after each batch of
@@ -15,7 +14,9 @@ func (n *Node) publish(changes []Change, restored *State) {
 		n.watch.floor = restored.Version
 	}
 	n.watch.ring = append(n.watch.ring, changes...)
-	if over := len(n.watch.ring) - n.cfg.WatchBuffer; over > 0 {
+	// Trim to WatchBuffer once the ring holds twice that, so the copy is
+	// amortised over WatchBuffer changes.
+	if over := len(n.watch.ring) - n.cfg.WatchBuffer; over >= n.cfg.WatchBuffer {
 		n.watch.floor = n.watch.ring[over-1].Version
 		n.watch.ring = append(n.watch.ring[:0:0], n.watch.ring[over:]...)
 	}
@@ -34,13 +35,7 @@ func (n *Node) publish(changes []Change, restored *State) {
 //	for c := range node.Watch(ctx, st.Version) { apply(c) }
 func (n *Node) Watch(ctx context.Context, fromVersion uint64) <-chan Change {
 	out := make(chan Change, 64)
-	if n.closed.Load() {
-		close(out)
-		return out
-	}
-	n.wg.Add(1)
-	go pprof.Do(ctx, pprof.Labels("metadata", "watch"), func(ctx context.Context) {
-		defer n.wg.Done()
+	started := n.goTracked("watch", func() {
 		defer close(out)
 		last := fromVersion
 		for {
@@ -81,5 +76,8 @@ func (n *Node) Watch(ctx context.Context, fromVersion uint64) <-chan Change {
 			}
 		}
 	})
+	if !started {
+		close(out)
+	}
 	return out
 }

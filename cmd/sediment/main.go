@@ -23,15 +23,8 @@ func newRootCmd() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(newBrokerCmd())
+	root.AddCommand(newTopicCmd())
+	root.AddCommand(newProduceCmd())
+	root.AddCommand(newConsumeCmd())
 	return root
-}
-
-func newBrokerCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "broker",
-		Short: "Run a broker",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return fmt.Errorf("the broker is not built yet (issue 4)")
-		},
-	}
 }

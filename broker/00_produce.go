@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Produce: v3-13
+//
+// v3 is the first version carrying v2 record batches (magic 2) and Kafka
+// 4's minimum. v5+ reports the log start offset, v8+ per-record errors and
+// an error message, v9+ is flexible, v13 names topics by id. Each partition
+// must carry exactly one batch (as Kafka requires for magic 2). Produce is
+// serial per connection: a request's appends take their places in the logs
+// only after the previous request's did (an idempotent producer's pipelined
+// batches reach each log in the order it sent them), but the fsync waits
+// overlap, and a request's partitions append concurrently. acks=-1 waits
+// for the in-sync replicas (here the leader alone, so it equals acks=1
+// apart from the min.insync.replicas check); acks=0 sends no reply.
+
+func init() {
+	e := regKey(0, 3, 13)
+	e.handler = handleProduce
+	e.serial = true
+}
+
+func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	var ackErr error
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		ackErr = errInvalidRequiredAcks
+	}
+	if req.TransactionID != nil {
+		// Transactions come with the transaction coordinator.
+		ackErr = kerr.TransactionalIDAuthorizationFailed
+	}
+	st := b.meta.State()
+	// Partitions append concurrently (their fsyncs overlap); the next
+	// Produce of this connection may start once every partition of this
+	// one has its place in its log.
+	var ordered, done sync.WaitGroup
+	for _, t := range req.Topics {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		rt.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(t.Partitions))
+		for i, pt := range t.Partitions {
+			rp := &rt.Partitions[i]
+			*rp = kmsg.NewProduceResponseTopicPartition()
+			rp.Partition = pt.Partition
+			rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = -1, -1, -1
+			ordered.Add(1)
+			done.Add(1)
+			isOrdered := sync.OnceFunc(ordered.Done)
+			topic := t
+			go func() {
+				defer done.Done()
+				defer isOrdered()
+				err := ackErr
+				if err == nil {
+					err = b.producePartition(r, st, req.Acks, topic, pt, rp, isOrdered)
+				}
+				if err != nil {
+					rp.ErrorCode = errCode(err)
+					if r.Version >= 8 {
+						rp.ErrorMessage = errMessage(err)
+						if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
+							// librdkafka expects per-record errors.
+							er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+							er.ErrorMessage = errMessage(err)
+							rp.ErrorRecords = append(rp.ErrorRecords, er)
+						}
+					}
+					b.log.Debug("produce failed", "topic", topic.Topic, "partition", pt.Partition, "err", err)
+				}
+			}()
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	ordered.Wait()
+	r.Ordered()
+	done.Wait()
+	if req.Acks == 0 {
+		// No reply; as Kafka does, a failed partition closes the
+		// connection so the client notices and refreshes its metadata.
+		failed := false
+		for _, t := range resp.Topics {
+			for _, p := range t.Partitions {
+				failed = failed || p.ErrorCode != 0
+			}
+		}
+		return &Reply{NoResponse: true, Close: failed}, nil
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t kmsg.ProduceRequestTopic, pt kmsg.ProduceRequestTopicPartition, rp *kmsg.ProduceResponseTopicPartition, ordered func()) error {
+	var p *partition
+	var err error
+	if r.Version >= 13 {
+		if !b.store.topicIDKnown(st, t.TopicID) {
+			return kerr.UnknownTopicID
+		}
+		p, err = b.store.partitionByID(st, t.TopicID, pt.Partition)
+	} else {
+		p, err = b.store.partition(st, t.Topic, pt.Partition)
+	}
+	if err != nil {
+		return err
+	}
+	topic := p.topicConfigs(st)
+	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
+		return errNotEnoughReplicas
+	}
+	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
+	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
+	if err != nil {
+		return err
+	}
+	rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
+	rp.LogStartOffset = p.log.LogStartOffset()
+	return nil
+}
+
+func configString(b *Broker, set map[string]string, name string) string {
+	v, _ := b.topicConfigValue(set, name)
+	return v
+}
+
+func configInt(b *Broker, set map[string]string, name string) int64 {
+	n, err := strconv.ParseInt(configString(b, set, name), 10, 64)
+	if err != nil {
+		d := topicConfigDefs[name]
+		n, _ = strconv.ParseInt(d.def(&b.cfg), 10, 64)
+	}
+	return n
+}

@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
+)
+
+// Fetch: v4-18
+//
+// v4 is Kafka 4's minimum (isolation level, last stable offset), v5+ log
+// start offset, v7+ fetch sessions, v9+ current leader epoch, v11+ rack,
+// v12+ flexible, v13+ topic ids.
+//
+// Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
+// later epochs send and receive only what changed, epoch -1 fetches
+// without one. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong
+// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over.
+//
+// Long polling: when fewer than min_bytes are ready, the handler registers
+// one wake channel with every requested partition and sleeps until an
+// append signals it, max_wait passes, or the broker shuts down; then it
+// reads again. No busy loop.
+//
+// Zero copy: record bytes are not read; each partition's batches are hotlog
+// regions that the connection writer sends with sendfile(2) (zerocopy.go).
+// Only offsets below the high watermark are visible (read_uncommitted);
+// without transactions the last stable offset equals it, so read_committed
+// reads the same and gets no aborted transactions.
+
+func init() { regKey(1, 4, 18).handler = handleFetch }
+
+type fetchPart struct {
+	topicIdx, partIdx int
+	p                 *partition
+	offset            int64
+	maxBytes          int32
+	res               *hotlog.ReadResult
+}
+
+func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	topics := req.Topics
+	var session *fetchSession
+	fullSession := false
+	byID := r.Version >= 13
+	if r.Version >= 7 {
+		var code int16
+		topics, session, code = b.fetchSessions.begin(req, byID)
+		if code != 0 {
+			resp.ErrorCode = code
+			return &Reply{Msg: resp}, nil
+		}
+		fullSession = session != nil && req.SessionEpoch == 0
+	}
+	st := b.meta.State()
+	var parts []*fetchPart
+	for ti, t := range topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition = pt.Partition
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			// Empty, never null: librdkafka refuses a null record set.
+			rp.RecordBatches = []byte{}
+			var p *partition
+			var err error
+			if r.Version >= 13 {
+				p, err = b.store.partitionByID(st, t.TopicID, pt.Partition)
+				if err != nil && !b.store.topicIDKnown(st, t.TopicID) {
+					rp.ErrorCode = kerr.UnknownTopicID.Code
+				}
+			} else {
+				p, err = b.store.partition(st, t.Topic, pt.Partition)
+			}
+			if err == nil && r.Version >= 9 && pt.CurrentLeaderEpoch >= 0 {
+				if le := p.leaderEpoch(); pt.CurrentLeaderEpoch < le {
+					err = kerr.FencedLeaderEpoch
+				} else if pt.CurrentLeaderEpoch > le {
+					err = kerr.UnknownLeaderEpoch
+				}
+			}
+			if err != nil {
+				if rp.ErrorCode == 0 {
+					rp.ErrorCode = errCode(err)
+				}
+			} else {
+				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes})
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+
+	maxBytes := int64(req.MaxBytes)
+	if r.Version < 3 || maxBytes <= 0 {
+		maxBytes = 1<<31 - 1
+	}
+	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+	var wake chan struct{}
+	defer func() {
+		if session != nil {
+			b.fetchSessions.abandon(session)
+		}
+		if wake != nil {
+			for _, fp := range parts {
+				fp.p.removeWaiter(wake)
+			}
+		}
+	}()
+	for {
+		total, failed := readFetchParts(resp, parts, maxBytes)
+		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
+			break
+		}
+		// Not enough yet: drop what was read, wait for an append.
+		releaseFetchParts(parts)
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			for _, fp := range parts {
+				fp.p.addWaiter(wake)
+			}
+			continue // re-read once registered: an append may have raced
+		}
+		t := time.NewTimer(time.Until(deadline))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-b.stopping:
+		}
+		t.Stop()
+		if ctx.Err() != nil || b.isStopping() {
+			deadline = time.Now()
+		}
+	}
+
+	zc := &zeroCopy{}
+	for _, fp := range parts {
+		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		if fp.res == nil || fp.res.Size == 0 {
+			if fp.res != nil {
+				fp.res.Release()
+			}
+			continue
+		}
+		regions := make([]region, len(fp.res.Regions))
+		for i, rg := range fp.res.Regions {
+			regions[i] = region{f: rg.File, pos: rg.Pos, len: rg.Len}
+		}
+		rp.RecordBatches = zc.add(regions, fp.res.Size, fp.res.Release)
+	}
+	if session != nil {
+		// Drops only partitions without records (so without markers):
+		// the markers keep their encode order.
+		b.fetchSessions.finish(session, resp, fullSession, byID)
+		session = nil
+	}
+	if len(zc.parts) == 0 {
+		return &Reply{Msg: resp}, nil
+	}
+	return &Reply{Msg: resp, zc: zc}, nil
+}
+
+// readFetchParts reads every partition into fp.res and fills the
+// partition headers; it returns the bytes ready and whether a partition
+// failed (an error answers at once, as Kafka does).
+func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64) (total int64, failed bool) {
+	for _, fp := range parts {
+		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		l := fp.p.log
+		hw := l.HighWatermark()
+		rp.ErrorCode = 0
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
+		fp.res = nil
+		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
+			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			failed = true
+			continue
+		}
+		remaining := maxBytes - total
+		if fp.offset >= hw || remaining <= 0 || fp.maxBytes <= 0 {
+			continue
+		}
+		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), hw)
+		if err != nil {
+			rp.ErrorCode = errCode(err)
+			failed = true
+			continue
+		}
+		// At least one whole batch for the first partition with data
+		// (KIP-74); later partitions stay within the total.
+		if total > 0 && res.Size > remaining {
+			res.Release()
+			continue
+		}
+		fp.res = res
+		total += res.Size
+	}
+	return total, failed
+}
+
+func releaseFetchParts(parts []*fetchPart) {
+	for _, fp := range parts {
+		if fp.res != nil {
+			fp.res.Release()
+			fp.res = nil
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ListOffsets: v1-10
+//
+// Timestamps: -1 latest (the high watermark; the last stable offset for
+// read_committed, equal without transactions), -2 earliest (log start),
+// -3 (v7+) the record with the largest timestamp, -4 (v8+) earliest local
+// (the same as -2 until tiering), anything else: the first offset whose
+// timestamp is at or after it, or -1 when none is. v4+ reports the leader
+// epoch and fences with the current leader epoch; v10 adds a timeout that a
+// single-replica leader never needs.
+
+func init() { regKey(2, 1, 10).handler = handleListOffsets }
+
+func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.ListOffsetsRequest)
+	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
+	st := b.meta.State()
+	for _, t := range req.Topics {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition = pt.Partition
+			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			p, err := b.store.partition(st, t.Topic, pt.Partition)
+			if err == nil && r.Version >= 4 && pt.CurrentLeaderEpoch >= 0 {
+				if le := p.leaderEpoch(); pt.CurrentLeaderEpoch < le {
+					err = kerr.FencedLeaderEpoch
+				} else if pt.CurrentLeaderEpoch > le {
+					err = kerr.UnknownLeaderEpoch
+				}
+			}
+			if err == nil {
+				rp.LeaderEpoch = p.leaderEpoch()
+				l := p.log
+				switch pt.Timestamp {
+				case -1:
+					rp.Offset = l.HighWatermark()
+				case -2, -4:
+					rp.Offset = l.LogStartOffset()
+				case -3:
+					rp.Offset, rp.Timestamp, err = p.maxTimestampOffset()
+				default:
+					if pt.Timestamp < 0 {
+						err = kerr.InvalidRequest
+						break
+					}
+					var off, ts int64
+					off, ts, err = p.offsetForTimestamp(pt.Timestamp)
+					if err == nil && off >= 0 && off < l.HighWatermark() {
+						rp.Offset, rp.Timestamp = off, ts
+					}
+				}
+			}
+			if err != nil {
+				rp.ErrorCode = errCode(err)
+				rp.Offset, rp.Timestamp = -1, -1
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}

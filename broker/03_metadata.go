@@ -1,0 +1,145 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Metadata: v0-13
+//
+// v0: an empty topic list means all topics; v1+: null means all. v1+
+// controller id and internal flag, v2+ cluster id, v4+ the client's
+// allow_auto_topic_creation, v5+ offline replicas, v7+ leader epoch, v8+
+// authorized operations (not computed: reported as unknown, -2^31), v9+
+// flexible, v10+ topic ids (v12+ may look topics up by id), v13 a top-level
+// error code. Unknown topics are created when auto.create.topics.enable is
+// on and the client allows it, with num.partitions partitions.
+// Brokers are reported with their address on the listener the client
+// connected through.
+
+func init() { regKey(3, 0, 13).handler = handleMetadata }
+
+const authorizedOpsUnknown = -2147483648
+
+func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+	st := b.meta.State()
+	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	autoCreate := b.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation)
+
+	var topics []kmsg.MetadataResponseTopic
+	if all {
+		for _, t := range st.Topics() {
+			topics = append(topics, topicMetadata(r, t))
+		}
+	} else {
+		for _, rt := range req.Topics {
+			var t *metadata.Topic
+			var ok bool
+			name := ""
+			if rt.Topic != nil {
+				name = *rt.Topic
+				t, ok = st.Topic(name)
+			} else if rt.TopicID != ([16]byte{}) {
+				t, ok = st.TopicByID(metadata.UUID(rt.TopicID))
+				if !ok {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.TopicID = rt.TopicID
+					mt.ErrorCode = kerr.UnknownTopicID.Code
+					topics = append(topics, mt)
+					continue
+				}
+			}
+			if !ok && autoCreate && name != "" {
+				nst, err := b.createTopic(ctx, createTopicSpec{name: name, partitions: -1, replicationFactor: -1})
+				if err == nil || errors.Is(err, metadata.ErrTopicExists) {
+					if nst == nil {
+						nst = b.meta.State()
+					}
+					st = nst
+					t, ok = st.Topic(name)
+				} else {
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = kmsg.StringPtr(name)
+					mt.ErrorCode = errCode(err)
+					topics = append(topics, mt)
+					continue
+				}
+			}
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.Topic = kmsg.StringPtr(name)
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if validTopicName(name) != nil {
+					mt.ErrorCode = kerr.InvalidTopicException.Code
+				}
+				topics = append(topics, mt)
+				continue
+			}
+			topics = append(topics, topicMetadata(r, t))
+		}
+	}
+	resp.Topics = topics
+	resp.Brokers = brokerList(b, st, r.Conn.Listener)
+	resp.ClusterID = kmsg.StringPtr(st.ClusterID)
+	resp.ControllerID = b.controllerID()
+	resp.AuthorizedOperations = authorizedOpsUnknown
+	return &Reply{Msg: resp}, nil
+}
+
+func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.TopicID = t.ID
+	mt.IsInternal = len(t.Name) > 0 && t.Name[0] == '_' && t.Name == "__consumer_offsets"
+	mt.AuthorizedOperations = authorizedOpsUnknown
+	for _, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = p.Index
+		mp.Leader = p.Leader
+		mp.LeaderEpoch = p.LeaderEpoch
+		mp.Replicas = p.Replicas
+		mp.ISR = p.ISR
+		if p.Leader == metadata.NoLeader {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}
+
+// brokerList reports unfenced brokers at their address on the named listener
+// (or their first listener).
+func brokerList(b *Broker, st *metadata.State, listener string) []kmsg.MetadataResponseBroker {
+	var out []kmsg.MetadataResponseBroker
+	for _, br := range st.Brokers() {
+		if br.Fenced || len(br.Listeners) == 0 {
+			continue
+		}
+		l := br.Listeners[0]
+		for _, bl := range br.Listeners {
+			if bl.Name == listener {
+				l = bl
+			}
+		}
+		mb := kmsg.NewMetadataResponseBroker()
+		mb.NodeID, mb.Host, mb.Port = br.ID, l.Host, l.Port
+		if br.Rack != "" {
+			mb.Rack = kmsg.StringPtr(br.Rack)
+		}
+		out = append(out, mb)
+	}
+	return out
+}
+
+// controllerID is the broker clients send admin requests to. Every broker
+// handles them (proposals are forwarded to the Raft leader), so each
+// reports itself, and clients never depend on a controller that is not in
+// the broker list.
+func (b *Broker) controllerID() int32 { return b.cfg.NodeID }

@@ -1,0 +1,70 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// DeleteTopics: v1-6
+//
+// v1 is Kafka 4's minimum; v4+ flexible, v5+ error messages, v6 topics by
+// name or id. The deletion commits in the metadata log; each broker then
+// closes and removes its partitions of the topic.
+
+func init() { regKey(20, 1, 6).handler = handleDeleteTopics }
+
+func handleDeleteTopics(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.DeleteTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteTopicsResponse)
+	topics := req.Topics
+	if r.Version < 6 {
+		topics = nil
+		for _, n := range req.TopicNames {
+			t := kmsg.NewDeleteTopicsRequestTopic()
+			t.Topic = kmsg.StringPtr(n)
+			topics = append(topics, t)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, t := range topics {
+		rt := kmsg.NewDeleteTopicsResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		st := b.meta.State()
+		var mt *metadata.Topic
+		var ok bool
+		switch {
+		case t.Topic != nil:
+			mt, ok = st.Topic(*t.Topic)
+			if !ok {
+				rt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			}
+		case t.TopicID != [16]byte{}:
+			mt, ok = st.TopicByID(metadata.UUID(t.TopicID))
+			if !ok {
+				rt.ErrorCode = kerr.UnknownTopicID.Code
+			}
+		default:
+			rt.ErrorCode = kerr.InvalidRequest.Code
+		}
+		if ok {
+			rt.TopicID = mt.ID
+			if r.Version >= 6 {
+				rt.Topic = kmsg.StringPtr(mt.Name)
+			}
+			if _, _, err := b.store.propose(ctx, &metadata.DeleteTopic{TopicID: mt.ID, Name: mt.Name}); err != nil {
+				rt.ErrorCode = errCode(err)
+				rt.ErrorMessage = errMessage(err)
+			} else {
+				b.store.reconcile(b.meta.State())
+			}
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}

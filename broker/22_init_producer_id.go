@@ -1,0 +1,40 @@
+package broker
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// InitProducerId: v0-5
+//
+// Idempotent producers (no transactional id) get a fresh producer id from a
+// block allocated through the metadata log, at epoch 0. v3+ lets a producer
+// that knows its id ask for an epoch bump (KIP-360); without a transaction
+// coordinator a bump hands out a new id instead, which Kafka also does when
+// the epoch would overflow. Transactional ids wait for the transaction
+// coordinator: until it exists they get the fatal
+// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. v2+ flexible.
+
+func init() { regKey(22, 0, 5).handler = handleInitProducerID }
+
+func handleInitProducerID(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.InitProducerIDRequest)
+	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if req.TransactionalID != nil {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return &Reply{Msg: resp}, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	id, err := b.store.producerID(ctx)
+	if err != nil {
+		resp.ErrorCode = errCode(err)
+		return &Reply{Msg: resp}, nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return &Reply{Msg: resp}, nil
+}

@@ -1,0 +1,110 @@
+package broker
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeConfigs: v0-4
+//
+// Topics: every topic config of the table in configs.go with its effective
+// value and source (dynamic topic override or default). v1+ synonyms (the
+// broker-level name a default comes from), v3+ type and documentation, v4+
+// flexible. Brokers: the broker's own settings under Kafka's names, read-only.
+
+func init() { regKey(32, 0, 4).handler = handleDescribeConfigs }
+
+func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeConfigsResponse)
+	st := b.meta.State()
+	for _, res := range req.Resources {
+		rr := kmsg.NewDescribeConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		want := func(name string) bool {
+			if res.ConfigNames == nil {
+				return true
+			}
+			return containsStr(res.ConfigNames, name)
+		}
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			t, ok := st.Topic(res.ResourceName)
+			if !ok {
+				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				break
+			}
+			for _, name := range sortedConfigNames() {
+				if !want(name) {
+					continue
+				}
+				d := topicConfigDefs[name]
+				v, src := b.topicConfigValue(t.Configs, name)
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Value, c.Source = name, kmsg.StringPtr(v), src
+				c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
+				if r.Version == 0 && c.IsDefault {
+					c.Source = kmsg.ConfigSourceDefaultConfig
+				}
+				if req.IncludeSynonyms {
+					if src == kmsg.ConfigSourceDynamicTopicConfig {
+						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+						s.Name, s.Value, s.Source = name, kmsg.StringPtr(v), src
+						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+					}
+					if d.brokerName != "" {
+						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+						s.Name, s.Value, s.Source = d.brokerName, kmsg.StringPtr(d.def(&b.cfg)), kmsg.ConfigSourceDefaultConfig
+						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
+					}
+				}
+				c.ConfigType = kmsg.ConfigType(d.typ.kafkaType())
+				if req.IncludeDocumentation && d.doc != "" {
+					c.Documentation = kmsg.StringPtr(d.doc)
+				}
+				rr.Configs = append(rr.Configs, c)
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+				rr.ErrorCode = kerr.InvalidRequest.Code
+				rr.ErrorMessage = kmsg.StringPtr("this broker describes only its own configs")
+				break
+			}
+			for _, kv := range b.brokerConfigs() {
+				if !want(kv[0]) {
+					continue
+				}
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Value, c.ReadOnly, c.Source = kv[0], kmsg.StringPtr(kv[1]), true, kmsg.ConfigSourceStaticBrokerConfig
+				c.ConfigType = kmsg.ConfigType(cfgString.kafkaType())
+				rr.Configs = append(rr.Configs, c)
+			}
+		default:
+			rr.ErrorCode = kerr.InvalidRequest.Code
+			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type")
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+// brokerConfigs lists the broker's settings under Kafka's names.
+func (b *Broker) brokerConfigs() [][2]string {
+	c := &b.cfg
+	return [][2]string{
+		{"auto.create.topics.enable", strconv.FormatBool(c.AutoCreateTopics)},
+		{"broker.id", strconv.Itoa(int(c.NodeID))},
+		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10)},
+		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor))},
+		{"log.dirs", c.DataDir},
+		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10)},
+		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10)},
+		{"message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes))},
+		{"node.id", strconv.Itoa(int(c.NodeID))},
+		{"num.partitions", strconv.Itoa(int(c.NumPartitions))},
+		{"socket.request.max.bytes", strconv.Itoa(int(c.SocketRequestMaxBytes))},
+	}
+}

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// AlterConfigs: v0-2
+//
+// Replaces a topic's whole set of overrides (Kafka's non-incremental
+// semantics: configs not listed return to their defaults). Every value is
+// validated first (INVALID_CONFIG); validate_only stops there. Broker
+// configs are static here (INVALID_REQUEST). v2 flexible.
+
+func init() { regKey(33, 0, 2).handler = handleAlterConfigs }
+
+var errStaticBrokerConfig = errors.Join(metadata.ErrInvalidRequest, errors.New("broker configs are static; set them in the broker's config file"))
+
+func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.AlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, res := range req.Resources {
+		rr := kmsg.NewAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		var err error
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceTopic, ResourceName: res.ResourceName, Replace: true}
+			if _, ok := b.meta.State().Topic(res.ResourceName); !ok {
+				err = errUnknownTopicOrPartition
+			}
+			for _, c := range res.Configs {
+				if err == nil {
+					if err = validateTopicConfig(c.Name, c.Value); err == nil {
+						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+					}
+				}
+			}
+			if err == nil && !req.ValidateOnly {
+				_, _, err = b.store.propose(ctx, cmd)
+			}
+		case kmsg.ConfigResourceTypeBroker:
+			err = errStaticBrokerConfig
+		default:
+			err = kerr.InvalidRequest
+		}
+		if err != nil {
+			rr.ErrorCode = errCode(err)
+			rr.ErrorMessage = errMessage(err)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return &Reply{Msg: resp}, nil
+}

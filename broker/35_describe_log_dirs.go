@@ -1,0 +1,71 @@
+package broker
+
+import (
+	"context"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// DescribeLogDirs: v0-4
+//
+// One log directory (<data>/logs) with the size of every partition this
+// broker leads (all of them when topics is null). v2+ flexible, v3+
+// top-level error code, v4+ total and usable bytes of the file system.
+
+func init() { regKey(35, 0, 4).handler = handleDescribeLogDirs }
+
+func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	st := b.meta.State()
+	dir := kmsg.NewDescribeLogDirsResponseDir()
+	dir.Dir, _ = filepath.Abs(b.store.logsDir)
+	dir.TotalBytes, dir.UsableBytes = -1, -1
+	var fs unix.Statfs_t
+	if err := unix.Statfs(b.store.logsDir, &fs); err == nil {
+		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
+		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
+	}
+	addTopic := func(t *metadata.Topic, parts []int32) {
+		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
+		dt.Topic = t.Name
+		for _, idx := range parts {
+			p, err := b.store.open(t, idx)
+			if err != nil {
+				continue
+			}
+			dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
+			dp.Partition = idx
+			for _, s := range p.log.Segments() {
+				dp.Size += s.Size
+			}
+			dp.OffsetLag = max(0, p.log.LogEndOffset()-p.log.HighWatermark())
+			dt.Partitions = append(dt.Partitions, dp)
+		}
+		if len(dt.Partitions) > 0 {
+			dir.Topics = append(dir.Topics, dt)
+		}
+	}
+	if req.Topics == nil {
+		for _, t := range st.Topics() {
+			var parts []int32
+			for _, p := range t.Partitions {
+				parts = append(parts, p.Index)
+			}
+			addTopic(t, parts)
+		}
+	} else {
+		for _, rt := range req.Topics {
+			if t, ok := st.Topic(rt.Topic); ok {
+				addTopic(t, rt.Partitions)
+			}
+		}
+	}
+	resp.Dirs = append(resp.Dirs, dir)
+	return &Reply{Msg: resp}, nil
+}

@@ -1,0 +1,126 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// IncrementalAlterConfigs: v0-1
+//
+// SET, DELETE (back to the default), APPEND and SUBTRACT (list configs such
+// as cleanup.policy) on a topic's overrides; the resulting values are
+// validated (INVALID_CONFIG) before one metadata command applies them all.
+// v1 flexible.
+
+func init() { regKey(44, 0, 1).handler = handleIncrementalAlterConfigs }
+
+func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
+	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for _, res := range req.Resources {
+		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
+		var err error
+		switch res.ResourceType {
+		case kmsg.ConfigResourceTypeTopic:
+			err = b.incrementalAlterTopic(ctx, res, req.ValidateOnly)
+		case kmsg.ConfigResourceTypeBroker:
+			err = errStaticBrokerConfig
+		default:
+			err = kerr.InvalidRequest
+		}
+		if err != nil {
+			rr.ErrorCode = errCode(err)
+			rr.ErrorMessage = errMessage(err)
+		}
+		resp.Resources = append(resp.Resources, rr)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	t, ok := b.meta.State().Topic(res.ResourceName)
+	if !ok {
+		return errUnknownTopicOrPartition
+	}
+	cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceTopic, ResourceName: res.ResourceName}
+	seen := map[string]bool{}
+	for _, c := range res.Configs {
+		if seen[c.Name] {
+			return fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
+		}
+		seen[c.Name] = true
+		d, known := topicConfigDefs[c.Name]
+		if !known {
+			return fmt.Errorf("%w: unknown topic config %q", errInvalidConfig, c.Name)
+		}
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if err := validateTopicConfig(c.Name, c.Value); err != nil {
+				return err
+			}
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			if d.typ != cfgList {
+				return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
+			}
+			if c.Value == nil {
+				return fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
+			}
+			cur, _ := b.topicConfigValue(t.Configs, c.Name)
+			items := splitList(cur)
+			for _, v := range splitList(*c.Value) {
+				if c.Op == kmsg.IncrementalAlterConfigOpAppend {
+					if !containsStr(items, v) {
+						items = append(items, v)
+					}
+				} else {
+					items = removeStr(items, v)
+				}
+			}
+			nv := strings.Join(items, ",")
+			if err := validateTopicConfig(c.Name, &nv); err != nil {
+				return err
+			}
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: nv})
+		default:
+			return fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
+		}
+	}
+	if validateOnly || len(cmd.Ops) == 0 {
+		return nil
+	}
+	_, _, err := b.store.propose(ctx, cmd)
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func removeStr(s []string, v string) []string {
+	out := s[:0]
+	for _, e := range s {
+		if e != v {
+			out = append(out, e)
+		}
+	}
+	return out
+}

@@ -1,0 +1,47 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeProducers: v0
+//
+// The idempotent producers a partition's leader knows: id, epoch, last
+// sequence and last timestamp (no transactions yet: coordinator epoch and
+// transaction start offset are -1). v0 is flexible.
+
+func init() { regKey(61, 0, 0).handler = handleDescribeProducers }
+
+func handleDescribeProducers(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeProducersRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
+	st := b.meta.State()
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, idx := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition = idx
+			p, err := b.store.partition(st, t.Topic, idx)
+			if err != nil {
+				rp.ErrorCode = errCode(err)
+				rp.ErrorMessage = errMessage(err)
+			} else {
+				p.mu.Lock()
+				for _, e := range p.mu.producers.entries() {
+					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
+					ap.ProducerID, ap.ProducerEpoch = e.id, int32(e.epoch)
+					ap.LastSequence, ap.LastTimestamp = e.lastSeq(), e.lastTimestamp
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+					rp.ActiveProducers = append(rp.ActiveProducers, ap)
+				}
+				p.mu.Unlock()
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}

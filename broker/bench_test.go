@@ -1,0 +1,270 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
+)
+
+// Benchmarks through the real protocol with franz-go on loopback, each
+// reported beside the machine's own limits measured in the same run:
+// loopback TCP throughput of a plain Go socket copy and the disk's
+// sequential write bandwidth (1 MiB writes, one fsync at the end).
+//
+//	go test -run '^$' -bench . -benchtime 3x ./broker/
+
+const (
+	benchRecordSize = 1 << 10
+	benchVolume     = 128 << 20 // bytes produced or consumed per iteration
+)
+
+var (
+	limitsOnce           sync.Once
+	loopbackMBs, diskMBs float64
+)
+
+func measureLimits(b *testing.B) {
+	limitsOnce.Do(func() {
+		loopbackMBs = measureLoopback(b, 512<<20)
+		diskMBs = measureDisk(b, 256<<20)
+		b.Logf("limits: loopback %.0f MB/s, disk sequential write %.0f MB/s", loopbackMBs, diskMBs)
+	})
+}
+
+func measureLoopback(b *testing.B, n int64) float64 {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ln.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		io.Copy(io.Discard, c)
+		c.Close()
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	for sent := int64(0); sent < n; sent += int64(len(buf)) {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c.Close()
+	<-done
+	return float64(n) / 1e6 / time.Since(start).Seconds()
+}
+
+func measureDisk(b *testing.B, n int64) float64 {
+	f, err := os.Create(filepath.Join(b.TempDir(), "seq"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	start := time.Now()
+	for w := int64(0); w < n; w += int64(len(buf)) {
+		if _, err := f.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		b.Fatal(err)
+	}
+	return float64(n) / 1e6 / time.Since(start).Seconds()
+}
+
+func benchBroker(b *testing.B) *Broker {
+	return startBroker(b, "", func(c *Config) { c.MessageMaxBytes = 2 << 20 })
+}
+
+func BenchmarkProduce(b *testing.B) {
+	measureLimits(b)
+	for _, parts := range []int32{1, 8} {
+		for _, acks := range []string{"1", "all"} {
+			b.Run(fmt.Sprintf("partitions=%d/acks=%s", parts, acks), func(b *testing.B) {
+				br := benchBroker(b)
+				topic := "bench"
+				createTopic(b, br, topic, parts, map[string]*string{"max.message.bytes": ptr("2097152")})
+				opts := []kgo.Opt{kgo.ProducerBatchMaxBytes(1 << 20), kgo.MaxBufferedBytes(16 << 20), kgo.ProducerLinger(time.Millisecond),
+					kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordPartitioner(kgo.RoundRobinPartitioner())}
+				// Five requests in flight, as the Java client's default.
+				// (kgo's idempotent producer allows only one per broker,
+				// which would measure the client, not the broker.)
+				opts = append(opts, kgo.DisableIdempotentWrite(), kgo.MaxProduceRequestsInflightPerBroker(5))
+				if acks == "1" {
+					opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+				} else {
+					opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+				}
+				cl := newClient(b, br, opts...)
+				value := make([]byte, benchRecordSize)
+				n := benchVolume / benchRecordSize
+				lat := make([]time.Duration, 0, n*b.N)
+				var mu sync.Mutex
+				b.SetBytes(benchVolume)
+				b.ResetTimer()
+				start := time.Now()
+				for i := 0; i < b.N; i++ {
+					var wg sync.WaitGroup
+					wg.Add(n)
+					for j := 0; j < n; j++ {
+						t0 := time.Now()
+						cl.Produce(context.Background(), &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+							if err != nil {
+								b.Error(err)
+							}
+							d := time.Since(t0)
+							mu.Lock()
+							lat = append(lat, d)
+							mu.Unlock()
+							wg.Done()
+						})
+					}
+					wg.Wait()
+				}
+				elapsed := time.Since(start)
+				b.StopTimer()
+				mbs := float64(benchVolume) * float64(b.N) / 1e6 / elapsed.Seconds()
+				sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+				b.ReportMetric(mbs, "MB/s")
+				b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+				b.ReportMetric(mbs/min(loopbackMBs, diskMBs), "ratio-of-limit")
+				b.ReportMetric(mbs/diskMBs, "ratio-of-disk")
+				b.ReportMetric(diskMBs, "disk-MB/s")
+				b.ReportMetric(loopbackMBs, "loopback-MB/s")
+			})
+		}
+	}
+}
+
+func BenchmarkConsume(b *testing.B) {
+	measureLimits(b)
+	for _, parts := range []int32{1, 8} {
+		b.Run(fmt.Sprintf("partitions=%d", parts), func(b *testing.B) {
+			br := benchBroker(b)
+			topic := "bench"
+			createTopic(b, br, topic, parts, map[string]*string{"max.message.bytes": ptr("2097152")})
+			prod := newClient(b, br, kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerLinger(time.Millisecond),
+				kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()))
+			value := make([]byte, benchRecordSize)
+			n := benchVolume / benchRecordSize
+			var wg sync.WaitGroup
+			wg.Add(n)
+			for j := 0; j < n; j++ {
+				prod.Produce(context.Background(), &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+					if err != nil {
+						b.Error(err)
+					}
+					wg.Done()
+				})
+			}
+			wg.Wait()
+			b.SetBytes(benchVolume)
+			b.ResetTimer()
+			start := time.Now()
+			for i := 0; i < b.N; i++ {
+				cl := newClient(b, br, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+					kgo.FetchMaxBytes(64<<20), kgo.FetchMaxPartitionBytes(8<<20))
+				got := 0
+				for got < n {
+					fs := cl.PollFetches(context.Background())
+					fs.EachError(func(_ string, _ int32, err error) { b.Fatal(err) })
+					got += fs.NumRecords()
+				}
+				cl.Close()
+			}
+			elapsed := time.Since(start)
+			b.StopTimer()
+			mbs := float64(benchVolume) * float64(b.N) / 1e6 / elapsed.Seconds()
+			b.ReportMetric(mbs, "MB/s")
+			b.ReportMetric(mbs/loopbackMBs, "ratio-of-loopback")
+			b.ReportMetric(loopbackMBs, "loopback-MB/s")
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }
+
+// BenchmarkFetchRaw reads the produced log with plain Fetch requests over
+// one connection and does not decode records: the broker's serving speed
+// (sendfile from the page cache) against the loopback copy, without the
+// client's record decoding that BenchmarkConsume includes.
+func BenchmarkFetchRaw(b *testing.B) {
+	measureLimits(b)
+	br := benchBroker(b)
+	topic := "bench"
+	createTopic(b, br, topic, 1, map[string]*string{"max.message.bytes": ptr("2097152")})
+	prod := newClient(b, br, kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerLinger(time.Millisecond),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := make([]byte, benchRecordSize)
+	n := benchVolume / benchRecordSize
+	var wg sync.WaitGroup
+	wg.Add(n)
+	for j := 0; j < n; j++ {
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				b.Error(err)
+			}
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	nc := dial(b, br)
+	b.SetBytes(benchVolume)
+	b.ResetTimer()
+	start := time.Now()
+	var total int64
+	for i := 0; i < b.N; i++ {
+		offset := int64(0)
+		for offset < int64(n) {
+			req := kmsg.NewPtrFetchRequest()
+			req.Version = 12
+			req.MaxBytes, req.MaxWaitMillis = 32<<20, 100
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = topic
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.FetchOffset, fp.PartitionMaxBytes = offset, 32<<20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+			resp := rawRequest(b, nc, req, int32(i)).(*kmsg.FetchResponse)
+			recs := resp.Topics[0].Partitions[0].RecordBatches
+			total += int64(len(recs))
+			for len(recs) >= hotlog.BatchHeaderSize {
+				h, err := hotlog.ParseBatchHeader(recs)
+				if err != nil || int64(len(recs)) < h.Size() {
+					break
+				}
+				offset = h.LastOffset() + 1
+				recs = recs[h.Size():]
+			}
+		}
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	mbs := float64(total) / 1e6 / elapsed.Seconds()
+	b.ReportMetric(mbs, "MB/s")
+	b.ReportMetric(loopbackMBs, "loopback-MB/s")
+	b.ReportMetric(mbs/loopbackMBs, "ratio-of-loopback")
+}

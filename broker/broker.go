@@ -1,0 +1,346 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Listener is one address the broker accepts Kafka connections on.
+type Listener struct {
+	// Name labels the listener (PLAINTEXT by default).
+	Name string
+	// Addr is the address to bind, host:port (port 0 picks a free one).
+	Addr string
+	// Advertised is the host:port clients are told to connect to; empty
+	// means the bound address.
+	Advertised string
+}
+
+// Config configures a broker. Zero fields take Kafka's defaults (see
+// docs/configuration.md for the names used in YAML and environment).
+type Config struct {
+	NodeID  int32
+	DataDir string
+	// RaftAddr is the metadata quorum's Raft transport address.
+	RaftAddr  string
+	ClusterID string
+	Listeners []Listener
+
+	// SocketRequestMaxBytes bounds a request frame (socket.request.max.bytes).
+	SocketRequestMaxBytes int32
+	// QueuedMaxRequestBytes bounds the bytes of all requests read and not
+	// yet handled (queued.max.request.bytes) [512 MiB, at least
+	// SocketRequestMaxBytes].
+	QueuedMaxRequestBytes int64
+	// ConnectionsMaxIdle closes connections idle for this long (connections.max.idle.ms).
+	ConnectionsMaxIdle time.Duration
+	// WriteTimeout bounds writing one reply.
+	WriteTimeout time.Duration
+	// ShutdownTimeout bounds how long Close waits for in-flight requests.
+	ShutdownTimeout time.Duration
+	// DisableSendfile forces the copying path for Fetch (tests, TLS).
+	DisableSendfile bool
+
+	// Topic defaults (Kafka broker settings).
+	AutoCreateTopics         bool  // auto.create.topics.enable
+	NumPartitions            int32 // num.partitions
+	DefaultReplicationFactor int16 // default.replication.factor
+	MessageMaxBytes          int32 // message.max.bytes: the default max.message.bytes
+	LogSegmentBytes          int64 // log.segment.bytes
+	LogRetentionMs           int64 // log.retention.ms
+	// LogFlush selects the fsync policy: "commit" (default: group-commit
+	// fsync before acknowledging), "interval", or "os" (page cache only).
+	LogFlush         string
+	LogFlushInterval time.Duration
+
+	// ProducerSnapshotInterval is how often partitions that grew write a
+	// producer-state snapshot [1m].
+	ProducerSnapshotInterval time.Duration
+	// ProducerIDExpiration forgets idempotent producers that have not
+	// appended for this long (producer.id.expiration.ms) [24h].
+	ProducerIDExpiration time.Duration
+
+	// Middleware wraps every handler, outermost first.
+	Middleware []Middleware
+	// ListenFn opens listeners (tests may pass an in-memory network).
+	ListenFn func(network, addr string) (net.Listener, error)
+	Logger   *slog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.DataDir == "" {
+		c.DataDir = "data"
+	}
+	if c.ClusterID == "" {
+		c.ClusterID = "sediment-cluster"
+	}
+	if len(c.Listeners) == 0 {
+		c.Listeners = []Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}}
+	}
+	for i := range c.Listeners {
+		if c.Listeners[i].Name == "" {
+			c.Listeners[i].Name = "PLAINTEXT"
+		}
+	}
+	if c.SocketRequestMaxBytes <= 0 {
+		c.SocketRequestMaxBytes = 100 << 20
+	}
+	if c.QueuedMaxRequestBytes <= 0 {
+		c.QueuedMaxRequestBytes = 512 << 20
+	}
+	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
+		c.QueuedMaxRequestBytes = int64(c.SocketRequestMaxBytes)
+	}
+	if c.ConnectionsMaxIdle == 0 {
+		c.ConnectionsMaxIdle = 10 * time.Minute
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 2 * time.Minute
+	}
+	if c.ProducerIDExpiration <= 0 {
+		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.ProducerSnapshotInterval <= 0 {
+		c.ProducerSnapshotInterval = time.Minute
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	if c.NumPartitions <= 0 {
+		c.NumPartitions = 1
+	}
+	if c.DefaultReplicationFactor <= 0 {
+		c.DefaultReplicationFactor = 1
+	}
+	if c.MessageMaxBytes <= 0 {
+		c.MessageMaxBytes = 1048588
+	}
+	if c.LogSegmentBytes <= 0 {
+		c.LogSegmentBytes = 1 << 30
+	}
+	if c.LogRetentionMs == 0 {
+		c.LogRetentionMs = 7 * 24 * 3600 * 1000
+	}
+	if c.LogFlush == "" {
+		c.LogFlush = "commit"
+	}
+	if c.ListenFn == nil {
+		c.ListenFn = net.Listen
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+}
+
+// Broker is one Kafka-protocol server.
+type Broker struct {
+	cfg     Config
+	log     *slog.Logger
+	metrics *metrics
+	budget  *memBudget
+
+	fetchSessions fetchSessions
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	listeners []net.Listener
+	addrs     []Listener // bound, with advertised addresses resolved
+
+	mu struct {
+		sync.Mutex
+		conns  map[*conn]struct{}
+		closed bool
+	}
+	acceptWG sync.WaitGroup
+	connWG   sync.WaitGroup
+
+	store *store
+	meta  *metadata.Node
+	// stopping is closed when Close begins: long polls answer at once.
+	stopping chan struct{}
+}
+
+func (b *Broker) isStopping() bool {
+	select {
+	case <-b.stopping:
+		return true
+	default:
+		return false
+	}
+}
+
+// New opens the broker's state (metadata node and partition logs) and
+// starts its listeners.
+func New(cfg Config) (*Broker, error) {
+	cfg.setDefaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
+	b.mu.conns = make(map[*conn]struct{})
+	b.metrics = newMetrics(b)
+	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
+	for _, l := range cfg.Listeners {
+		ln, err := cfg.ListenFn("tcp", l.Addr)
+		if err != nil {
+			b.Close()
+			return nil, fmt.Errorf("broker: listen %s: %w", l.Addr, err)
+		}
+		b.listeners = append(b.listeners, ln)
+		bound := l
+		bound.Addr = ln.Addr().String()
+		if bound.Advertised == "" {
+			bound.Advertised = advertisedFor(l.Addr, bound.Addr)
+		}
+		b.addrs = append(b.addrs, bound)
+	}
+	st, err := openStore(b)
+	if err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.store, b.meta = st, st.meta
+	for i, ln := range b.listeners {
+		b.acceptWG.Add(1)
+		name := b.addrs[i].Name
+		go pprof.Do(ctx, pprof.Labels("sediment", "accept", "listener", name), func(context.Context) {
+			defer b.acceptWG.Done()
+			b.acceptLoop(ln, name)
+		})
+	}
+	b.log.Info("broker started", "listeners", b.addrs, "data", cfg.DataDir)
+	return b, nil
+}
+
+// advertisedFor picks what clients are told when no advertised address is
+// configured: the configured host (localhost stays localhost) with the bound
+// port; for a wildcard bind, this machine's host name.
+func advertisedFor(configured, bound string) string {
+	host, _, err := net.SplitHostPort(configured)
+	_, port, err2 := net.SplitHostPort(bound)
+	if err != nil || err2 != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		h, err := os.Hostname()
+		if err != nil {
+			return bound
+		}
+		host = h
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// Addr returns the first listener's bound address.
+func (b *Broker) Addr() string { return b.addrs[0].Addr }
+
+// MetricsHandler serves the Prometheus metrics.
+func (b *Broker) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{})
+}
+
+func (b *Broker) acceptLoop(ln net.Listener, name string) {
+	var delay time.Duration
+	for {
+		nc, err := ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// Temporary failures (EMFILE…): back off, as net/http does.
+			delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+			b.log.Warn("accept failed", "err", err, "retry_in", delay)
+			select {
+			case <-time.After(delay):
+			case <-b.ctx.Done():
+				return
+			}
+			continue
+		}
+		delay = 0
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		c := newConn(b, nc, name)
+		b.mu.Lock()
+		if b.mu.closed {
+			b.mu.Unlock()
+			nc.Close()
+			return
+		}
+		b.mu.conns[c] = struct{}{}
+		b.connWG.Add(1)
+		b.mu.Unlock()
+		go pprof.Do(b.ctx, pprof.Labels("sediment", "conn"), func(context.Context) {
+			defer b.connWG.Done()
+			c.serve()
+			b.mu.Lock()
+			delete(b.mu.conns, c)
+			b.mu.Unlock()
+		})
+	}
+}
+
+// chain wraps an API's handler in the configured middleware.
+func (b *Broker) chain(e *apiEntry) Handler {
+	h := e.handler
+	for i := len(b.cfg.Middleware) - 1; i >= 0; i-- {
+		h = b.cfg.Middleware[i](h)
+	}
+	return h
+}
+
+// Close shuts the broker down gracefully: stop accepting, stop reading new
+// requests, let in-flight requests finish and their replies be written
+// (long polls end early), then flush and close every partition log with a
+// clean-shutdown marker, then the metadata node.
+func (b *Broker) Close() error {
+	b.mu.Lock()
+	if b.mu.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.mu.closed = true
+	close(b.stopping)
+	conns := make([]*conn, 0, len(b.mu.conns))
+	for c := range b.mu.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, ln := range b.listeners {
+		ln.Close()
+	}
+	b.acceptWG.Wait()
+	for _, c := range conns {
+		c.shutdown()
+	}
+	done := make(chan struct{})
+	go func() { b.connWG.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(b.cfg.ShutdownTimeout):
+		b.log.Warn("connections still busy; closing them", "after", b.cfg.ShutdownTimeout)
+		for _, c := range conns {
+			c.kill()
+		}
+		<-done
+	}
+	b.cancel()
+	var err error
+	if b.store != nil {
+		err = b.store.close()
+	}
+	b.log.Info("broker stopped")
+	return err
+}

@@ -1,0 +1,198 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Topic configuration under Kafka's names. Every topic config a client may
+// set is listed here with its type, its allowed values and its default
+// (some defaults come from the broker's own settings). Create and alter
+// validate against this table; DescribeConfigs reports from it.
+
+type configType int8
+
+const (
+	cfgString configType = iota
+	cfgInt
+	cfgLong
+	cfgDouble
+	cfgBool
+	cfgList
+)
+
+// kafkaType is the DescribeConfigs v3+ config_type value.
+func (t configType) kafkaType() int8 {
+	switch t {
+	case cfgBool:
+		return 1
+	case cfgString:
+		return 2
+	case cfgInt:
+		return 3
+	case cfgLong:
+		return 5
+	case cfgDouble:
+		return 6
+	case cfgList:
+		return 7
+	}
+	return 0
+}
+
+type topicConfigDef struct {
+	name string
+	typ  configType
+	min  float64 // for numbers
+	max  float64
+	// enum, if set, lists the allowed values (each element for lists).
+	enum []string
+	// def returns the default (from the broker config where Kafka does).
+	def func(c *Config) string
+	// brokerName is the broker-level setting the default comes from.
+	brokerName string
+	doc        string
+}
+
+func constDef(v string) func(*Config) string { return func(*Config) string { return v } }
+
+const maxLong = math.MaxInt64
+
+var topicConfigDefs = func() map[string]*topicConfigDef {
+	defs := []*topicConfigDef{
+		{name: "cleanup.policy", typ: cfgList, enum: []string{"delete", "compact"}, def: constDef("delete"), brokerName: "log.cleanup.policy", doc: "delete and/or compact old segments"},
+		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
+		{name: "delete.retention.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("86400000"), brokerName: "log.cleaner.delete.retention.ms", doc: "how long tombstones are kept in compacted topics"},
+		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("60000"), brokerName: "log.segment.delete.delay.ms"},
+		{name: "flush.messages", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.messages"},
+		{name: "flush.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.ms"},
+		{name: "index.interval.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: constDef("4096"), brokerName: "log.index.interval.bytes"},
+		{name: "local.retention.bytes", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.bytes", doc: "local bytes kept once tiered (-2: retention.bytes)"},
+		{name: "local.retention.ms", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.ms", doc: "local time kept once tiered (-2: retention.ms)"},
+		{name: "max.compaction.lag.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.cleaner.max.compaction.lag.ms"},
+		{name: "max.message.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: func(c *Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }, brokerName: "message.max.bytes", doc: "largest record batch the topic accepts"},
+		{name: "message.timestamp.after.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.after.max.ms"},
+		{name: "message.timestamp.before.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.before.max.ms"},
+		{name: "message.timestamp.type", typ: cfgString, enum: []string{"CreateTime", "LogAppendTime"}, def: constDef("CreateTime"), brokerName: "log.message.timestamp.type"},
+		{name: "min.cleanable.dirty.ratio", typ: cfgDouble, min: 0, max: 1, def: constDef("0.5"), brokerName: "log.cleaner.min.cleanable.ratio"},
+		{name: "min.compaction.lag.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.cleaner.min.compaction.lag.ms"},
+		{name: "min.insync.replicas", typ: cfgInt, min: 1, max: math.MaxInt32, def: constDef("1"), brokerName: "min.insync.replicas"},
+		{name: "preallocate", typ: cfgBool, def: constDef("false"), brokerName: "log.preallocate"},
+		{name: "remote.storage.enable", typ: cfgBool, def: constDef("false"), doc: "tier sealed segments to the object store"},
+		{name: "retention.bytes", typ: cfgLong, min: -1, max: maxLong, def: constDef("-1"), brokerName: "log.retention.bytes"},
+		{name: "retention.ms", typ: cfgLong, min: -1, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) }, brokerName: "log.retention.ms"},
+		{name: "segment.bytes", typ: cfgInt, min: 14, max: math.MaxInt32, def: func(c *Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) }, brokerName: "log.segment.bytes"},
+		{name: "segment.index.bytes", typ: cfgInt, min: 4, max: math.MaxInt32, def: constDef("10485760"), brokerName: "log.index.size.max.bytes"},
+		{name: "segment.jitter.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.roll.jitter.ms"},
+		{name: "segment.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("604800000"), brokerName: "log.roll.ms"},
+		{name: "unclean.leader.election.enable", typ: cfgBool, def: constDef("false"), brokerName: "unclean.leader.election.enable"},
+	}
+	m := make(map[string]*topicConfigDef, len(defs))
+	for _, d := range defs {
+		m[d.name] = d
+	}
+	return m
+}()
+
+var errInvalidConfig = errors.New("broker: invalid config")
+
+// validateTopicConfig checks one name/value pair.
+func validateTopicConfig(name string, value *string) error {
+	d, ok := topicConfigDefs[name]
+	if !ok {
+		return fmt.Errorf("%w: unknown topic config %q", errInvalidConfig, name)
+	}
+	if value == nil {
+		return fmt.Errorf("%w: null value for %q", errInvalidConfig, name)
+	}
+	v := strings.TrimSpace(*value)
+	bad := func(why string) error {
+		return fmt.Errorf("%w: invalid value %q for %s: %s", errInvalidConfig, *value, name, why)
+	}
+	switch d.typ {
+	case cfgInt, cfgLong:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || (d.typ == cfgInt && (n > math.MaxInt32 || n < math.MinInt32)) {
+			return bad("not an integer")
+		}
+		if float64(n) < d.min || float64(n) > d.max {
+			return bad(fmt.Sprintf("must be in [%v, %v]", d.min, d.max))
+		}
+	case cfgDouble:
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || f < d.min || f > d.max {
+			return bad(fmt.Sprintf("must be a number in [%v, %v]", d.min, d.max))
+		}
+	case cfgBool:
+		if !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
+			return bad("must be true or false")
+		}
+	case cfgString:
+		if len(d.enum) > 0 && !containsStr(d.enum, v) {
+			return bad("must be one of " + strings.Join(d.enum, ", "))
+		}
+	case cfgList:
+		if v == "" {
+			return bad("empty list")
+		}
+		for _, e := range strings.Split(v, ",") {
+			if !containsStr(d.enum, strings.TrimSpace(e)) {
+				return bad("elements must be among " + strings.Join(d.enum, ", "))
+			}
+		}
+	}
+	return nil
+}
+
+func containsStr(s []string, v string) bool {
+	for _, e := range s {
+		if e == v {
+			return true
+		}
+	}
+	return false
+}
+
+// topicConfigValue returns a topic's effective value and its source.
+func (b *Broker) topicConfigValue(set map[string]string, name string) (string, kmsg.ConfigSource) {
+	if v, ok := set[name]; ok {
+		return v, kmsg.ConfigSourceDynamicTopicConfig
+	}
+	d := topicConfigDefs[name]
+	return d.def(&b.cfg), kmsg.ConfigSourceDefaultConfig
+}
+
+func sortedConfigNames() []string {
+	names := make([]string, 0, len(topicConfigDefs))
+	for n := range topicConfigDefs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Topic names: Kafka's rules (at most 249 characters of [a-zA-Z0-9._-], not
+// "." or "..").
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("topic name is empty")
+	case name == "." || name == "..":
+		return errors.New(`topic name cannot be "." or ".."`)
+	case len(name) > 249:
+		return errors.New("topic name is longer than 249 characters")
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}

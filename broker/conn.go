@@ -1,0 +1,363 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// ConnInfo describes a client connection to handlers and middleware. The
+// fields after Listener are for the authentication layer to fill in.
+type ConnInfo struct {
+	ID       uint64
+	Remote   net.Addr
+	Listener string
+	// Principal is set by an authentication middleware (SASL); empty
+	// means anonymous.
+	Principal string
+}
+
+// maxInflight bounds the requests one connection may have in flight
+// (decoded, not yet answered); the reader stops reading when it is reached.
+const maxInflight = 64
+
+// slot is one request's place in the connection's reply order.
+type slot struct {
+	hdr      reqHeader
+	flexible bool
+	done     chan struct{}
+	reply    *Reply
+	err      error
+}
+
+type conn struct {
+	b     *Broker
+	nc    net.Conn
+	info  ConnInfo
+	log   *slog.Logger
+	slots chan *slot
+
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// lastSerial is closed when the previous serial request finished.
+	lastSerial chan struct{}
+
+	closeOnce sync.Once
+	handlers  sync.WaitGroup
+	stopRead  atomic.Bool
+}
+
+var connIDs atomic.Uint64
+
+func newConn(b *Broker, nc net.Conn, listener string) *conn {
+	ctx, cancel := context.WithCancel(b.ctx)
+	c := &conn{
+		b:      b,
+		nc:     nc,
+		info:   ConnInfo{ID: connIDs.Add(1), Remote: nc.RemoteAddr(), Listener: listener},
+		slots:  make(chan *slot, maxInflight),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	c.log = b.log.With("conn", c.info.ID, "remote", c.info.Remote.String())
+	done := make(chan struct{})
+	close(done)
+	c.lastSerial = done
+	return c
+}
+
+// serve runs the connection until the peer leaves, a frame is malformed or
+// the broker shuts down. It returns after every handler and the writer are done.
+func (c *conn) serve() {
+	c.b.metrics.connections.Inc()
+	defer c.b.metrics.connections.Dec()
+	writerDone := make(chan struct{})
+	go pprof.Do(c.ctx, pprof.Labels("sediment", "conn-writer"), func(context.Context) {
+		defer close(writerDone)
+		c.writeLoop()
+	})
+	c.readLoop()
+	close(c.slots)
+	<-writerDone
+	c.handlers.Wait()
+	c.cancel()
+	c.nc.Close()
+}
+
+// shutdown stops reading new requests; in-flight requests finish and their
+// replies are written before the connection closes.
+func (c *conn) shutdown() {
+	c.stopRead.Store(true)
+	c.nc.SetReadDeadline(time.Now())
+}
+
+func (c *conn) kill() {
+	c.closeOnce.Do(func() {
+		c.cancel()
+		c.nc.Close()
+	})
+}
+
+func (c *conn) readLoop() {
+	var sizeBuf [4]byte
+	maxSize := c.b.cfg.SocketRequestMaxBytes
+	for {
+		if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
+			c.nc.SetReadDeadline(time.Now().Add(idle))
+		}
+		// Checked after setting the idle deadline: shutdown stores the
+		// flag before moving the deadline to now, so one of the two
+		// stops this read.
+		if c.stopRead.Load() {
+			return
+		}
+		frame, err := readFrame(c.nc, &sizeBuf, maxSize, c.reserve)
+		if err != nil {
+			switch {
+			case errors.Is(err, errFrameSize):
+				c.log.Warn("closing connection", "err", err)
+			case !errors.Is(err, io.EOF) && !c.stopRead.Load():
+				c.log.Debug("read failed", "err", err)
+			}
+			return
+		}
+		size := int32(len(frame))
+		c.b.metrics.bytesIn.Add(float64(size + 4))
+		s, run, ok := c.decode(frame)
+		if !ok {
+			c.reserve(-int64(size))
+			return
+		}
+		if run == nil {
+			c.reserve(-int64(size))
+		}
+		c.slots <- s
+		if run != nil {
+			c.handlers.Add(1)
+			go run()
+		}
+	}
+}
+
+var errFrameSize = errors.New("broker: request size out of bounds")
+
+// readFrame reads one size-prefixed frame. The size is checked against
+// [8, maxSize] before anything is allocated; a short read is an error.
+// reserve, if set, is called with the size before the allocation (the
+// broker's memory budget); it returns false to abandon the read.
+func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64) bool) ([]byte, error) {
+	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
+		return nil, err
+	}
+	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
+	if size < 8 || size > maxSize {
+		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
+	}
+	if reserve != nil && !reserve(int64(size)) {
+		return nil, errBudget
+	}
+	frame := make([]byte, size)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		if reserve != nil {
+			reserve(-int64(size))
+		}
+		return nil, err
+	}
+	return frame, nil
+}
+
+var errBudget = errors.New("broker: shutting down while waiting for request memory")
+
+// reserve takes n bytes of the broker's request budget (a negative n gives
+// them back).
+func (c *conn) reserve(n int64) bool {
+	if n < 0 {
+		c.b.budget.release(-n)
+		return true
+	}
+	return c.b.budget.acquire(c.ctx, n)
+}
+
+// decode turns a frame into a slot and the function that handles it. ok is
+// false when the connection must close.
+func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
+	hdr, err := parseFixedHeader(frame)
+	if err != nil {
+		return nil, nil, false
+	}
+	s = &slot{hdr: hdr, done: make(chan struct{})}
+	e := apis[hdr.key]
+	if e == nil || e.handler == nil {
+		c.log.Warn("closing connection: unsupported API", "key", hdr.key, "version", hdr.version)
+		return nil, nil, false
+	}
+	if hdr.version < e.min || hdr.version > e.max {
+		if hdr.key != 18 {
+			// As Kafka does: a version that was never advertised is a
+			// client bug; the request cannot be parsed, so the
+			// connection closes.
+			c.log.Warn("closing connection: unsupported version", "api", kmsg.NameForKey(hdr.key), "version", hdr.version)
+			return nil, nil, false
+		}
+		// ApiVersions newer than we know: the v0-shaped answer with
+		// UNSUPPORTED_VERSION and our ranges, so the client can retry.
+		resp := kmsg.NewPtrApiVersionsResponse()
+		resp.Version = 0
+		resp.ErrorCode = kerr.UnsupportedVersion.Code
+		resp.ApiKeys = supportedAPIs()
+		s.hdr.version = 0
+		s.reply = &Reply{Msg: resp}
+		close(s.done)
+		return s, nil, true
+	}
+	req, err := decodeBody(&s.hdr, frame)
+	if err != nil {
+		c.log.Warn("closing connection: malformed request", "api", kmsg.NameForKey(hdr.key), "version", hdr.version, "err", err)
+		return nil, nil, false
+	}
+	s.flexible = req.IsFlexible()
+	r := &Request{
+		Conn:          &c.info,
+		Key:           hdr.key,
+		Version:       hdr.version,
+		CorrelationID: hdr.correlationID,
+		ClientID:      s.hdr.clientID,
+		Msg:           req,
+		Size:          len(frame),
+	}
+	var prev chan struct{}
+	if e.serial {
+		var mine chan struct{}
+		prev, mine = c.lastSerial, make(chan struct{})
+		c.lastSerial = mine
+		r.ordered = sync.OnceFunc(func() { close(mine) })
+	}
+	h := c.b.chain(e)
+	run = func() {
+		defer c.handlers.Done()
+		defer close(s.done)
+		defer c.reserve(-int64(len(frame)))
+		if prev != nil {
+			select {
+			case <-prev:
+			case <-c.ctx.Done():
+				s.err = c.ctx.Err()
+				r.ordered()
+				return
+			}
+			defer r.ordered()
+		}
+		start := time.Now()
+		pprof.Do(c.ctx, pprof.Labels("sediment", "handler", "api", kmsg.NameForKey(hdr.key)), func(ctx context.Context) {
+			s.reply, s.err = h(ctx, c.b, r)
+		})
+		c.b.metrics.observe(hdr.key, time.Since(start), s.err)
+	}
+	return s, run, true
+}
+
+func (c *conn) writeLoop() {
+	w := bufio.NewWriterSize(c.nc, 64<<10)
+	failed := false
+	var buf []byte
+	for s := range c.slots {
+		select {
+		case <-s.done:
+		default:
+			// The next reply is not ready (a long poll, an fsync):
+			// send what is buffered rather than hold it behind.
+			if !failed {
+				if err := w.Flush(); err != nil {
+					failed = true
+					c.kill()
+				}
+			}
+			<-s.done
+		}
+		if failed {
+			s.reply.release()
+			continue
+		}
+		if s.err != nil {
+			c.log.Warn("closing connection: handler failed", "api", kmsg.NameForKey(s.hdr.key), "err", s.err)
+			failed = true
+			c.kill()
+			continue
+		}
+		if s.reply == nil || s.reply.NoResponse {
+			if s.reply != nil && s.reply.Close {
+				w.Flush()
+				failed = true
+				c.kill()
+			}
+			continue
+		}
+		var n int64
+		var err error
+		buf, n, err = c.writeReply(w, buf[:0], s)
+		s.reply.release()
+		c.b.metrics.bytesOut.Add(float64(n))
+		if err == nil && len(c.slots) == 0 {
+			err = w.Flush()
+		}
+		if err == nil && s.reply.Close {
+			err = errors.New("closing after reply")
+		}
+		if err != nil {
+			c.log.Debug("write failed", "err", err)
+			failed = true
+			c.kill()
+		}
+	}
+	if !failed {
+		w.Flush()
+	}
+}
+
+func (c *conn) writeReply(w *bufio.Writer, buf []byte, s *slot) ([]byte, int64, error) {
+	r := s.reply
+	r.Msg.SetVersion(s.hdr.version)
+	flexible := r.Msg.IsFlexible()
+	buf = appendResponseHeader(buf, s.hdr.key, flexible, s.hdr.correlationID)
+	if r.zc == nil {
+		buf = r.Msg.AppendTo(buf)
+		binary.BigEndian.PutUint32(buf, uint32(len(buf)-4))
+		if c.b.cfg.WriteTimeout > 0 {
+			c.nc.SetWriteDeadline(time.Now().Add(c.b.cfg.WriteTimeout))
+		}
+		_, err := w.Write(buf)
+		return buf, int64(len(buf)), err
+	}
+	return c.writeZeroCopy(w, buf, r, flexible)
+}
+
+// decodeBody decodes the rest of the header and the body of a request
+// whose key and version were checked against the registry.
+func decodeBody(h *reqHeader, frame []byte) (kmsg.Request, error) {
+	req := kmsg.RequestForKey(h.key)
+	if req == nil || h.version < 0 || h.version > req.MaxVersion() {
+		return nil, errMalformed
+	}
+	req.SetVersion(h.version)
+	body, err := parseRest(h, frame, req.IsFlexible())
+	if err != nil {
+		return nil, err
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return nil, err
+	}
+	return req, nil
+}

@@ -1,0 +1,205 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func testLogger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// startBroker starts a broker on 127.0.0.1:0 with its data in dir (a
+// fresh temp dir when empty).
+func startBroker(t testing.TB, dir string, mod ...func(*Config)) *Broker {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	cfg := Config{
+		DataDir:          dir,
+		Listeners:        []Listener{{Addr: "127.0.0.1:0"}},
+		AutoCreateTopics: true,
+		Logger:           testLogger(t),
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	b, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
+}
+
+func newClient(t testing.TB, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.Addr())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// rawRequest sends one request frame built by kmsg and reads one response.
+func rawRequest(t testing.TB, nc net.Conn, req kmsg.Request, corr int32) kmsg.Response {
+	t.Helper()
+	var f kmsg.RequestFormatter
+	frame := f.AppendRequest(nil, req, corr)
+	if _, err := nc.Write(frame); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var sz [4]byte
+	if _, err := io.ReadFull(nc, sz[:]); err != nil {
+		t.Fatal(err)
+	}
+	body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	if _, err := io.ReadFull(nc, body); err != nil {
+		t.Fatal(err)
+	}
+	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
+		t.Fatalf("correlation id %d, want %d", got, corr)
+	}
+	body = body[4:]
+	resp := req.ResponseKind()
+	if resp.IsFlexible() && req.Key() != 18 {
+		body = body[1:] // empty header tags
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		t.Fatalf("decode %s response: %v", kmsg.NameForKey(req.Key()), err)
+	}
+	return resp
+}
+
+func TestApiVersions(t *testing.T) {
+	b := startBroker(t, "")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for v := int16(0); v <= 4; v++ {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = v
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1.0"
+		resp := rawRequest(t, nc, req, int32(v)).(*kmsg.ApiVersionsResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("v%d: error %d", v, resp.ErrorCode)
+		}
+		found := false
+		for _, k := range resp.ApiKeys {
+			if k.ApiKey == 18 && k.MinVersion == 0 && k.MaxVersion == 4 {
+				found = true
+			}
+		}
+		if !found {
+			t.Fatalf("v%d: ApiVersions range missing: %+v", v, resp.ApiKeys)
+		}
+	}
+	// v5 is newer than we serve: a v0-shaped UNSUPPORTED_VERSION reply.
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.Version = 5
+	var f kmsg.RequestFormatter
+	nc.Write(f.AppendRequest(nil, req, 77))
+	var sz [4]byte
+	io.ReadFull(nc, sz[:])
+	body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+	io.ReadFull(nc, body)
+	v0 := kmsg.NewPtrApiVersionsResponse()
+	v0.Version = 0
+	if err := v0.ReadFrom(body[4:]); err != nil {
+		t.Fatal(err)
+	}
+	if v0.ErrorCode != kerr.UnsupportedVersion.Code || len(v0.ApiKeys) == 0 {
+		t.Fatalf("v5: got error %d with %d keys", v0.ErrorCode, len(v0.ApiKeys))
+	}
+
+	// kgo negotiates (first v5, then v4 after the v0-shaped answer).
+	cl := newClient(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kresp, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kresp.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(kresp.ErrorCode))
+	}
+}
+
+// TestPipelinedReplies: a reply ready before a slower one queued behind it
+// is sent at once, and replies keep request order.
+func TestPipelinedReplies(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "pipe", 1, nil)
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	var f kmsg.RequestFormatter
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 9
+	fetch := kmsg.NewPtrFetchRequest()
+	fetch.Version = 12
+	fetch.MaxWaitMillis, fetch.MinBytes, fetch.MaxBytes = 60000, 1, 1<<20
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic = "pipe"
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	fetch.Topics = append(fetch.Topics, ft)
+	// Metadata, then a long poll, then another Metadata.
+	nc.Write(f.AppendRequest(nil, md, 1))
+	nc.Write(f.AppendRequest(nil, fetch, 2))
+	nc.Write(f.AppendRequest(nil, md, 3))
+	read := func(want int32) []byte {
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var sz [4]byte
+		if _, err := io.ReadFull(nc, sz[:]); err != nil {
+			t.Fatalf("reply %d: %v", want, err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatal(err)
+		}
+		if got := int32(binary.BigEndian.Uint32(body)); got != want {
+			t.Fatalf("reply for %d, want %d", got, want)
+		}
+		return body
+	}
+	read(1) // not held behind the 60s long poll
+	prod := newClient(t, b)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: "pipe", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	read(2)
+	read(3)
+}
+
+func TestAdvertisedFor(t *testing.T) {
+	host, _ := os.Hostname()
+	for _, c := range [][3]string{
+		{"localhost:9092", "127.0.0.1:9092", "localhost:9092"},
+		{"127.0.0.1:0", "127.0.0.1:41234", "127.0.0.1:41234"},
+		{":9092", "[::]:9092", net.JoinHostPort(host, "9092")},
+		{"0.0.0.0:9092", "0.0.0.0:9092", net.JoinHostPort(host, "9092")},
+	} {
+		if got := advertisedFor(c[0], c[1]); got != c[2] {
+			t.Errorf("advertisedFor(%q, %q) = %q, want %q", c[0], c[1], got, c[2])
+		}
+	}
+}

@@ -1,0 +1,35 @@
+// Package broker is Sediment's Kafka protocol server: listeners, the
+// per-connection request pipeline, one handler file per API (named by API
+// key), the partitions this broker leads and their idempotent-producer
+// state. It is the composition root: it wires hotlog (partition logs) and
+// metadata (the Raft metadata log) together.
+//
+// Usage:
+//
+//	b, err := broker.New(broker.Config{
+//		DataDir:   "./data",
+//		Listeners: []broker.Listener{{Name: "PLAINTEXT", Addr: "localhost:9092"}},
+//		AutoCreateTopics: true,
+//	})
+//	...
+//	defer b.Close() // graceful: in-flight requests finish, logs close cleanly
+//
+// Wire framing (every request and reply):
+//
+//	+-------------+---------------------------------------------+
+//	| size int32  | header + body (size bytes)                  |
+//	+-------------+---------------------------------------------+
+//	size is checked (8 ≤ size ≤ socket.request.max.bytes) before the
+//	frame is allocated; header layout in header.go; bodies are kmsg's.
+//
+// Data directory:
+//
+//	<data>/broker_epoch                 this broker's last registration epoch
+//	<data>/meta/                        metadata node: raft-wal log, snapshots
+//	<data>/logs/<topic>-<partition>/    one hotlog (segments, indexes,
+//	                                    <offset>.snapshot producer state)
+//	<data>/logs/<topic>-<partition>/topic_id   owning topic id (text UUID)
+//
+// The producer-state snapshot format is in producers.go, the zero-copy
+// Fetch encoding in zerocopy.go, lock order in LOCK_ORDER.md.
+package broker

@@ -1,0 +1,93 @@
+package broker
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// The one table from core sentinel errors to Kafka error codes. Handlers
+// call errCode; nothing else in the broker picks a code for a core error.
+
+var (
+	errUnknownTopicOrPartition = errors.New("broker: unknown topic or partition")
+	errNotLeader               = errors.New("broker: not the leader of the partition")
+	errInvalidRequiredAcks     = errors.New("broker: acks must be -1, 0 or 1")
+	errNotEnoughReplicas       = errors.New("broker: fewer in-sync replicas than min.insync.replicas")
+	errInvalidTopic            = errors.New("broker: invalid topic")
+	errPolicyViolation         = errors.New("broker: policy violation")
+	errUnsupportedMagic        = errors.New("broker: record batches before magic 2 are not supported")
+	errOneBatch                = errors.New("broker: a produce partition must carry exactly one record batch")
+)
+
+var errorTable = []struct {
+	err  error
+	code *kerr.Error
+}{
+	// hotlog
+	{hotlog.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+	{hotlog.ErrCorruptBatch, kerr.CorruptMessage},
+	{hotlog.ErrInvalidRecord, kerr.InvalidRecord},
+	{hotlog.ErrInvalidTimestamp, kerr.InvalidTimestamp},
+	{hotlog.ErrBatchTooLarge, kerr.MessageTooLarge},
+	{hotlog.ErrLogFailed, kerr.KafkaStorageError},
+	{hotlog.ErrClosed, kerr.NotLeaderForPartition},
+	{hotlog.ErrUnexpectedOffset, kerr.UnknownServerError},
+	// metadata
+	{metadata.ErrTopicExists, kerr.TopicAlreadyExists},
+	{metadata.ErrUnknownTopic, kerr.UnknownTopicOrPartition},
+	{metadata.ErrUnknownPartition, kerr.UnknownTopicOrPartition},
+	{metadata.ErrInvalidPartitions, kerr.InvalidPartitions},
+	{metadata.ErrInvalidReplicationFactor, kerr.InvalidReplicationFactor},
+	{metadata.ErrInvalidReplicaAssignment, kerr.InvalidReplicaAssignment},
+	{metadata.ErrUnknownBroker, kerr.BrokerNotAvailable},
+	{metadata.ErrStaleEpoch, kerr.FencedLeaderEpoch},
+	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
+	{metadata.ErrNotLeader, kerr.NotController},
+	{metadata.ErrNoQuorum, kerr.RequestTimedOut},
+	{metadata.ErrClosed, kerr.NotController},
+	// broker
+	{errUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},
+	{errNotLeader, kerr.NotLeaderForPartition},
+	{errInvalidRequiredAcks, kerr.InvalidRequiredAcks},
+	{errNotEnoughReplicas, kerr.NotEnoughReplicas},
+	{errInvalidTopic, kerr.InvalidTopicException},
+	{errPolicyViolation, kerr.PolicyViolation},
+	{errInvalidConfig, kerr.InvalidConfig},
+	{errUnsupportedMagic, kerr.UnsupportedForMessageFormat},
+	{errOneBatch, kerr.InvalidRecord},
+	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
+	{errProducerFenced, kerr.InvalidProducerEpoch},
+	{context.DeadlineExceeded, kerr.RequestTimedOut},
+	{context.Canceled, kerr.RequestTimedOut},
+}
+
+// errCode maps an error to its Kafka code (0 for nil).
+func errCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			return e.code.Code
+		}
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// errMessage is the error message for responses that carry one.
+func errMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}

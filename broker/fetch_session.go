@@ -1,0 +1,221 @@
+package broker
+
+import (
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Fetch sessions (KIP-227, Fetch v7+). A client opens a session with a full
+// fetch (session id 0, epoch 0); the broker remembers the partitions and
+// their fetch positions, and later requests (same id, next epoch) list only
+// the partitions that changed and the ones to forget. The reply of an
+// incremental fetch carries only partitions with records, an error, or a
+// changed high watermark, last stable offset or log start offset.
+//
+// Sessions live in one cache per broker, bounded (the least recently used
+// is evicted when full); an evicted or unknown session answers
+// FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full fetch.
+
+const maxFetchSessions = 1000
+
+type sessionKey struct {
+	topic     string
+	topicID   [16]byte
+	partition int32
+}
+
+type sessionPart struct {
+	key               sessionKey
+	req               kmsg.FetchRequestTopicPartition
+	hw, lso, logStart int64
+	sent              bool // reported at least once
+}
+
+type fetchSession struct {
+	id       int32
+	epoch    int32 // the epoch the next request must carry
+	parts    map[sessionKey]*sessionPart
+	order    []sessionKey // insertion order, for stable replies
+	lastUsed time.Time
+	busy     bool
+}
+
+type fetchSessions struct {
+	mu   sync.Mutex
+	next int32
+	m    map[int32]*fetchSession
+}
+
+// sessionFetch resolves a request's session. It returns the topics to read
+// (the whole session for an incremental fetch), the session (nil when
+// sessionless) and an error code for the whole request.
+func (fs *fetchSessions) begin(req *kmsg.FetchRequest, byID bool) ([]kmsg.FetchRequestTopic, *fetchSession, int16) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.m == nil {
+		fs.m = make(map[int32]*fetchSession)
+	}
+	key := func(t *kmsg.FetchRequestTopic, p int32) sessionKey {
+		if byID {
+			return sessionKey{topicID: t.TopicID, partition: p}
+		}
+		return sessionKey{topic: t.Topic, partition: p}
+	}
+	switch {
+	case req.SessionEpoch == -1: // sessionless; closes the named session
+		delete(fs.m, req.SessionID)
+		return req.Topics, nil, 0
+	case req.SessionEpoch == 0: // a new session with a full fetch
+		delete(fs.m, req.SessionID)
+		s := fs.newLocked()
+		if s == nil {
+			return req.Topics, nil, 0 // cache full of busy sessions: sessionless
+		}
+		for i := range req.Topics {
+			t := &req.Topics[i]
+			for _, p := range t.Partitions {
+				s.put(key(t, p.Partition), p)
+			}
+		}
+		s.busy = true
+		return req.Topics, s, 0
+	}
+	s := fs.m[req.SessionID]
+	if s == nil {
+		return nil, nil, kerr.FetchSessionIDNotFound.Code
+	}
+	if s.busy || req.SessionEpoch != s.epoch {
+		return nil, nil, kerr.InvalidFetchSessionEpoch.Code
+	}
+	s.busy = true
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		for _, p := range t.Partitions {
+			s.put(key(t, p.Partition), p)
+		}
+	}
+	for _, f := range req.ForgottenTopics {
+		for _, p := range f.Partitions {
+			k := sessionKey{topic: f.Topic, partition: p}
+			if byID {
+				k = sessionKey{topicID: f.TopicID, partition: p}
+			}
+			s.forget(k)
+		}
+	}
+	// The whole session, grouped by topic in session order.
+	var topics []kmsg.FetchRequestTopic
+	idx := map[sessionKey]int{}
+	for _, k := range s.order {
+		sp := s.parts[k]
+		tk := sessionKey{topic: k.topic, topicID: k.topicID}
+		i, ok := idx[tk]
+		if !ok {
+			t := kmsg.NewFetchRequestTopic()
+			t.Topic, t.TopicID = k.topic, k.topicID
+			topics = append(topics, t)
+			i = len(topics) - 1
+			idx[tk] = i
+		}
+		topics[i].Partitions = append(topics[i].Partitions, sp.req)
+	}
+	return topics, s, 0
+}
+
+func (fs *fetchSessions) newLocked() *fetchSession {
+	if len(fs.m) >= maxFetchSessions {
+		var victim *fetchSession
+		for _, s := range fs.m {
+			if !s.busy && (victim == nil || s.lastUsed.Before(victim.lastUsed)) {
+				victim = s
+			}
+		}
+		if victim == nil {
+			return nil
+		}
+		delete(fs.m, victim.id)
+	}
+	for {
+		fs.next++
+		if fs.next <= 0 {
+			fs.next = 1
+		}
+		if _, used := fs.m[fs.next]; !used {
+			break
+		}
+	}
+	s := &fetchSession{id: fs.next, epoch: 0, parts: map[sessionKey]*sessionPart{}, lastUsed: time.Now()}
+	fs.m[s.id] = s
+	return s
+}
+
+func (s *fetchSession) put(k sessionKey, p kmsg.FetchRequestTopicPartition) {
+	if sp, ok := s.parts[k]; ok {
+		sp.req = p
+		return
+	}
+	s.parts[k] = &sessionPart{key: k, req: p}
+	s.order = append(s.order, k)
+}
+
+func (s *fetchSession) forget(k sessionKey) {
+	if _, ok := s.parts[k]; !ok {
+		return
+	}
+	delete(s.parts, k)
+	for i, o := range s.order {
+		if o == k {
+			s.order = append(s.order[:i:i], s.order[i+1:]...)
+			break
+		}
+	}
+}
+
+// finish records what the reply reports and, for an incremental fetch,
+// drops the partitions with nothing new. full is true for the session's
+// first (full) fetch, which reports every partition.
+func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full, byID bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	s.busy = false
+	s.epoch++
+	if s.epoch <= 0 {
+		s.epoch = 1
+	}
+	s.lastUsed = time.Now()
+	resp.SessionID = s.id
+	topics := resp.Topics[:0]
+	for _, t := range resp.Topics {
+		parts := t.Partitions[:0]
+		for _, p := range t.Partitions {
+			k := sessionKey{topic: t.Topic, partition: p.Partition}
+			if byID {
+				k = sessionKey{topicID: t.TopicID, partition: p.Partition}
+			}
+			sp := s.parts[k]
+			changed := sp == nil || !sp.sent || p.ErrorCode != 0 || len(p.RecordBatches) > 0 ||
+				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
+			if sp != nil {
+				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+			}
+			if full || changed {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) > 0 {
+			t.Partitions = parts
+			topics = append(topics, t)
+		}
+	}
+	resp.Topics = topics
+}
+
+// abandon releases a session whose fetch failed before finish.
+func (fs *fetchSessions) abandon(s *fetchSession) {
+	fs.mu.Lock()
+	s.busy = false
+	fs.mu.Unlock()
+}

@@ -1,0 +1,197 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// partition is a partition this broker leads: its hotlog, its
+// idempotent-producer state and the long-poll waiters of Fetch.
+//
+// Locks: mu guards the high watermark update, the producer state and the
+// waiter set. The producer state is also changed inside hotlog's Check hook,
+// which runs under the log's append lock; lock order is log append lock →
+// p.mu (never the reverse: p.mu is not held while calling into the log).
+type partition struct {
+	topic   string
+	topicID metadata.UUID
+	id      int32
+	dir     string
+	log     *hotlog.Log
+
+	mu struct {
+		sync.Mutex
+		leaderEpoch int32
+		producers   *producerState
+		waiters     map[chan struct{}]struct{}
+	}
+}
+
+func (p *partition) leaderEpoch() int32 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.leaderEpoch
+}
+
+// addWaiter registers ch to be signalled (non-blocking) on every append.
+func (p *partition) addWaiter(ch chan struct{}) {
+	p.mu.Lock()
+	p.mu.waiters[ch] = struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *partition) removeWaiter(ch chan struct{}) {
+	p.mu.Lock()
+	delete(p.mu.waiters, ch)
+	p.mu.Unlock()
+}
+
+func (p *partition) wake() {
+	p.mu.Lock()
+	for ch := range p.mu.waiters {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+}
+
+// appendResult is the outcome of one Produce partition.
+type appendResult struct {
+	baseOffset    int64
+	logAppendTime int64
+}
+
+// appendBatch appends one client batch: validation and offset assignment
+// in hotlog, idempotence checks here, under the log's append lock.
+// ordered is called once the batch has its place in the log (or failed).
+func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool, ordered func()) (appendResult, error) {
+	defer ordered()
+	if int64(len(records)) > int64(maxMessageBytes) {
+		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
+	}
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil {
+		if len(records) >= 17 && records[16] != 2 {
+			return appendResult{}, errUnsupportedMagic
+		}
+		return appendResult{}, err
+	}
+	if int64(len(records)) != h.Size() {
+		return appendResult{}, errOneBatch
+	}
+	info := batchInfo{
+		producerID:    h.ProducerID,
+		producerEpoch: h.ProducerEpoch,
+		baseSequence:  h.BaseSequence,
+		records:       h.NumRecords,
+		maxTimestamp:  h.MaxTimestamp,
+	}
+	var dup *duplicateError
+	opts := hotlog.AppendOptions{
+		LeaderEpoch:   p.leaderEpoch(),
+		LogAppendTime: logAppendTime,
+		Check: func(first int64, batches []hotlog.BatchHeader) error {
+			defer ordered()
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if err := p.mu.producers.check(info); err != nil {
+				return err
+			}
+			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
+			return nil
+		},
+	}
+	res, err := p.log.Append(records, opts)
+	if errors.As(err, &dup) {
+		return appendResult{baseOffset: dup.firstOffset, logAppendTime: -1}, nil
+	}
+	if err != nil {
+		return appendResult{}, err
+	}
+	p.mu.Lock()
+	// Replication factor one: the high watermark follows the flushed log
+	// end. (Group commit flushed every earlier offset too.)
+	if hw := res.LastOffset + 1; hw > p.log.HighWatermark() {
+		p.log.SetHighWatermark(hw)
+	}
+	p.mu.Unlock()
+	p.wake()
+	lat := int64(-1)
+	if logAppendTime {
+		lat = res.LogAppendTime
+	}
+	return appendResult{baseOffset: res.FirstOffset, logAppendTime: lat}, nil
+}
+
+// snapshotProducers stores the producer state as of the log end.
+func (p *partition) snapshotProducers() error {
+	// The append lock is not held here, so take the log end under p.mu:
+	// every append that the state includes changed it under p.mu in
+	// Check, and an append in flight after this point is replayed from
+	// the log on open (its batches are at or after the recorded offset).
+	p.mu.Lock()
+	data := p.mu.producers.marshal()
+	end := p.log.LogEndOffset()
+	p.mu.Unlock()
+	return p.log.WriteProducerSnapshot(end, data)
+}
+
+// loadProducers rebuilds the producer state: the latest snapshot, then the
+// batches after it.
+func (p *partition) loadProducers() error {
+	st := newProducerState()
+	from := p.log.LogStartOffset()
+	off, data, err := p.log.LatestProducerSnapshot()
+	if err == nil && data != nil {
+		if s, derr := unmarshalProducerState(data); derr == nil && off >= from {
+			st, from = s, off
+		}
+	}
+	end := p.log.LogEndOffset()
+	for from < end {
+		b, err := p.log.ReadBytes(from, 1<<20, end)
+		if err != nil {
+			return fmt.Errorf("broker: replaying producer state of %s-%d: %w", p.topic, p.id, err)
+		}
+		if len(b) == 0 {
+			break
+		}
+		next := from
+		for len(b) >= hotlog.BatchHeaderSize {
+			h, err := hotlog.ParseBatchHeader(b)
+			if err != nil || int64(len(b)) < h.Size() {
+				break
+			}
+			if h.ProducerID >= 0 && !h.IsControl() {
+				st.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
+					baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
+					h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+			}
+			next = h.LastOffset() + 1
+			b = b[h.Size():]
+		}
+		if next <= from {
+			break
+		}
+		from = next
+	}
+	p.mu.Lock()
+	p.mu.producers = st
+	p.mu.Unlock()
+	return nil
+}
+
+// topicConfigs returns the topic's config overrides in st.
+func (p *partition) topicConfigs(st *metadata.State) map[string]string {
+	if t, ok := st.TopicByID(p.topicID); ok {
+		return t.Configs
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// Idempotent-producer state of one partition (the leader's copy).
+//
+// For each producer id the partition keeps the producer's epoch and the
+// metadata of its last five batches (Kafka's max.in.flight limit for
+// idempotence), so that a retried batch is recognised and answered with the
+// offset it got the first time. The state changes only under the log's
+// append lock (hotlog's AppendOptions.Check), so it follows log order.
+//
+// Snapshot format (stored through hotlog's producer snapshots, as of an
+// offset; on open the tail after that offset is replayed):
+//
+//	+---------+-----------+------------------------------------------------+
+//	| version | producers | per producer:                                  |
+//	| u8 = 1  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
+//	|         |           |  n × [first seq i32 | last seq i32 |           |
+//	|         |           |       first offset i64 | last offset i64]      |
+//	+---------+-----------+------------------------------------------------+
+//
+// All integers big-endian except the uvarint count.
+
+const producerBatchesKept = 5
+
+type batchMeta struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+}
+
+type producerEntry struct {
+	id            int64
+	epoch         int16
+	lastTimestamp int64
+	batches       []batchMeta // oldest first, at most producerBatchesKept
+	// lastAppendMs is the broker's clock at the producer's last append
+	// (after a restart: its last batch timestamp), for expiry.
+	lastAppendMs int64
+}
+
+func (e *producerEntry) lastSeq() int32 {
+	if len(e.batches) == 0 {
+		return -1
+	}
+	return e.batches[len(e.batches)-1].lastSeq
+}
+
+type producerState struct {
+	m map[int64]*producerEntry
+}
+
+func newProducerState() *producerState { return &producerState{m: make(map[int64]*producerEntry)} }
+
+var (
+	errOutOfOrderSequence = errors.New("broker: out of order sequence number")
+	errProducerFenced     = errors.New("broker: producer epoch is older than the current one")
+)
+
+// duplicateError reports a batch that was already appended.
+type duplicateError struct{ firstOffset, lastOffset int64 }
+
+func (d *duplicateError) Error() string {
+	return fmt.Sprintf("broker: duplicate batch already at offset %d", d.firstOffset)
+}
+
+type batchInfo struct {
+	producerID    int64
+	producerEpoch int16
+	baseSequence  int32
+	records       int32
+	maxTimestamp  int64
+}
+
+func nextSeq(seq int32, n int32) int32 {
+	// Sequences wrap from MaxInt32 to 0.
+	return int32((int64(seq) + int64(n)) % (1 << 31))
+}
+
+// check validates a batch against the state without changing it.
+func (s *producerState) check(b batchInfo) error {
+	if b.producerID < 0 {
+		return nil
+	}
+	e := s.m[b.producerID]
+	if e == nil {
+		if b.baseSequence != 0 {
+			return fmt.Errorf("%w: unknown producer %d must start at sequence 0, got %d", errOutOfOrderSequence, b.producerID, b.baseSequence)
+		}
+		return nil
+	}
+	switch {
+	case b.producerEpoch < e.epoch:
+		return fmt.Errorf("%w: epoch %d < %d for producer %d", errProducerFenced, b.producerEpoch, e.epoch, b.producerID)
+	case b.producerEpoch > e.epoch:
+		if b.baseSequence != 0 {
+			return fmt.Errorf("%w: new epoch %d must start at sequence 0, got %d", errOutOfOrderSequence, b.producerEpoch, b.baseSequence)
+		}
+		return nil
+	}
+	last := nextSeq(b.baseSequence, b.records-1)
+	for _, m := range e.batches {
+		if m.firstSeq == b.baseSequence && m.lastSeq == last {
+			return &duplicateError{firstOffset: m.firstOffset, lastOffset: m.lastOffset}
+		}
+	}
+	if want := nextSeq(e.lastSeq(), 1); b.baseSequence != want {
+		return fmt.Errorf("%w: producer %d expected sequence %d, got %d", errOutOfOrderSequence, b.producerID, want, b.baseSequence)
+	}
+	return nil
+}
+
+// apply records an appended batch at the broker's time nowMs.
+func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64) {
+	if b.producerID < 0 {
+		return
+	}
+	e := s.m[b.producerID]
+	if e == nil {
+		e = &producerEntry{id: b.producerID}
+		s.m[b.producerID] = e
+	}
+	if b.producerEpoch != e.epoch {
+		e.epoch = b.producerEpoch
+		e.batches = e.batches[:0]
+	}
+	if b.maxTimestamp > e.lastTimestamp {
+		e.lastTimestamp = b.maxTimestamp
+	}
+	if nowMs > e.lastAppendMs {
+		e.lastAppendMs = nowMs
+	}
+	if len(e.batches) == producerBatchesKept {
+		copy(e.batches, e.batches[1:])
+		e.batches = e.batches[:producerBatchesKept-1]
+	}
+	e.batches = append(e.batches, batchMeta{
+		firstSeq: b.baseSequence, lastSeq: nextSeq(b.baseSequence, b.records-1),
+		firstOffset: firstOffset, lastOffset: lastOffset,
+	})
+}
+
+// expire forgets producers that have not appended since cutoffMs (Kafka's
+// producer.id.expiration.ms): the state, and its snapshots, stay bounded by
+// the producers active recently. An expired producer's next batch must
+// start a new sequence (its client gets OUT_OF_ORDER_SEQUENCE_NUMBER and
+// bumps its epoch, as with Kafka).
+func (s *producerState) expire(cutoffMs int64) int {
+	n := 0
+	for id, e := range s.m {
+		if e.lastAppendMs < cutoffMs {
+			delete(s.m, id)
+			n++
+		}
+	}
+	return n
+}
+
+// entries returns the producers sorted by id.
+func (s *producerState) entries() []*producerEntry {
+	out := make([]*producerEntry, 0, len(s.m))
+	for _, e := range s.m {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (s *producerState) marshal() []byte {
+	out := []byte{1}
+	out = binary.AppendUvarint(out, uint64(len(s.m)))
+	for _, e := range s.entries() {
+		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
+		out = binary.BigEndian.AppendUint16(out, uint16(e.epoch))
+		out = binary.BigEndian.AppendUint64(out, uint64(e.lastTimestamp))
+		out = append(out, byte(len(e.batches)))
+		for _, m := range e.batches {
+			out = binary.BigEndian.AppendUint32(out, uint32(m.firstSeq))
+			out = binary.BigEndian.AppendUint32(out, uint32(m.lastSeq))
+			out = binary.BigEndian.AppendUint64(out, uint64(m.firstOffset))
+			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
+		}
+	}
+	return out
+}
+
+var errBadSnapshot = errors.New("broker: malformed producer snapshot")
+
+func unmarshalProducerState(b []byte) (*producerState, error) {
+	s := newProducerState()
+	if len(b) < 1 || b[0] != 1 {
+		return nil, errBadSnapshot
+	}
+	b = b[1:]
+	n, k := binary.Uvarint(b)
+	// Each producer takes at least 19 bytes: bound the count by the input.
+	if k <= 0 || n > uint64(len(b)/19+1) {
+		return nil, errBadSnapshot
+	}
+	b = b[k:]
+	for i := uint64(0); i < n; i++ {
+		if len(b) < 19 {
+			return nil, errBadSnapshot
+		}
+		e := &producerEntry{
+			id:            int64(binary.BigEndian.Uint64(b)),
+			epoch:         int16(binary.BigEndian.Uint16(b[8:])),
+			lastTimestamp: int64(binary.BigEndian.Uint64(b[10:])),
+		}
+		e.lastAppendMs = e.lastTimestamp
+		nb := int(b[18])
+		b = b[19:]
+		if nb > producerBatchesKept || len(b) < nb*24 {
+			return nil, errBadSnapshot
+		}
+		for j := 0; j < nb; j++ {
+			e.batches = append(e.batches, batchMeta{
+				firstSeq:    int32(binary.BigEndian.Uint32(b)),
+				lastSeq:     int32(binary.BigEndian.Uint32(b[4:])),
+				firstOffset: int64(binary.BigEndian.Uint64(b[8:])),
+				lastOffset:  int64(binary.BigEndian.Uint64(b[16:])),
+			})
+			b = b[24:]
+		}
+		if e.id < 0 {
+			return nil, errBadSnapshot
+		}
+		s.m[e.id] = e
+	}
+	if len(b) != 0 {
+		return nil, errBadSnapshot
+	}
+	return s, nil
+}

@@ -1,0 +1,513 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// store owns the broker's state: its metadata node (a Raft voter; a quorum
+// of one for a single broker), its registration and heartbeats, and the
+// partition logs this broker leads.
+//
+// Data directory:
+//
+//	<data>/meta/                 the metadata node (raft-wal log, snapshots)
+//	<data>/logs/<topic>-<n>/     one hotlog per partition
+//	<data>/logs/<topic>-<n>/topic_id   the topic id the directory belongs to
+//
+// Partitions open lazily on first use (so a topic is usable as soon as its
+// creation commits) and close when the metadata no longer lists them here.
+type store struct {
+	b           *Broker
+	meta        *metadata.Node
+	brokerEpoch int64
+	fs          vfs.FS
+	logsDir     string
+
+	mu struct {
+		sync.Mutex
+		parts map[metadata.UUID]map[int32]*partition
+	}
+	pids struct {
+		sync.Mutex
+		next, end int64
+	}
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+func openStore(b *Broker) (*store, error) {
+	cfg := &b.cfg
+	s := &store{b: b, fs: vfs.Default, logsDir: filepath.Join(cfg.DataDir, "logs")}
+	s.mu.parts = make(map[metadata.UUID]map[int32]*partition)
+	if err := os.MkdirAll(s.logsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	raftAddr := cfg.RaftAddr
+	if raftAddr == "" {
+		raftAddr = "127.0.0.1:0"
+	}
+	meta, err := metadata.Open(metadata.Config{
+		NodeID:    cfg.NodeID,
+		Dir:       filepath.Join(cfg.DataDir, "meta"),
+		RaftAddr:  raftAddr,
+		Bootstrap: true,
+		ClusterID: cfg.ClusterID,
+		Logger:    b.log.With("part", "metadata"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.meta = meta
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := meta.WaitForLeader(ctx); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: metadata quorum: %w", err)
+	}
+	var listeners []metadata.Listener
+	for _, l := range b.addrs {
+		host, port, _ := strings.Cut(l.Advertised, ":")
+		if i := strings.LastIndex(l.Advertised, ":"); i >= 0 {
+			host, port = l.Advertised[:i], l.Advertised[i+1:]
+		}
+		p, _ := strconv.Atoi(port)
+		listeners = append(listeners, metadata.Listener{Name: l.Name, Host: host, Port: int32(p)})
+	}
+	// The epoch of this data directory's previous registration lets a
+	// restarted broker take over its own session without waiting for it
+	// to expire (another process with the same id would not know it).
+	epochFile := filepath.Join(cfg.DataDir, "broker_epoch")
+	prev := int64(-1)
+	if raw, err := os.ReadFile(epochFile); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64); err == nil {
+			prev = n
+		}
+	}
+	res, err := meta.Propose(ctx, &metadata.RegisterBroker{
+		BrokerID: cfg.NodeID, IncarnationID: metadata.NewUUID(), Listeners: listeners, PreviousBrokerEpoch: prev,
+	})
+	if err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: registering: %w", err)
+	}
+	s.brokerEpoch = res.BrokerEpoch
+	if err := writeFileSync(epochFile, []byte(strconv.FormatInt(res.BrokerEpoch, 10)+"\n")); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: %w", err)
+	}
+	if err := s.heartbeat(ctx); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
+	}
+	s.waitForLeadership(ctx)
+	s.removeStrayDirs(meta.State())
+	lctx, lcancel := context.WithCancel(context.Background())
+	s.cancel = lcancel
+	s.wg.Add(3)
+	go pprof.Do(lctx, pprof.Labels("sediment", "producer-snapshots"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.snapshotLoop(ctx)
+	})
+	go pprof.Do(lctx, pprof.Labels("sediment", "heartbeat"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.heartbeatLoop(ctx)
+	})
+	go pprof.Do(lctx, pprof.Labels("sediment", "metadata-watch"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.watchLoop(ctx)
+	})
+	return s, nil
+}
+
+func (s *store) heartbeat(ctx context.Context) error {
+	_, err := s.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
+	return err
+}
+
+// waitForLeadership waits (bounded by ctx) until the controller has given
+// back the partitions this broker can lead: registering fenced the previous
+// incarnation, which took its leaderships away.
+func (s *store) waitForLeadership(ctx context.Context) {
+	me := s.b.cfg.NodeID
+	for {
+		st := s.meta.State()
+		pending := false
+		for _, t := range st.Topics() {
+			for _, p := range t.Partitions {
+				if p.Leader == metadata.NoLeader && slices.Contains(p.Replicas, me) {
+					pending = true
+				}
+			}
+		}
+		if !pending {
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		s.meta.WaitForVersion(wctx, st.Version+1)
+		cancel()
+		if ctx.Err() != nil {
+			s.b.log.Warn("partitions still without a leader after startup")
+			return
+		}
+	}
+}
+
+func (s *store) heartbeatLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if err := s.heartbeat(hctx); err != nil && ctx.Err() == nil {
+				s.b.log.Warn("heartbeat failed", "err", err)
+			}
+			cancel()
+		}
+	}
+}
+
+// snapshotLoop writes producer-state snapshots of partitions that grew, so
+// that opening a log after a crash replays only the tail after the latest
+// snapshot (clean shutdowns snapshot every partition on close).
+func (s *store) snapshotLoop(ctx context.Context) {
+	t := time.NewTicker(s.b.cfg.ProducerSnapshotInterval)
+	defer t.Stop()
+	last := map[*partition]int64{}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		seen := map[*partition]bool{}
+		cutoff := time.Now().Add(-s.b.cfg.ProducerIDExpiration).UnixMilli()
+		for _, p := range s.b.allPartitions() {
+			seen[p] = true
+			p.mu.Lock()
+			expired := p.mu.producers.expire(cutoff)
+			p.mu.Unlock()
+			if expired > 0 {
+				last[p] = -1 // snapshot the smaller state
+			}
+			end := p.log.LogEndOffset()
+			if end == last[p] {
+				continue
+			}
+			if err := p.snapshotProducers(); err != nil {
+				if !errors.Is(err, hotlog.ErrClosed) {
+					s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
+				}
+				continue
+			}
+			last[p] = end
+		}
+		for p := range last {
+			if !seen[p] {
+				delete(last, p)
+			}
+		}
+	}
+}
+
+// watchLoop closes partitions that the metadata no longer places here.
+func (s *store) watchLoop(ctx context.Context) {
+	ch := s.meta.Watch(ctx, s.meta.State().Version)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+			s.reconcile(s.meta.State())
+		}
+	}
+}
+
+func (s *store) reconcile(st *metadata.State) {
+	var drop []*partition
+	s.mu.Lock()
+	for id, ps := range s.mu.parts {
+		t, ok := st.TopicByID(id)
+		for idx, p := range ps {
+			if !ok || idx >= int32(len(t.Partitions)) || t.Partitions[idx].Leader != s.b.cfg.NodeID {
+				drop = append(drop, p)
+				delete(ps, idx)
+				continue
+			}
+			p.mu.Lock()
+			p.mu.leaderEpoch = t.Partitions[idx].LeaderEpoch
+			p.mu.Unlock()
+		}
+		if len(ps) == 0 {
+			delete(s.mu.parts, id)
+		}
+	}
+	s.mu.Unlock()
+	for _, p := range drop {
+		_, exists := st.TopicByID(p.topicID)
+		s.closePartition(p, !exists)
+	}
+}
+
+func (s *store) closePartition(p *partition, remove bool) {
+	if err := p.snapshotProducers(); err != nil && !errors.Is(err, hotlog.ErrClosed) {
+		s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
+	}
+	if err := p.log.Close(); err != nil {
+		s.b.log.Warn("closing partition log", "topic", p.topic, "partition", p.id, "err", err)
+	}
+	p.wake()
+	if remove {
+		if err := os.RemoveAll(p.dir); err != nil {
+			s.b.log.Warn("removing deleted partition", "dir", p.dir, "err", err)
+		}
+	}
+}
+
+// removeStrayDirs deletes partition directories of topics that no longer
+// exist (a topic deleted while the broker was down, or a crash between the
+// metadata commit and the removal).
+func (s *store) removeStrayDirs(st *metadata.State) {
+	ents, err := os.ReadDir(s.logsDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		dir := filepath.Join(s.logsDir, e.Name())
+		raw, err := os.ReadFile(filepath.Join(dir, "topic_id"))
+		if err != nil {
+			continue
+		}
+		id, ok := parseUUID(strings.TrimSpace(string(raw)))
+		if _, exists := st.TopicByID(id); ok && !exists {
+			s.b.log.Info("removing partition of a deleted topic", "dir", dir)
+			os.RemoveAll(dir)
+		}
+	}
+}
+
+func parseUUID(s string) (metadata.UUID, bool) {
+	var u metadata.UUID
+	s = strings.ReplaceAll(s, "-", "")
+	if len(s) != 32 {
+		return u, false
+	}
+	for i := 0; i < 16; i++ {
+		n, err := strconv.ParseUint(s[2*i:2*i+2], 16, 8)
+		if err != nil {
+			return u, false
+		}
+		u[i] = byte(n)
+	}
+	return u, true
+}
+
+// partition returns the partition by topic name, opening its log if
+// needed. st is the metadata snapshot the request is served from.
+func (s *store) partition(st *metadata.State, topic string, idx int32) (*partition, error) {
+	t, ok := st.Topic(topic)
+	if !ok {
+		return nil, errUnknownTopicOrPartition
+	}
+	return s.open(t, idx)
+}
+
+func (s *store) partitionByID(st *metadata.State, id [16]byte, idx int32) (*partition, error) {
+	t, ok := st.TopicByID(metadata.UUID(id))
+	if !ok {
+		return nil, errUnknownTopicOrPartition
+	}
+	return s.open(t, idx)
+}
+
+func (s *store) topicIDKnown(st *metadata.State, id [16]byte) bool {
+	_, ok := st.TopicByID(metadata.UUID(id))
+	return ok
+}
+
+func (s *store) open(t *metadata.Topic, idx int32) (*partition, error) {
+	if idx < 0 || idx >= int32(len(t.Partitions)) {
+		return nil, errUnknownTopicOrPartition
+	}
+	mp := t.Partitions[idx]
+	if mp.Leader != s.b.cfg.NodeID {
+		return nil, errNotLeader
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.mu.parts[t.ID][idx]; p != nil {
+		return p, nil
+	}
+	if s.b.isStopping() {
+		return nil, errNotLeader
+	}
+	// The request's state may predate a deletion that reconcile has
+	// already acted on: do not bring the partition back.
+	if _, ok := s.meta.State().TopicByID(t.ID); !ok {
+		return nil, errUnknownTopicOrPartition
+	}
+	dir := filepath.Join(s.logsDir, fmt.Sprintf("%s-%d", t.Name, idx))
+	idFile := filepath.Join(dir, "topic_id")
+	if raw, err := os.ReadFile(idFile); err == nil && strings.TrimSpace(string(raw)) != t.ID.String() {
+		// A directory left by an older topic of the same name.
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeFileSync(idFile, []byte(t.ID.String()+"\n")); err != nil {
+		return nil, err
+	}
+	l, err := hotlog.Open(hotlog.Options{
+		FS:     s.fs,
+		Dir:    dir,
+		Config: s.b.hotlogConfig(t.Configs),
+		Logger: s.b.log.With("topic", t.Name, "partition", idx),
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p.mu.leaderEpoch = mp.LeaderEpoch
+	p.mu.producers = newProducerState()
+	p.mu.waiters = make(map[chan struct{}]struct{})
+	if err := p.loadProducers(); err != nil {
+		l.Close()
+		return nil, err
+	}
+	// A single replica: everything in the log is committed.
+	l.SetHighWatermark(l.LogEndOffset())
+	if s.mu.parts[t.ID] == nil {
+		s.mu.parts[t.ID] = make(map[int32]*partition)
+	}
+	s.mu.parts[t.ID][idx] = p
+	return p, nil
+}
+
+func writeFileSync(name string, data []byte) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func (b *Broker) hotlogConfig(set map[string]string) hotlog.Config {
+	c := hotlog.Config{
+		SegmentBytes:       configInt(b, set, "segment.bytes"),
+		SegmentMs:          time.Duration(configInt(b, set, "segment.ms")) * time.Millisecond,
+		IndexIntervalBytes: int(configInt(b, set, "index.interval.bytes")),
+		MaxIndexBytes:      int(configInt(b, set, "segment.index.bytes")),
+		MaxMessageBytes:    int32(configInt(b, set, "max.message.bytes")),
+	}
+	// Unset (Long.MAX_VALUE) windows stay 0: no limit.
+	if ms := configInt(b, set, "message.timestamp.before.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampBeforeMax = time.Duration(ms) * time.Millisecond
+	}
+	if ms := configInt(b, set, "message.timestamp.after.max.ms"); ms > 0 && ms < 1<<40 {
+		c.TimestampAfterMax = time.Duration(ms) * time.Millisecond
+	}
+	switch b.cfg.LogFlush {
+	case "interval":
+		c.Flush, c.FlushInterval = hotlog.FlushInterval, b.cfg.LogFlushInterval
+	case "os":
+		c.Flush = hotlog.FlushOS
+	default:
+		c.Flush = hotlog.FlushEveryCommit
+	}
+	return c
+}
+
+// openPartitions returns every open partition.
+func (b *Broker) allPartitions() []*partition {
+	if b.store == nil {
+		return nil
+	}
+	s := b.store
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*partition
+	for _, ps := range s.mu.parts {
+		for _, p := range ps {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// producerID hands out producer ids from blocks allocated through the
+// metadata log.
+func (s *store) producerID(ctx context.Context) (int64, error) {
+	s.pids.Lock()
+	defer s.pids.Unlock()
+	if s.pids.next >= s.pids.end {
+		res, err := s.meta.Propose(ctx, &metadata.AllocateProducerIDs{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch, Count: 1000})
+		if err != nil {
+			return -1, err
+		}
+		s.pids.next, s.pids.end = res.ProducerIDStart, res.ProducerIDStart+int64(res.ProducerIDCount)
+	}
+	id := s.pids.next
+	s.pids.next++
+	return id, nil
+}
+
+// propose commits a command and waits until the local state has applied it.
+func (s *store) propose(ctx context.Context, cmd metadata.Command) (metadata.Result, *metadata.State, error) {
+	res, err := s.meta.Propose(ctx, cmd)
+	if err != nil {
+		return res, nil, err
+	}
+	st, err := s.meta.WaitForVersion(ctx, res.Version)
+	return res, st, err
+}
+
+// close snapshots producer state, closes every log (each writes its clean
+// shutdown marker) and then the metadata node.
+func (s *store) close() error {
+	s.cancel()
+	s.wg.Wait()
+	s.mu.Lock()
+	var ps []*partition
+	for _, m := range s.mu.parts {
+		for _, p := range m {
+			ps = append(ps, p)
+		}
+	}
+	s.mu.parts = map[metadata.UUID]map[int32]*partition{}
+	s.mu.Unlock()
+	for _, p := range ps {
+		s.closePartition(p, false)
+	}
+	return s.meta.Close()
+}

@@ -1,0 +1,76 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Topic creation shared by CreateTopics and Metadata's auto-creation.
+
+type createTopicSpec struct {
+	name              string
+	partitions        int32 // -1: num.partitions
+	replicationFactor int16 // -1: default.replication.factor
+	configs           map[string]string
+	assignment        [][]int32
+}
+
+// validate checks a spec without touching the metadata log.
+func (b *Broker) validateTopic(spec *createTopicSpec) error {
+	if err := validTopicName(spec.name); err != nil {
+		return fmt.Errorf("%w: %v", errInvalidTopic, err)
+	}
+	for k, v := range spec.configs {
+		v := v
+		if err := validateTopicConfig(k, &v); err != nil {
+			return err
+		}
+	}
+	if spec.partitions == -1 {
+		spec.partitions = b.cfg.NumPartitions
+	}
+	if spec.replicationFactor == -1 {
+		spec.replicationFactor = b.cfg.DefaultReplicationFactor
+	}
+	if len(spec.assignment) == 0 && spec.partitions <= 0 {
+		return fmt.Errorf("%w: %d partitions", metadata.ErrInvalidPartitions, spec.partitions)
+	}
+	if len(spec.assignment) == 0 && spec.partitions > 100000 {
+		return fmt.Errorf("%w: %d partitions is more than this broker allows (100000)", metadata.ErrInvalidPartitions, spec.partitions)
+	}
+	if len(spec.assignment) == 0 && spec.replicationFactor <= 0 {
+		return fmt.Errorf("%w: %d", metadata.ErrInvalidReplicationFactor, spec.replicationFactor)
+	}
+	if len(spec.assignment) == 0 {
+		if n := len(b.meta.State().Brokers()); int(spec.replicationFactor) > n {
+			return fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", metadata.ErrInvalidReplicationFactor, spec.replicationFactor, n)
+		}
+	}
+	return nil
+}
+
+// createTopic validates and commits a topic; it returns the state that
+// includes it.
+func (b *Broker) createTopic(ctx context.Context, spec createTopicSpec) (*metadata.State, error) {
+	if err := b.validateTopic(&spec); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmd := &metadata.CreateTopic{
+		Name:              spec.name,
+		TopicID:           metadata.NewUUID(),
+		NumPartitions:     spec.partitions,
+		ReplicationFactor: int32(spec.replicationFactor),
+		Configs:           spec.configs,
+		Assignment:        spec.assignment,
+	}
+	if len(spec.assignment) > 0 {
+		cmd.NumPartitions, cmd.ReplicationFactor = -1, -1
+	}
+	_, st, err := b.store.propose(ctx, cmd)
+	return st, err
+}

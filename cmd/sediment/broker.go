@@ -1,0 +1,242 @@
+package main
+
+// `sediment broker`: run one broker. Settings come from (highest first)
+// flags, SEDIMENT_* environment variables (the flag name upper-cased, '-'
+// as '_': --node-id is SEDIMENT_NODE_ID), the YAML file given with
+// --config, and the embedded defaults below. docs/configuration.md lists
+// them all.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+
+	"github.com/sediment-io/sediment/broker"
+)
+
+// brokerSetting is one configuration key: its flag, default and help.
+type brokerSetting struct {
+	name string
+	def  any
+	help string
+}
+
+var brokerSettings = []brokerSetting{
+	{"node-id", 1, "this broker's node id"},
+	{"cluster-id", "sediment-cluster", "cluster id reported to clients"},
+	{"data-dir", "./data", "directory for partition logs and metadata"},
+	{"listeners", "PLAINTEXT://localhost:9092", "Kafka listeners, comma-separated NAME://host:port (or host:port)"},
+	{"advertised-listeners", "", "addresses given to clients, same form as listeners (default: the bound ones)"},
+	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
+	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
+	{"log-level", "info", "debug, info, warn or error"},
+	{"log-format", "text", "text or json"},
+	{"auto-create-topics-enable", true, "auto.create.topics.enable: create topics on Metadata requests"},
+	{"num-partitions", 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"},
+	{"default-replication-factor", 1, "default.replication.factor"},
+	{"message-max-bytes", 1048588, "message.max.bytes: default max.message.bytes of topics"},
+	{"log-segment-bytes", 1 << 30, "log.segment.bytes: default segment.bytes of topics"},
+	{"log-retention-ms", int64(7 * 24 * 3600 * 1000), "log.retention.ms: default retention.ms of topics"},
+	{"log-flush", "commit", "commit (fsync before acknowledging, group-committed), interval, or os (page cache only)"},
+	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
+	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
+	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
+	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
+	{"producer-id-expiration", 24 * time.Hour, "producer.id.expiration.ms: forget idempotent producers idle this long"},
+	{"shutdown-timeout", 30 * time.Second, "how long SIGTERM waits for in-flight requests"},
+}
+
+func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
+
+// newBrokerCmdWith builds the command around v, which collects the layers.
+func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "broker",
+		Short: "Run a broker (one broker on localhost:9092 with data under ./data by default)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f := v.GetString("config"); f != "" {
+				v.SetConfigFile(f)
+				if err := v.ReadInConfig(); err != nil {
+					return fmt.Errorf("reading config %s: %w", f, err)
+				}
+			}
+			return runBroker(cmd.Context(), v)
+		},
+	}
+	fs := cmd.Flags()
+	fs.String("config", "", "YAML config file (keys as the flag names)")
+	for _, s := range brokerSettings {
+		switch d := s.def.(type) {
+		case int:
+			fs.Int(s.name, d, s.help)
+		case int64:
+			fs.Int64(s.name, d, s.help)
+		case bool:
+			fs.Bool(s.name, d, s.help)
+		case string:
+			fs.String(s.name, d, s.help)
+		case time.Duration:
+			fs.Duration(s.name, d, s.help)
+		}
+	}
+	v.SetEnvPrefix("SEDIMENT")
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	v.AutomaticEnv()
+	fs.VisitAll(func(f *pflag.Flag) {
+		if err := v.BindPFlag(f.Name, f); err != nil {
+			panic(err)
+		}
+	})
+	return cmd
+}
+
+// parseListeners reads "NAME://host:port,host:port".
+func parseListeners(s string) ([]broker.Listener, error) {
+	var out []broker.Listener
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		l := broker.Listener{Name: "PLAINTEXT"}
+		if name, addr, ok := strings.Cut(f, "://"); ok {
+			l.Name, f = strings.ToUpper(name), addr
+		}
+		if _, _, err := net.SplitHostPort(f); err != nil {
+			return nil, fmt.Errorf("listener %q: %w", f, err)
+		}
+		l.Addr = f
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no listeners configured")
+	}
+	return out, nil
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	case "text", "":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("log-format %q: want text or json", format)
+}
+
+func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
+	listeners, err := parseListeners(v.GetString("listeners"))
+	if err != nil {
+		return broker.Config{}, err
+	}
+	if adv := v.GetString("advertised-listeners"); adv != "" {
+		advs, err := parseListeners(adv)
+		if err != nil {
+			return broker.Config{}, fmt.Errorf("advertised-listeners: %w", err)
+		}
+		for _, a := range advs {
+			matched := false
+			for i := range listeners {
+				if listeners[i].Name == a.Name {
+					listeners[i].Advertised, matched = a.Addr, true
+				}
+			}
+			if !matched {
+				return broker.Config{}, fmt.Errorf("advertised listener %s has no listener", a.Name)
+			}
+		}
+	}
+	return broker.Config{
+		NodeID:                   v.GetInt32("node-id"),
+		ClusterID:                v.GetString("cluster-id"),
+		DataDir:                  v.GetString("data-dir"),
+		RaftAddr:                 v.GetString("raft-address"),
+		Listeners:                listeners,
+		SocketRequestMaxBytes:    v.GetInt32("socket-request-max-bytes"),
+		QueuedMaxRequestBytes:    v.GetInt64("queued-max-request-bytes"),
+		ConnectionsMaxIdle:       v.GetDuration("connections-max-idle"),
+		AutoCreateTopics:         v.GetBool("auto-create-topics-enable"),
+		NumPartitions:            v.GetInt32("num-partitions"),
+		DefaultReplicationFactor: int16(v.GetInt("default-replication-factor")),
+		MessageMaxBytes:          v.GetInt32("message-max-bytes"),
+		LogSegmentBytes:          v.GetInt64("log-segment-bytes"),
+		LogRetentionMs:           v.GetInt64("log-retention-ms"),
+		LogFlush:                 v.GetString("log-flush"),
+		LogFlushInterval:         v.GetDuration("log-flush-interval"),
+		ShutdownTimeout:          v.GetDuration("shutdown-timeout"),
+		ProducerIDExpiration:     v.GetDuration("producer-id-expiration"),
+		Logger:                   log,
+	}, nil
+}
+
+func runBroker(ctx context.Context, v *viper.Viper) error {
+	log, err := newLogger(v.GetString("log-level"), v.GetString("log-format"))
+	if err != nil {
+		return err
+	}
+	cfg, err := brokerConfig(v, log)
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	b, err := broker.New(cfg)
+	if err != nil {
+		return err
+	}
+	var admin *http.Server
+	adminDone := make(chan struct{})
+	if addr := v.GetString("admin-address"); addr != "" {
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			b.Close()
+			return fmt.Errorf("admin listener: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", b.MetricsHandler())
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			defer close(adminDone)
+			if err := admin.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error("admin server failed", "err", err)
+			}
+		}()
+		log.Info("admin endpoint", "url", "http://"+ln.Addr().String()+"/metrics")
+	} else {
+		close(adminDone)
+	}
+
+	<-ctx.Done()
+	log.Info("shutting down")
+	stop() // a second signal kills the process
+	if admin != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		admin.Shutdown(sctx)
+		cancel()
+	}
+	<-adminDone
+	return b.Close()
+}

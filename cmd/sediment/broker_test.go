@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/spf13/viper"
+)
+
+func TestParseListeners(t *testing.T) {
+	ls, err := parseListeners("PLAINTEXT://0.0.0.0:9092, internal://127.0.0.1:9093,localhost:9094")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) != 3 || ls[0].Name != "PLAINTEXT" || ls[1].Name != "INTERNAL" || ls[1].Addr != "127.0.0.1:9093" || ls[2].Name != "PLAINTEXT" {
+		t.Fatalf("%+v", ls)
+	}
+	for _, bad := range []string{"", "PLAINTEXT://nohost", "x://:a:b"} {
+		if _, err := parseListeners(bad); err == nil {
+			t.Fatalf("%q accepted", bad)
+		}
+	}
+}
+
+// TestBrokerConfigLayers: flags over environment over the YAML file over
+// the defaults.
+func TestBrokerConfigLayers(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "sediment.yaml")
+	os.WriteFile(file, []byte("node-id: 7\ndata-dir: /from/file\nnum-partitions: 3\nlisteners: PLAINTEXT://127.0.0.1:1111\nadvertised-listeners: PLAINTEXT://kafka.example:1111\n"), 0o644)
+	t.Setenv("SEDIMENT_DATA_DIR", "/from/env")
+	t.Setenv("SEDIMENT_MESSAGE_MAX_BYTES", "2048")
+	vv := viper.New()
+	cmd := newBrokerCmdWith(vv)
+	if err := cmd.Flags().Parse([]string{"--config", file, "--num-partitions", "5"}); err != nil {
+		t.Fatal(err)
+	}
+	// What RunE does before starting the broker.
+	vv.SetConfigFile(file)
+	if err := vv.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := brokerConfig(vv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.NodeID != 7 || cfg.DataDir != "/from/env" || cfg.NumPartitions != 5 || cfg.MessageMaxBytes != 2048 {
+		t.Fatalf("layers: node %d dir %q partitions %d max %d", cfg.NodeID, cfg.DataDir, cfg.NumPartitions, cfg.MessageMaxBytes)
+	}
+	if cfg.Listeners[0].Addr != "127.0.0.1:1111" || cfg.Listeners[0].Advertised != "kafka.example:1111" {
+		t.Fatalf("listeners: %+v", cfg.Listeners)
+	}
+	if !cfg.AutoCreateTopics || cfg.SocketRequestMaxBytes != 100<<20 {
+		t.Fatalf("defaults: %+v", cfg)
+	}
+}

@@ -1,0 +1,479 @@
+package main
+
+// sediment topic create|list|describe|alter|delete: topic administration
+// through kadm (CreateTopics, Metadata, DescribeConfigs, ListOffsets,
+// CreatePartitions, IncrementalAlterConfigs, DeleteTopics).
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newTopicCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "topic",
+		Short: "Create, list, describe, alter and delete topics",
+	}
+	opts := addClientFlags(cmd)
+	cmd.AddCommand(
+		newTopicCreateCmd(opts),
+		newTopicListCmd(opts),
+		newTopicDescribeCmd(opts),
+		newTopicAlterCmd(opts),
+		newTopicDeleteCmd(opts),
+	)
+	return cmd
+}
+
+func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
+	var (
+		partitions  int32
+		replication int16
+		configs     []string
+		ifNotExists bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create TOPIC...",
+		Short: "Create topics",
+		Example: `  sediment topic create orders --partitions 6
+  sediment topic create audit -p 3 -r 1 --config retention.ms=-1 --config cleanup.policy=compact`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			kvs, err := parseKeyValues("config", configs)
+			if err != nil {
+				return err
+			}
+			var cfg map[string]*string
+			if len(kvs) > 0 {
+				cfg = make(map[string]*string, len(kvs))
+				for _, kv := range kvs {
+					cfg[kv[0]] = &kv[1]
+				}
+			}
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			resps, err := adm.CreateTopics(ctx, partitions, replication, cfg, topics...)
+			if err != nil {
+				return fmt.Errorf("create topics: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			var failed []error
+			for _, r := range resps.Sorted() {
+				if r.Err != nil {
+					if ifNotExists && isTopicExists(r.Err) {
+						fmt.Fprintf(out, "topic %s already exists\n", r.Topic)
+						continue
+					}
+					failed = append(failed, fmt.Errorf("topic %s: %w", r.Topic, kafkaError(r.Err, r.ErrMessage)))
+					continue
+				}
+				fmt.Fprintf(out, "created topic %s: %s, replication factor %s\n", r.Topic,
+					plural(int(r.NumPartitions), "partition"), strconv.Itoa(int(r.ReplicationFactor)))
+			}
+			return errors.Join(failed...)
+		},
+	}
+	f := cmd.Flags()
+	f.Int32VarP(&partitions, "partitions", "p", -1, "number of partitions (-1: the broker's num.partitions)")
+	f.Int16VarP(&replication, "replication-factor", "r", -1, "replicas per partition (-1: the broker's default.replication.factor)")
+	f.StringArrayVarP(&configs, "config", "c", nil, "topic config key=value, repeatable (e.g. retention.ms=604800000)")
+	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed when the topic already exists")
+	return cmd
+}
+
+func isTopicExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
+
+// topicID prints a topic id as Kafka's tools do (Uuid.toString: URL-safe
+// base64 without padding), so it can be compared with kafka-topics.sh output.
+func topicID(id kadm.TopicID) string {
+	return base64.RawURLEncoding.EncodeToString(id[:])
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return strconv.Itoa(n) + " " + word + "s"
+}
+
+func newTopicListCmd(opts *clientOptions) *cobra.Command {
+	var internal bool
+	cmd := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List topics with their partition counts and replication factors",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			var details kadm.TopicDetails
+			if internal {
+				details, err = adm.ListTopicsWithInternal(ctx)
+			} else {
+				details, err = adm.ListTopics(ctx)
+			}
+			if err != nil {
+				return fmt.Errorf("list topics: %w", err)
+			}
+			return printTopicList(cmd.OutOrStdout(), details)
+		},
+	}
+	cmd.Flags().BoolVar(&internal, "internal", false, "include internal topics (such as __consumer_offsets)")
+	return cmd
+}
+
+func printTopicList(w io.Writer, details kadm.TopicDetails) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION\tID")
+	var failed []error
+	for _, t := range details.Sorted() {
+		if t.Err != nil {
+			failed = append(failed, fmt.Errorf("topic %s: %w", t.Topic, t.Err))
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", t.Topic, len(t.Partitions), replicationFactor(t), topicID(t.ID))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(failed...)
+}
+
+// replicationFactor is the largest replica count of t's partitions (they are
+// equal unless a reassignment is under way).
+func replicationFactor(t kadm.TopicDetail) int {
+	rf := 0
+	for _, p := range t.Partitions {
+		rf = max(rf, len(p.Replicas))
+	}
+	return rf
+}
+
+func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
+	var allConfigs bool
+	cmd := &cobra.Command{
+		Use:   "describe TOPIC...",
+		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
+		Args:  cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			out := cmd.OutOrStdout()
+			var failed []error
+			printed := false
+			for _, topic := range topics {
+				var buf bytes.Buffer
+				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
+					failed = append(failed, err)
+				}
+				if buf.Len() == 0 {
+					continue
+				}
+				if printed {
+					fmt.Fprintln(out)
+				}
+				printed = true
+				if _, err := out.Write(buf.Bytes()); err != nil {
+					return err
+				}
+			}
+			return errors.Join(failed...)
+		},
+	}
+	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config with its source, not only the ones set on the topic")
+	return cmd
+}
+
+func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic string, allConfigs bool) error {
+	details, err := adm.ListTopicsWithInternal(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("topic %s: metadata: %w", topic, err)
+	}
+	t, ok := details[topic]
+	if !ok {
+		return fmt.Errorf("topic %s does not exist", topic)
+	}
+	if t.Err != nil {
+		if isUnknownTopic(t.Err) {
+			return fmt.Errorf("topic %s does not exist", topic)
+		}
+		return fmt.Errorf("topic %s: %w", topic, t.Err)
+	}
+
+	// Offsets and configs are extras: a failure is reported but the rest
+	// is still printed.
+	var failed []error
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		failed = append(failed, fmt.Errorf("topic %s: start offsets: %w", topic, err))
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		failed = append(failed, fmt.Errorf("topic %s: end offsets: %w", topic, err))
+	}
+	var configs []kadm.Config
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err == nil {
+		var rc kadm.ResourceConfig
+		rc, err = rcs.On(topic, nil)
+		if err == nil {
+			err = kafkaError(rc.Err, rc.ErrMessage)
+		}
+		configs = rc.Configs
+	}
+	if err != nil {
+		failed = append(failed, fmt.Errorf("topic %s: configs: %w", topic, err))
+	}
+
+	fmt.Fprintf(w, "Topic: %s\nID: %s\nPartitions: %d\nReplication factor: %d\n",
+		t.Topic, topicID(t.ID), len(t.Partitions), replicationFactor(t))
+	if t.IsInternal {
+		fmt.Fprintln(w, "Internal: true")
+	}
+	if err := printTopicConfigs(w, configs, allConfigs); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\tEND\tERROR")
+	for _, p := range t.Partitions.Sorted() {
+		errText := ""
+		if p.Err != nil {
+			errText = p.Err.Error()
+		}
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", p.Partition, p.Leader, p.LeaderEpoch,
+			joinInt32(p.Replicas), joinInt32(p.ISR), joinInt32(p.OfflineReplicas),
+			listedOffset(starts, topic, p.Partition), listedOffset(ends, topic, p.Partition), errText)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return errors.Join(failed...)
+}
+
+func printTopicConfigs(w io.Writer, configs []kadm.Config, all bool) error {
+	sort.Slice(configs, func(i, j int) bool { return configs[i].Key < configs[j].Key })
+	var shown []kadm.Config
+	for _, c := range configs {
+		if all || c.Source == kmsg.ConfigSourceDynamicTopicConfig {
+			shown = append(shown, c)
+		}
+	}
+	if len(shown) == 0 {
+		_, err := fmt.Fprintln(w, "Configs: (none set on the topic)")
+		return err
+	}
+	fmt.Fprintln(w, "Configs:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, c := range shown {
+		value := c.MaybeValue()
+		if c.Sensitive {
+			value = "(sensitive)"
+		}
+		if all {
+			fmt.Fprintf(tw, "  %s=%s\t%s\n", c.Key, value, configSourceName(c.Source))
+		} else {
+			fmt.Fprintf(tw, "  %s=%s\n", c.Key, value)
+		}
+	}
+	return tw.Flush()
+}
+
+func configSourceName(s kmsg.ConfigSource) string {
+	switch s {
+	case kmsg.ConfigSourceDynamicTopicConfig:
+		return "topic"
+	case kmsg.ConfigSourceDynamicBrokerConfig:
+		return "broker (dynamic)"
+	case kmsg.ConfigSourceDynamicDefaultBrokerConfig:
+		return "cluster default (dynamic)"
+	case kmsg.ConfigSourceStaticBrokerConfig:
+		return "broker config file"
+	case kmsg.ConfigSourceDefaultConfig:
+		return "default"
+	default:
+		return strings.ToLower(s.String())
+	}
+}
+
+func listedOffset(l kadm.ListedOffsets, topic string, partition int32) string {
+	o, ok := l.Lookup(topic, partition)
+	if !ok || o.Err != nil {
+		return "?"
+	}
+	return strconv.FormatInt(o.Offset, 10)
+}
+
+func joinInt32(xs []int32) string {
+	if len(xs) == 0 {
+		return "-"
+	}
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(int(x))
+	}
+	return strings.Join(s, ",")
+}
+
+func newTopicAlterCmd(opts *clientOptions) *cobra.Command {
+	var (
+		partitions int
+		set        []string
+		deletes    []string
+	)
+	cmd := &cobra.Command{
+		Use:   "alter TOPIC...",
+		Short: "Add partitions, set or delete topic configs",
+		Example: `  sediment topic alter orders --partitions 12
+  sediment topic alter orders --config retention.ms=86400000 --delete-config cleanup.policy`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			kvs, err := parseKeyValues("config", set)
+			if err != nil {
+				return err
+			}
+			if partitions <= 0 && len(kvs) == 0 && len(deletes) == 0 {
+				return errors.New("nothing to alter: give --partitions, --config or --delete-config")
+			}
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			out := cmd.OutOrStdout()
+			var failed []error
+			if partitions > 0 {
+				resps, err := adm.UpdatePartitions(ctx, partitions, topics...)
+				if err != nil {
+					return fmt.Errorf("update partitions: %w", err)
+				}
+				for _, r := range resps.Sorted() {
+					if r.Err != nil {
+						failed = append(failed, fmt.Errorf("topic %s: partitions: %w", r.Topic, kafkaError(r.Err, r.ErrMessage)))
+						continue
+					}
+					fmt.Fprintf(out, "topic %s now has %s\n", r.Topic, plural(partitions, "partition"))
+				}
+			}
+			if len(kvs) > 0 || len(deletes) > 0 {
+				alters := make([]kadm.AlterConfig, 0, len(kvs)+len(deletes))
+				for _, kv := range kvs {
+					alters = append(alters, kadm.AlterConfig{Op: kadm.SetConfig, Name: kv[0], Value: &kv[1]})
+				}
+				for _, k := range deletes {
+					alters = append(alters, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+				}
+				resps, err := adm.AlterTopicConfigs(ctx, alters, topics...)
+				if err != nil {
+					return errors.Join(append(failed, fmt.Errorf("alter configs: %w", err))...)
+				}
+				sort.Slice(resps, func(i, j int) bool { return resps[i].Name < resps[j].Name })
+				for _, r := range resps {
+					if r.Err != nil {
+						failed = append(failed, fmt.Errorf("topic %s: configs: %w", r.Name, kafkaError(r.Err, r.ErrMessage)))
+						continue
+					}
+					fmt.Fprintf(out, "topic %s: configs altered (%s)\n", r.Name, describeAlters(alters))
+				}
+			}
+			return errors.Join(failed...)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVarP(&partitions, "partitions", "p", 0, "new total number of partitions (can only grow)")
+	f.StringArrayVarP(&set, "config", "c", nil, "set a topic config key=value, repeatable")
+	f.StringArrayVar(&deletes, "delete-config", nil, "remove a topic config (back to the broker default), repeatable")
+	return cmd
+}
+
+func describeAlters(alters []kadm.AlterConfig) string {
+	parts := make([]string, len(alters))
+	for i, a := range alters {
+		if a.Op == kadm.DeleteConfig {
+			parts[i] = "-" + a.Name
+		} else {
+			parts[i] = a.Name + "=" + *a.Value
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+func newTopicDeleteCmd(opts *clientOptions) *cobra.Command {
+	var ifExists bool
+	cmd := &cobra.Command{
+		Use:     "delete TOPIC...",
+		Aliases: []string{"rm"},
+		Short:   "Delete topics and all their records",
+		Args:    cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			resps, err := adm.DeleteTopics(ctx, topics...)
+			if err != nil {
+				return fmt.Errorf("delete topics: %w", err)
+			}
+			out := cmd.OutOrStdout()
+			var failed []error
+			for _, r := range resps.Sorted() {
+				if r.Err != nil {
+					if isUnknownTopic(r.Err) {
+						if ifExists {
+							fmt.Fprintf(out, "topic %s does not exist\n", r.Topic)
+							continue
+						}
+						failed = append(failed, fmt.Errorf("topic %s does not exist", r.Topic))
+						continue
+					}
+					failed = append(failed, fmt.Errorf("topic %s: %w", r.Topic, kafkaError(r.Err, r.ErrMessage)))
+					continue
+				}
+				fmt.Fprintf(out, "deleted topic %s\n", r.Topic)
+			}
+			return errors.Join(failed...)
+		},
+	}
+	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the topic does not exist")
+	return cmd
+}
