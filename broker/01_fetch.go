@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/tiering"
 )
 
 // Fetch: v4-18
@@ -40,6 +41,7 @@ type fetchPart struct {
 	offset            int64
 	maxBytes          int32
 	res               *hotlog.ReadResult
+	remote            *tiering.ReadResult // served from the bucket (tiering.go)
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -115,7 +117,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := readFetchParts(resp, parts, maxBytes)
+		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes)
 		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
@@ -144,6 +146,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	zc := &zeroCopy{}
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		if fp.remote != nil {
+			regions := make([]region, len(fp.remote.Regions))
+			for i, rg := range fp.remote.Regions {
+				regions[i] = region{f: rg.File, pos: rg.Pos, len: rg.Len}
+			}
+			rp.RecordBatches = zc.add(regions, fp.remote.Size, fp.remote.Release)
+			continue
+		}
 		if fp.res == nil || fp.res.Size == 0 {
 			if fp.res != nil {
 				fp.res.Release()
@@ -171,14 +181,25 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64) (total int64, failed bool) {
+func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64) (total int64, failed bool) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		l := fp.p.log
 		hw := l.HighWatermark()
 		rp.ErrorCode = 0
 		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
-		fp.res = nil
+		fp.res, fp.remote = nil, nil
+		if b.tier() != nil {
+			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
+		}
+		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total)) {
+			if fp.remote != nil {
+				total += fp.remote.Size
+			} else {
+				failed = true
+			}
+			continue
+		}
 		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			failed = true
@@ -211,6 +232,10 @@ func releaseFetchParts(parts []*fetchPart) {
 		if fp.res != nil {
 			fp.res.Release()
 			fp.res = nil
+		}
+		if fp.remote != nil {
+			fp.remote.Release()
+			fp.remote = nil
 		}
 	}
 }
