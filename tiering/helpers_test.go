@@ -124,7 +124,9 @@ type fakeClock struct{ ns atomic.Int64 }
 
 func newClock() *fakeClock {
 	c := &fakeClock{}
-	c.ns.Store(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC).UnixNano())
+	// Real time, so that objects' modification times (set by the store's
+	// own clock) and this clock agree; tests only advance it.
+	c.ns.Store(time.Now().Truncate(time.Second).UnixNano())
 	return c
 }
 func (c *fakeClock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }

@@ -556,6 +556,7 @@ func TestBackgroundLoop(t *testing.T) {
 // local retention.
 func TestOffsetForTimestamp(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	base := e.clock.Now().UnixMilli()
 	for i := 0; i < 200; i++ {
 		e.clock.Advance(time.Second)
 		e.produce(1, 4, 30)
@@ -563,7 +564,6 @@ func TestOffsetForTimestamp(t *testing.T) {
 	e.run()
 	ctx := context.Background()
 	end, _ := e.p.RemoteLogEnd(ctx)
-	base := newClock().Now().UnixMilli()
 	for _, d := range []int64{0, 1000, 1500, 50000, 120000, 500000} {
 		ts := base + d
 		roff, rts, err := e.p.OffsetForTimestamp(ctx, ts)
