@@ -32,6 +32,8 @@ func init() {
 		brokerSetting{"s3-path-style", false, "path-style S3 addressing (MinIO)"},
 		brokerSetting{"tier-cache-dir", "", "remote-read chunk cache folder (default DATA-DIR/tier-cache)"},
 		brokerSetting{"tier-cache-bytes", int64(1 << 30), "remote-read chunk cache size"},
+		brokerSetting{"tier-orphan-grace", time.Hour, "bucket objects no manifest references are deleted once this old"},
+		brokerSetting{"tier-clean-interval", 10 * time.Minute, "how often a partition's leader looks for orphans in the bucket"},
 	)
 }
 
@@ -58,7 +60,8 @@ func enableTiering(ctx context.Context, b *broker.Broker, v *viper.Viper, cfg br
 		return nil, fmt.Errorf("bucket: %w", err)
 	}
 	err = b.EnableTiering(broker.TieringConfig{Store: store, Options: tiering.Options{
-		CacheDir: v.GetString("tier-cache-dir"), CacheBytes: v.GetInt64("tier-cache-bytes"), Logger: log.With("part", "tiering")}})
+		CacheDir: v.GetString("tier-cache-dir"), CacheBytes: v.GetInt64("tier-cache-bytes"), Logger: log.With("part", "tiering"),
+		OrphanGrace: v.GetDuration("tier-orphan-grace"), CleanInterval: v.GetDuration("tier-clean-interval")}})
 	if err != nil {
 		store.Close()
 		return nil, err
