@@ -387,6 +387,7 @@ func (b *Broker) Close() error {
 		<-done
 	}
 	b.cancel()
+	b.closeTiering() // before the logs close (tiering.go)
 	var err error
 	if b.store != nil {
 		err = b.store.close()
