@@ -1,0 +1,179 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/compress"
+)
+
+func testKafkaGo(t *testing.T, b *Broker) {
+	t.Run("admin", func(t *testing.T) {
+		conn, err := kafka.Dial("tcp", b.Addr)
+		if err != nil {
+			t.Fatalf("kafka-go dial: %v", err)
+		}
+		defer conn.Close()
+		if err := conn.CreateTopics(kafka.TopicConfig{Topic: "kafkago-admin", NumPartitions: 2, ReplicationFactor: 1}); err != nil {
+			t.Fatalf("CreateTopics: %v", err)
+		}
+		parts, err := conn.ReadPartitions("kafkago-admin")
+		if err != nil {
+			t.Fatalf("ReadPartitions: %v", err)
+		}
+		if len(parts) != 2 {
+			t.Errorf("ReadPartitions: %d partitions, want 2", len(parts))
+		}
+		if err := conn.DeleteTopics("kafkago-admin"); err != nil {
+			t.Errorf("DeleteTopics: %v", err)
+		}
+	})
+	for _, codec := range []compress.Codec{nil, kafka.Gzip.Codec(), kafka.Snappy.Codec(), kafka.Lz4.Codec(), kafka.Zstd.Codec()} {
+		name := "none"
+		if codec != nil {
+			name = codec.Name()
+		}
+		t.Run("writer/"+name, func(t *testing.T) {
+			topic := "kafkago-w-" + name
+			b.CreateTopic(t, topic, 3, nil)
+			recs := compatRecords("kw", 300)
+			w := &kafka.Writer{
+				Addr: kafka.TCP(b.Addr), Topic: topic, Balancer: &kafka.Hash{},
+				RequiredAcks: kafka.RequireAll, Compression: compressionOf(codec),
+				BatchTimeout: 10 * time.Millisecond, WriteTimeout: 30 * time.Second,
+			}
+			var msgs []kafka.Message
+			for _, k := range sortedKeys(recs) {
+				msgs = append(msgs, kafka.Message{Key: []byte(k), Value: []byte(recs[k]),
+					Headers: []kafka.Header{{Key: "h", Value: []byte("x")}}})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			if err := w.WriteMessages(ctx, msgs...); err != nil {
+				t.Fatalf("WriteMessages: %v", err)
+			}
+			if err := w.Close(); err != nil {
+				t.Errorf("writer close: %v", err)
+			}
+			c := consumeFranz(t, b, topic, len(recs))
+			c.check(t, topic, recs)
+		})
+	}
+	t.Run("reader-group", func(t *testing.T) { testKafkaGoGroup(t, b) })
+	t.Run("reader-partition", func(t *testing.T) {
+		topic := "kafkago-r-part"
+		b.CreateTopic(t, topic, 1, nil)
+		recs := compatRecords("kp", 100)
+		produceFranz(t, b, topic, recs)
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{b.Addr}, Topic: topic, Partition: 0, MaxWait: 200 * time.Millisecond})
+		defer r.Close()
+		c := newCollector()
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for c.len() < len(recs) {
+			m, err := r.ReadMessage(ctx)
+			if err != nil {
+				t.Fatalf("ReadMessage after %d records: %v", c.len(), err)
+			}
+			c.add(int32(m.Partition), m.Offset, string(m.Key), string(m.Value))
+		}
+		c.check(t, topic, recs)
+		// ListOffsets v1 through a partition connection.
+		conn, err := kafka.DialLeader(ctx, "tcp", b.Addr, topic, 0)
+		if err != nil {
+			t.Fatalf("DialLeader: %v", err)
+		}
+		defer conn.Close()
+		first, last, err := conn.ReadOffsets()
+		if err != nil {
+			t.Fatalf("ReadOffsets: %v", err)
+		}
+		if first != 0 || last != int64(len(recs)) {
+			t.Errorf("ReadOffsets = %d, %d, want 0, %d", first, last, len(recs))
+		}
+	})
+}
+
+func compressionOf(c compress.Codec) kafka.Compression {
+	if c == nil {
+		return 0
+	}
+	return kafka.Compression(c.Code())
+}
+
+// testKafkaGoGroup consumes a 4-partition topic with two kafka-go readers in
+// one group (its fixed old group API versions), committing synchronously.
+func testKafkaGoGroup(t *testing.T, b *Broker) {
+	topic, group := "kafkago-group", "kafkago-group-g"
+	b.CreateTopic(t, topic, 4, nil)
+	recs := compatRecords("kg", 400)
+	produceFranz(t, b, topic, recs)
+	// kafka-go tells nothing about assignments, so the second reader may
+	// join after the first has fetched: records fetched but not committed
+	// before that rebalance are read again (at least once).
+	c := newCollector()
+	c.allowDups = true
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	readCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	readers := make([]*kafka.Reader, 2)
+	for i := range readers {
+		readers[i] = kafka.NewReader(kafka.ReaderConfig{
+			Brokers: []string{b.Addr}, GroupID: group, Topic: topic,
+			StartOffset: kafka.FirstOffset, MaxWait: 200 * time.Millisecond,
+			HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second,
+			RebalanceTimeout: 10 * time.Second, JoinGroupBackoff: 100 * time.Millisecond,
+			Dialer: &kafka.Dialer{Timeout: 5 * time.Second, ClientID: "sediment-e2e-kafkago-" + strconv.Itoa(i)},
+		})
+		r := readers[i]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				m, err := r.FetchMessage(readCtx)
+				if err != nil {
+					if readCtx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				c.add(int32(m.Partition), m.Offset, string(m.Key), string(m.Value))
+				if err := r.CommitMessages(readCtx, m); err != nil && readCtx.Err() == nil && !errors.Is(err, kafka.RebalanceInProgress) {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+wait:
+	for c.len() < len(recs) {
+		select {
+		case err := <-errs:
+			t.Errorf("kafka-go reader: %v", err)
+			break wait
+		case <-ctx.Done():
+			t.Errorf("kafka-go group: consumed %d of %d records", c.len(), len(recs))
+			break wait
+		case <-tick.C:
+		}
+	}
+	stop()
+	wg.Wait()
+	for _, r := range readers {
+		if err := r.Close(); err != nil {
+			t.Errorf("reader close: %v", err)
+		}
+	}
+	c.check(t, group, recs)
+	checkCommitted(t, b, group, topic)
+}

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// kafkajsDir is the npm project with the kafkajs script (its package-lock.json
+// pins kafkajs 2.2.4); node_modules is installed there by `npm ci`.
+const kafkajsDir = "kafkajs"
+
+// kafkajsReady installs the pinned kafkajs with `npm ci`. Without node the
+// test is skipped locally and fails in CI (CI=true); an install failure
+// likewise fails in CI and skips elsewhere (e.g. offline).
+func kafkajsReady(t *testing.T) (node string) {
+	t.Helper()
+	inCI := os.Getenv("CI") == "true"
+	giveUp := func(format string, args ...any) {
+		t.Helper()
+		if inCI {
+			t.Fatalf(format, args...)
+		}
+		t.Skipf(format, args...)
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		giveUp("node is not installed: %v", err)
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		giveUp("npm is not installed: %v", err)
+	}
+	r := run(t, "", []string{"npm_config_update_notifier=false"}, npm, "ci", "--prefix", kafkajsDir,
+		"--no-audit", "--no-fund", "--prefer-offline")
+	if r.Err != nil {
+		giveUp("npm ci in e2e/%s: %v\n%s\n%s", kafkajsDir, r.Err, r.Stdout, r.Stderr)
+	}
+	if _, err := os.Stat(filepath.Join(kafkajsDir, "node_modules", "kafkajs", "package.json")); err != nil {
+		t.Fatalf("npm ci did not install kafkajs: %v", err)
+	}
+	return node
+}
+
+// testKafkaJS runs e2e/kafkajs/run.js (create topic, idempotent produce with
+// and without gzip, group consume with commits, offsets fetch) and checks
+// its report and the records themselves with franz-go.
+func testKafkaJS(t *testing.T, b *Broker) {
+	node := kafkajsReady(t)
+	const n = 300
+	topic, group := "kafkajs-topic", "kafkajs-group"
+	r := run(t, "", nil, node, filepath.Join(kafkajsDir, "run.js"), b.Addr, topic, group, fmt.Sprint(n))
+	if r.Err != nil {
+		t.Fatalf("node run.js: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced int `json:"produced"`
+		Consumed []struct {
+			Partition int32  `json:"partition"`
+			Offset    string `json:"offset"`
+			Key       string `json:"key"`
+			Value     string `json:"value"`
+			Header    string `json:"header"`
+		} `json:"consumed"`
+		Offsets []struct {
+			Partition int32 `json:"partition"`
+			Offset    int64 `json:"offset"`
+		} `json:"offsets"`
+		Ends []struct {
+			Partition int32 `json:"partition"`
+			Offset    int64 `json:"offset"`
+		} `json:"ends"`
+		Groups []string `json:"groups"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("kafkajs report is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+	}
+	want := map[string]string{}
+	for i := 0; i < n; i++ {
+		want[fmt.Sprintf("js-k-%d", i)] = fmt.Sprintf("v-%d", i)
+	}
+	c := newCollector()
+	for _, m := range report.Consumed {
+		var off int64
+		fmt.Sscan(m.Offset, &off)
+		c.add(m.Partition, off, m.Key, m.Value)
+		if m.Header != "x"+strings.TrimPrefix(m.Key, "js-k-") {
+			t.Errorf("kafkajs read header h=%q for %s", m.Header, m.Key)
+		}
+	}
+	c.check(t, "kafkajs consumer", want)
+	// The same records through franz-go: idempotent batches written as
+	// kafkajs sent them.
+	consumeFranz(t, b, topic, n).check(t, "franz-go reading kafkajs's records", want)
+
+	ends := map[int32]int64{}
+	var total int64
+	for _, e := range report.Ends {
+		ends[e.Partition] = e.Offset
+		total += e.Offset
+	}
+	if total != n {
+		t.Errorf("kafkajs fetchTopicOffsets: high watermarks add up to %d, want %d", total, n)
+	}
+	for _, o := range report.Offsets {
+		if o.Offset != ends[o.Partition] && !(o.Offset == -1 && ends[o.Partition] == 0) {
+			t.Errorf("kafkajs fetchOffsets: partition %d committed %d, want %d", o.Partition, o.Offset, ends[o.Partition])
+		}
+	}
+	checkCommitted(t, b, group, topic)
+	found := false
+	for _, g := range report.Groups {
+		found = found || g == group
+	}
+	if !found {
+		t.Errorf("kafkajs listGroups = %v, want %s among them", report.Groups, group)
+	}
+}

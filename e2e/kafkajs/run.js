@@ -1,0 +1,83 @@
+// Drives kafkajs against one broker; run by e2e/compat_kafkajs_test.go.
+//
+//   node run.js BROKER TOPIC GROUP N
+//
+// Creates TOPIC (3 partitions), produces N keyed records "js-k-i" -> "v-i"
+// with an idempotent producer (half uncompressed, half gzip), consumes them
+// in GROUP with commits, fetches the group's offsets, and prints one JSON
+// object on stdout: {produced, consumed: [{partition, offset, key, value}],
+// offsets: [{partition, offset}]}. Any error exits non-zero.
+'use strict';
+const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+
+const [broker, topic, group, nArg] = process.argv.slice(2);
+const n = Number(nArg);
+if (!broker || !topic || !group || !(n > 0)) {
+  console.error('usage: node run.js BROKER TOPIC GROUP N');
+  process.exit(2);
+}
+
+async function main() {
+  const kafka = new Kafka({
+    clientId: 'sediment-e2e-kafkajs',
+    brokers: [broker],
+    logLevel: logLevel.ERROR,
+    retry: { retries: 8, initialRetryTime: 100 },
+  });
+  const admin = kafka.admin();
+  await admin.connect();
+  const created = await admin.createTopics({ topics: [{ topic, numPartitions: 3 }], waitForLeaders: true });
+  if (!created) throw new Error('createTopics returned false (topic exists?)');
+  const md = await admin.fetchTopicMetadata({ topics: [topic] });
+  if (md.topics.length !== 1 || md.topics[0].partitions.length !== 3) {
+    throw new Error('metadata: ' + JSON.stringify(md));
+  }
+
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
+  await producer.connect();
+  const half = Math.floor(n / 2);
+  const msgs = [];
+  for (let i = 0; i < n; i++) {
+    msgs.push({ key: `js-k-${i}`, value: `v-${i}`, headers: { h: `x${i}` } });
+  }
+  await producer.send({ topic, acks: -1, messages: msgs.slice(0, half) });
+  await producer.send({ topic, acks: -1, compression: CompressionTypes.GZIP, messages: msgs.slice(half) });
+  await producer.disconnect();
+
+  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 });
+  await consumer.connect();
+  await consumer.subscribe({ topics: [topic], fromBeginning: true });
+  const consumed = [];
+  let resolveDone;
+  const done = new Promise((r) => { resolveDone = r; });
+  await consumer.run({
+    autoCommit: true,
+    autoCommitInterval: 100,
+    eachMessage: async ({ partition, message }) => {
+      const h = message.headers.h ? message.headers.h.toString() : null;
+      consumed.push({ partition, offset: message.offset, key: message.key.toString(), value: message.value.toString(), header: h });
+      if (consumed.length >= n) resolveDone();
+    },
+  });
+  const timer = setTimeout(() => { throw new Error(`consumed ${consumed.length} of ${n} before the deadline`); }, 60000);
+  await done;
+  clearTimeout(timer);
+  await consumer.disconnect(); // commits what was consumed
+
+  const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+  const listed = await admin.fetchTopicOffsets(topic);
+  const groups = await admin.listGroups();
+  await admin.disconnect();
+  process.stdout.write(JSON.stringify({
+    produced: n,
+    consumed,
+    offsets: offsets[0].partitions.map((p) => ({ partition: p.partition, offset: Number(p.offset) })),
+    ends: listed.map((p) => ({ partition: p.partition, offset: Number(p.high) })),
+    groups: groups.groups.map((g) => g.groupId),
+  }) + '\n');
+}
+
+main().catch((e) => {
+  console.error('kafkajs:', e && e.stack ? e.stack : e);
+  process.exit(1);
+});
