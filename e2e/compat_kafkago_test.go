@@ -42,7 +42,9 @@ func testKafkaGo(t *testing.T, b *Broker) {
 			topic := "kafkago-w-" + name
 			b.CreateTopic(t, topic, 3, nil)
 			recs := compatRecords("kw", 300)
-			w := &kafka.Writer{
+			// A transport of its own: kafka-go caches metadata per transport
+			// (6 s), and the shared default one predates this topic.
+			w := &kafka.Writer{Transport: &kafka.Transport{},
 				Addr: kafka.TCP(b.Addr), Topic: topic, Balancer: &kafka.Hash{},
 				RequiredAcks: kafka.RequireAll, Compression: compressionOf(codec),
 				BatchTimeout: 10 * time.Millisecond, WriteTimeout: 30 * time.Second,
