@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // kafkajsDir is the npm project with the kafkajs script (its package-lock.json
@@ -74,7 +76,21 @@ func testKafkaJS(t *testing.T, b *Broker) {
 			Partition int32 `json:"partition"`
 			Offset    int64 `json:"offset"`
 		} `json:"ends"`
-		Groups []string `json:"groups"`
+		Groups         []string `json:"groups"`
+		DescribedGroup struct {
+			State        string `json:"state"`
+			ProtocolType string `json:"protocolType"`
+			ErrorCode    int    `json:"errorCode"`
+		} `json:"describedGroup"`
+		Admin struct {
+			RetentionBefore        string   `json:"retentionBefore"`
+			RetentionAfter         string   `json:"retentionAfter"`
+			PartitionsAfterCreate  int      `json:"partitionsAfterCreate"`
+			P0Low                  int64    `json:"p0Low"`
+			P0High                 int64    `json:"p0High"`
+			GroupsAfterDelete      []string `json:"groupsAfterDelete"`
+			OtherListedAfterDelete bool     `json:"otherListedAfterDelete"`
+		} `json:"admin"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
 		t.Fatalf("kafkajs report is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
@@ -111,12 +127,39 @@ func testKafkaJS(t *testing.T, b *Broker) {
 			t.Errorf("kafkajs fetchOffsets: partition %d committed %d, want %d", o.Partition, o.Offset, ends[o.Partition])
 		}
 	}
-	checkCommitted(t, b, group, topic)
+	// run.js deleted the group after reading its offsets (above): none are
+	// left.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if left, err := b.Admin(t).FetchOffsets(ctx, group); err != nil || len(left) != 0 {
+		t.Errorf("offsets of %s after kafkajs deleteGroups: %v, %v; want none", group, left, err)
+	}
 	found := false
 	for _, g := range report.Groups {
 		found = found || g == group
 	}
 	if !found {
 		t.Errorf("kafkajs listGroups = %v, want %s among them", report.Groups, group)
+	}
+	if d := report.DescribedGroup; d.State != "Empty" || d.ProtocolType != "consumer" || d.ErrorCode != 0 {
+		t.Errorf("kafkajs describeGroups after the consumer left: %+v, want Empty, consumer", d)
+	}
+	a := report.Admin
+	if a.RetentionBefore != "3600000" || a.RetentionAfter != "86400000" {
+		t.Errorf("kafkajs describeConfigs/alterConfigs: retention.ms %q then %q, want 3600000 then 86400000", a.RetentionBefore, a.RetentionAfter)
+	}
+	if a.PartitionsAfterCreate != 4 {
+		t.Errorf("kafkajs createPartitions: %d partitions, want 4", a.PartitionsAfterCreate)
+	}
+	if a.P0Low != 2 || a.P0High != 3 {
+		t.Errorf("kafkajs deleteTopicRecords: partition 0 offsets [%d, %d), want [2, 3)", a.P0Low, a.P0High)
+	}
+	for _, g := range a.GroupsAfterDelete {
+		if g == group {
+			t.Errorf("kafkajs deleteGroups: %s still listed", group)
+		}
+	}
+	if a.OtherListedAfterDelete {
+		t.Errorf("kafkajs deleteTopics: the topic is still listed")
 	}
 }

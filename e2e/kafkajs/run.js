@@ -8,7 +8,7 @@
 // object on stdout: {produced, consumed: [{partition, offset, key, value}],
 // offsets: [{partition, offset}]}. Any error exits non-zero.
 'use strict';
-const { Kafka, CompressionTypes, logLevel } = require('kafkajs');
+const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel } = require('kafkajs');
 
 const [broker, topic, group, nArg] = process.argv.slice(2);
 const n = Number(nArg);
@@ -67,6 +67,32 @@ async function main() {
   const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] });
   const listed = await admin.fetchTopicOffsets(topic);
   const groups = await admin.listGroups();
+  const described = await admin.describeGroups([group]);
+
+  // Admin APIs at kafkajs's versions, on a topic of their own.
+  const other = topic + '-admin';
+  await admin.createTopics({ topics: [{ topic: other, numPartitions: 2, configEntries: [{ name: 'retention.ms', value: '3600000' }] }] });
+  const cfg = async () => {
+    const r = await admin.describeConfigs({ resources: [{ type: ConfigResourceTypes.TOPIC, name: other }], includeSynonyms: false });
+    const e = r.resources[0].configEntries.find((c) => c.configName === 'retention.ms');
+    return e ? e.configValue : null;
+  };
+  const retentionBefore = await cfg();
+  await admin.alterConfigs({ validateOnly: false, resources: [{ type: ConfigResourceTypes.TOPIC, name: other, configEntries: [{ name: 'retention.ms', value: '86400000' }] }] });
+  const retentionAfter = await cfg();
+  await admin.createPartitions({ topicPartitions: [{ topic: other, count: 4 }] });
+  const otherMd = await admin.fetchTopicMetadata({ topics: [other] });
+  const p = kafka.producer();
+  await p.connect();
+  await p.send({ topic: other, messages: [{ key: 'a', value: '1', partition: 0 }, { key: 'b', value: '2', partition: 0 }, { key: 'c', value: '3', partition: 0 }] });
+  await p.disconnect();
+  await admin.deleteTopicRecords({ topic: other, partitions: [{ partition: 0, offset: '2' }] });
+  const afterDelete = await admin.fetchTopicOffsets(other);
+  const p0 = afterDelete.find((x) => x.partition === 0);
+  await admin.deleteGroups([group]);
+  const groupsAfter = await admin.listGroups();
+  await admin.deleteTopics({ topics: [other] });
+  const topicsAfter = await admin.listTopics();
   await admin.disconnect();
   process.stdout.write(JSON.stringify({
     produced: n,
@@ -74,6 +100,14 @@ async function main() {
     offsets: offsets[0].partitions.map((p) => ({ partition: p.partition, offset: Number(p.offset) })),
     ends: listed.map((p) => ({ partition: p.partition, offset: Number(p.high) })),
     groups: groups.groups.map((g) => g.groupId),
+    describedGroup: { state: described.groups[0].state, protocolType: described.groups[0].protocolType, errorCode: described.groups[0].errorCode },
+    admin: {
+      retentionBefore, retentionAfter,
+      partitionsAfterCreate: otherMd.topics[0].partitions.length,
+      p0Low: Number(p0.low), p0High: Number(p0.high),
+      groupsAfterDelete: groupsAfter.groups.map((g) => g.groupId),
+      otherListedAfterDelete: topicsAfter.includes(other),
+    },
   }) + '\n');
 }
 
