@@ -31,7 +31,8 @@ type kcatRecord struct {
 // with timestamps.
 func testKcatMore(t *testing.T, b *Broker) {
 	t.Run("offsets-for-times", func(t *testing.T) { testKcatQuery(t, b) })
-	t.Run("balanced-group", func(t *testing.T) { testKcatGroup(t, b) })
+	t.Run("balanced-group/range", func(t *testing.T) { testKcatGroup(t, b, "range") })
+	t.Run("balanced-group/cooperative-sticky", func(t *testing.T) { testKcatGroup(t, b, "cooperative-sticky") })
 }
 
 // testKcatQuery produces records with known timestamps and asks kcat -Q for
@@ -145,13 +146,15 @@ func (m *kcatMember) records(t *testing.T) []kcatRecord {
 	return rs
 }
 
-var kcatAssigned = regexp.MustCompile(`rebalanced \(.*\): assigned: (.+)`)
+// kcatAssigned matches kcat's notice of an eager assignment ("rebalanced
+// (memberid …): assigned: t [0], …") or of a cooperative one ("rebalanced:
+// incremental assignment of 2 partition(s) (…): t [0], …").
+var kcatAssigned = regexp.MustCompile(`rebalanced.*(assigned: |incremental assignment of [1-9][0-9]* partition).*\[`)
 
-// assigned reports whether the member's last rebalance notice assigned it
-// partitions.
+// assigned reports whether the member has been assigned partitions. The
+// second member of a group is assigned only once the group is stable.
 func (m *kcatMember) assigned() bool {
-	ms := kcatAssigned.FindAllStringSubmatch(m.stderr.String(), -1)
-	return len(ms) > 0 && strings.Contains(ms[len(ms)-1][1], "[")
+	return kcatAssigned.MatchString(m.stderr.String())
 }
 
 // stop sends SIGTERM (kcat then closes the consumer, committing) and waits.
@@ -168,11 +171,11 @@ func (m *kcatMember) stop(t *testing.T) {
 // testKcatGroup runs two `kcat -G` members on a 4-partition topic: once both
 // are assigned partitions, records are produced; each is read exactly once
 // across the two, both read some, and the committed offsets reach the end.
-func testKcatGroup(t *testing.T, b *Broker) {
-	topic, group := "kcat-group", "kcat-group-g"
+func testKcatGroup(t *testing.T, b *Broker, strategy string) {
+	topic, group := "kcat-group-"+strategy, "kcat-group-g-"+strategy
 	b.CreateTopic(t, topic, 4, nil)
 	args := []string{"-G", group, "-J", "-u", "-o", "beginning", "-X", "auto.commit.interval.ms=100",
-		"-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", topic}
+		"-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", "-X", "partition.assignment.strategy=" + strategy, topic}
 	m1 := startKcatMember(t, b, args...)
 	m2 := startKcatMember(t, b, args...)
 	waitFor(t, 60*time.Second, "both kcat members to be assigned partitions", func() bool {
