@@ -66,7 +66,10 @@ func testKafkaGo(t *testing.T, b *Broker) {
 			c.check(t, topic, recs)
 		})
 	}
-	t.Run("reader-group", func(t *testing.T) { testKafkaGoGroup(t, b) })
+	t.Run("reader-group", func(t *testing.T) {
+		testKafkaGoGroup(t, b)
+		testKafkaGoClient(t, b, "kafkago-group", "kafkago-group-g", 4, 400)
+	})
 	t.Run("reader-partition", func(t *testing.T) {
 		topic := "kafkago-r-part"
 		b.CreateTopic(t, topic, 1, nil)
@@ -178,4 +181,79 @@ wait:
 	}
 	c.check(t, group, recs)
 	checkCommitted(t, b, group, topic)
+}
+
+// testKafkaGoClient looks at a topic and the group that consumed it through
+// kafka-go's Client (its own request versions): ApiVersions, Metadata,
+// ListOffsets, OffsetFetch, DescribeGroups, ListGroups, DescribeConfigs.
+func testKafkaGoClient(t *testing.T, b *Broker, topic, group string, partitions, records int) {
+	cl := &kafka.Client{Addr: kafka.TCP(b.Addr), Timeout: 30 * time.Second, Transport: &kafka.Transport{}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	av, err := cl.ApiVersions(ctx, &kafka.ApiVersionsRequest{})
+	if err != nil || av.Error != nil || len(av.ApiKeys) == 0 {
+		t.Fatalf("ApiVersions: %v, %+v", err, av)
+	}
+	md, err := cl.Metadata(ctx, &kafka.MetadataRequest{Topics: []string{topic}})
+	if err != nil || len(md.Topics) != 1 || md.Topics[0].Error != nil || len(md.Topics[0].Partitions) != partitions {
+		t.Fatalf("Metadata: %v, %+v", err, md)
+	}
+	var reqs []kafka.OffsetRequest
+	parts := make([]int, partitions)
+	for p := range parts {
+		parts[p] = p
+		reqs = append(reqs, kafka.FirstOffsetOf(p), kafka.LastOffsetOf(p))
+	}
+	lo, err := cl.ListOffsets(ctx, &kafka.ListOffsetsRequest{Topics: map[string][]kafka.OffsetRequest{topic: reqs}})
+	if err != nil {
+		t.Fatalf("ListOffsets: %v", err)
+	}
+	ends := map[int]int64{}
+	var total int64
+	for _, po := range lo.Topics[topic] {
+		if po.Error != nil || po.FirstOffset != 0 {
+			t.Errorf("ListOffsets %s/%d: %+v", topic, po.Partition, po)
+		}
+		ends[po.Partition] = po.LastOffset
+		total += po.LastOffset
+	}
+	if total != int64(records) {
+		t.Errorf("ListOffsets: last offsets add up to %d, want %d", total, records)
+	}
+	of, err := cl.OffsetFetch(ctx, &kafka.OffsetFetchRequest{GroupID: group, Topics: map[string][]int{topic: parts}})
+	if err != nil || of.Error != nil {
+		t.Fatalf("OffsetFetch: %v, %+v", err, of)
+	}
+	for _, p := range of.Topics[topic] {
+		if p.Error != nil || p.CommittedOffset != ends[p.Partition] {
+			t.Errorf("OffsetFetch %s/%d: %+v, want committed %d", topic, p.Partition, p, ends[p.Partition])
+		}
+	}
+	dg, err := cl.DescribeGroups(ctx, &kafka.DescribeGroupsRequest{GroupIDs: []string{group}})
+	if err != nil || len(dg.Groups) != 1 || dg.Groups[0].Error != nil || dg.Groups[0].GroupState != "Empty" {
+		t.Errorf("DescribeGroups: %v, %+v; want %s Empty", err, dg, group)
+	}
+	lg, err := cl.ListGroups(ctx, &kafka.ListGroupsRequest{})
+	if err != nil || lg.Error != nil {
+		t.Fatalf("ListGroups: %v, %+v", err, lg)
+	}
+	found := false
+	for _, g := range lg.Groups {
+		found = found || (g.GroupID == group && g.ProtocolType == "consumer")
+	}
+	if !found {
+		t.Errorf("ListGroups = %+v, want %s (consumer)", lg.Groups, group)
+	}
+	dc, err := cl.DescribeConfigs(ctx, &kafka.DescribeConfigsRequest{Resources: []kafka.DescribeConfigRequestResource{
+		{ResourceType: kafka.ResourceTypeTopic, ResourceName: topic, ConfigNames: []string{"retention.ms", "cleanup.policy"}}}})
+	if err != nil || len(dc.Resources) != 1 || dc.Resources[0].Error != nil {
+		t.Fatalf("DescribeConfigs: %v, %+v", err, dc)
+	}
+	got := map[string]string{}
+	for _, e := range dc.Resources[0].ConfigEntries {
+		got[e.ConfigName] = e.ConfigValue
+	}
+	if got["cleanup.policy"] != "delete" || got["retention.ms"] == "" || len(got) != 2 {
+		t.Errorf("DescribeConfigs of two names = %v, want cleanup.policy=delete and retention.ms", got)
+	}
 }
