@@ -67,9 +67,12 @@ func BenchmarkGroupSettle(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		balancer func() kgo.GroupBalancer
+		opts     []kgo.Opt
 	}{
-		{"eager-range", kgo.RangeBalancer},
-		{"cooperative-sticky", kgo.CooperativeStickyBalancer},
+		{"eager-range", kgo.RangeBalancer, nil},
+		{"cooperative-sticky", kgo.CooperativeStickyBalancer, nil},
+		// KIP-848: the broker's uniform assignor, incremental reconciliation.
+		{"kip848-uniform", kgo.StickyBalancer, []kgo.Opt{kgo.ServerSideBalancer()}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			br := groupBroker(b, "")
@@ -77,7 +80,7 @@ func BenchmarkGroupSettle(b *testing.B) {
 			var total time.Duration
 			var revoked int
 			for i := 0; i < b.N; i++ {
-				d, r := settleOnce(b, br, fmt.Sprintf("settle-%s-%d", bc.name, i), bc.balancer)
+				d, r := settleOnce(b, br, fmt.Sprintf("settle-%s-%d", bc.name, i), bc.balancer, bc.opts...)
 				total += d
 				revoked += r
 			}
@@ -90,21 +93,21 @@ func BenchmarkGroupSettle(b *testing.B) {
 	}
 }
 
-func settleOnce(b *testing.B, br *Broker, groupID string, balancer func() kgo.GroupBalancer) (time.Duration, int) {
+func settleOnce(b *testing.B, br *Broker, groupID string, balancer func() kgo.GroupBalancer, opts ...kgo.Opt) (time.Duration, int) {
 	b.StopTimer() // only the ninth member's join is timed
 	own := &ownership{owner: map[int32]int{}, changed: make(chan struct{}, 1)}
 	start := func(i int) *kgo.Client {
-		cl, err := kgo.NewClient(
+		cl, err := kgo.NewClient(append([]kgo.Opt{
 			kgo.SeedBrokers(br.Addr()),
 			kgo.ConsumerGroup(groupID),
 			kgo.ConsumeTopics("settle"),
 			kgo.Balancers(balancer()),
-			kgo.HeartbeatInterval(100*time.Millisecond),
-			kgo.SessionTimeout(6*time.Second),
+			kgo.HeartbeatInterval(100 * time.Millisecond),
+			kgo.SessionTimeout(6 * time.Second),
 			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.assign(i, m["settle"]) }),
 			kgo.OnPartitionsRevoked(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.revoke(i, m["settle"]) }),
 			kgo.OnPartitionsLost(func(_ context.Context, _ *kgo.Client, m map[string][]int32) { own.revoke(i, m["settle"]) }),
-		)
+		}, opts...)...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -31,6 +31,8 @@ func groupBroker(t testing.TB, dir string) *Broker {
 			Partitions:            8, // fewer offsets partitions: faster tests
 			InitialRebalanceDelay: 100 * time.Millisecond,
 			MinSessionTimeout:     time.Second,
+			// KIP-848 members heartbeat at the interval the broker says.
+			ConsumerHeartbeatInterval: 200 * time.Millisecond,
 		}
 	})
 }
@@ -251,6 +253,81 @@ func TestGroupRebalances(t *testing.T) {
 			tr.exactlyOnce(t, ends, nil)
 			if got := committed(t, b, "g-"+tc.name); fmt.Sprint(got) != fmt.Sprint(ends) {
 				t.Fatalf("committed %v, want the end offsets %v", got, ends)
+			}
+		})
+	}
+}
+
+// TestConsumerGroupKIP848 runs KIP-848 groups (kgo.ServerSideBalancer, the
+// uniform and range server assignors): 1 member, then 4, then 2 after two
+// clean leaves, on 8 partitions. Every record is consumed exactly once, in
+// order per partition, and ConsumerGroupDescribe shows a consumer group.
+func TestConsumerGroupKIP848(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		balancer kgo.GroupBalancer
+		assignor string
+	}{
+		{"uniform", kgo.StickyBalancer(), "uniform"},
+		{"range", kgo.RangeBalancer(), "range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := groupBroker(t, "")
+			topic := "kip848-" + tc.name
+			groupID := "g848-" + tc.name
+			createTopic(t, b, topic, 8, nil)
+			const n = 6000
+			produceAll(t, newClient(t, b), makeRecords(topic, n, "g"))
+			ends := endOffsets(t, b, topic)
+
+			tr := newTracker()
+			opts := []kgo.Opt{kgo.Balancers(tc.balancer), kgo.ServerSideBalancer(), kgo.FetchMaxPartitionBytes(1000)}
+			a := startConsumer(t, b, groupID, topic, tr, opts...)
+			tr.waitTotal(t, 500)
+			adm := kadm.NewClient(newClient(t, b))
+			describe := func() kadm.DescribedConsumerGroup {
+				d, err := adm.DescribeConsumerGroups(testCtx(t), groupID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d[groupID]
+			}
+			if d := describe(); d.Err != nil || len(d.Members) != 1 || d.AssignorName != tc.assignor {
+				t.Fatalf("describe after the first member: %+v", d)
+			}
+			var more []*consumer
+			for i := 0; i < 3; i++ {
+				more = append(more, startConsumer(t, b, groupID, topic, tr, opts...))
+			}
+			// All four members own partitions at some point: the group settles.
+			waitCond(t, func() bool {
+				d := describe()
+				if d.Err != nil || len(d.Members) != 4 || d.State != "Stable" {
+					return false
+				}
+				for _, m := range d.Members {
+					if len(m.Assignment) == 0 {
+						return false
+					}
+				}
+				return true
+			})
+			tr.waitTotal(t, 3000)
+			more[0].stop()
+			more[1].stop()
+			tr.waitTotal(t, n)
+			a.stop()
+			more[2].stop()
+			tr.exactlyOnce(t, ends, nil)
+			if got := committed(t, b, groupID); fmt.Sprint(got) != fmt.Sprint(ends) {
+				t.Fatalf("committed %v, want the end offsets %v", got, ends)
+			}
+			lg, err := adm.ListGroups(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, ok := lg[groupID]; !ok || g.ProtocolType != "consumer" || g.State != "Empty" {
+				t.Fatalf("listed: %+v", lg)
 			}
 		})
 	}
@@ -599,5 +676,147 @@ func TestGroupLagMetrics(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Logf("metrics:\n%s", body)
+	}
+}
+
+// kip848Broker is groupBroker with the given KIP-848 session timeout (short,
+// so a crashed member is detected quickly).
+func kip848Broker(t testing.TB, session time.Duration) *Broker {
+	return startBroker(t, "", func(c *Config) {
+		c.Groups = group.Config{
+			Partitions:                8,
+			InitialRebalanceDelay:     100 * time.Millisecond,
+			MinSessionTimeout:         time.Second,
+			ConsumerHeartbeatInterval: 200 * time.Millisecond,
+			ConsumerSessionTimeout:    session,
+		}
+	})
+}
+
+// TestConsumerGroupKIP848Crash: a KIP-848 member whose connections die is
+// removed by the session timeout and the survivor takes its partitions.
+func TestConsumerGroupKIP848Crash(t *testing.T) {
+	b := kip848Broker(t, 2*time.Second)
+	createTopic(t, b, "crash848", 8, nil)
+	produceAll(t, newClient(t, b), makeRecords("crash848", 400, "a"))
+	opts := []kgo.Opt{kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer()}
+	tr := newTracker()
+	d := &crashDialer{}
+	crashing := startConsumer(t, b, "crashers848", "crash848", tr, append(opts, kgo.Dialer(d.dial))...)
+	startConsumer(t, b, "crashers848", "crash848", tr, opts...)
+	tr.waitTotal(t, 400)
+	d.crash()
+	crashing.cancel()
+	<-crashing.done
+	crashing.cancel = nil
+	t.Cleanup(crashing.cl.Close)
+
+	produceAll(t, newClient(t, b), makeRecords("crash848", 800, "b"))
+	ends := endOffsets(t, b, "crash848")
+	waitCond(t, func() bool {
+		tr.mu.Lock()
+		defer tr.mu.Unlock()
+		for p, end := range ends {
+			if tr.seen[p][end-1] == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	adm := kadm.NewClient(newClient(t, b))
+	waitCond(t, func() bool {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "crashers848")
+		dg := ds["crashers848"]
+		return err == nil && dg.Err == nil && len(dg.Members) == 1 && dg.State == "Stable"
+	})
+}
+
+// TestConsumerGroupKIP848StaticRestart: a static KIP-848 member that closes
+// (epoch -2) and comes back with the same instance id gets its partitions
+// back without a new group epoch.
+func TestConsumerGroupKIP848StaticRestart(t *testing.T) {
+	// The restarted member must be back within the session timeout: a
+	// generous one, as a loaded test machine may be slow to start a client.
+	b := kip848Broker(t, 30*time.Second)
+	createTopic(t, b, "static848", 8, nil)
+	produceAll(t, newClient(t, b), makeRecords("static848", 400, "s"))
+	opts := []kgo.Opt{kgo.Balancers(kgo.RangeBalancer()), kgo.ServerSideBalancer(), kgo.SessionTimeout(20 * time.Second)}
+	adm := kadm.NewClient(newClient(t, b))
+	describe := func() kadm.DescribedConsumerGroup {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "statics848")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ds["statics848"]
+	}
+	tr := newTracker()
+	startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s1"))...)
+	s2 := startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s2"))...)
+	var before kadm.DescribedConsumerGroup
+	waitCond(t, func() bool {
+		before = describe()
+		if before.Err != nil || len(before.Members) != 2 || before.State != "Stable" {
+			return false
+		}
+		for _, m := range before.Members {
+			if len(m.Assignment["static848"]) != 4 {
+				return false
+			}
+		}
+		return true
+	})
+	s2.stop() // a static member's close: epoch -2, it keeps its place
+	s2b := startConsumer(t, b, "statics848", "static848", tr, append(opts, kgo.InstanceID("s2"))...)
+	_ = s2b
+	var after kadm.DescribedConsumerGroup
+	waitCond(t, func() bool {
+		after = describe()
+		if after.Err != nil || len(after.Members) != 2 || after.State != "Stable" {
+			return false
+		}
+		for _, m := range after.Members {
+			if m.InstanceID != nil && *m.InstanceID == "s2" && m.MemberEpoch > 0 && len(m.Assignment["static848"]) == 4 {
+				return true
+			}
+		}
+		return false
+	})
+	if after.Epoch != before.Epoch {
+		t.Fatalf("group epoch moved from %d to %d on a static restart", before.Epoch, after.Epoch)
+	}
+	for i, m := range before.Members {
+		if fmt.Sprint(m.Assignment) != fmt.Sprint(after.Members[i].Assignment) {
+			t.Fatalf("assignment changed: %v → %v", before.Members, after.Members)
+		}
+	}
+}
+
+// TestConsumerGroupKIP848Regex: a franz-go regex consumer on a KIP-848
+// group; the broker resolves the regex and assigns every matching topic.
+func TestConsumerGroupKIP848Regex(t *testing.T) {
+	b := kip848Broker(t, 30*time.Second)
+	createTopic(t, b, "rx-one", 2, nil)
+	createTopic(t, b, "rx-two", 2, nil)
+	createTopic(t, b, "not-rx", 2, nil)
+	cl := newClient(t, b)
+	produceAll(t, cl, makeRecords("rx-one", 100, "a"))
+	produceAll(t, cl, makeRecords("rx-two", 100, "b"))
+	produceAll(t, cl, makeRecords("not-rx", 100, "c"))
+	tr := newTracker()
+	startConsumer(t, b, "rx848", "^rx-.*", tr, kgo.ConsumeRegex(), kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer())
+	tr.waitTotal(t, 200)
+	adm := kadm.NewClient(newClient(t, b))
+	waitCond(t, func() bool {
+		ds, err := adm.DescribeConsumerGroups(testCtx(t), "rx848")
+		if err != nil || ds["rx848"].Err != nil || len(ds["rx848"].Members) != 1 {
+			return false
+		}
+		m := ds["rx848"].Members[0]
+		return m.SubscribedTopicRegex != nil && len(m.Assignment["rx-one"]) == 2 && len(m.Assignment["rx-two"]) == 2 && len(m.Assignment["not-rx"]) == 0
+	})
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	if tr.total != 200 {
+		t.Fatalf("consumed %d records, want the 200 of the rx- topics", tr.total)
 	}
 }

@@ -314,6 +314,14 @@ func groupErrorResponse(req kmsg.Request, code int16) kmsg.Response {
 		}
 	case *kmsg.OffsetDeleteResponse:
 		r.ErrorCode = code
+	case *kmsg.ConsumerGroupHeartbeatResponse:
+		r.ErrorCode = code
+	case *kmsg.ConsumerGroupDescribeResponse:
+		for _, g := range req.(*kmsg.ConsumerGroupDescribeRequest).Groups {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode = g, code
+			r.Groups = append(r.Groups, d)
+		}
 	}
 	return resp
 }
@@ -327,6 +335,15 @@ func (t groupTopics) Partitions(name string) ([16]byte, int32, bool) {
 		return [16]byte{}, 0, false
 	}
 	return [16]byte(tp.ID), int32(len(tp.Partitions)), true
+}
+
+// TopicNames lists the topics (KIP-848 regex subscriptions).
+func (t groupTopics) TopicNames() []string {
+	var out []string
+	for _, tp := range t.b.meta.State().Topics() {
+		out = append(out, tp.Name)
+	}
+	return out
 }
 
 func (t groupTopics) Name(id [16]byte) (string, bool) {

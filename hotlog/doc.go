@@ -25,6 +25,8 @@
 //	leader-epoch-checkpoint         epoch -> start offset
 //	log-start-offset-checkpoint     the log start offset, once raised
 //	clean-shutdown                  present only while the log is closed cleanly
+//	00000000000000000000.swap       a segment swap in progress (see below)
+//	*.cleaned, *.deleted, *.tmp     leftovers Open finishes or removes
 //
 // A .log file is a run of batches, each exactly as Kafka defines it
 // (big-endian):
@@ -74,6 +76,18 @@
 // the directory) before anything else; Open removes *.deleted and *.tmp files
 // and segments wholly below the log-start checkpoint. Files of a dropped
 // segment are removed only when the last reader releases it.
+//
+// # Replacing segments (the log cleaner's swap)
+//
+// ReplaceSegments swaps a run of adjacent sealed segments for one cleaned
+// segment that a SegmentWriter wrote as <base>.log.cleaned (+ .index.cleaned,
+// .timeindex.cleaned). The commit point is the atomic write of the marker
+// <base>.swap ("SWAP" | 1 | base int64 | end int64 | size int64 | crc uint32 |
+// crc32c), which names the range [base, end) replaced and the new segment's
+// size and CRC-32C; then the old files become *.deleted and the
+// .cleaned files take their final names. Open completes a swap whose marker
+// it finds and removes .cleaned files without one, so a crash leaves either
+// the old segments or the new one. See replace.go.
 //
 // # Transaction index (designed, not built)
 //

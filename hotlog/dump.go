@@ -15,7 +15,7 @@ import (
 // the log-start checkpoint or the clean-shutdown marker. It is the dump tool
 // for the formats of doc.go (the CLI can wire it as `sediment dump FILE`).
 func Dump(w io.Writer, fs vfs.FS, path string) error {
-	name := filepath.Base(path)
+	name := strings.TrimSuffix(filepath.Base(path), cleanedSuffix) // a swap's new files dump alike
 	switch {
 	case strings.HasSuffix(name, logSuffix):
 		return dumpLog(w, fs, path)
@@ -67,6 +67,12 @@ func Dump(w io.Writer, fs vfs.FS, path string) error {
 			return err
 		}
 		fmt.Fprintf(w, "logStartOffset=%d\n", v)
+	case strings.HasSuffix(name, swapSuffix):
+		m, ok := decodeSwap(data)
+		if !ok {
+			return fmt.Errorf("hotlog: damaged swap marker")
+		}
+		fmt.Fprintf(w, "swap: segments [%d, %d) replaced by %s (%d bytes, crc32c %08x)\n", m.Base, m.End, baseName(m.Base)+logSuffix, m.Size, m.CRC)
 	case name == cleanShutdownFile:
 		m, ok := decodeCleanShutdown(data)
 		if !ok {

@@ -41,6 +41,9 @@ type Log struct {
 	active        *segment
 	builder       *indexBuilder // the active segment's indexes
 	activeCreated time.Time
+	// rewrites counts truncations and segment swaps: a SegmentWriter made
+	// before one is refused by ReplaceSegments (its input may have changed).
+	rewrites int64
 
 	sync struct {
 		mu      sync.Mutex
@@ -136,6 +139,10 @@ func (l *Log) open() error {
 			return fmt.Errorf("hotlog: sync parent of %s: %w", l.dir, err)
 		}
 	} else if err != nil {
+		return err
+	}
+	// Complete (or roll back) a segment swap a crash interrupted.
+	if err := l.recoverSwaps(); err != nil {
 		return err
 	}
 	names, err := l.fs.List(l.dir)

@@ -44,6 +44,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.logEnd.Load() {
 		return nil
 	}
+	l.rewrites++
 	if offset < l.logStart.Load() {
 		return fmt.Errorf("%w: truncate to %d below log start %d", ErrOffsetOutOfRange, offset, l.logStart.Load())
 	}
@@ -306,6 +307,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
 	}
+	l.rewrites++
 	set := *l.segs.Load()
 	for j := len(set) - 1; j >= 0; j-- {
 		if err := l.renameDeletedLocked(set[j]); err != nil {

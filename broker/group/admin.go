@@ -38,11 +38,14 @@ func (c *Coordinator) describe(id string, req *kmsg.DescribeGroupsRequest) kmsg.
 		d.ErrorCode = code
 		return d
 	}
-	if g == nil || g.state == stateDead {
+	if g == nil || g.state == stateDead || g.cg != nil {
 		d.State = stateDead.String()
 		if req.Version >= 6 {
 			d.ErrorCode = kerr.GroupIDNotFound.Code
 			msg := "group " + id + " not found"
+			if g != nil && g.cg != nil {
+				msg = "group " + id + " is not a classic group"
+			}
 			d.ErrorMessage = &msg
 		}
 		return d
@@ -111,17 +114,21 @@ func (c *Coordinator) ListGroups(ctx context.Context, req *kmsg.ListGroupsReques
 				if g.state == stateDead {
 					continue
 				}
-				if len(states) > 0 && !states[strings.ToLower(g.state.String())] {
+				state, typ := g.state.String(), "classic"
+				if g.cg != nil {
+					state, typ = g.cg.state().String(), "consumer"
+				}
+				if len(states) > 0 && !states[strings.ToLower(state)] {
 					continue
 				}
-				if len(types) > 0 && !types["classic"] {
+				if len(types) > 0 && !types[typ] {
 					continue
 				}
 				lg := kmsg.NewListGroupsResponseGroup()
 				lg.Group = g.id
 				lg.ProtocolType = g.protocolType
-				lg.GroupState = g.state.String()
-				lg.GroupType = "classic"
+				lg.GroupState = state
+				lg.GroupType = typ
 				resp.Groups = append(resp.Groups, lg)
 			}
 		}
@@ -162,6 +169,9 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 				records = append(records, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
 			}
 			records = append(records, Record{Key: groupKey(g.id)})
+			if g.cg != nil {
+				records = append(records, Record{Key: consumerKey(g.id)})
+			}
 			delete(p.groups, g.id)
 			c.shutdownGroup(g)
 			waiting++

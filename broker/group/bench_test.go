@@ -141,3 +141,82 @@ func BenchmarkRebalance(b *testing.B) {
 	b.ReportMetric(float64(per.Microseconds()), "µs/rebalance-pair")
 	b.ReportMetric(float64(per)/float64(rt), "ratio-of-loop")
 }
+
+// BenchmarkConsumerGroupReconcile is the coordinator's share of a KIP-848
+// rebalance: 8 members on 64 partitions, a ninth joins and every member
+// heartbeats (revocations, acknowledgements, the new owner's pick-up)
+// until the group is Stable; then it leaves and the group settles again.
+// Beside it, the loop's round-trip time.
+func BenchmarkConsumerGroupReconcile(b *testing.B) {
+	topics := newTestTopics([]string{"t:64"})
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock(), Topics: topics})
+	defer c.Close()
+	if err := <-c.Load(0, &memLog{}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	epochs := map[string]int32{}
+	owned := map[string][]int32{}
+	hb := func(id string, epoch int32) *kmsg.ConsumerGroupHeartbeatResponse {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "g", id, epoch
+		req.RebalanceTimeoutMillis = 60000
+		req.SubscribedTopicNames = []string{"t"}
+		req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		if ps := owned[id]; len(ps) > 0 {
+			req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: topicIDOf("t"), Partitions: ps})
+		}
+		r, err := c.ConsumerGroupHeartbeat(ctx, Client{ClientID: "c"}, req)
+		if err != nil || r.ErrorCode != 0 {
+			b.Fatalf("heartbeat of %s: %v %v", id, err, r)
+		}
+		epochs[id] = r.MemberEpoch
+		if r.Assignment != nil {
+			owned[id] = nil
+			for _, t := range r.Assignment.Topics {
+				owned[id] = append(owned[id], t.Partitions...)
+			}
+		}
+		return r
+	}
+	stable := func() bool {
+		var ok bool
+		c.inLoop(func() { ok = c.partitions[0].groups["g"].cg.state() == cgStable })
+		return ok
+	}
+	settle := func(ids []string) {
+		for n := 0; !stable(); n++ {
+			if n > 20 {
+				b.Fatal("group does not settle")
+			}
+			for _, id := range ids {
+				hb(id, epochs[id])
+			}
+		}
+	}
+	var ids []string
+	for i := 0; i < 8; i++ {
+		id := fmt.Sprintf("m%d", i)
+		ids = append(ids, id)
+		hb(id, 0)
+	}
+	settle(ids)
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		hb("new", 0)
+		settle(append(ids, "new"))
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "g", "new", -1
+		if _, err := c.ConsumerGroupHeartbeat(ctx, Client{}, req); err != nil {
+			b.Fatal(err)
+		}
+		delete(owned, "new")
+		settle(ids)
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.StopTimer()
+	rt := loopRoundTrip(c, 10000)
+	b.ReportMetric(float64(per.Microseconds()), "µs/rebalance-pair")
+	b.ReportMetric(float64(per)/float64(rt), "ratio-of-loop")
+}

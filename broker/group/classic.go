@@ -68,6 +68,16 @@ func (c *Coordinator) handleJoin(client Client, req *kmsg.JoinGroupRequest, repl
 		reply(joinError(req, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
+	if g.cg != nil {
+		// A consumer (KIP-848) group turns classic only when empty.
+		if len(g.cg.members) > 0 {
+			reply(joinError(req, kerr.InconsistentGroupProtocol.Code))
+			return
+		}
+		c.appendRecords(p, []Record{{Key: consumerKey(g.id)}}, func(error) {})
+		g.cg = nil
+		g.protocolType, g.subscribed = "", nil
+	}
 	protos := make([]protocol, 0, len(req.Protocols))
 	for _, p := range req.Protocols {
 		protos = append(protos, protocol{name: p.Name, metadata: p.Metadata})
@@ -867,6 +877,7 @@ func (c *Coordinator) leaveOne(g *group, lm kmsg.LeaveGroupRequestMember) int16 
 // shutdownGroup stops a group's timers and answers its waiting requests
 // with NOT_COORDINATOR (the partition moved or the coordinator closed).
 func (c *Coordinator) shutdownGroup(g *group) {
+	c.cgShutdown(g)
 	c.stopJoinTimer(g)
 	c.stopSyncTimer(g)
 	for _, pm := range g.pending {

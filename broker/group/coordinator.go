@@ -67,6 +67,12 @@ type Config struct {
 	// lets commits to unknown partitions fail with UNKNOWN_TOPIC_OR_PARTITION.
 	// Without it every topic name is accepted and topic IDs are unknown.
 	Topics Topics
+	// ConsumerSessionTimeout is group.consumer.session.timeout.ms: a
+	// KIP-848 member with no heartbeat within it is removed.
+	ConsumerSessionTimeout time.Duration
+	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms,
+	// the interval KIP-848 members are told to heartbeat at.
+	ConsumerHeartbeatInterval time.Duration
 	// Clock defaults to the wall clock; tests inject a fake one.
 	Clock Clock
 	// Logger defaults to slog.Default().
@@ -77,8 +83,9 @@ type Config struct {
 }
 
 // Topics is what the coordinator needs of the cluster's topic metadata. Its
-// methods are called from request goroutines (never from the coordinator's
-// loop) and must be safe for concurrent use and must not block.
+// methods are called from request goroutines and, for KIP-848 assignment,
+// from the coordinator's loop: they must be safe for concurrent use and
+// must not block.
 type Topics interface {
 	// Partitions returns the partition count and ID of a topic; ok is false
 	// if the topic does not exist.
@@ -139,6 +146,12 @@ func New(cfg Config) *Coordinator {
 	}
 	if cfg.MaxMetadataBytes == 0 {
 		cfg.MaxMetadataBytes = DefaultMaxMetadataBytes
+	}
+	if cfg.ConsumerSessionTimeout == 0 {
+		cfg.ConsumerSessionTimeout = DefaultConsumerSessionTimeout
+	}
+	if cfg.ConsumerHeartbeatInterval == 0 {
+		cfg.ConsumerHeartbeatInterval = DefaultConsumerHeartbeatInterval
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = realClock{}
@@ -274,6 +287,10 @@ func (c *Coordinator) Handle(ctx context.Context, client Client, req kmsg.Reques
 		resp, err = c.DeleteGroups(ctx, r)
 	case *kmsg.OffsetDeleteRequest:
 		resp, err = c.OffsetDelete(ctx, r)
+	case *kmsg.ConsumerGroupHeartbeatRequest:
+		resp, err = c.ConsumerGroupHeartbeat(ctx, client, r)
+	case *kmsg.ConsumerGroupDescribeRequest:
+		resp, err = c.ConsumerGroupDescribe(ctx, r)
 	default:
 		return nil, nil
 	}

@@ -41,6 +41,8 @@ type env struct {
 	c     *Coordinator
 	calls *pendingCalls
 	ids   int
+	// topics backs Config.Topics (KIP-848 assignment needs partition counts).
+	topics *testTopics
 }
 
 func (e *env) close() {
@@ -131,6 +133,11 @@ func (e *env) run(td *datadriven.TestData) string {
 				return fmt.Sprintf("%s-%d", client, e.ids)
 			},
 		}
+		e.topics = newTestTopics(a["topics"])
+		if _, ok := a["topics"]; ok {
+			e.cfg.Topics = e.topics
+		}
+		e.cfg.ConsumerSessionTimeout = a.dur(t, "cg-session", 45*time.Second)
 		e.logs = nil
 		for i := int32(0); i < e.cfg.Partitions; i++ {
 			e.logs = append(e.logs, &memLog{})
@@ -485,6 +492,9 @@ func (e *env) run(td *datadriven.TestData) string {
 		return fmt.Sprintf("%d\n", PartitionFor(a.str("group", ""), int32(a.num(t, "n", 50))))
 
 	default:
+		if out, ok := e.runConsumer(td, a); ok {
+			return out
+		}
 		t.Fatalf("unknown command %q", td.Cmd)
 		return ""
 	}

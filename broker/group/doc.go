@@ -1,6 +1,8 @@
 // Package group is Sediment's consumer-group coordinator for Kafka's classic
-// group protocol: JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-// OffsetFetch, DescribeGroups, ListGroups, DeleteGroups and OffsetDelete. It
+// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+// OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete) and
+// the KIP-848 consumer protocol (ConsumerGroupHeartbeat with server-side
+// assignment, ConsumerGroupDescribe). It
 // takes franz-go kmsg requests and returns kmsg responses; the broker's
 // handler files only decode, call and encode.
 //
@@ -49,10 +51,24 @@
 //	           int32 rebalance timeout (ms) | int32 session timeout (ms) |
 //	           bytes subscription | bytes assignment
 //
+//	consumer group, KIP-848 (key version 100, Sediment's own: kmsg has no
+//	encoder for Kafka's KIP-848 records)
+//	  key:   int16 version=100 | string group
+//	  value: int16 version=0 | JSON document:
+//	         {"format":"sediment consumer group", "epoch", "target_epoch",
+//	          "topic_partitions": {topic: count},
+//	          "members": [{"id", "instance_id", "rack_id", "client_id",
+//	                       "client_host", "rebalance_timeout_ms", "topics",
+//	                       "regex", "assignor", "epoch", "previous_epoch",
+//	                       "assigned": [{"t": topic, "p": partition,
+//	                                     "e": epoch assigned at}],
+//	                       "revoking": [{"t", "p"}]}],
+//	          "target": {member id: [{"t", "p"}]}}
+//
 // Strings are int16-length prefixed, bytes int32-length prefixed, arrays
 // int32-count prefixed (value versions 0-3; version 4 is the flexible
-// encoding and is read too). Key versions 3 and up (Kafka's KIP-848
-// records) are skipped on replay.
+// encoding and is read too). Other key versions (Kafka's KIP-848 records,
+// 3 to 8, and later ones) are skipped on replay.
 //
 // See docs/groups.md for the state machine and the timeouts.
 package group

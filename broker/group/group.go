@@ -130,6 +130,10 @@ type group struct {
 	joinSeq            uint64
 	syncStop           func() bool
 
+	// cg is set for a KIP-848 consumer group (then members, static and
+	// pending stay empty and state is Empty or Stable).
+	cg *consumerGroup
+
 	offsets        map[topicPartition]offset
 	pendingCommits map[topicPartition]int // appends in flight per partition
 }
@@ -382,7 +386,7 @@ func (c *Coordinator) lookup(groupID string) (p *partition, g *group, code int16
 // maybeDropUnused forgets a group that holds nothing: no members, no
 // pending members, no offsets and never a generation.
 func (c *Coordinator) maybeDropUnused(g *group) {
-	if g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 &&
+	if g.cg == nil && g.state == stateEmpty && len(g.members) == 0 && len(g.pending) == 0 && len(g.offsets) == 0 &&
 		len(g.pendingCommits) == 0 && g.generation == 0 && g.part.groups[g.id] == g {
 		delete(g.part.groups, g.id)
 		g.state = stateDead

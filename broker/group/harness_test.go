@@ -181,6 +181,27 @@ func describeRecord(r Record) string {
 		}
 		return fmt.Sprintf("group %s: v%d type=%s gen=%d proto=%s leader=%s members=[%s]",
 			d.group, v.Version, v.ProtocolType, v.Generation, deref(v.Protocol), deref(v.Leader), strings.Join(ms, " "))
+	case keyConsumerGroup:
+		if d.consumer == nil {
+			return fmt.Sprintf("consumer-group %s: tombstone", d.group)
+		}
+		var ms []string
+		for _, m := range d.consumer.Members {
+			set := map[string][]int32{}
+			for _, tp := range m.Assigned {
+				set[tp.Topic] = append(set[tp.Topic], tp.Partition)
+			}
+			s := fmt.Sprintf("%s@%d=%s", m.ID, m.Epoch, fmtParts(set))
+			if len(m.Revoking) > 0 {
+				rv := map[string][]int32{}
+				for _, tp := range m.Revoking {
+					rv[tp.Topic] = append(rv[tp.Topic], tp.Partition)
+				}
+				s += "-" + fmtParts(rv)
+			}
+			ms = append(ms, s)
+		}
+		return fmt.Sprintf("consumer-group %s: epoch=%d target-epoch=%d members=[%s]", d.group, d.consumer.Epoch, d.consumer.TargetEpoch, strings.Join(ms, " "))
 	}
 	return "ignored record"
 }

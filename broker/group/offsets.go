@@ -113,7 +113,13 @@ func (c *Coordinator) handleCommit(req *kmsg.OffsetCommitRequest, names []string
 		}
 		g = c.newGroup(p, req.Group)
 	}
-	if code := g.validateCommit(req); code != 0 {
+	validate := func() int16 {
+		if g.cg != nil {
+			return g.cgValidateCommit(req, names, pre)
+		}
+		return g.validateCommit(req)
+	}
+	if code := validate(); code != 0 {
 		reply(commitResponse(req, pre, code))
 		c.maybeDropUnused(g)
 		return
@@ -511,6 +517,9 @@ func (c *Coordinator) expireOffsets() {
 				delete(p.groups, g.id)
 				g.state = stateDead
 				records = append(records, Record{Key: groupKey(g.id)})
+				if g.cg != nil {
+					records = append(records, Record{Key: consumerKey(g.id)})
+				}
 			}
 			if len(records) > 0 {
 				gid := g.id

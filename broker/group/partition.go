@@ -153,6 +153,10 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 		g := c.newGroup(p, id)
 		g.loadMetadata(meta, now)
 	}
+	for id, r := range st.consumers {
+		g := c.newGroup(p, id)
+		c.loadConsumer(g, r, now)
+	}
 	for id, offs := range st.offsets {
 		g := p.groups[id]
 		if g == nil {
@@ -165,6 +169,11 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 	for _, g := range p.groups {
 		for _, m := range g.members {
 			c.touch(g, m)
+		}
+		if g.cg != nil {
+			for _, m := range g.cg.members {
+				c.cgTouch(g, m)
+			}
 		}
 	}
 	c.wg.Add(1)

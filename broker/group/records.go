@@ -75,6 +75,7 @@ type decodedRecord struct {
 	partition int32
 	offset    *offset                  // nil: tombstone
 	meta      *kmsg.GroupMetadataValue // nil: tombstone
+	consumer  *cgRecord                // nil: tombstone
 }
 
 // decodeRecord decodes a key and value of __consumer_offsets. Key versions
@@ -128,6 +129,21 @@ func decodeRecord(key, value []byte) (decodedRecord, error) {
 		}
 		r.meta = v
 		return r, nil
+	case keyConsumerGroup:
+		var k kmsg.GroupMetadataKey
+		if err := k.ReadFrom(key); err != nil {
+			return decodedRecord{}, fmt.Errorf("%w: consumer group key: %v", ErrCorruptRecord, err)
+		}
+		r := decodedRecord{kind: keyConsumerGroup, group: k.Group}
+		if value == nil {
+			return r, nil
+		}
+		cv, err := decodeConsumerValue(value)
+		if err != nil {
+			return decodedRecord{}, err
+		}
+		r.consumer = cv
+		return r, nil
 	default:
 		return decodedRecord{kind: -1}, nil
 	}
@@ -136,12 +152,17 @@ func decodeRecord(key, value []byte) (decodedRecord, error) {
 // loadState accumulates a replay: the last value of every key wins and a
 // tombstone removes the key, which is what compaction would leave.
 type loadState struct {
-	groups  map[string]*kmsg.GroupMetadataValue
-	offsets map[string]map[topicPartition]offset
+	groups    map[string]*kmsg.GroupMetadataValue
+	consumers map[string]*cgRecord
+	offsets   map[string]map[topicPartition]offset
 }
 
 func newLoadState() *loadState {
-	return &loadState{groups: make(map[string]*kmsg.GroupMetadataValue), offsets: make(map[string]map[topicPartition]offset)}
+	return &loadState{
+		groups:    make(map[string]*kmsg.GroupMetadataValue),
+		consumers: make(map[string]*cgRecord),
+		offsets:   make(map[string]map[topicPartition]offset),
+	}
 }
 
 func (s *loadState) apply(key, value []byte) error {
@@ -173,6 +194,14 @@ func (s *loadState) apply(key, value []byte) error {
 			return nil
 		}
 		s.groups[r.group] = r.meta
+		delete(s.consumers, r.group) // the group became classic
+	case keyConsumerGroup:
+		if r.consumer == nil {
+			delete(s.consumers, r.group)
+			return nil
+		}
+		s.consumers[r.group] = r.consumer
+		delete(s.groups, r.group) // the group became a consumer group
 	}
 	return nil
 }

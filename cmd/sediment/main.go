@@ -26,5 +26,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newTopicCmd())
 	root.AddCommand(newProduceCmd())
 	root.AddCommand(newConsumeCmd())
+	root.AddCommand(newGroupCmd())
 	return root
 }

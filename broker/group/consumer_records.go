@@ -1,0 +1,168 @@
+package group
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// keyConsumerGroup is the key version of Sediment's own KIP-848 group
+// record. kmsg has no encoder for Kafka's KIP-848 records (key versions 3
+// to 8), so a consumer group is one record of its own under a key version
+// Kafka does not use; Kafka's records are still skipped on replay.
+const (
+	keyConsumerGroup          = 100
+	consumerValueVersion      = 0
+	maxConsumerValueBytes     = 64 << 20
+	consumerGroupRecordFormat = "sediment consumer group"
+)
+
+func consumerKey(group string) []byte {
+	// Same layout as the group metadata key: int16 version | string group.
+	k := kmsg.GroupMetadataKey{Version: keyConsumerGroup, Group: group}
+	return k.AppendTo(nil)
+}
+
+type cgRecord struct {
+	Format      string             `json:"format"`
+	Epoch       int32              `json:"epoch"`
+	TargetEpoch int32              `json:"target_epoch"`
+	Members     []cgRecordMember   `json:"members"`
+	Target      map[string][]tpRec `json:"target"`
+	TopicParts  map[string]int32   `json:"topic_partitions"`
+}
+
+type cgRecordMember struct {
+	ID               string   `json:"id"`
+	InstanceID       *string  `json:"instance_id,omitempty"`
+	RackID           *string  `json:"rack_id,omitempty"`
+	ClientID         string   `json:"client_id"`
+	ClientHost       string   `json:"client_host"`
+	RebalanceTimeout int64    `json:"rebalance_timeout_ms"`
+	Topics           []string `json:"topics"`
+	Regex            string   `json:"regex,omitempty"`
+	Assignor         string   `json:"assignor"`
+	Epoch            int32    `json:"epoch"`
+	PrevEpoch        int32    `json:"previous_epoch"`
+	Assigned         []tpRec  `json:"assigned"`
+	Revoking         []tpRec  `json:"revoking"`
+}
+
+// tpRec is one partition, with the epoch it was assigned at (assigned only).
+type tpRec struct {
+	Topic     string `json:"t"`
+	Partition int32  `json:"p"`
+	Epoch     int32  `json:"e,omitempty"`
+}
+
+// consumerValue is: int16 version=0 | JSON document (see doc.go).
+func consumerValue(g *group) []byte {
+	cg := g.cg
+	r := cgRecord{Format: consumerGroupRecordFormat, Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Target: map[string][]tpRec{}, TopicParts: cg.topicParts}
+	for _, id := range cg.memberOrder() {
+		m := cg.members[id]
+		rm := cgRecordMember{
+			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
+			RebalanceTimeout: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
+			Epoch: m.epoch, PrevEpoch: m.prevEpoch,
+		}
+		for tp, e := range m.assigned {
+			rm.Assigned = append(rm.Assigned, tpRec{tp.topic, tp.partition, e})
+		}
+		for tp := range m.revoking {
+			rm.Revoking = append(rm.Revoking, tpRec{Topic: tp.topic, Partition: tp.partition})
+		}
+		sortTPRecs(rm.Assigned)
+		sortTPRecs(rm.Revoking)
+		r.Members = append(r.Members, rm)
+	}
+	for id, set := range cg.target {
+		var l []tpRec
+		for tp := range set {
+			l = append(l, tpRec{Topic: tp.topic, Partition: tp.partition})
+		}
+		sortTPRecs(l)
+		r.Target[id] = l
+	}
+	body, _ := json.Marshal(r) // plain structs: cannot fail
+	out := binary.BigEndian.AppendUint16(nil, consumerValueVersion)
+	return append(out, body...)
+}
+
+func sortTPRecs(l []tpRec) {
+	sort.Slice(l, func(i, j int) bool {
+		if l[i].Topic != l[j].Topic {
+			return l[i].Topic < l[j].Topic
+		}
+		return l[i].Partition < l[j].Partition
+	})
+}
+
+func decodeConsumerValue(value []byte) (*cgRecord, error) {
+	if len(value) < 2 || len(value) > maxConsumerValueBytes {
+		return nil, fmt.Errorf("%w: consumer group value of %d bytes", ErrCorruptRecord, len(value))
+	}
+	if v := binary.BigEndian.Uint16(value); v != consumerValueVersion {
+		return nil, fmt.Errorf("%w: consumer group value version %d", ErrCorruptRecord, v)
+	}
+	r := new(cgRecord)
+	if err := json.Unmarshal(value[2:], r); err != nil {
+		return nil, fmt.Errorf("%w: consumer group value: %v", ErrCorruptRecord, err)
+	}
+	if r.Format != consumerGroupRecordFormat {
+		return nil, fmt.Errorf("%w: consumer group value format %q", ErrCorruptRecord, r.Format)
+	}
+	return r, nil
+}
+
+// loadConsumer rebuilds a consumer group from its record.
+func (c *Coordinator) loadConsumer(g *group, r *cgRecord, now time.Time) {
+	cg := newConsumerGroup()
+	cg.epoch, cg.targetEpoch = r.Epoch, r.TargetEpoch
+	if r.TopicParts != nil {
+		cg.topicParts = r.TopicParts
+	}
+	for id, l := range r.Target {
+		set := make(partSet, len(l))
+		for _, tp := range l {
+			set[topicPartition{tp.Topic, tp.Partition}] = struct{}{}
+		}
+		cg.target[id] = set
+	}
+	for _, rm := range r.Members {
+		m := &cmember{
+			id: rm.ID, instanceID: rm.InstanceID, rackID: rm.RackID, clientID: rm.ClientID, clientHost: rm.ClientHost,
+			rebalanceTimeout: time.Duration(rm.RebalanceTimeout) * time.Millisecond, topics: rm.Topics, regex: rm.Regex,
+			assignor: rm.Assignor, epoch: rm.Epoch, prevEpoch: rm.PrevEpoch,
+			assigned: make(map[topicPartition]int32), revoking: make(partSet), lastSeen: now,
+		}
+		for _, tp := range rm.Assigned {
+			k := topicPartition{tp.Topic, tp.Partition}
+			m.assigned[k] = tp.Epoch
+			cg.owner[k] = m.id
+		}
+		for _, tp := range rm.Revoking {
+			k := topicPartition{tp.Topic, tp.Partition}
+			m.revoking[k] = struct{}{}
+			cg.owner[k] = m.id
+		}
+		if m.regex != "" {
+			m.re, _ = compileSubscription(m.regex) // nil if it no longer compiles: matches nothing
+		}
+		cg.members[m.id] = m
+		if m.instanceID != nil {
+			cg.static[*m.instanceID] = m.id
+		}
+	}
+	g.cg = cg
+	g.protocolType = "consumer"
+	g.state = stateEmpty
+	if len(cg.members) > 0 {
+		g.state = stateStable
+	}
+	c.cgSubscribed(g)
+}

@@ -1,0 +1,173 @@
+package group
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/datadriven"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testTopics is a Topics the datadriven scripts change (topic command).
+type testTopics struct {
+	mu    sync.Mutex
+	parts map[string]int32
+}
+
+func newTestTopics(specs []string) *testTopics {
+	t := &testTopics{parts: make(map[string]int32)}
+	for _, s := range specs {
+		name, n, _ := strings.Cut(s, ":")
+		v, _ := strconv.Atoi(n)
+		t.parts[name] = int32(v)
+	}
+	return t
+}
+
+func topicIDOf(name string) [16]byte {
+	var id [16]byte
+	copy(id[:], "id:"+name)
+	return id
+}
+
+func (t *testTopics) Partitions(name string) ([16]byte, int32, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n, ok := t.parts[name]
+	return topicIDOf(name), n, ok
+}
+
+func (t *testTopics) Name(id [16]byte) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for n := range t.parts {
+		if topicIDOf(n) == id {
+			return n, true
+		}
+	}
+	return "", false
+}
+
+func (t *testTopics) TopicNames() []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []string
+	for n := range t.parts {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func fmtParts(set map[string][]int32) string {
+	var names []string
+	for n := range set {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var parts []string
+	for _, n := range names {
+		ps := append([]int32(nil), set[n]...)
+		sortInt32s(ps)
+		for _, p := range ps {
+			parts = append(parts, fmt.Sprintf("%s/%d", n, p))
+		}
+	}
+	return "[" + strings.Join(parts, " ") + "]"
+}
+
+func (e *env) runConsumer(td *datadriven.TestData, a args) (string, bool) {
+	t := e.t
+	switch td.Cmd {
+	case "topic":
+		e.topics.mu.Lock()
+		e.topics.parts[a.str("name", "")] = int32(a.num(t, "partitions", 1))
+		e.topics.mu.Unlock()
+		return "ok\n", true
+
+	case "cg":
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version = int16(a.num(t, "v", 1))
+		req.Group = a.str("group", "g")
+		req.MemberID = a.str("member", "")
+		req.MemberEpoch = int32(a.num(t, "epoch", 0))
+		req.InstanceID = a.ptr("instance")
+		req.RebalanceTimeoutMillis = -1
+		if _, keep := a["keepalive"]; !keep {
+			req.RebalanceTimeoutMillis = int32(a.dur(t, "rebalance", 10*time.Second).Milliseconds())
+			req.SubscribedTopicNames = append([]string{}, a["topics"]...)
+			req.SubscribedTopicRegex = a.ptr("regex")
+			if req.SubscribedTopicRegex != nil {
+				req.SubscribedTopicNames = nil
+			}
+			assignor := a.str("assignor", "uniform")
+			req.ServerAssignor = &assignor
+		}
+		if owned, ok := a["owned"]; ok || req.MemberEpoch == 0 {
+			req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			idx := map[string]int{}
+			for _, tp := range owned {
+				topic, part, _ := strings.Cut(tp, "/")
+				pn, _ := strconv.Atoi(part)
+				i, ok := idx[topic]
+				if !ok {
+					req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: topicIDOf(topic)})
+					i = len(req.Topics) - 1
+					idx[topic] = i
+				}
+				req.Topics[i].Partitions = append(req.Topics[i].Partitions, int32(pn))
+			}
+		}
+		r, err := e.c.ConsumerGroupHeartbeat(context.Background(), Client{ClientID: a.str("client", "c"), Host: "/127.0.0.1"}, req)
+		if err != nil {
+			return err.Error() + "\n", true
+		}
+		s := fmt.Sprintf("err=%s epoch=%d", errName(r.ErrorCode), r.MemberEpoch)
+		if r.Assignment != nil {
+			set := map[string][]int32{}
+			for _, at := range r.Assignment.Topics {
+				name, _ := e.topics.Name(at.TopicID)
+				set[name] = append(set[name], at.Partitions...)
+			}
+			s += " assignment=" + fmtParts(set)
+		}
+		return s + "\n", true
+
+	case "cg-describe":
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Version = 1
+		req.Groups = a["groups"]
+		if req.Groups == nil {
+			req.Groups = []string{"g"}
+		}
+		r, err := e.c.ConsumerGroupDescribe(context.Background(), req)
+		if err != nil {
+			return err.Error() + "\n", true
+		}
+		var b strings.Builder
+		for _, g := range r.Groups {
+			fmt.Fprintf(&b, "%s: err=%s state=%s epoch=%d assignment-epoch=%d assignor=%s\n", g.Group, errName(g.ErrorCode), g.State, g.Epoch, g.AssignmentEpoch, g.AssignorName)
+			for _, m := range g.Members {
+				as, ts := map[string][]int32{}, map[string][]int32{}
+				for _, x := range m.Assignment.TopicPartitions {
+					as[x.Topic] = x.Partitions
+				}
+				for _, x := range m.TargetAssignment.TopicPartitions {
+					ts[x.Topic] = x.Partitions
+				}
+				inst := ""
+				if m.InstanceID != nil {
+					inst = "(" + *m.InstanceID + ")"
+				}
+				fmt.Fprintf(&b, "  %s%s epoch=%d topics=%v assigned=%s target=%s\n", m.MemberID, inst, m.MemberEpoch, m.SubscribedTopics, fmtParts(as), fmtParts(ts))
+			}
+		}
+		return b.String(), true
+	}
+	return "", false
+}

@@ -1,0 +1,196 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sediment-io/sediment/broker"
+	"github.com/sediment-io/sediment/broker/group"
+)
+
+// TestGroupCommands runs `sediment group` in-process against an in-process
+// broker: list, describe (members of a live group, committed offsets, log
+// end offsets, lag and the total), reset-offsets (refused for a live group,
+// dry run, then each target kind), and delete.
+func TestGroupCommands(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, err := broker.New(broker.Config{
+		DataDir:          t.TempDir(),
+		Listeners:        []broker.Listener{{Addr: "127.0.0.1:0"}},
+		AutoCreateTopics: true,
+		Logger:           slog.New(slog.DiscardHandler),
+		Groups:           group.Config{Partitions: 4, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var recs []*kgo.Record
+	for i := 0; i < 10; i++ {
+		recs = append(recs, &kgo.Record{Topic: "orders", Partition: int32(i % 2), Value: []byte(fmt.Sprint(i))})
+	}
+	kcl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kcl.Close()
+	if err := kcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	// Group "app": committed 2 of 5 on partition 0 and 4 of 5 on 1.
+	os := kadm.Offsets{}
+	os.AddOffset("orders", 0, 2, -1)
+	os.AddOffset("orders", 1, 4, -1)
+	if err := adm.CommitAllOffsets(ctx, "app", os); err != nil {
+		t.Fatal(err)
+	}
+
+	run := func(args ...string) (string, error) {
+		cmd := newRootCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(append(args, "--brokers", b.Addr()))
+		cmd.SetContext(ctx)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	mustRun := func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	expect := func(out string, patterns ...string) {
+		t.Helper()
+		for _, p := range patterns {
+			if !regexp.MustCompile(p).MatchString(out) {
+				t.Errorf("output does not match %q:\n%s", p, out)
+			}
+		}
+	}
+
+	// A live member in group "live" (classic, range).
+	member, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ClientID("live-client"),
+		kgo.ConsumerGroup("live"), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.SessionTimeout(6*time.Second), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer member.Close()
+	for got := 0; got < 10; {
+		fs := member.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := member.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// A live KIP-848 member in group "next" (server-side uniform assignor).
+	next, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ClientID("next-client"),
+		kgo.ConsumerGroup("next"), kgo.ConsumeTopics("orders"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.Balancers(kgo.StickyBalancer()), kgo.ServerSideBalancer(), kgo.DisableAutoCommit())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	for got := 0; got < 10; {
+		fs := next.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatal(err)
+		}
+		got += fs.NumRecords()
+	}
+	if err := next.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	out := mustRun("group", "list")
+	expect(out, `(?m)^app\s+classic\s+Empty`, `(?m)^live\s+classic\s+consumer\s+Stable`, `(?m)^next\s+consumer\s+consumer\s+Stable`)
+
+	out = mustRun("group", "describe", "next")
+	expect(out,
+		`GROUP next  TYPE consumer  STATE Stable  ASSIGNOR uniform  MEMBERS 1`,
+		`(?m)^\S+\s+-\s+next-client\s+/127\.0\.0\.1\s+orders:0,1$`,
+		`(?m)^orders\s+1\s+5\s+5\s+0\s+\S+\s+next-client\s+/127\.0\.0\.1$`,
+		`TOTAL LAG 0`)
+
+	out = mustRun("group", "describe", "live")
+	expect(out,
+		`GROUP live  TYPE classic  STATE Stable  ASSIGNOR cooperative-sticky  MEMBERS 1`,
+		`(?m)^live-client-\S+\s+-\s+live-client\s+/127\.0\.0\.1\s+orders:0,1$`,
+		`(?m)^orders\s+0\s+5\s+5\s+0\s+live-client-\S+\s+live-client\s+/127\.0\.0\.1$`,
+		`TOTAL LAG 0`)
+
+	out = mustRun("group", "describe", "app")
+	expect(out, `GROUP app  TYPE classic  STATE Empty`,
+		`(?m)^orders\s+0\s+2\s+5\s+3\s+-\s+-\s+-$`,
+		`(?m)^orders\s+1\s+4\s+5\s+1\s+-\s+-\s+-$`,
+		`TOTAL LAG 4`)
+
+	// A live group cannot be reset.
+	if out, err := run("group", "reset-offsets", "live", "--topic", "orders", "--to-earliest"); err == nil || !strings.Contains(err.Error(), "empty") {
+		t.Fatalf("reset of a live group: %v\n%s", err, out)
+	}
+
+	// Dry run by default: the plan is shown, nothing changes.
+	out = mustRun("group", "reset-offsets", "app", "--topic", "orders", "--to-earliest")
+	expect(out, `(?m)^orders\s+0\s+2\s+0$`, `(?m)^orders\s+1\s+4\s+0$`, `dry run`)
+	expect(mustRun("group", "describe", "app"), `TOTAL LAG 4`)
+
+	mustRun("group", "reset-offsets", "app", "--all-topics", "--to-earliest", "--execute")
+	expect(mustRun("group", "describe", "app"), `(?m)^orders\s+0\s+0\s+5\s+5`, `TOTAL LAG 10`)
+
+	mustRun("group", "reset-offsets", "app", "--topic", "orders", "--shift-by", "3", "--execute")
+	expect(mustRun("group", "describe", "app"), `(?m)^orders\s+0\s+3\s+5\s+2`, `TOTAL LAG 4`)
+
+	mustRun("group", "reset-offsets", "app", "--topic", "orders", "--to-offset", "99", "--execute") // clamped to the end
+	expect(mustRun("group", "describe", "app"), `TOTAL LAG 0`)
+
+	mustRun("group", "reset-offsets", "app", "--topic", "orders", "--to-datetime", start.Add(-time.Hour).UTC().Format(time.RFC3339), "--execute")
+	expect(mustRun("group", "describe", "app"), `TOTAL LAG 10`)
+
+	mustRun("group", "reset-offsets", "app", "--topic", "orders", "--to-latest", "--execute")
+	expect(mustRun("group", "describe", "app"), `TOTAL LAG 0`)
+
+	if _, err := run("group", "reset-offsets", "app", "--topic", "orders"); err == nil {
+		t.Fatal("reset-offsets without a target succeeded")
+	}
+
+	// Delete: a live group is refused, an empty one goes.
+	if _, err := run("group", "delete", "live"); err == nil || !strings.Contains(err.Error(), "NON_EMPTY_GROUP") {
+		t.Fatalf("delete of a live group: %v", err)
+	}
+	expect(mustRun("group", "delete", "app"), `deleted group app`)
+	out = mustRun("group", "list")
+	if strings.Contains(out, "app ") {
+		t.Fatalf("app still listed after delete:\n%s", out)
+	}
+}

@@ -1,0 +1,645 @@
+package compaction
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"time"
+
+	"github.com/zeebo/xxh3"
+
+	"github.com/sediment-io/sediment/hotlog"
+)
+
+// Sentinel errors.
+var (
+	// ErrCorrupt: a batch in the log does not check out (CRC, framing,
+	// decompression); the log is not cleaned.
+	ErrCorrupt = errors.New("compaction: corrupt batch in log")
+	// ErrMapTooSmall: one batch holds more keys than the key map can.
+	ErrMapTooSmall = errors.New("compaction: key map too small for one batch")
+	// ErrClosed: the Manager is closed.
+	ErrClosed = errors.New("compaction: closed")
+)
+
+// Batch header layout (Kafka v2; see hotlog's doc.go).
+const (
+	offBatchLength   = 8
+	offCRC           = 17
+	offAttributes    = 21
+	offBaseTimestamp = 27
+	offMaxTimestamp  = 35
+	offNumRecords    = 57
+	headerSize       = hotlog.BatchHeaderSize
+
+	attrCodecMask     = 0x07
+	attrLogAppendTime = 0x08
+	attrTransactional = 0x10
+	attrControl       = 0x20
+	// attrDeleteHorizon (KIP-534): the batch's base timestamp holds its delete
+	// horizon; tombstones and markers in it may go once the horizon passed.
+	attrDeleteHorizon = 0x40
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// Target is one log for Clean: the log, its settings, its transaction state
+// and its cleaner checkpoint.
+type Target struct {
+	Log    *hotlog.Log
+	Config TopicConfig
+	Txn    Transactions // nil: no transactions
+	// FirstDirty is the cleaner checkpoint: offsets below it were cleaned
+	// by an earlier pass (0 if never).
+	FirstDirty int64
+}
+
+// Range is the cleanable part of a log, as LogCleanerManager computes it.
+type Range struct {
+	// FirstDirty is where the dirty (not yet cleaned) part starts, and
+	// FirstUncleanable where cleaning must stop: the active segment, the
+	// high watermark, the first unstable offset, or the first segment
+	// younger than min.compaction.lag.ms, whichever comes first.
+	FirstDirty, FirstUncleanable int64
+	CleanBytes, DirtyBytes       int64 // by whole segments
+	// Forced is set when max.compaction.lag.ms says the log must be cleaned
+	// whatever its dirty ratio.
+	Forced bool
+}
+
+// DirtyRatio is dirty / (clean + dirty) bytes.
+func (r Range) DirtyRatio() float64 {
+	if r.CleanBytes+r.DirtyBytes == 0 {
+		return 0
+	}
+	return float64(r.DirtyBytes) / float64(r.CleanBytes+r.DirtyBytes)
+}
+
+// CleanableRange computes t's cleanable range at now.
+func CleanableRange(t Target, now time.Time) (Range, error) {
+	l := t.Log
+	cfg := t.Config.withDefaults()
+	segs := l.Segments()
+	start := l.LogStartOffset()
+	r := Range{FirstDirty: max(t.FirstDirty, start)}
+	if len(segs) == 0 {
+		return r, nil
+	}
+	uncleanable := segs[len(segs)-1].BaseOffset // the active segment
+	uncleanable = min(uncleanable, l.HighWatermark())
+	if t.Txn != nil {
+		if fuo := t.Txn.FirstUnstableOffset(); fuo >= 0 {
+			uncleanable = min(uncleanable, fuo)
+		}
+	}
+	if cfg.MinCompactionLag > 0 {
+		horizon := now.Add(-cfg.MinCompactionLag).UnixMilli()
+		for _, s := range segs {
+			if s.Sealed && s.NextOffset > r.FirstDirty && s.MaxTimestamp > horizon {
+				uncleanable = min(uncleanable, s.BaseOffset)
+				break
+			}
+		}
+	}
+	if r.FirstDirty > uncleanable {
+		r.FirstDirty = uncleanable
+	}
+	r.FirstUncleanable = uncleanable
+	for _, s := range segs {
+		if !s.Sealed {
+			break
+		}
+		switch {
+		case s.NextOffset <= r.FirstDirty:
+			r.CleanBytes += s.Size
+		case s.BaseOffset < r.FirstUncleanable:
+			r.DirtyBytes += s.Size
+		}
+	}
+	if cfg.MaxCompactionLag > 0 && r.FirstDirty < r.FirstUncleanable {
+		b, err := l.ReadBytes(r.FirstDirty, 1, r.FirstUncleanable)
+		if err != nil && !errors.Is(err, hotlog.ErrOffsetOutOfRange) {
+			return r, err
+		}
+		if len(b) >= headerSize {
+			if h, err := hotlog.ParseBatchHeader(b); err == nil && h.MaxTimestamp >= 0 &&
+				h.MaxTimestamp < now.Add(-cfg.MaxCompactionLag).UnixMilli() {
+				r.Forced = true
+			}
+		}
+	}
+	return r, nil
+}
+
+// Stats describes one cleaning pass.
+type Stats struct {
+	FirstDirty, MapEnd int64 // the pass mapped [FirstDirty, MapEnd); MapEnd is the next checkpoint
+	BytesRead          int64
+	BytesWritten       int64
+	RecordsRead        int64
+	RecordsDropped     int64
+	BatchesRewritten   int64
+	SegmentsBefore     int // segments replaced
+	SegmentsAfter      int // segments that replaced them
+	SegmentsUnchanged  int // single-segment groups that lost nothing (not swapped)
+	MapEntries         int
+	MapBytes           int64
+	// NextDeleteHorizon is the earliest delete horizon (Unix ms) of a
+	// tombstone or marker the pass kept, or -1: the log must be cleaned again
+	// then to drop it, dirty or not.
+	NextDeleteHorizon int64
+	Duration          time.Duration
+}
+
+type keyOffset struct {
+	digest xxh3.Uint128
+	offset int64
+}
+
+// recInfo is what filterBatch needs of one record.
+type recInfo struct {
+	framed    []byte
+	tsDelta   int64
+	offset    int64
+	digest    xxh3.Uint128
+	latest    int64 // the map's offset for the key, -1 if none
+	hasKey    bool
+	tombstone bool
+}
+
+// Cleaner cleans logs one pass at a time. It is not safe for concurrent use;
+// a Manager runs one per cleaner goroutine.
+type Cleaner struct {
+	cfg      CleanerConfig
+	now      func() time.Time
+	throttle *throttler
+	omap     *offsetMap
+	codecs   codecs
+
+	rbuf  []byte // read chunk
+	dbuf  []byte // decompressed records
+	rec   []byte // re-encoded records
+	cbuf  []byte // recompressed records
+	out   []byte // output batches, flushed to the segment writer
+	keys  []keyOffset
+	recs  []recInfo
+	stats *Stats
+}
+
+// NewCleaner makes a cleaner with its key map (cfg.DedupeBufferBytes). now
+// is the clock [time.Now].
+func NewCleaner(cfg CleanerConfig, now func() time.Time) *Cleaner {
+	if now == nil {
+		now = time.Now
+	}
+	cfg = cfg.withDefaults()
+	return newCleaner(cfg, now, newThrottler(cfg.IOMaxBytesPerSecond, now))
+}
+
+func newCleaner(cfg CleanerConfig, now func() time.Time, th *throttler) *Cleaner {
+	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes)}
+}
+
+// Close releases the cleaner's codec resources.
+func (c *Cleaner) Close() { c.codecs.close() }
+
+// Clean runs one pass over t, as Kafka's Cleaner.doClean: it maps the keys of
+// the dirty range (as far as the key map holds), then rewrites every segment
+// from the log start to the end of the mapped range, in groups merged into
+// one segment each, keeping for every key only its latest record, and swaps
+// each group in with hotlog's ReplaceSegments. Stats.MapEnd is the new
+// checkpoint. A pass with nothing dirty still rewrites the clean part
+// (dropping tombstones and markers whose delete horizon passed); the Manager
+// calls it only when the dirty ratio, max.compaction.lag.ms or a passed
+// horizon asks for it.
+func (c *Cleaner) Clean(ctx context.Context, t Target) (Stats, error) {
+	begin := c.now()
+	st := Stats{NextDeleteHorizon: -1}
+	c.stats = &st
+	defer func() { c.stats = nil }()
+	r, err := CleanableRange(t, begin)
+	if err != nil {
+		return st, err
+	}
+	st.FirstDirty, st.MapEnd = r.FirstDirty, r.FirstDirty
+	cfg := t.Config.withDefaults()
+	mapEnd := r.FirstDirty
+	c.omap.clear()
+	if r.FirstDirty < r.FirstUncleanable {
+		if mapEnd, err = c.buildMap(ctx, t, r.FirstDirty, r.FirstUncleanable); err != nil {
+			return st, err
+		}
+	}
+	st.MapEnd, st.MapEntries, st.MapBytes = mapEnd, c.omap.entries, c.omap.bytes()
+	// Tombstones and markers whose horizon passed go; new ones get one.
+	nowMs := begin.UnixMilli()
+	for _, group := range groupSegments(t.Log.Segments(), mapEnd, cfg.SegmentBytes) {
+		if err := c.cleanGroup(ctx, t, group, mapEnd, nowMs, nowMs+cfg.DeleteRetention.Milliseconds()); err != nil {
+			return st, err
+		}
+	}
+	st.Duration = c.now().Sub(begin)
+	return st, nil
+}
+
+// groupSegments splits the sealed segments below end into runs to merge:
+// each run's total size at most maxBytes, its offsets within 2³¹ of its base.
+func groupSegments(segs []hotlog.SegmentInfo, end int64, maxBytes int64) [][]hotlog.SegmentInfo {
+	var groups [][]hotlog.SegmentInfo
+	for i := 0; i < len(segs) && segs[i].Sealed && segs[i].BaseOffset < end; {
+		g := []hotlog.SegmentInfo{segs[i]}
+		size := segs[i].Size
+		i++
+		for i < len(segs) && segs[i].Sealed && segs[i].BaseOffset < end &&
+			size+segs[i].Size <= maxBytes && segs[i].NextOffset-1-g[0].BaseOffset <= math.MaxInt32 {
+			g = append(g, segs[i])
+			size += segs[i].Size
+			i++
+		}
+		groups = append(groups, g)
+	}
+	return groups
+}
+
+// scan calls fn with each whole batch of l in [from, to) (batch aliases a
+// buffer reused after fn returns); fn returns false to stop.
+func (c *Cleaner) scan(ctx context.Context, l *hotlog.Log, from, to int64, fn func(h *hotlog.BatchHeader, batch []byte) (bool, error)) error {
+	off := max(from, l.LogStartOffset())
+	for off < to {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		res, err := l.Read(off, c.cfg.ReadChunk, to)
+		if err != nil {
+			return err
+		}
+		if res.Size == 0 {
+			res.Release()
+			return nil
+		}
+		if int64(cap(c.rbuf)) < res.Size {
+			c.rbuf = make([]byte, res.Size)
+		}
+		buf := c.rbuf[:res.Size]
+		p := buf
+		for _, reg := range res.Regions {
+			if _, err := reg.File.ReadAt(p[:reg.Len], reg.Pos); err != nil {
+				res.Release()
+				return fmt.Errorf("compaction: read log: %w", err)
+			}
+			p = p[reg.Len:]
+		}
+		next := res.NextOffset
+		res.Release()
+		c.stats.BytesRead += int64(len(buf))
+		if err := c.throttle.wait(ctx, int64(len(buf))); err != nil {
+			return err
+		}
+		for len(buf) > 0 {
+			h, err := hotlog.ParseBatchHeader(buf)
+			if err != nil || h.Size() > int64(len(buf)) {
+				return fmt.Errorf("%w: at offset %d: %v", ErrCorrupt, off, err)
+			}
+			batch := buf[:h.Size()]
+			if crc32.Checksum(batch[offAttributes:], castagnoli) != h.CRC {
+				return fmt.Errorf("%w: CRC mismatch in batch at offset %d", ErrCorrupt, h.BaseOffset)
+			}
+			more, err := fn(&h, batch)
+			if err != nil || !more {
+				return err
+			}
+			buf = buf[h.Size():]
+		}
+		if next <= off {
+			return fmt.Errorf("compaction: read at %d made no progress", off)
+		}
+		off = next
+	}
+	return nil
+}
+
+// payload returns a batch's record bytes, decompressed into c.dbuf if needed.
+func (c *Cleaner) payload(h *hotlog.BatchHeader, batch []byte) ([]byte, error) {
+	payload := batch[headerSize:]
+	if h.Compression() != codecNone {
+		var err error
+		if c.dbuf, err = c.codecs.decompress(h.Compression(), payload, c.dbuf, c.cfg.MaxBatchBytes); err != nil {
+			return nil, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		}
+		payload = c.dbuf
+	}
+	return payload, nil
+}
+
+// records decompresses a batch's records into c.dbuf and walks them.
+func (c *Cleaner) records(h *hotlog.BatchHeader, batch []byte, fn func(*Record) error) error {
+	payload, err := c.payload(h, batch)
+	if err != nil {
+		return err
+	}
+	if err := decodeRecords(payload, h.NumRecords, h.LastOffsetDelta, fn); err != nil {
+		if errors.Is(err, errBadRecord) {
+			return fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		}
+		return err
+	}
+	return nil
+}
+
+// buildMap maps the keys of [from, to) to their latest offsets, skipping
+// aborted transactions and control batches, until the map is full. It
+// returns the end of the mapped range (a batch boundary).
+func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64, error) {
+	c.omap.clear()
+	txns, err := abortedTxns(t, from, to)
+	if err != nil {
+		return from, err
+	}
+	tr := newTxnTracker(txns)
+	end := max(from, t.Log.LogStartOffset())
+	err = c.scan(ctx, t.Log, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+		if h.IsControl() {
+			key, ok := c.controlKey(h, batch)
+			tr.onControl(h.ProducerID, h.LastOffset(), key, ok)
+			end = h.LastOffset() + 1
+			return true, nil
+		}
+		if tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset()) {
+			end = h.LastOffset() + 1
+			return true, nil
+		}
+		if c.omap.entries+int(h.NumRecords) > c.omap.maxEntry {
+			if c.omap.entries == 0 {
+				return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, c.omap.maxEntry)
+			}
+			return false, nil // full: the next pass continues here
+		}
+		// Hash the batch's keys first, then probe: the probes (cache misses
+		// in a large map) are independent and overlap.
+		c.keys = c.keys[:0]
+		payload, err := c.payload(h, batch)
+		if err != nil {
+			return false, err
+		}
+		err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte) {
+			if key != nil {
+				c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), h.BaseOffset + int64(od)})
+			}
+		})
+		if err != nil {
+			return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		}
+		for _, k := range c.keys {
+			c.omap.putHash(k.digest, k.offset)
+		}
+		end = h.LastOffset() + 1
+		return true, nil
+	})
+	return end, err
+}
+
+// controlKey returns a control batch's marker type.
+func (c *Cleaner) controlKey(h *hotlog.BatchHeader, batch []byte) (int16, bool) {
+	var typ int16
+	ok := false
+	err := c.records(h, batch, func(rec *Record) error {
+		if !ok {
+			typ, ok = controlType(rec.Key)
+		}
+		return nil
+	})
+	return typ, ok && err == nil
+}
+
+func abortedTxns(t Target, from, to int64) ([]AbortedTxn, error) {
+	if t.Txn == nil {
+		return nil, nil
+	}
+	txns, err := t.Txn.AbortedTransactions(from, to)
+	if err != nil {
+		return nil, fmt.Errorf("compaction: aborted transactions: %w", err)
+	}
+	return txns, nil
+}
+
+// cleanGroup rewrites one group of segments into one and swaps it in.
+func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.SegmentInfo, mapEnd, nowMs, newHorizon int64) error {
+	l := t.Log
+	from, to := group[0].BaseOffset, group[len(group)-1].NextOffset
+	txns, err := abortedTxns(t, from, to)
+	if err != nil {
+		return err
+	}
+	tr := newTxnTracker(txns)
+	w, err := l.NewSegmentWriter(from)
+	if err != nil {
+		return err
+	}
+	rewritten, dropped := c.stats.BatchesRewritten, c.stats.RecordsDropped
+	c.out = c.out[:0]
+	flush := func() error {
+		if len(c.out) == 0 {
+			return nil
+		}
+		if err := w.Write(c.out); err != nil {
+			return err
+		}
+		c.stats.BytesWritten += int64(len(c.out))
+		err := c.throttle.wait(ctx, int64(len(c.out)))
+		c.out = c.out[:0]
+		return err
+	}
+	err = c.scan(ctx, l, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+		if err := c.filterBatch(t, tr, h, batch, mapEnd, nowMs, newHorizon); err != nil {
+			return false, err
+		}
+		if int64(len(c.out)) >= c.cfg.ReadChunk {
+			return true, flush()
+		}
+		return true, nil
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		w.Abort()
+		return err
+	}
+	if len(group) == 1 && c.stats.BatchesRewritten == rewritten && c.stats.RecordsDropped == dropped {
+		// Nothing changed and nothing merges: keep the segment as it is.
+		w.Abort()
+		c.stats.SegmentsUnchanged++
+		return nil
+	}
+	old := make([]int64, len(group))
+	for i, s := range group {
+		old[i] = s.BaseOffset
+	}
+	if err := l.ReplaceSegments(old, w); err != nil {
+		return fmt.Errorf("compaction: swap segments %v: %w", old, err)
+	}
+	c.stats.SegmentsBefore += len(group)
+	c.stats.SegmentsAfter++
+	return nil
+}
+
+// filterBatch appends what is left of one batch to c.out: the batch as it is
+// if every record stays and nothing changes, a rewritten batch (same base
+// offset, last offset delta, producer fields and codec; new record count,
+// max timestamp and CRC) if some go, an empty header if all go but the batch
+// is its producer's last, or nothing.
+//
+// Records at or past mapEnd (the part of the group's last segment the key
+// map did not reach) are kept as they are, tombstones and markers included,
+// whatever their horizon: the map does not know them, so dropping a
+// tombstone there could bring back an older value of its key that this pass
+// kept. Only aborted-transaction data goes there too.
+func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, batch []byte, mapEnd, nowMs, newHorizon int64) error {
+	hasHorizon := h.Attributes&attrDeleteHorizon != 0
+	horizonPassed := hasHorizon && h.BaseTimestamp <= nowMs && h.LastOffset() < mapEnd
+	var discardAll bool
+	if h.IsControl() {
+		typ, ok := c.controlKey(h, batch)
+		discardAll = tr.onControl(h.ProducerID, h.LastOffset(), typ, ok) && horizonPassed
+	} else {
+		discardAll = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
+	}
+	c.rec = c.rec[:0]
+	kept, dropped := 0, 0
+	needHorizon := false
+	maxTs := int64(-1)
+	// First walk: the records' fields and key digests; then the map probes,
+	// together (they overlap); then the decisions.
+	c.recs = c.recs[:0]
+	control := h.IsControl()
+	err := c.records(h, batch, func(rec *Record) error {
+		ri := recInfo{framed: rec.Framed, tsDelta: rec.TimestampDelta, offset: h.BaseOffset + int64(rec.OffsetDelta),
+			hasKey: rec.Key != nil, tombstone: rec.Value == nil}
+		if ri.hasKey && !control && !discardAll {
+			ri.digest = xxh3.Hash128(rec.Key)
+		}
+		c.recs = append(c.recs, ri)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if !control && !discardAll {
+		for i := range c.recs {
+			if ri := &c.recs[i]; ri.hasKey {
+				ri.latest = c.omap.getHash(ri.digest)
+			}
+		}
+	}
+	// Decide, and collect kept records' framed bytes (with their original
+	// timestamp deltas) in c.rec.
+	for i := range c.recs {
+		ri := &c.recs[i]
+		c.stats.RecordsRead++
+		keep := !discardAll
+		beyond := ri.offset >= mapEnd
+		if keep && !control && !beyond {
+			if !ri.hasKey {
+				keep = false // a compacted topic cannot hold keyless records (Kafka drops them)
+			} else {
+				keep = ri.offset >= ri.latest && (!ri.tombstone || !horizonPassed)
+				if keep && ri.tombstone {
+					needHorizon = true
+				}
+			}
+		}
+		if control && keep && !beyond {
+			needHorizon = true
+		}
+		if !keep {
+			dropped++
+			continue
+		}
+		kept++
+		if ts := h.BaseTimestamp + ri.tsDelta; ts > maxTs {
+			maxTs = ts
+		}
+		c.rec = append(c.rec, ri.framed...)
+	}
+	c.stats.RecordsDropped += int64(dropped)
+	setHorizon := needHorizon && !hasHorizon
+	if setHorizon {
+		c.noteHorizon(newHorizon)
+	} else if needHorizon {
+		c.noteHorizon(h.BaseTimestamp)
+	}
+	if dropped == 0 && !setHorizon {
+		c.out = append(c.out, batch...)
+		return nil
+	}
+	c.stats.BatchesRewritten++
+	if kept == 0 {
+		if t.Txn != nil {
+			if last, ok := t.Txn.ProducerLastOffset(h.ProducerID); ok && h.ProducerID >= 0 && last == h.LastOffset() {
+				c.appendEmptyHeader(batch)
+			}
+		}
+		return nil
+	}
+	baseTs := h.BaseTimestamp
+	records := c.rec
+	if setHorizon {
+		// Re-encode with timestamp deltas from the horizon (KIP-534).
+		var re []byte
+		if err := decodeRecords(c.rec, int32(kept), h.LastOffsetDelta, func(r *Record) error {
+			re = appendRecord(re, r, h.BaseTimestamp+r.TimestampDelta-newHorizon)
+			return nil
+		}); err != nil {
+			return fmt.Errorf("compaction: re-reading kept records: %w", err)
+		}
+		records, baseTs = re, newHorizon
+	}
+	codec := h.Compression()
+	payload := records
+	if codec != codecNone {
+		xerial := codec == codecSnappy && len(batch) >= headerSize+16 && string(batch[headerSize:headerSize+8]) == string(xerialPrefix)
+		if c.cbuf, err = c.codecs.compress(codec, xerial, records, c.cbuf); err != nil {
+			return fmt.Errorf("compaction: recompress: %w", err)
+		}
+		payload = c.cbuf
+	}
+	start := len(c.out)
+	c.out = append(c.out, batch[:headerSize]...)
+	c.out = append(c.out, payload...)
+	nb := c.out[start:]
+	be := binary.BigEndian
+	be.PutUint32(nb[offBatchLength:], uint32(len(nb)-12))
+	attrs := uint16(h.Attributes)
+	if setHorizon {
+		attrs |= attrDeleteHorizon
+	}
+	be.PutUint16(nb[offAttributes:], attrs)
+	be.PutUint64(nb[offBaseTimestamp:], uint64(baseTs))
+	if !h.LogAppendTime() && maxTs >= 0 {
+		be.PutUint64(nb[offMaxTimestamp:], uint64(maxTs))
+	}
+	be.PutUint32(nb[offNumRecords:], uint32(kept))
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+	return nil
+}
+
+// appendEmptyHeader keeps a batch's header with no records (and no codec).
+func (c *Cleaner) appendEmptyHeader(batch []byte) {
+	start := len(c.out)
+	c.out = append(c.out, batch[:headerSize]...)
+	nb := c.out[start:]
+	be := binary.BigEndian
+	be.PutUint32(nb[offBatchLength:], uint32(headerSize-12))
+	be.PutUint16(nb[offAttributes:], be.Uint16(nb[offAttributes:])&^attrCodecMask)
+	be.PutUint32(nb[offNumRecords:], 0)
+	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
+}
+
+func (c *Cleaner) noteHorizon(ms int64) {
+	if c.stats.NextDeleteHorizon < 0 || ms < c.stats.NextDeleteHorizon {
+		c.stats.NextDeleteHorizon = ms
+	}
+}

@@ -1,0 +1,227 @@
+package compaction
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// Record is one record of a v2 batch as decoded. Key, Value and Headers alias
+// the decoded buffer. A nil Key is a null key; a nil Value is a null value
+// (a tombstone when the key is set).
+type Record struct {
+	Attributes     int8
+	TimestampDelta int64
+	OffsetDelta    int32
+	Key            []byte
+	Value          []byte
+	// Headers is the encoded header block (count varint, then the headers),
+	// kept verbatim.
+	Headers []byte
+	// Framed is the whole record as it was in the batch, length prefix
+	// included: a record kept unchanged is copied from it.
+	Framed []byte
+}
+
+// errBadRecord marks malformed records inside a batch.
+var errBadRecord = errors.New("compaction: malformed record")
+
+type reader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) take(n int64) []byte {
+	if n < 0 || n > int64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return nil
+	}
+	out := r.b[:n:n]
+	r.b = r.b[n:]
+	return out
+}
+
+// nullable reads a varint length and that many bytes; -1 is null (nil).
+func (r *reader) nullable() []byte {
+	n := r.varint()
+	if n == -1 {
+		return nil
+	}
+	b := r.take(n)
+	if b == nil && !r.bad {
+		return []byte{}
+	}
+	return b
+}
+
+// decodeRecords walks the records of a batch's (decompressed) record bytes:
+// exactly count records, each framed by a varint length that must fit, with
+// every field inside its frame, offset deltas strictly increasing in
+// [0, lastOffsetDelta], and nothing left over. fn sees each record; the Record
+// is reused between calls. Every length is checked against the bytes that
+// remain before it is used, so a hostile batch costs no more than its size.
+func decodeRecords(b []byte, count int32, lastOffsetDelta int32, fn func(*Record) error) error {
+	if count < 0 {
+		return fmt.Errorf("%w: record count %d", errBadRecord, count)
+	}
+	r := reader{b: b}
+	var rec Record
+	prev := int64(-1)
+	for i := int32(0); i < count; i++ {
+		if len(r.b) == 0 {
+			return fmt.Errorf("%w: %d records, header says %d", errBadRecord, i, count)
+		}
+		start := r.b
+		length := r.varint()
+		if r.bad || length <= 0 || length > int64(len(r.b)) {
+			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
+		}
+		prefix := len(start) - len(r.b)
+		body := reader{b: r.b[:length]}
+		rec.Framed = start[:prefix+int(length)]
+		r.b = r.b[length:]
+		attrs := body.take(1)
+		if body.bad {
+			return fmt.Errorf("%w: record %d: no attributes", errBadRecord, i)
+		}
+		rec.Attributes = int8(attrs[0])
+		rec.TimestampDelta = body.varint()
+		od := body.varint()
+		rec.Key = body.nullable()
+		rec.Value = body.nullable()
+		hstart := body.b
+		nh := body.varint()
+		if nh < 0 || nh > int64(len(body.b)) {
+			body.bad = true
+		}
+		for h := int64(0); h < nh && !body.bad; h++ {
+			if k := body.varint(); k < 0 {
+				body.bad = true // header keys are not nullable
+			} else {
+				body.take(k)
+			}
+			body.nullable()
+		}
+		if body.bad || len(body.b) != 0 {
+			return fmt.Errorf("%w: record %d: fields do not fit its length", errBadRecord, i)
+		}
+		rec.Headers = hstart[:len(hstart)-len(body.b)]
+		if od <= prev || od > int64(lastOffsetDelta) {
+			return fmt.Errorf("%w: record %d: offset delta %d after %d (last %d)", errBadRecord, i, od, prev, lastOffsetDelta)
+		}
+		prev = od
+		rec.OffsetDelta = int32(od)
+		if err := fn(&rec); err != nil {
+			return err
+		}
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(r.b))
+	}
+	return nil
+}
+
+// appendRecord encodes rec with timestamp delta tsDelta (the other fields as
+// they are) and appends it, length-prefixed, to dst.
+func appendRecord(dst []byte, rec *Record, tsDelta int64) []byte {
+	var scratch [3 * binary.MaxVarintLen64]byte
+	n := 1
+	n += binary.PutVarint(scratch[:], tsDelta)
+	n += binary.PutVarint(scratch[:], int64(rec.OffsetDelta))
+	n += nullableLen(rec.Key) + nullableLen(rec.Value) + len(rec.Headers)
+	dst = binary.AppendVarint(dst, int64(n))
+	dst = append(dst, byte(rec.Attributes))
+	dst = binary.AppendVarint(dst, tsDelta)
+	dst = binary.AppendVarint(dst, int64(rec.OffsetDelta))
+	dst = appendNullable(dst, rec.Key)
+	dst = appendNullable(dst, rec.Value)
+	return append(dst, rec.Headers...)
+}
+
+func nullableLen(b []byte) int {
+	var scratch [binary.MaxVarintLen64]byte
+	if b == nil {
+		return binary.PutVarint(scratch[:], -1)
+	}
+	return binary.PutVarint(scratch[:], int64(len(b))) + len(b)
+}
+
+func appendNullable(dst, b []byte) []byte {
+	if b == nil {
+		return binary.AppendVarint(dst, -1)
+	}
+	return append(binary.AppendVarint(dst, int64(len(b))), b...)
+}
+
+// Control record types (the key of a control batch's record: version int16,
+// type int16).
+const (
+	controlAbort  = 0
+	controlCommit = 1
+)
+
+// controlType parses a control record's key; ok is false if it is malformed.
+func controlType(key []byte) (int16, bool) {
+	if len(key) < 4 {
+		return 0, false
+	}
+	return int16(binary.BigEndian.Uint16(key[2:])), true
+}
+
+// recordKeys walks records as decodeRecords does, with the same checks (it
+// accepts exactly what decodeRecords accepts, so a malformed batch fails a
+// pass before anything is written), but hands fn only each record's offset
+// delta and key, the key map's needs.
+func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelta int32, key []byte)) error {
+	if count < 0 {
+		return fmt.Errorf("%w: record count %d", errBadRecord, count)
+	}
+	r := reader{b: b}
+	prev := int64(-1)
+	for i := int32(0); i < count; i++ {
+		length := r.varint()
+		if r.bad || length <= 0 || length > int64(len(r.b)) {
+			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
+		}
+		body := reader{b: r.b[1:length]} // after the attributes byte
+		r.b = r.b[length:]
+		body.varint() // timestamp delta
+		od := body.varint()
+		key := body.nullable()
+		body.nullable() // value
+		nh := body.varint()
+		if nh < 0 || nh > int64(len(body.b)) {
+			body.bad = true
+		}
+		for h := int64(0); h < nh && !body.bad; h++ {
+			if k := body.varint(); k < 0 {
+				body.bad = true
+			} else {
+				body.take(k)
+			}
+			body.nullable()
+		}
+		if body.bad || len(body.b) != 0 {
+			return fmt.Errorf("%w: record %d: fields do not fit its length", errBadRecord, i)
+		}
+		if od <= prev || od > int64(lastOffsetDelta) {
+			return fmt.Errorf("%w: record %d: offset delta %d after %d (last %d)", errBadRecord, i, od, prev, lastOffsetDelta)
+		}
+		prev = od
+		fn(int32(od), key)
+	}
+	if len(r.b) != 0 {
+		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(r.b))
+	}
+	return nil
+}
