@@ -66,6 +66,28 @@ func testKafkaGo(t *testing.T, b *Broker) {
 			c.check(t, topic, recs)
 		})
 	}
+	t.Run("writer/acks0", func(t *testing.T) {
+		topic := "kafkago-acks0"
+		b.CreateTopic(t, topic, 2, nil)
+		recs := compatRecords("k0", 200)
+		w := &kafka.Writer{Transport: &kafka.Transport{}, Addr: kafka.TCP(b.Addr), Topic: topic, Balancer: &kafka.Hash{},
+			RequiredAcks: kafka.RequireNone, BatchTimeout: 10 * time.Millisecond, WriteTimeout: 30 * time.Second}
+		var msgs []kafka.Message
+		for _, k := range sortedKeys(recs) {
+			msgs = append(msgs, kafka.Message{Key: []byte(k), Value: []byte(recs[k])})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		for i := 0; i < len(msgs); i += 50 {
+			if err := w.WriteMessages(ctx, msgs[i:i+50]...); err != nil {
+				t.Fatalf("WriteMessages: %v", err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Errorf("writer close: %v", err)
+		}
+		consumeFranz(t, b, topic, len(recs)).check(t, topic, recs)
+	})
 	t.Run("reader-group", func(t *testing.T) {
 		testKafkaGoGroup(t, b)
 		testKafkaGoClient(t, b, "kafkago-group", "kafkago-group-g", 4, 400)

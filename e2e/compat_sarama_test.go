@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func saramaConfig(v sarama.KafkaVersion) *sarama.Config {
 func testSarama(t *testing.T, b *Broker) {
 	versions := []sarama.KafkaVersion{sarama.DefaultVersion, sarama.MaxVersion}
 	t.Run("admin", func(t *testing.T) { testSaramaAdmin(t, b) })
+	t.Run("acks0", func(t *testing.T) { testSaramaAcksZero(t, b) })
 	for _, v := range versions {
 		for _, codec := range []sarama.CompressionCodec{sarama.CompressionNone, sarama.CompressionGZIP,
 			sarama.CompressionSnappy, sarama.CompressionLZ4, sarama.CompressionZSTD} {
@@ -292,4 +294,30 @@ wait:
 	if blk := resp.GetBlock(topic, 0); blk == nil || blk.Offset != -1 || blk.Err != sarama.ErrNoError {
 		t.Errorf("unknown group's offset: %+v, want -1 and no error", blk)
 	}
+}
+
+// testSaramaAcksZero sends with acks=0 (no answer from the broker; the
+// connection must stay usable and in order) and a record of nearly 1 MB.
+func testSaramaAcksZero(t *testing.T, b *Broker) {
+	topic := "sarama-acks0"
+	b.CreateTopic(t, topic, 2, nil)
+	cfg := saramaConfig(sarama.MaxVersion)
+	cfg.Producer.RequiredAcks = sarama.NoResponse
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Compression = sarama.CompressionSnappy
+	p, err := sarama.NewSyncProducer([]string{b.Addr}, cfg)
+	if err != nil {
+		t.Fatalf("sarama producer: %v", err)
+	}
+	recs := compatRecords("s0", 200)
+	recs["s0-big"] = strings.Repeat("0123456789", 90_000)
+	for _, k := range sortedKeys(recs) {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(recs[k])}); err != nil {
+			t.Fatalf("SendMessage: %v", err)
+		}
+	}
+	if err := p.Close(); err != nil {
+		t.Errorf("producer close: %v", err)
+	}
+	consumeFranz(t, b, topic, len(recs)).check(t, topic, recs)
 }
