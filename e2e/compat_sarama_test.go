@@ -33,11 +33,15 @@ func testSarama(t *testing.T, b *Broker) {
 			t.Run(name, func(t *testing.T) { testSaramaProducer(t, b, v, codec) })
 		}
 	}
-	for _, strategy := range []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange(), sarama.NewBalanceStrategySticky()} {
-		t.Run("group/"+strategy.Name(), func(t *testing.T) { testSaramaGroup(t, b, sarama.MaxVersion, strategy) })
+	for _, strategy := range []sarama.BalanceStrategy{sarama.NewBalanceStrategyRange(), sarama.NewBalanceStrategySticky(),
+		sarama.NewBalanceStrategyCooperativeSticky()} {
+		t.Run("group/"+strategy.Name(), func(t *testing.T) { testSaramaGroup(t, b, sarama.MaxVersion, strategy, false) })
 	}
+	t.Run("group/range/static", func(t *testing.T) {
+		testSaramaGroup(t, b, sarama.MaxVersion, sarama.NewBalanceStrategyRange(), true)
+	})
 	t.Run("group/range/"+sarama.DefaultVersion.String(), func(t *testing.T) {
-		testSaramaGroup(t, b, sarama.DefaultVersion, sarama.NewBalanceStrategyRange())
+		testSaramaGroup(t, b, sarama.DefaultVersion, sarama.NewBalanceStrategyRange(), false)
 	})
 }
 
@@ -186,8 +190,8 @@ func (h *saramaHandler) ConsumeClaim(s sarama.ConsumerGroupSession, claim sarama
 // testSaramaGroup consumes a 6-partition topic with two sarama group
 // members, checks that every record arrives exactly once, that both members
 // got partitions, and that the committed offsets are the log end offsets.
-func testSaramaGroup(t *testing.T, b *Broker, v sarama.KafkaVersion, strategy sarama.BalanceStrategy) {
-	topic := fmt.Sprintf("sarama-g-%s-%s", strategy.Name(), v)
+func testSaramaGroup(t *testing.T, b *Broker, v sarama.KafkaVersion, strategy sarama.BalanceStrategy, static bool) {
+	topic := fmt.Sprintf("sarama-g-%s-%s-static-%v", strategy.Name(), v, static)
 	group := topic + "-group"
 	b.CreateTopic(t, topic, 6, nil)
 	recs := compatRecords("sg", 600)
@@ -206,7 +210,12 @@ func testSaramaGroup(t *testing.T, b *Broker, v sarama.KafkaVersion, strategy sa
 	errs := make(chan error, 8)
 	var groups []sarama.ConsumerGroup
 	for i := 0; i < 2; i++ {
-		g, err := sarama.NewConsumerGroup([]string{b.Addr}, group, cfg)
+		cfg := *cfg
+		if static {
+			// KIP-345 static membership: group.instance.id per member.
+			cfg.Consumer.Group.InstanceId = fmt.Sprintf("sarama-static-%d", i)
+		}
+		g, err := sarama.NewConsumerGroup([]string{b.Addr}, group, &cfg)
 		if err != nil {
 			t.Fatalf("sarama consumer group: %v", err)
 		}
