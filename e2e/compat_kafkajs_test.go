@@ -62,6 +62,7 @@ func testKafkaJS(t *testing.T, b *Broker) {
 	var report struct {
 		Produced int `json:"produced"`
 		Consumed []struct {
+			Member    int    `json:"member"`
 			Partition int32  `json:"partition"`
 			Offset    string `json:"offset"`
 			Key       string `json:"key"`
@@ -100,7 +101,11 @@ func testKafkaJS(t *testing.T, b *Broker) {
 		want[fmt.Sprintf("js-k-%d", i)] = fmt.Sprintf("v-%d", i)
 	}
 	c := newCollector()
+	perMember := [2]int{}
 	for _, m := range report.Consumed {
+		if m.Member == 0 || m.Member == 1 {
+			perMember[m.Member]++
+		}
 		var off int64
 		fmt.Sscan(m.Offset, &off)
 		c.add(m.Partition, off, m.Key, m.Value)
@@ -108,7 +113,10 @@ func testKafkaJS(t *testing.T, b *Broker) {
 			t.Errorf("kafkajs read header h=%q for %s", m.Header, m.Key)
 		}
 	}
-	c.check(t, "kafkajs consumer", want)
+	c.check(t, "kafkajs consumers", want)
+	if perMember[0] == 0 || perMember[1] == 0 {
+		t.Errorf("kafkajs group members read %v records, want both some", perMember)
+	}
 	// The same records through franz-go: idempotent batches written as
 	// kafkajs sent them.
 	consumeFranz(t, b, topic, n).check(t, "franz-go reading kafkajs's records", want)

@@ -2,11 +2,13 @@
 //
 //   node run.js BROKER TOPIC GROUP N
 //
-// Creates TOPIC (3 partitions), produces N keyed records "js-k-i" -> "v-i"
-// with an idempotent producer (half uncompressed, half gzip), consumes them
-// in GROUP with commits, fetches the group's offsets, and prints one JSON
-// object on stdout: {produced, consumed: [{partition, offset, key, value}],
-// offsets: [{partition, offset}]}. Any error exits non-zero.
+// Creates TOPIC (3 partitions), starts two consumers in GROUP, and once both
+// hold partitions produces N keyed records "js-k-i" -> "v-i" with an
+// idempotent producer (half uncompressed, half gzip); the consumers commit.
+// Then it fetches the group's offsets, runs admin APIs (configs, partitions,
+// delete records, groups, topics) and prints one JSON object on stdout:
+// {produced, consumed: [{member, partition, offset, key, value, header}],
+// offsets, ends, groups, describedGroup, admin}. Any error exits non-zero.
 'use strict';
 const { Kafka, CompressionTypes, ConfigResourceTypes, logLevel } = require('kafkajs');
 
@@ -33,6 +35,41 @@ async function main() {
     throw new Error('metadata: ' + JSON.stringify(md));
   }
 
+  // Two group members first; records are produced once both hold
+  // partitions (the group is stable), so each is consumed exactly once.
+  const consumed = [];
+  let resolveDone;
+  const done = new Promise((r) => { resolveDone = r; });
+  const joined = [false, false];
+  let resolveJoined;
+  const bothJoined = new Promise((r) => { resolveJoined = r; });
+  const consumers = [];
+  for (let i = 0; i < 2; i++) {
+    const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 });
+    consumer.on(consumer.events.GROUP_JOIN, (e) => {
+      const parts = e.payload.memberAssignment[topic] || [];
+      if (parts.length > 0) joined[i] = true;
+      if (joined[0] && joined[1]) resolveJoined();
+    });
+    await consumer.connect();
+    await consumer.subscribe({ topics: [topic], fromBeginning: true });
+    await consumer.run({
+      autoCommit: true,
+      autoCommitInterval: 100,
+      eachMessage: async ({ partition, message }) => {
+        const h = message.headers.h ? message.headers.h.toString() : null;
+        consumed.push({ member: i, partition, offset: message.offset, key: message.key.toString(), value: message.value.toString(), header: h });
+        if (consumed.length >= n) resolveDone();
+      },
+    });
+    consumers.push(consumer);
+  }
+  const timer = setTimeout(() => {
+    console.error(`kafkajs: deadline: joined ${joined}, consumed ${consumed.length} of ${n}`);
+    process.exit(1);
+  }, 60000);
+  await bothJoined;
+
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1 });
   await producer.connect();
   const half = Math.floor(n / 2);
@@ -44,25 +81,9 @@ async function main() {
   await producer.send({ topic, acks: -1, compression: CompressionTypes.GZIP, messages: msgs.slice(half) });
   await producer.disconnect();
 
-  const consumer = kafka.consumer({ groupId: group, sessionTimeout: 10000, heartbeatInterval: 500, maxWaitTimeInMs: 200 });
-  await consumer.connect();
-  await consumer.subscribe({ topics: [topic], fromBeginning: true });
-  const consumed = [];
-  let resolveDone;
-  const done = new Promise((r) => { resolveDone = r; });
-  await consumer.run({
-    autoCommit: true,
-    autoCommitInterval: 100,
-    eachMessage: async ({ partition, message }) => {
-      const h = message.headers.h ? message.headers.h.toString() : null;
-      consumed.push({ partition, offset: message.offset, key: message.key.toString(), value: message.value.toString(), header: h });
-      if (consumed.length >= n) resolveDone();
-    },
-  });
-  const timer = setTimeout(() => { throw new Error(`consumed ${consumed.length} of ${n} before the deadline`); }, 60000);
   await done;
   clearTimeout(timer);
-  await consumer.disconnect(); // commits what was consumed
+  for (const c of consumers) await c.disconnect(); // commits what was consumed
 
   const offsets = await admin.fetchOffsets({ groupId: group, topics: [topic] });
   const listed = await admin.fetchTopicOffsets(topic);
