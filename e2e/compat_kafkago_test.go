@@ -66,6 +66,40 @@ func testKafkaGo(t *testing.T, b *Broker) {
 			c.check(t, topic, recs)
 		})
 	}
+	t.Run("writer/auto-create", func(t *testing.T) {
+		// A topic that does not exist: the broker creates it (auto.create.
+		// topics.enable, on by default) when kafka-go's Metadata allows it.
+		topic := "kafkago-auto-created"
+		recs := compatRecords("ka", 50)
+		w := &kafka.Writer{Transport: &kafka.Transport{}, Addr: kafka.TCP(b.Addr), Topic: topic, Balancer: &kafka.Hash{},
+			AllowAutoTopicCreation: true, BatchTimeout: 10 * time.Millisecond, WriteTimeout: 30 * time.Second}
+		var msgs []kafka.Message
+		for _, k := range sortedKeys(recs) {
+			msgs = append(msgs, kafka.Message{Key: []byte(k), Value: []byte(recs[k])})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var err error
+		// kafka-go returns the first LEADER_NOT_AVAILABLE/UNKNOWN_TOPIC of a
+		// topic being created to the caller; retrying is its documented use.
+		for attempt := 0; attempt < 20; attempt++ {
+			if err = w.WriteMessages(ctx, msgs...); err == nil {
+				break
+			}
+			if !errors.Is(err, kafka.LeaderNotAvailable) && !errors.Is(err, kafka.UnknownTopicOrPartition) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		if err != nil {
+			t.Fatalf("WriteMessages to a new topic: %v", err)
+		}
+		w.Close()
+		consumeFranz(t, b, topic, len(recs)).check(t, topic, recs)
+	})
 	t.Run("writer/acks0", func(t *testing.T) {
 		topic := "kafkago-acks0"
 		b.CreateTopic(t, topic, 2, nil)

@@ -26,6 +26,23 @@ func testSarama(t *testing.T, b *Broker) {
 	versions := []sarama.KafkaVersion{sarama.DefaultVersion, sarama.MaxVersion}
 	t.Run("admin", func(t *testing.T) { testSaramaAdmin(t, b) })
 	t.Run("acks0", func(t *testing.T) { testSaramaAcksZero(t, b) })
+	t.Run("auto-create", func(t *testing.T) {
+		cfg := saramaConfig(sarama.MaxVersion)
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		p, err := sarama.NewSyncProducer([]string{b.Addr}, cfg)
+		if err != nil {
+			t.Fatalf("sarama producer: %v", err)
+		}
+		recs := compatRecords("sa", 50)
+		for _, k := range sortedKeys(recs) {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: "sarama-auto-created", Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(recs[k])}); err != nil {
+				t.Fatalf("SendMessage to a new topic: %v", err)
+			}
+		}
+		p.Close()
+		consumeFranz(t, b, "sarama-auto-created", len(recs)).check(t, "sarama-auto-created", recs)
+	})
 	for _, v := range versions {
 		for _, codec := range []sarama.CompressionCodec{sarama.CompressionNone, sarama.CompressionGZIP,
 			sarama.CompressionSnappy, sarama.CompressionLZ4, sarama.CompressionZSTD} {
