@@ -31,8 +31,9 @@ type kcatRecord struct {
 // with timestamps.
 func testKcatMore(t *testing.T, b *Broker) {
 	t.Run("offsets-for-times", func(t *testing.T) { testKcatQuery(t, b) })
-	t.Run("balanced-group/range", func(t *testing.T) { testKcatGroup(t, b, "range") })
-	t.Run("balanced-group/cooperative-sticky", func(t *testing.T) { testKcatGroup(t, b, "cooperative-sticky") })
+	t.Run("balanced-group/range", func(t *testing.T) { testKcatGroup(t, b, "range", false) })
+	t.Run("balanced-group/cooperative-sticky", func(t *testing.T) { testKcatGroup(t, b, "cooperative-sticky", false) })
+	t.Run("balanced-group/range/static", func(t *testing.T) { testKcatGroup(t, b, "range", true) })
 }
 
 // testKcatQuery produces records with known timestamps and asks kcat -Q for
@@ -171,13 +172,20 @@ func (m *kcatMember) stop(t *testing.T) {
 // testKcatGroup runs two `kcat -G` members on a 4-partition topic: once both
 // are assigned partitions, records are produced; each is read exactly once
 // across the two, both read some, and the committed offsets reach the end.
-func testKcatGroup(t *testing.T, b *Broker, strategy string) {
-	topic, group := "kcat-group-"+strategy, "kcat-group-g-"+strategy
+func testKcatGroup(t *testing.T, b *Broker, strategy string, static bool) {
+	topic, group := fmt.Sprintf("kcat-group-%s-%v", strategy, static), fmt.Sprintf("kcat-group-g-%s-%v", strategy, static)
 	b.CreateTopic(t, topic, 4, nil)
 	args := []string{"-G", group, "-J", "-u", "-o", "beginning", "-X", "auto.commit.interval.ms=100",
 		"-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=500", "-X", "partition.assignment.strategy=" + strategy, topic}
-	m1 := startKcatMember(t, b, args...)
-	m2 := startKcatMember(t, b, args...)
+	memberArgs := func(i int) []string {
+		if !static {
+			return args
+		}
+		// KIP-345 static membership: group.instance.id per member.
+		return append([]string{"-X", fmt.Sprintf("group.instance.id=kcat-static-%d", i)}, args...)
+	}
+	m1 := startKcatMember(t, b, memberArgs(1)...)
+	m2 := startKcatMember(t, b, memberArgs(2)...)
 	waitFor(t, 60*time.Second, "both kcat members to be assigned partitions", func() bool {
 		return m1.assigned() && m2.assigned()
 	})
