@@ -31,6 +31,26 @@ type kcatRecord struct {
 // with timestamps.
 func testKcatMore(t *testing.T, b *Broker) {
 	t.Run("offsets-for-times", func(t *testing.T) { testKcatQuery(t, b) })
+	t.Run("auto-create", func(t *testing.T) {
+		// librdkafka's producer on a topic that does not exist, idempotent
+		// and compressed: the broker creates the topic.
+		recs := compatRecords("ca", 50)
+		var in strings.Builder
+		for _, k := range sortedKeys(recs) {
+			fmt.Fprintf(&in, "%s\t%s\n", k, recs[k])
+		}
+		b.kcat(t, in.String(), "-P", "-t", "kcat-auto-created", "-K\t", "-z", "zstd", "-X", "enable.idempotence=true")
+		out := b.kcat(t, "", "-C", "-J", "-e", "-q", "-o", "beginning", "-t", "kcat-auto-created").Stdout
+		c := newCollector()
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r kcatRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("kcat -J line %q: %v", l, err)
+			}
+			c.add(r.Partition, r.Offset, deref(r.Key), deref(r.Payload))
+		}
+		c.check(t, "kcat-auto-created", recs)
+	})
 	t.Run("balanced-group/range", func(t *testing.T) { testKcatGroup(t, b, "range", false) })
 	t.Run("balanced-group/cooperative-sticky", func(t *testing.T) { testKcatGroup(t, b, "cooperative-sticky", false) })
 	t.Run("balanced-group/range/static", func(t *testing.T) { testKcatGroup(t, b, "range", true) })
