@@ -109,12 +109,13 @@ func testSaramaAdmin(t *testing.T, b *Broker) {
 		t.Errorf("ListTopics: sarama-admin = %+v (present %v), want 3 partitions", d, ok)
 	}
 	describe := func() map[string]string {
-		entries, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: "sarama-admin"})
-		if err != nil {
-			t.Fatalf("DescribeConfig: %v", err)
+		res, err := adm.DescribeConfigs([]*sarama.ConfigResource{{Type: sarama.TopicResource, Name: "sarama-admin"}},
+			sarama.DescribeConfigsOptions{IncludeSynonyms: true, IncludeDocumentation: true})
+		if err != nil || len(res) != 1 || res[0].ErrorCode != sarama.ErrNoError {
+			t.Fatalf("DescribeConfigs: %v, %+v", err, res)
 		}
 		m := map[string]string{}
-		for _, e := range entries {
+		for _, e := range res[0].Configs {
 			m[e.Name] = e.Value
 		}
 		return m
