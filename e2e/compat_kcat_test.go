@@ -40,7 +40,8 @@ func testKcatMore(t *testing.T, b *Broker) {
 			fmt.Fprintf(&in, "%s\t%s\n", k, recs[k])
 		}
 		b.kcat(t, in.String(), "-P", "-t", "kcat-auto-created", "-K\t", "-z", "zstd", "-X", "enable.idempotence=true")
-		out := b.kcat(t, "", "-C", "-J", "-e", "-q", "-o", "beginning", "-t", "kcat-auto-created").Stdout
+		// check.crcs: librdkafka verifies each fetched batch's CRC-32C.
+		out := b.kcat(t, "", "-C", "-J", "-e", "-q", "-o", "beginning", "-X", "check.crcs=true", "-t", "kcat-auto-created").Stdout
 		c := newCollector()
 		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 			var r kcatRecord
