@@ -60,6 +60,14 @@ func testSarama(t *testing.T, b *Broker) {
 	t.Run("group/range/"+sarama.DefaultVersion.String(), func(t *testing.T) {
 		testSaramaGroup(t, b, sarama.DefaultVersion, sarama.NewBalanceStrategyRange(), false)
 	})
+	// Old protocol versions that applications still pin (Produce v3/v5,
+	// Fetch v5/v6, OffsetCommit v3, JoinGroup v1/v2, …).
+	for _, v := range []sarama.KafkaVersion{sarama.V0_11_0_2, sarama.V1_0_0_0} {
+		t.Run("old/"+v.String(), func(t *testing.T) {
+			testSaramaProducer(t, b, v, sarama.CompressionGZIP)
+			testSaramaGroup(t, b, v, sarama.NewBalanceStrategyRange(), false)
+		})
+	}
 }
 
 // testSaramaAdmin creates a topic with configs, describes it and its
