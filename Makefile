@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -16,6 +16,14 @@ build:
 ## run: one broker on localhost:9092, data under ./data, the bucket a local folder.
 run: build
 	./bin/sediment broker
+
+## cluster: three brokers on localhost:9092-9094 with a three-voter metadata quorum, data under ./data/cluster; Ctrl-C stops them.
+cluster: build
+	./scripts/cluster.sh
+
+## chaos: the long fault run: ten or more SIGKILLs of partition leaders under an idempotent acks=all producer.
+chaos:
+	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet

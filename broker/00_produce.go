@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,6 +26,14 @@ import (
 // overlap, and a request's partitions append concurrently. acks=-1 waits
 // for the in-sync replicas (here the leader alone, so it equals acks=1
 // apart from the min.insync.replicas check); acks=0 sends no reply.
+// Transactional batches (KIP-98) go through the same producer-state check,
+// which also records the first offset of the producer's open transaction
+// (the last stable offset stays below it) and refuses an older epoch with
+// PRODUCER_FENCED (producers.go, txns.go). The first transactional batch
+// of a producer in a partition is checked against the transaction
+// coordinator when that is this broker (KIP-890 part 1): a write outside
+// the producer's open transaction (a late retry after the commit) gets
+// INVALID_TXN_STATE instead of opening a transaction nobody will end.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -38,10 +47,6 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	var ackErr error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = errInvalidRequiredAcks
-	}
-	if req.TransactionID != nil {
-		// Transactions come with the transaction coordinator.
-		ackErr = kerr.TransactionalIDAuthorizationFailed
 	}
 	st := b.meta.State()
 	// Partitions append concurrently (their fsyncs overlap); the next
@@ -70,6 +75,10 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 				}
 				if err != nil {
 					rp.ErrorCode = errCode(err)
+					if r.Version >= 10 {
+						// KIP-951: where the partition moved (replication.go).
+						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, topic.Topic, topic.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
+					}
 					if r.Version >= 8 {
 						rp.ErrorMessage = errMessage(err)
 						if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
@@ -99,6 +108,9 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 		return &Reply{NoResponse: true, Close: failed}, nil
 	}
+	if r.Version >= 10 {
+		resp.Brokers = produceLeaderEndpoints(b, st, r.Conn.Listener, resp)
+	}
 	return &Reply{Msg: resp}, nil
 }
 
@@ -117,13 +129,29 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		return err
 	}
 	topic := p.topicConfigs(st)
-	if acks == -1 && configInt(b, topic, "min.insync.replicas") > 1 {
+	// Replication (replication.go): acks=all needs min.insync.replicas in
+	// the ISR before appending, and waits for the high watermark after.
+	epoch := p.leaderEpoch()
+	if !p.isLeader(epoch) {
+		return errNotLeader // the metadata moved on since this request's snapshot
+	}
+	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
+	}
+	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records); err != nil {
+		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
 	if err != nil {
 		return err
+	}
+	if acks == -1 {
+		h, _ := hotlog.ParseBatchHeader(pt.Records)
+		timeout := time.Duration(max(r.Msg.(*kmsg.ProduceRequest).TimeoutMillis, 0)) * time.Millisecond
+		if err := p.waitCommitted(res.baseOffset+int64(h.LastOffsetDelta), epoch, time.Now().Add(timeout), b.stopping); err != nil {
+			return err
+		}
 	}
 	rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
 	rp.LogStartOffset = p.log.LogStartOffset()

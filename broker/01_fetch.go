@@ -29,8 +29,9 @@ import (
 // Zero copy: record bytes are not read; each partition's batches are hotlog
 // regions that the connection writer sends with sendfile(2) (zerocopy.go).
 // Only offsets below the high watermark are visible (read_uncommitted);
-// without transactions the last stable offset equals it, so read_committed
-// reads the same and gets no aborted transactions.
+// read_committed (isolation level 1) reads only below the last stable
+// offset and gets the aborted transactions that overlap what it reads
+// (txns.go), so the client drops their records.
 
 func init() { regKey(1, 4, 18).handler = handleFetch }
 
@@ -40,6 +41,7 @@ type fetchPart struct {
 	offset            int64
 	maxBytes          int32
 	res               *hotlog.ReadResult
+	replica           bool // a follower's fetch: read to the log end
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -59,6 +61,12 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		fullSession = session != nil && req.SessionEpoch == 0
 	}
 	st := b.meta.State()
+	// A follower's fetch (replica id set) reads to the log end and reports
+	// its own log end (replication.go).
+	replicaID := req.ReplicaID
+	if r.Version >= 15 {
+		replicaID = req.ReplicaState.ID
+	}
 	var parts []*fetchPart
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -90,8 +98,16 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)
 				}
+				if r.Version >= 16 {
+					// KIP-951: where the partition moved (replication.go).
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
+					resp.Brokers = addFetchLeaderEndpoint(b, st, r.Conn.Listener, resp.Brokers, rp.CurrentLeader.LeaderID)
+				}
 			} else {
-				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes})
+				if replicaID >= 0 {
+					p.recordFollowerFetch(replicaID, pt.FetchOffset)
+				}
+				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -115,7 +131,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := readFetchParts(resp, parts, maxBytes)
+		total, failed := readFetchParts(resp, parts, maxBytes, req.IsolationLevel == 1)
 		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
@@ -174,13 +190,18 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64) (total int64, failed bool) {
+func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		l := fp.p.log
+		lso := fp.p.lastStableOffset()
 		hw := l.HighWatermark()
 		rp.ErrorCode = 0
-		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, hw, l.LogStartOffset()
+		rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = hw, lso, l.LogStartOffset()
+		rp.AbortedTransactions = nil
+		if readCommitted {
+			hw = lso // the visible end
+		}
 		fp.res = nil
 		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -188,10 +209,14 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 			continue
 		}
 		remaining := maxBytes - total
-		if fp.offset >= hw || remaining <= 0 || fp.maxBytes <= 0 {
+		limit := hw
+		if fp.replica {
+			limit = l.LogEndOffset()
+		}
+		if fp.offset >= limit || remaining <= 0 || fp.maxBytes <= 0 {
 			continue
 		}
-		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), hw)
+		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), limit)
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true
@@ -205,6 +230,9 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 		}
 		fp.res = res
 		total += res.Size
+		if readCommitted {
+			rp.AbortedTransactions = fp.p.abortedTxns(fp.offset, hw)
+		}
 	}
 	return total, failed
 }

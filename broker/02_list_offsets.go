@@ -10,7 +10,7 @@ import (
 // ListOffsets: v1-10
 //
 // Timestamps: -1 latest (the high watermark; the last stable offset for
-// read_committed, equal without transactions), -2 earliest (log start),
+// read_committed), -2 earliest (log start),
 // -3 (v7+) the record with the largest timestamp, -4 (v8+) earliest local
 // (the same as -2 until tiering), anything else: the first offset whose
 // timestamp is at or after it, or -1 when none is. v4+ reports the leader
@@ -44,6 +44,9 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Reply, error)
 				switch pt.Timestamp {
 				case -1:
 					rp.Offset = l.HighWatermark()
+					if req.IsolationLevel == 1 {
+						rp.Offset = p.lastStableOffset() // txns.go
+					}
 				case -2, -4:
 					rp.Offset = l.LogStartOffset()
 				case -3:

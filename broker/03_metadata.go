@@ -142,4 +142,11 @@ func brokerList(b *Broker, st *metadata.State, listener string) []kmsg.MetadataR
 // handles them (proposals are forwarded to the Raft leader), so each
 // reports itself, and clients never depend on a controller that is not in
 // the broker list.
-func (b *Broker) controllerID() int32 { return b.cfg.NodeID }
+// controllerID is the metadata quorum's leader (any broker takes admin
+// requests; this one is where they commit).
+func (b *Broker) controllerID() int32 {
+	if l, ok := b.meta.Leader(); ok {
+		return l.ID
+	}
+	return b.cfg.NodeID
+}

@@ -19,8 +19,9 @@ import (
 // listener the client came through. If this broker leads it, the partition
 // starts loading now and the answer waits (up to 2s) for the load, so the
 // JoinGroup that follows is not told COORDINATOR_LOAD_IN_PROGRESS. v1+ coordinator type, v3+ flexible, v4+ batched keys.
-// Transaction keys (type 1) get COORDINATOR_NOT_AVAILABLE until the
-// transaction coordinator exists; other types INVALID_REQUEST.
+// Transaction keys (type 1) map the same way to __transaction_state (50
+// partitions, compacted, created on first use) and its partition's leader
+// (txns.go); other types INVALID_REQUEST.
 
 func init() { regKey(10, 0, 6).handler = handleFindCoordinator }
 
@@ -35,17 +36,22 @@ func handleFindCoordinator(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	var stErr error
 	if req.CoordinatorType == 0 {
 		st, stErr = b.createOffsetsTopic(ctx)
+	} else if req.CoordinatorType == 1 {
+		st, stErr = b.createTxnStateTopic(ctx)
 	}
 	for _, key := range keys {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key, c.NodeID, c.Port = key, -1, -1
 		switch {
-		case req.CoordinatorType == 1:
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-		case req.CoordinatorType != 0:
+		case req.CoordinatorType != 0 && req.CoordinatorType != 1:
 			c.ErrorCode = kerr.InvalidRequest.Code
 		case stErr != nil:
 			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		case req.CoordinatorType == 1:
+			c.NodeID, c.Host, c.Port, c.ErrorCode = txnCoordinator(b, st, key, r.Conn.Listener)
+			if c.ErrorCode == 0 && c.NodeID == b.cfg.NodeID {
+				b.txns.ensureWait(ctx, key, 2*time.Second)
+			}
 		default:
 			c.NodeID, c.Host, c.Port, c.ErrorCode = groupCoordinator(b, st, key, r.Conn.Listener)
 			if c.ErrorCode == 0 && c.NodeID == b.cfg.NodeID {

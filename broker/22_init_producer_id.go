@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -14,9 +13,10 @@ import (
 // block allocated through the metadata log, at epoch 0. v3+ lets a producer
 // that knows its id ask for an epoch bump (KIP-360); without a transaction
 // coordinator a bump hands out a new id instead, which Kafka also does when
-// the epoch would overflow. Transactional ids wait for the transaction
-// coordinator: until it exists they get the fatal
-// TRANSACTIONAL_ID_AUTHORIZATION_FAILED. v2+ flexible.
+// the epoch would overflow. A transactional id goes to the transaction
+// coordinator (broker/txn via txns.go): it bumps the id's epoch, fencing
+// the previous instance and aborting what it left open. PRODUCER_FENCED is
+// answered as INVALID_PRODUCER_EPOCH before v4. v2+ flexible.
 
 func init() { regKey(22, 0, 5).handler = handleInitProducerID }
 
@@ -25,8 +25,7 @@ func handleInitProducerID(ctx context.Context, b *Broker, r *Request) (*Reply, e
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return &Reply{Msg: resp}, nil
+		return initTransactionalProducer(ctx, b, r, req, resp) // txns.go
 	}
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()

@@ -9,8 +9,10 @@ import (
 // DescribeProducers: v0
 //
 // The idempotent producers a partition's leader knows: id, epoch, last
-// sequence and last timestamp (no transactions yet: coordinator epoch and
-// transaction start offset are -1). v0 is flexible.
+// sequence, last timestamp and the first offset of the producer's open
+// transaction (-1 if none), which kafka-transactions.sh uses to find and
+// abort hanging transactions (with WriteTxnMarkers). The coordinator epoch
+// is not kept (-1). v0 is flexible.
 
 func init() { regKey(61, 0, 0).handler = handleDescribeProducers }
 
@@ -34,7 +36,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *Request) (*Reply, 
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch = e.id, int32(e.epoch)
 					ap.LastSequence, ap.LastTimestamp = e.lastSeq(), e.lastTimestamp
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, -1
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, e.txnFirstOffset
 					rp.ActiveProducers = append(rp.ActiveProducers, ap)
 				}
 				p.mu.Unlock()

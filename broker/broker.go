@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -70,6 +71,10 @@ type Config struct {
 	// group.initial.rebalance.delay.ms, session timeout bounds,
 	// offsets.retention.minutes, …); zero values take Kafka's defaults.
 	Groups group.Config
+	// Transactions configures the transaction coordinator
+	// (transaction.state.log.num.partitions, transaction.max.timeout.ms,
+	// the timed-out transaction check interval); Broker is set by New.
+	Transactions txn.Config
 
 	// ProducerSnapshotInterval is how often partitions that grew write a
 	// producer-state snapshot [1m].
@@ -77,6 +82,19 @@ type Config struct {
 	// ProducerIDExpiration forgets idempotent producers that have not
 	// appended for this long (producer.id.expiration.ms) [24h].
 	ProducerIDExpiration time.Duration
+
+	// Voters are the metadata quorum's voters (id and Raft address); empty
+	// means a quorum of this broker alone. A broker listed is a voter too
+	// (combined mode).
+	Voters []metadata.Peer
+	// ReplicaLagTimeMax drops a follower from the ISR when it has not
+	// caught up for this long (replica.lag.time.max.ms) [30s].
+	ReplicaLagTimeMax time.Duration
+	// ReplicaFetchMaxWait is a follower fetch's long-poll (replica.fetch.wait.max.ms) [500ms].
+	ReplicaFetchMaxWait time.Duration
+	// ControlledShutdownTimeout bounds how long Close waits for leadership
+	// to move away [10s].
+	ControlledShutdownTimeout time.Duration
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -142,6 +160,15 @@ func (c *Config) setDefaults() {
 	if c.LogFlush == "" {
 		c.LogFlush = "commit"
 	}
+	if c.ReplicaLagTimeMax <= 0 {
+		c.ReplicaLagTimeMax = 30 * time.Second
+	}
+	if c.ReplicaFetchMaxWait <= 0 {
+		c.ReplicaFetchMaxWait = 500 * time.Millisecond
+	}
+	if c.ControlledShutdownTimeout <= 0 {
+		c.ControlledShutdownTimeout = 10 * time.Second
+	}
 	if c.ListenFn == nil {
 		c.ListenFn = net.Listen
 	}
@@ -176,6 +203,7 @@ type Broker struct {
 	store  *store
 	meta   *metadata.Node
 	groups *groups // the group coordinator (groups.go)
+	txns   *txns   // the transaction coordinator (txns.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
 }
@@ -219,6 +247,7 @@ func New(cfg Config) (*Broker, error) {
 	}
 	b.store, b.meta = st, st.meta
 	b.groups = newGroups(b)
+	b.txns = newTxns(b)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
@@ -320,10 +349,17 @@ func (b *Broker) Close() error {
 		return nil
 	}
 	b.mu.closed = true
+	b.mu.Unlock()
+	// Leadership moves away first, while requests are still served.
+	b.controlledShutdown()
+	b.mu.Lock()
 	close(b.stopping)
 	if b.groups != nil {
 		// First: requests waiting in JoinGroup/SyncGroup answer at once.
 		b.groups.close()
+	}
+	if b.txns != nil {
+		b.txns.close()
 	}
 	conns := make([]*conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {

@@ -62,6 +62,8 @@ var errorTable = []struct {
 	{errOneBatch, kerr.InvalidRecord},
 	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{errProducerFenced, kerr.InvalidProducerEpoch},
+	{errTxnProducerFenced, kerr.ProducerFenced},
+	{errTxnNotOpen, kerr.InvalidTxnState},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},
 }

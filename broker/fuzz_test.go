@@ -91,6 +91,10 @@ func FuzzProducerSnapshot(f *testing.F) {
 	s.apply(batchInfo{producerID: 7, producerEpoch: 1, baseSequence: 0, records: 3, maxTimestamp: 5}, 10, 12, 100)
 	s.apply(batchInfo{producerID: 9, producerEpoch: 0, baseSequence: 0, records: 1}, 13, 13, 100)
 	f.Add(s.marshal())
+	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: 0, records: 2, transactional: true}, 14, 15, 1000)
+	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: -1, records: 1, transactional: true, control: true}, 16, 16, 1000)
+	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: 0, records: 1, transactional: true}, 17, 17, 1000)
+	f.Add(s.marshal())
 	f.Add([]byte{1, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -105,5 +109,14 @@ func FuzzProducerSnapshot(f *testing.F) {
 		if len(again.m) != len(st.m) {
 			t.Fatalf("round trip lost producers: %d != %d", len(again.m), len(st.m))
 		}
+	})
+}
+
+// FuzzControlBatch: the marker reader never panics on arbitrary bytes.
+func FuzzControlBatch(f *testing.F) {
+	f.Add(encodeMarkerBatch(1, 0, true, 0, 0))
+	f.Add(encodeMarkerBatch(1, 0, false, 3, 0))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		controlType(b)
 	})
 }

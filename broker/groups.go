@@ -387,28 +387,8 @@ func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) erro
 	if err != nil {
 		return err
 	}
-	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
-	for off < end {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		data, err := p.log.ReadBytes(off, 1<<20, end)
-		if err != nil {
-			return err
-		}
-		if len(data) == 0 {
-			return nil
-		}
-		next, err := replayBatches(data, off, fn)
-		if err != nil {
-			return err
-		}
-		if next <= off {
-			return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, l.part, off)
-		}
-		off = next
-	}
-	return nil
+	// Transactional offsets wait for their marker (txns.go).
+	return l.b.txns.replayOffsets(ctx, p, l.part, fn)
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

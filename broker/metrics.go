@@ -53,7 +53,7 @@ func newMetrics(b *Broker) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&partitionCollector{b: b})
+		&partitionCollector{b: b}, &replicationCollector{b: b})
 	return m
 }
 

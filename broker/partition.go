@@ -23,6 +23,7 @@ type partition struct {
 	id      int32
 	dir     string
 	log     *hotlog.Log
+	repl    replState // replication role and assignment (replication.go)
 
 	mu struct {
 		sync.Mutex
@@ -86,13 +87,25 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 	if int64(len(records)) != h.Size() {
 		return appendResult{}, errOneBatch
 	}
+	if h.IsControl() {
+		// Transaction markers come only from the coordinator (txns.go).
+		return appendResult{}, fmt.Errorf("%w: clients may not produce control batches", hotlog.ErrInvalidRecord)
+	}
 	info := batchInfo{
 		producerID:    h.ProducerID,
 		producerEpoch: h.ProducerEpoch,
 		baseSequence:  h.BaseSequence,
 		records:       h.NumRecords,
 		maxTimestamp:  h.MaxTimestamp,
+		transactional: h.IsTransactional(),
 	}
+	return p.appendChecked(records, info, h, logAppendTime, ordered)
+}
+
+// appendChecked appends one validated batch with the producer-state check
+// (also the path of transaction markers, txns.go). ordered must be
+// idempotent.
+func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime bool, ordered func()) (appendResult, error) {
 	var dup *duplicateError
 	opts := hotlog.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch(),
@@ -115,13 +128,10 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 	if err != nil {
 		return appendResult{}, err
 	}
-	p.mu.Lock()
-	// Replication factor one: the high watermark follows the flushed log
-	// end. (Group commit flushed every earlier offset too.)
-	if hw := res.LastOffset + 1; hw > p.log.HighWatermark() {
-		p.log.SetHighWatermark(hw)
-	}
-	p.mu.Unlock()
+	// The log is durable to here (group commit flushed every earlier
+	// offset too); the high watermark follows over the ISR.
+	p.noteDurableEnd(res.LastOffset + 1)
+	p.advanceHighWatermark()
 	p.wake()
 	lat := int64(-1)
 	if logAppendTime {
@@ -137,6 +147,7 @@ func (p *partition) snapshotProducers() error {
 	// Check, and an append in flight after this point is replayed from
 	// the log on open (its batches are at or after the recorded offset).
 	p.mu.Lock()
+	p.mu.producers.trimAborted(p.log.LogStartOffset())
 	data := p.mu.producers.marshal()
 	end := p.log.LogEndOffset()
 	p.mu.Unlock()
@@ -169,10 +180,18 @@ func (p *partition) loadProducers() error {
 			if err != nil || int64(len(b)) < h.Size() {
 				break
 			}
-			if h.ProducerID >= 0 && !h.IsControl() {
-				st.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
-					baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
-					h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+			if h.ProducerID >= 0 {
+				info := batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
+					baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp,
+					transactional: h.IsTransactional()}
+				if h.IsControl() {
+					// A transaction marker (txns.go); other control
+					// batches change nothing.
+					info.commit, info.control = controlType(b[:h.Size()])
+				}
+				if !h.IsControl() || info.control {
+					st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+				}
 			}
 			next = h.LastOffset() + 1
 			b = b[h.Size():]

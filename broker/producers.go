@@ -16,14 +16,20 @@ import (
 // append lock (hotlog's AppendOptions.Check), so it follows log order.
 //
 // Snapshot format (stored through hotlog's producer snapshots, as of an
-// offset; on open the tail after that offset is replayed):
+// offset; on open the tail after that offset is replayed). Version 2 adds
+// the open transaction's first offset and the aborted transactions;
+// version 1 is still read.
 //
 //	+---------+-----------+------------------------------------------------+
 //	| version | producers | per producer:                                  |
-//	| u8 = 1  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
+//	| u8 = 2  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
 //	|         |           |  n × [first seq i32 | last seq i32 |           |
 //	|         |           |       first offset i64 | last offset i64]      |
+//	|         |           |  txn first offset i64 (-1: none)    (v2 only)  |
 //	+---------+-----------+------------------------------------------------+
+//	| aborted uvarint | per aborted transaction (v2 only):                 |
+//	|                 |  producer id i64 | first offset i64 | marker i64   |
+//	+-----------------+----------------------------------------------------+
 //
 // All integers big-endian except the uvarint count.
 
@@ -39,9 +45,21 @@ type producerEntry struct {
 	epoch         int16
 	lastTimestamp int64
 	batches       []batchMeta // oldest first, at most producerBatchesKept
+	// txnFirstOffset is the first offset of the producer's open
+	// transaction in this partition, -1 if none (snapshot v2).
+	txnFirstOffset int64
 	// lastAppendMs is the broker's clock at the producer's last append
 	// (after a restart: its last batch timestamp), for expiry.
 	lastAppendMs int64
+}
+
+// abortedTxn is one aborted transaction of the partition (Kafka's
+// AbortedTxn without the LSO): read_committed fetches list those that
+// overlap what they return.
+type abortedTxn struct {
+	producerID  int64
+	firstOffset int64
+	lastOffset  int64 // the abort marker's offset
 }
 
 func (e *producerEntry) lastSeq() int32 {
@@ -53,6 +71,8 @@ func (e *producerEntry) lastSeq() int32 {
 
 type producerState struct {
 	m map[int64]*producerEntry
+	// aborted transactions in marker order (so by lastOffset).
+	aborted []abortedTxn
 }
 
 func newProducerState() *producerState { return &producerState{m: make(map[int64]*producerEntry)} }
@@ -60,6 +80,9 @@ func newProducerState() *producerState { return &producerState{m: make(map[int64
 var (
 	errOutOfOrderSequence = errors.New("broker: out of order sequence number")
 	errProducerFenced     = errors.New("broker: producer epoch is older than the current one")
+	// errTxnProducerFenced is errProducerFenced for a transactional
+	// batch: clients must treat it as fatal (PRODUCER_FENCED).
+	errTxnProducerFenced = errors.New("broker: transactional producer fenced by a newer epoch")
 )
 
 // duplicateError reports a batch that was already appended.
@@ -75,6 +98,9 @@ type batchInfo struct {
 	baseSequence  int32
 	records       int32
 	maxTimestamp  int64
+	transactional bool
+	// control: a transaction marker; commit tells which.
+	control, commit bool
 }
 
 func nextSeq(seq int32, n int32) int32 {
@@ -88,6 +114,14 @@ func (s *producerState) check(b batchInfo) error {
 		return nil
 	}
 	e := s.m[b.producerID]
+	if b.control || b.baseSequence == -1 {
+		// Markers and the coordinator's own transactional writes
+		// (TxnOffsetCommit) carry no sequence: only the epoch counts.
+		if e != nil && b.producerEpoch < e.epoch {
+			return fmt.Errorf("%w: epoch %d < %d for producer %d", errTxnProducerFenced, b.producerEpoch, e.epoch, b.producerID)
+		}
+		return nil
+	}
 	if e == nil {
 		if b.baseSequence != 0 {
 			return fmt.Errorf("%w: unknown producer %d must start at sequence 0, got %d", errOutOfOrderSequence, b.producerID, b.baseSequence)
@@ -96,7 +130,11 @@ func (s *producerState) check(b batchInfo) error {
 	}
 	switch {
 	case b.producerEpoch < e.epoch:
-		return fmt.Errorf("%w: epoch %d < %d for producer %d", errProducerFenced, b.producerEpoch, e.epoch, b.producerID)
+		err := errProducerFenced
+		if b.transactional {
+			err = errTxnProducerFenced
+		}
+		return fmt.Errorf("%w: epoch %d < %d for producer %d", err, b.producerEpoch, e.epoch, b.producerID)
 	case b.producerEpoch > e.epoch:
 		if b.baseSequence != 0 {
 			return fmt.Errorf("%w: new epoch %d must start at sequence 0, got %d", errOutOfOrderSequence, b.producerEpoch, b.baseSequence)
@@ -122,7 +160,7 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	}
 	e := s.m[b.producerID]
 	if e == nil {
-		e = &producerEntry{id: b.producerID}
+		e = &producerEntry{id: b.producerID, txnFirstOffset: -1}
 		s.m[b.producerID] = e
 	}
 	if b.producerEpoch != e.epoch {
@@ -135,6 +173,19 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	if nowMs > e.lastAppendMs {
 		e.lastAppendMs = nowMs
 	}
+	if b.control {
+		if e.txnFirstOffset >= 0 && !b.commit {
+			s.aborted = append(s.aborted, abortedTxn{producerID: b.producerID, firstOffset: e.txnFirstOffset, lastOffset: firstOffset})
+		}
+		e.txnFirstOffset = -1
+		return
+	}
+	if b.transactional && e.txnFirstOffset < 0 {
+		e.txnFirstOffset = firstOffset
+	}
+	if b.baseSequence == -1 {
+		return
+	}
 	if len(e.batches) == producerBatchesKept {
 		copy(e.batches, e.batches[1:])
 		e.batches = e.batches[:producerBatchesKept-1]
@@ -145,6 +196,40 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	})
 }
 
+// firstUnstable is the first offset of the oldest open transaction, or
+// -1: the last stable offset is the smaller of it and the high watermark.
+func (s *producerState) firstUnstable() int64 {
+	first := int64(-1)
+	for _, e := range s.m {
+		if e.txnFirstOffset >= 0 && (first < 0 || e.txnFirstOffset < first) {
+			first = e.txnFirstOffset
+		}
+	}
+	return first
+}
+
+// abortedIn returns the aborted transactions that a read of [from, to)
+// must know: those whose abort marker is at or after from and that began
+// before to.
+func (s *producerState) abortedIn(from, to int64) []abortedTxn {
+	i := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].lastOffset >= from })
+	var out []abortedTxn
+	for _, a := range s.aborted[i:] {
+		if a.firstOffset < to {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// trimAborted forgets aborted transactions wholly below the log start.
+func (s *producerState) trimAborted(logStart int64) {
+	i := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].lastOffset >= logStart })
+	if i > 0 {
+		s.aborted = append([]abortedTxn(nil), s.aborted[i:]...)
+	}
+}
+
 // expire forgets producers that have not appended since cutoffMs (Kafka's
 // producer.id.expiration.ms): the state, and its snapshots, stay bounded by
 // the producers active recently. An expired producer's next batch must
@@ -153,7 +238,8 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 func (s *producerState) expire(cutoffMs int64) int {
 	n := 0
 	for id, e := range s.m {
-		if e.lastAppendMs < cutoffMs {
+		// A producer with an open transaction stays until its marker.
+		if e.lastAppendMs < cutoffMs && e.txnFirstOffset < 0 {
 			delete(s.m, id)
 			n++
 		}
@@ -172,7 +258,7 @@ func (s *producerState) entries() []*producerEntry {
 }
 
 func (s *producerState) marshal() []byte {
-	out := []byte{1}
+	out := []byte{2}
 	out = binary.AppendUvarint(out, uint64(len(s.m)))
 	for _, e := range s.entries() {
 		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
@@ -185,6 +271,13 @@ func (s *producerState) marshal() []byte {
 			out = binary.BigEndian.AppendUint64(out, uint64(m.firstOffset))
 			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
 		}
+		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
+	}
+	out = binary.AppendUvarint(out, uint64(len(s.aborted)))
+	for _, a := range s.aborted {
+		out = binary.BigEndian.AppendUint64(out, uint64(a.producerID))
+		out = binary.BigEndian.AppendUint64(out, uint64(a.firstOffset))
+		out = binary.BigEndian.AppendUint64(out, uint64(a.lastOffset))
 	}
 	return out
 }
@@ -193,9 +286,10 @@ var errBadSnapshot = errors.New("broker: malformed producer snapshot")
 
 func unmarshalProducerState(b []byte) (*producerState, error) {
 	s := newProducerState()
-	if len(b) < 1 || b[0] != 1 {
+	if len(b) < 1 || (b[0] != 1 && b[0] != 2) {
 		return nil, errBadSnapshot
 	}
+	v2 := b[0] == 2
 	b = b[1:]
 	n, k := binary.Uvarint(b)
 	// Each producer takes at least 19 bytes: bound the count by the input.
@@ -208,9 +302,10 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			return nil, errBadSnapshot
 		}
 		e := &producerEntry{
-			id:            int64(binary.BigEndian.Uint64(b)),
-			epoch:         int16(binary.BigEndian.Uint16(b[8:])),
-			lastTimestamp: int64(binary.BigEndian.Uint64(b[10:])),
+			id:             int64(binary.BigEndian.Uint64(b)),
+			epoch:          int16(binary.BigEndian.Uint16(b[8:])),
+			lastTimestamp:  int64(binary.BigEndian.Uint64(b[10:])),
+			txnFirstOffset: -1,
 		}
 		e.lastAppendMs = e.lastTimestamp
 		nb := int(b[18])
@@ -227,10 +322,39 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			})
 			b = b[24:]
 		}
+		if v2 {
+			if len(b) < 8 {
+				return nil, errBadSnapshot
+			}
+			e.txnFirstOffset = int64(binary.BigEndian.Uint64(b))
+			b = b[8:]
+			if e.txnFirstOffset < -1 {
+				return nil, errBadSnapshot
+			}
+		}
 		if e.id < 0 {
 			return nil, errBadSnapshot
 		}
 		s.m[e.id] = e
+	}
+	if v2 {
+		n, k := binary.Uvarint(b)
+		if k <= 0 || n > uint64(len(b)/24) {
+			return nil, errBadSnapshot
+		}
+		b = b[k:]
+		for i := uint64(0); i < n; i++ {
+			a := abortedTxn{
+				producerID:  int64(binary.BigEndian.Uint64(b)),
+				firstOffset: int64(binary.BigEndian.Uint64(b[8:])),
+				lastOffset:  int64(binary.BigEndian.Uint64(b[16:])),
+			}
+			b = b[24:]
+			if a.firstOffset < 0 || a.lastOffset < a.firstOffset || (len(s.aborted) > 0 && a.lastOffset < s.aborted[len(s.aborted)-1].lastOffset) {
+				return nil, errBadSnapshot
+			}
+			s.aborted = append(s.aborted, a)
+		}
 	}
 	if len(b) != 0 {
 		return nil, errBadSnapshot

@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"testing"
+
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 func TestProducerStateSequences(t *testing.T) {
@@ -59,5 +61,93 @@ func TestProducerStateSequences(t *testing.T) {
 	s.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 50, 50, 1000)
 	if n := s.expire(1500); n != 1 || s.m[1] == nil || s.m[2] != nil {
 		t.Fatalf("expire(1500) removed %d, left %v", n, s.m)
+	}
+}
+
+func TestProducerStateTransactions(t *testing.T) {
+	s := newProducerState()
+	data := func(pid int64, epoch int16, seq int32) batchInfo {
+		return batchInfo{producerID: pid, producerEpoch: epoch, baseSequence: seq, records: 2, transactional: true}
+	}
+	marker := func(pid int64, epoch int16, commit bool) batchInfo {
+		return batchInfo{producerID: pid, producerEpoch: epoch, baseSequence: -1, records: 1, transactional: true, control: true, commit: commit}
+	}
+	if s.firstUnstable() != -1 {
+		t.Fatal("empty state has an open transaction")
+	}
+	s.apply(data(1, 0, 0), 10, 11, 1000)
+	s.apply(data(2, 0, 0), 12, 13, 1000)
+	s.apply(data(1, 0, 2), 14, 15, 1000)
+	if got := s.firstUnstable(); got != 10 {
+		t.Fatalf("first unstable %d, want 10", got)
+	}
+	s.apply(marker(1, 0, false), 16, 16, 1000) // abort producer 1's [10, 16]
+	if got := s.firstUnstable(); got != 12 {
+		t.Fatalf("first unstable %d, want 12", got)
+	}
+	s.apply(marker(2, 0, true), 17, 17, 1000)
+	if got := s.firstUnstable(); got != -1 {
+		t.Fatalf("first unstable %d after both ended", got)
+	}
+	if a := s.abortedIn(0, 100); len(a) != 1 || a[0] != (abortedTxn{1, 10, 16}) {
+		t.Fatalf("aborted %+v", a)
+	}
+	if a := s.abortedIn(17, 100); len(a) != 0 {
+		t.Fatalf("aborted after the marker %+v", a)
+	}
+	if a := s.abortedIn(0, 10); len(a) != 0 {
+		t.Fatalf("aborted before the transaction %+v", a)
+	}
+	// A marker with a bumped epoch (a fenced abort) fences the old one.
+	s.apply(data(3, 0, 0), 18, 19, 1000)
+	if err := s.check(marker(3, 1, false)); err != nil {
+		t.Fatal(err)
+	}
+	s.apply(marker(3, 1, false), 20, 20, 1000)
+	if err := s.check(data(3, 0, 2)); !errors.Is(err, errTxnProducerFenced) {
+		t.Fatalf("write of the fenced epoch: %v", err)
+	}
+	if err := s.check(marker(3, 0, true)); !errors.Is(err, errTxnProducerFenced) {
+		t.Fatalf("stale marker: %v", err)
+	}
+	// Expiry keeps a producer whose transaction is open.
+	s.apply(data(5, 0, 0), 30, 31, 1)
+	if s.expire(1500) == 0 || s.m[5] == nil {
+		t.Fatalf("expiry: producer with an open transaction dropped (%v)", s.m[5])
+	}
+	s.apply(marker(5, 0, false), 32, 32, 1)
+	if s.expire(1500); s.m[5] != nil {
+		t.Fatal("expiry kept an idle producer without a transaction")
+	}
+	// The snapshot keeps open transactions and aborted ones.
+	s.apply(data(4, 0, 0), 21, 22, 1000)
+	s.aborted = s.aborted[:2]
+	st, err := unmarshalProducerState(s.marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.firstUnstable() != 21 || len(st.aborted) != 2 || st.aborted[1] != (abortedTxn{3, 18, 20}) {
+		t.Fatalf("snapshot round trip: first unstable %d aborted %+v", st.firstUnstable(), st.aborted)
+	}
+	st.trimAborted(17)
+	if len(st.aborted) != 1 || st.aborted[0].producerID != 3 {
+		t.Fatalf("trim: %+v", st.aborted)
+	}
+}
+
+func TestControlBatch(t *testing.T) {
+	for _, commit := range []bool{true, false} {
+		b := encodeMarkerBatch(5, 2, commit, 7, 1000)
+		h, err := hotlog.ParseBatchHeader(b)
+		if err != nil || !h.IsControl() || !h.IsTransactional() || h.ProducerID != 5 || h.ProducerEpoch != 2 {
+			t.Fatalf("header %+v %v", h, err)
+		}
+		if _, err := hotlog.ValidateBatches(b); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := controlType(b)
+		if !ok || got != commit {
+			t.Fatalf("control type %v %v, want %v", got, ok, commit)
+		}
 	}
 }

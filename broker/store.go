@@ -46,6 +46,8 @@ type store struct {
 		next, end int64
 	}
 
+	repl *replicator // followers' fetchers and the leader's ISR loop
+
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -66,6 +68,7 @@ func openStore(b *Broker) (*store, error) {
 		Dir:       filepath.Join(cfg.DataDir, "meta"),
 		RaftAddr:  raftAddr,
 		Bootstrap: true,
+		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
 	})
@@ -98,24 +101,44 @@ func openStore(b *Broker) (*store, error) {
 			prev = n
 		}
 	}
-	res, err := meta.Propose(ctx, &metadata.RegisterBroker{
-		BrokerID: cfg.NodeID, IncarnationID: metadata.NewUUID(), Listeners: listeners, PreviousBrokerEpoch: prev,
+	// The same incarnation on every attempt: a retry after an outcome
+	// unknown (the Raft leader changed while committing) is not a second
+	// broker with this id.
+	incarnation := metadata.NewUUID()
+	var res metadata.Result
+	err = retryMetadata(ctx, func() error {
+		res, err = meta.Propose(ctx, &metadata.RegisterBroker{
+			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev,
+		})
+		return err
 	})
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: registering: %w", err)
 	}
 	s.brokerEpoch = res.BrokerEpoch
+	// A voter that was down may still be replaying the metadata log: what
+	// follows (stray directories, leaderships) needs the state as of the
+	// registration.
+	if _, err := meta.WaitForVersion(ctx, res.Version); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: catching up with the metadata log: %w", err)
+	}
 	if err := writeFileSync(epochFile, []byte(strconv.FormatInt(res.BrokerEpoch, 10)+"\n")); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	if err := s.heartbeat(ctx); err != nil {
+	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx) }); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
 	}
 	s.waitForLeadership(ctx)
 	s.removeStrayDirs(meta.State())
+	if s.repl, err = newReplicator(s); err != nil {
+		meta.Close()
+		return nil, err
+	}
+	s.reconcile(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
 	s.wg.Add(3)
@@ -244,19 +267,16 @@ func (s *store) watchLoop(ctx context.Context) {
 }
 
 func (s *store) reconcile(st *metadata.State) {
+	me := s.b.cfg.NodeID
 	var drop []*partition
 	s.mu.Lock()
 	for id, ps := range s.mu.parts {
 		t, ok := st.TopicByID(id)
 		for idx, p := range ps {
-			if !ok || idx >= int32(len(t.Partitions)) || t.Partitions[idx].Leader != s.b.cfg.NodeID {
+			if !ok || idx >= int32(len(t.Partitions)) || !slices.Contains(t.Partitions[idx].Replicas, me) {
 				drop = append(drop, p)
 				delete(ps, idx)
-				continue
 			}
-			p.mu.Lock()
-			p.mu.leaderEpoch = t.Partitions[idx].LeaderEpoch
-			p.mu.Unlock()
 		}
 		if len(ps) == 0 {
 			delete(s.mu.parts, id)
@@ -267,6 +287,7 @@ func (s *store) reconcile(st *metadata.State) {
 		_, exists := st.TopicByID(p.topicID)
 		s.closePartition(p, !exists)
 	}
+	s.reconcileReplicas(st)
 }
 
 func (s *store) closePartition(p *partition, remove bool) {
@@ -349,8 +370,28 @@ func (s *store) open(t *metadata.Topic, idx int32) (*partition, error) {
 	if idx < 0 || idx >= int32(len(t.Partitions)) {
 		return nil, errUnknownTopicOrPartition
 	}
+	if mp := t.Partitions[idx]; mp.Leader != s.b.cfg.NodeID {
+		return nil, errNotLeader
+	}
+	// Version 0: apply the assignment only to a newly opened partition;
+	// reconcile applies later changes in order.
+	return s.openReplica(t, idx, 0)
+}
+
+// openReplica opens a partition this broker is a replica of and applies
+// its assignment as of version.
+func (s *store) openReplica(t *metadata.Topic, idx int32, version uint64) (*partition, error) {
+	p, err := s.openLocked(t, idx)
+	if err != nil {
+		return nil, err
+	}
+	p.applyAssignment(s.b.cfg.NodeID, t.Partitions[idx], version)
+	return p, nil
+}
+
+func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	mp := t.Partitions[idx]
-	if mp.Leader != s.b.cfg.NodeID {
+	if !slices.Contains(mp.Replicas, s.b.cfg.NodeID) {
 		return nil, errNotLeader
 	}
 	s.mu.Lock()
@@ -397,8 +438,11 @@ func (s *store) open(t *metadata.Topic, idx int32) (*partition, error) {
 		l.Close()
 		return nil, err
 	}
-	// A single replica: everything in the log is committed.
-	l.SetHighWatermark(l.LogEndOffset())
+	p.resetDurableEnd()
+	if len(mp.Replicas) == 1 {
+		// A single replica: everything in the log is committed.
+		l.SetHighWatermark(l.LogEndOffset())
+	}
 	if s.mu.parts[t.ID] == nil {
 		s.mu.parts[t.ID] = make(map[int32]*partition)
 	}
@@ -497,6 +541,9 @@ func (s *store) propose(ctx context.Context, cmd metadata.Command) (metadata.Res
 func (s *store) close() error {
 	s.cancel()
 	s.wg.Wait()
+	if s.repl != nil {
+		s.repl.close()
+	}
 	s.mu.Lock()
 	var ps []*partition
 	for _, m := range s.mu.parts {

@@ -49,6 +49,8 @@ type partition struct {
 	queue  *appendQueue
 	// inflight holds the appends queued or running, to fail them on unload.
 	inflight map[*appendJob]struct{}
+	// txnEnds holds transactional offsets ended while loading (txn.go).
+	txnEnds []txnEnd
 }
 
 type appendJob struct {
@@ -166,6 +168,7 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 		g.offsets = offs
 	}
 	p.loading = false
+	c.applyTxnEnds(p)
 	for _, g := range p.groups {
 		for _, m := range g.members {
 			c.touch(g, m)

@@ -25,6 +25,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
 )
 
 // brokerSetting is one configuration key: its flag, default and help.
@@ -42,6 +43,9 @@ var brokerSettings = []brokerSetting{
 	{"advertised-listeners", "", "addresses given to clients, same form as listeners (default: the bound ones)"},
 	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
 	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
+	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
+	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
+	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"log-level", "info", "debug, info, warn or error"},
 	{"log-format", "text", "text or json"},
 	{"auto-create-topics-enable", true, "auto.create.topics.enable: create topics on Metadata requests"},
@@ -63,6 +67,9 @@ var brokerSettings = []brokerSetting{
 	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
 	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
 	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
+	{"transaction-state-log-num-partitions", 50, "transaction.state.log.num.partitions: partitions of __transaction_state (fixed once created)"},
+	{"transaction-max-timeout", 15 * time.Minute, "transaction.max.timeout.ms: the largest transaction.timeout.ms a producer may ask for"},
+	{"transaction-abort-interval", 10 * time.Second, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often open transactions are checked for timeout"},
 }
 
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
@@ -171,7 +178,14 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			}
 		}
 	}
+	voters, err := parseVoters(v.GetString("voters"))
+	if err != nil {
+		return broker.Config{}, err
+	}
 	return broker.Config{
+		Voters:                   voters,
+		ReplicaLagTimeMax:        v.GetDuration("replica-lag-time-max"),
+		ReplicaFetchMaxWait:      v.GetDuration("replica-fetch-wait-max"),
 		NodeID:                   v.GetInt32("node-id"),
 		ClusterID:                v.GetString("cluster-id"),
 		DataDir:                  v.GetString("data-dir"),
@@ -197,6 +211,11 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			MaxSessionTimeout:     v.GetDuration("group-max-session-timeout"),
 			MaxGroupSize:          v.GetInt("group-max-size"),
 			OffsetsRetention:      v.GetDuration("offsets-retention"),
+		},
+		Transactions: txn.Config{
+			Partitions:    v.GetInt32("transaction-state-log-num-partitions"),
+			MaxTimeout:    v.GetDuration("transaction-max-timeout"),
+			AbortInterval: v.GetDuration("transaction-abort-interval"),
 		},
 		Logger: log,
 	}, nil

@@ -24,8 +24,10 @@ func newRootCmd() *cobra.Command {
 	}
 	root.AddCommand(newBrokerCmd())
 	root.AddCommand(newTopicCmd())
+	root.AddCommand(newClusterCmd())
 	root.AddCommand(newProduceCmd())
 	root.AddCommand(newConsumeCmd())
 	root.AddCommand(newGroupCmd())
+	root.AddCommand(newTxnCmd())
 	return root
 }

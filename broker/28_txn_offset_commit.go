@@ -1,0 +1,99 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
+)
+
+// TxnOffsetCommit: v0-5
+//
+// Offsets committed inside a transaction: the group coordinator validates
+// the member (v3+ generation, member and instance ids, KIP-447; kafkajs
+// sends v1 without them), the records are appended to the group's
+// __consumer_offsets partition as a transactional batch of the producer
+// (sequence -1, as Kafka's coordinator writes them, so the partition's
+// producer state fences an old epoch), and they become the group's offsets
+// only when the commit marker is written there (txns.go). When the
+// transaction coordinator of the id is this broker, the producer is checked
+// against it first. v3+ flexible. v6 (topic ids) is not served.
+// PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3.
+
+func init() { regKey(28, 0, 5).handler = handleTxnOffsetCommit }
+
+func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+	resp := req.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+	fill := func(code int16) {
+		resp.Topics = nil
+		for _, t := range req.Topics {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+	}
+	part := b.groups.partitionFor(req.Group)
+	b.txns.ensure(req.TransactionalID)
+	code, err := b.txns.c.CheckProducer(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, txn.TopicPartition{Topic: offsetsTopic, Partition: part})
+	if err != nil {
+		return txnReply(resp, err, fill)
+	}
+	if code != 0 && code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code {
+		fill(fencedCode(code, r.Version, 3))
+		return &Reply{Msg: resp}, nil
+	}
+	b.groups.ensure(req.Group)
+	names := make([]string, len(req.Topics))
+	for i, t := range req.Topics {
+		names[i] = t.Topic
+	}
+	gresp, records, err := b.groups.c.TxnOffsetCommit(ctx, req, names)
+	if errors.Is(err, group.ErrClosed) {
+		fill(kerr.NotCoordinator.Code)
+		return &Reply{Msg: resp}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(records) == 0 {
+		return &Reply{Msg: gresp}, nil
+	}
+	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
+	if err == nil {
+		batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
+		_, err = p.appendBatch(batch, math.MaxInt32, false, func() {})
+	}
+	if err != nil {
+		// Nothing was written: release the pending counts.
+		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b.groups.c.EndTxnOffsets(ectx, part, records, false)
+		cancel()
+		code := errCode(err)
+		if code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code {
+			code = kerr.NotCoordinator.Code
+		}
+		code = fencedCode(code, r.Version, 3)
+		for i := range gresp.Topics {
+			for j := range gresp.Topics[i].Partitions {
+				if gresp.Topics[i].Partitions[j].ErrorCode == 0 {
+					gresp.Topics[i].Partitions[j].ErrorCode = code
+				}
+			}
+		}
+		return &Reply{Msg: gresp}, nil
+	}
+	b.txns.addOffsets(part, req.ProducerID, records)
+	return &Reply{Msg: gresp}, nil
+}

@@ -1,0 +1,62 @@
+package broker
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// DescribeQuorum: v0-2
+//
+// The metadata quorum (KIP-595/KIP-836) as the topic-partition
+// __cluster_metadata-0: the Raft leader and the voters. Sediment's quorum is
+// hashicorp/raft, whose term and per-voter log offsets are not exposed, so
+// the leader epoch and offsets are reported as -1. v2 adds the voters' Raft
+// endpoints as nodes.
+
+func init() { regKey(55, 0, 2).handler = handleDescribeQuorum }
+
+func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeQuorumRequest)
+	resp := req.ResponseKind().(*kmsg.DescribeQuorumResponse)
+	for _, t := range req.Topics {
+		rt := kmsg.NewDescribeQuorumResponseTopic()
+		rt.Topic = t.Topic
+		for _, pt := range t.Partitions {
+			rp := kmsg.NewDescribeQuorumResponseTopicPartition()
+			rp.Partition = pt.Partition
+			rp.LeaderID, rp.LeaderEpoch, rp.HighWatermark = -1, -1, -1
+			if t.Topic != "__cluster_metadata" || pt.Partition != 0 {
+				rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
+			if l, ok := b.meta.Leader(); ok {
+				rp.LeaderID = l.ID
+			}
+			voters, err := b.meta.Voters()
+			if err != nil {
+				rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			}
+			for _, v := range voters {
+				rv := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+				rv.ReplicaID, rv.LogEndOffset, rv.LastFetchTimestamp, rv.LastCaughtUpTimestamp = v.ID, -1, -1, -1
+				rp.CurrentVoters = append(rp.CurrentVoters, rv)
+				if r.Version >= 2 {
+					n := kmsg.NewDescribeQuorumResponseNode()
+					n.NodeID = v.ID
+					if host, port, ok := splitHostPort(v.Addr); ok {
+						l := kmsg.NewDescribeQuorumResponseNodeListener()
+						l.Name, l.Host, l.Port = "RAFT", host, port
+						n.Listeners = append(n.Listeners, l)
+					}
+					resp.Nodes = append(resp.Nodes, n)
+				}
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}

@@ -1,0 +1,176 @@
+// Package replica holds the leader-side bookkeeping of a replicated
+// partition: each follower's log end offset as its fetches report it, when
+// it was last caught up, the high watermark that follows from the in-sync
+// replica set (ISR), and the ISR changes the leader should ask the
+// controller for (Kafka's Partition.scala maybeShrinkIsr/maybeExpandIsr).
+//
+// A follower's fetch offset is its log end offset, and (by the durability
+// rule followers obey: they fetch the next offset only after the previous
+// append was flushed) everything below it is durable on that follower. The
+// high watermark is therefore the smallest log end offset over the ISR,
+// counting the leader's own durable end.
+//
+// The Tracker knows nothing of logs, sockets or the metadata log; the broker
+// feeds it and acts on what it answers, so it is tested directly.
+package replica
+
+import (
+	"slices"
+	"sync"
+	"time"
+)
+
+// follower is what the leader knows of one follower.
+type follower struct {
+	leo          int64     // -1 until its first fetch in this leadership
+	lastCaughtUp time.Time // last time its fetch offset reached the leader's end
+	// The leader's end and the time at the previous fetch: a fetch that
+	// reaches prevLeaderEnd shows it was caught up at prevFetch.
+	prevLeaderEnd int64
+	prevFetch     time.Time
+}
+
+// Tracker is the leader's view of one partition's replicas. All methods are
+// safe for concurrent use.
+type Tracker struct {
+	self int32
+	mu   struct {
+		sync.Mutex
+		replicas  []int32
+		isr       []int32
+		followers map[int32]*follower
+	}
+}
+
+// NewTracker returns a tracker for a leader with id self.
+func NewTracker(self int32) *Tracker {
+	t := &Tracker{self: self}
+	t.mu.followers = map[int32]*follower{}
+	return t
+}
+
+// Reset starts a new leadership: every follower is unknown (log end -1) and
+// counts as caught up at now, so that it has a full lag period to fetch.
+func (t *Tracker) Reset(replicas, isr []int32, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.followers = map[int32]*follower{}
+	t.setLocked(replicas, isr, now)
+}
+
+// SetAssignment applies a committed replica set and ISR during a leadership,
+// keeping what is known of followers that stay.
+func (t *Tracker) SetAssignment(replicas, isr []int32, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.setLocked(replicas, isr, now)
+}
+
+func (t *Tracker) setLocked(replicas, isr []int32, now time.Time) {
+	t.mu.replicas = slices.Clone(replicas)
+	t.mu.isr = slices.Clone(isr)
+	for _, r := range replicas {
+		if r == t.self {
+			continue
+		}
+		if _, ok := t.mu.followers[r]; !ok {
+			t.mu.followers[r] = &follower{leo: -1, lastCaughtUp: now, prevLeaderEnd: -1}
+		}
+	}
+	for id := range t.mu.followers {
+		if !slices.Contains(replicas, id) {
+			delete(t.mu.followers, id)
+		}
+	}
+}
+
+// ISR returns the committed in-sync replica set.
+func (t *Tracker) ISR() []int32 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.mu.isr)
+}
+
+// RecordFetch notes a fetch by follower id at fetchOffset when the leader's
+// log ended at leaderEnd. It reports false for a broker that is not a
+// follower of this partition.
+func (t *Tracker) RecordFetch(id int32, fetchOffset, leaderEnd int64, now time.Time) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, ok := t.mu.followers[id]
+	if !ok {
+		return false
+	}
+	f.leo = fetchOffset
+	switch {
+	case fetchOffset >= leaderEnd:
+		f.lastCaughtUp = now
+	case f.prevLeaderEnd >= 0 && fetchOffset >= f.prevLeaderEnd && f.prevFetch.After(f.lastCaughtUp):
+		f.lastCaughtUp = f.prevFetch
+	}
+	f.prevLeaderEnd, f.prevFetch = leaderEnd, now
+	return true
+}
+
+// HighWatermark is the smallest log end offset over the ISR, the leader's
+// own being leaderEnd (its durable end).
+func (t *Tracker) HighWatermark(leaderEnd int64) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hw := leaderEnd
+	for _, r := range t.mu.isr {
+		if r == t.self {
+			continue
+		}
+		f, ok := t.mu.followers[r]
+		if !ok {
+			return -1
+		}
+		hw = min(hw, f.leo)
+	}
+	return hw
+}
+
+// PlanISR returns the ISR the leader should propose, and whether it differs
+// from the committed one: ISR followers not caught up within lag leave;
+// followers whose log end reached both the high watermark and the offset the
+// leadership began at (so they hold every record of the current epoch the
+// leader has committed) join. The leader always stays.
+func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration) ([]int32, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []int32
+	changed := false
+	for _, r := range t.mu.replicas {
+		if r == t.self {
+			out = append(out, r)
+			if !slices.Contains(t.mu.isr, r) {
+				changed = true
+			}
+			continue
+		}
+		f := t.mu.followers[r]
+		in := slices.Contains(t.mu.isr, r)
+		switch {
+		case in && f != nil && now.Sub(f.lastCaughtUp) > lag:
+			changed = true // shrink
+		case in:
+			out = append(out, r)
+		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag:
+			out = append(out, r) // expand
+			changed = true
+		}
+	}
+	return out, changed
+}
+
+// FollowerEnd returns what the leader knows of a follower's log end (-1 when
+// unknown).
+func (t *Tracker) FollowerEnd(id int32) int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if f, ok := t.mu.followers[id]; ok {
+		return f.leo
+	}
+	return -1
+}

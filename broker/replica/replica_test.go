@@ -1,0 +1,87 @@
+package replica
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHighWatermarkFollowsSlowestISRMember(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2, 3}, []int32{1, 2, 3}, now)
+	if hw := tr.HighWatermark(10); hw != -1 {
+		t.Fatalf("before any follower fetched: hw %d, want -1 (unknown)", hw)
+	}
+	tr.RecordFetch(2, 7, 10, now)
+	tr.RecordFetch(3, 4, 10, now)
+	if hw := tr.HighWatermark(10); hw != 4 {
+		t.Fatalf("hw %d, want 4", hw)
+	}
+	tr.RecordFetch(3, 10, 10, now)
+	if hw := tr.HighWatermark(10); hw != 7 {
+		t.Fatalf("hw %d, want 7", hw)
+	}
+	if hw := tr.HighWatermark(5); hw != 5 {
+		t.Fatalf("leader's own durable end bounds the hw: got %d, want 5", hw)
+	}
+	// Out of the ISR, a follower no longer holds the high watermark back.
+	tr.SetAssignment([]int32{1, 2, 3}, []int32{1, 3}, now)
+	if hw := tr.HighWatermark(10); hw != 10 {
+		t.Fatalf("hw %d, want 10", hw)
+	}
+	if tr.RecordFetch(9, 1, 10, now) {
+		t.Fatal("a broker that is not a replica was accepted")
+	}
+}
+
+func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
+	start := time.Unix(1000, 0)
+	lag := 10 * time.Second
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2, 3}, []int32{1, 2, 3}, start)
+	if isr, changed := tr.PlanISR(0, 0, start.Add(lag), lag); changed {
+		t.Fatalf("within the lag time nobody leaves: %v", isr)
+	}
+	// 2 keeps up; 3 fetches but stays behind a growing log.
+	for i := int64(1); i <= 20; i++ {
+		now := start.Add(time.Duration(i) * time.Second)
+		tr.RecordFetch(2, i*10, i*10, now)
+		tr.RecordFetch(3, 5, i*10, now)
+	}
+	isr, changed := tr.PlanISR(100, 0, start.Add(20*time.Second), lag)
+	if !changed || !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("shrink: got %v %v, want [1 2] true", isr, changed)
+	}
+	tr.SetAssignment([]int32{1, 2, 3}, []int32{1, 2}, start.Add(20*time.Second))
+	// 3 catches up to the leader's end: it rejoins.
+	now := start.Add(21 * time.Second)
+	tr.RecordFetch(3, 200, 200, now)
+	isr, changed = tr.PlanISR(150, 0, now, lag)
+	if !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
+		t.Fatalf("expand: got %v %v, want [1 2 3] true", isr, changed)
+	}
+	// Not before it reaches the start of the current leadership.
+	isr, changed = tr.PlanISR(150, 250, now, lag)
+	if changed || !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("expand before the epoch start: got %v %v", isr, changed)
+	}
+}
+
+func TestCaughtUpAtPreviousFetch(t *testing.T) {
+	// A follower that reached the leader's end as of its previous fetch
+	// was caught up then, even though the leader grew since (Kafka's
+	// lastCaughtUpTime rule).
+	start := time.Unix(1000, 0)
+	lag := 5 * time.Second
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2}, []int32{1, 2}, start)
+	for i := int64(1); i <= 30; i++ {
+		now := start.Add(time.Duration(i) * time.Second)
+		// Each fetch reaches what the leader had at the previous one.
+		tr.RecordFetch(2, (i-1)*10, i*10, now)
+	}
+	if isr, changed := tr.PlanISR(0, 0, start.Add(30*time.Second), lag); changed {
+		t.Fatalf("a follower one fetch behind was dropped: %v", isr)
+	}
+}

@@ -1,0 +1,890 @@
+package broker
+
+// Replication: the broker side of broker/replica (see docs/replication.md).
+//
+// Every broker opens the partitions it is a replica of. The leader appends
+// client batches and serves fetches; followers fetch from it (one fetcher
+// goroutine per leader broker, requests built with kmsg and sent through a
+// kgo client) and append what they get with hotlog's AppendReplicated. A
+// follower's fetch offset tells the leader its durable log end; the leader
+// keeps those in a replica.Tracker, raises the high watermark to the
+// smallest end over the ISR and asks the controller to shrink or expand the
+// ISR (ChangeLeaderAndISR) from a loop that runs every lag/4.
+//
+// Locks: partition.repl.mu guards the role and assignment; it is never held
+// while calling into the log or the metadata node, and never together with
+// partition.mu.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"runtime/pprof"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/replica"
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// replState is a partition's replication role and assignment.
+type replState struct {
+	// durableEnd is the local log end that the flush policy has made
+	// durable (what the leader counts for itself in the high watermark).
+	durableEnd atomic.Int64
+
+	mu struct {
+		sync.Mutex
+		version        uint64 // metadata version last applied
+		leader         int32
+		leaderEpoch    int32
+		partitionEpoch int32
+		replicas, isr  []int32
+		tracker        *replica.Tracker // non-nil while this broker leads
+		epochStart     int64            // log end when this leadership began
+		isrPending     bool             // an ISR change is being proposed
+	}
+}
+
+// applyAssignment applies the partition's metadata (idempotent; older
+// versions are ignored). It reports whether this broker became a follower of
+// a (new) leader or leader epoch, which needs a truncation before fetching.
+func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version uint64) {
+	r := &p.repl
+	r.mu.Lock()
+	if (version == 0 && r.mu.version != 0) || (version != 0 && version <= r.mu.version) {
+		r.mu.Unlock()
+		return
+	}
+	r.mu.version = version
+	now := time.Now()
+	wasLeader := r.mu.tracker != nil
+	newEpoch := mp.LeaderEpoch != r.mu.leaderEpoch
+	r.mu.leader, r.mu.leaderEpoch, r.mu.partitionEpoch = mp.Leader, mp.LeaderEpoch, mp.PartitionEpoch
+	r.mu.replicas, r.mu.isr = slices.Clone(mp.Replicas), slices.Clone(mp.ISR)
+	r.mu.isrPending = false
+	switch {
+	case mp.Leader == self && (!wasLeader || newEpoch):
+		r.mu.tracker = replica.NewTracker(self)
+		r.mu.tracker.Reset(mp.Replicas, mp.ISR, now)
+		r.mu.epochStart = p.log.LogEndOffset()
+	case mp.Leader == self:
+		r.mu.tracker.SetAssignment(mp.Replicas, mp.ISR, now)
+	default:
+		r.mu.tracker = nil
+	}
+	r.mu.Unlock()
+	p.mu.Lock()
+	p.mu.leaderEpoch = mp.LeaderEpoch
+	p.mu.Unlock()
+	p.advanceHighWatermark()
+	// Waiters (acks=all, long polls) look again: the role or ISR changed.
+	p.wake()
+}
+
+// isLeader reports whether this broker leads the partition in epoch
+// (any epoch when epoch < 0).
+func (p *partition) isLeader(epoch int32) bool {
+	p.repl.mu.Lock()
+	defer p.repl.mu.Unlock()
+	return p.repl.mu.tracker != nil && (epoch < 0 || p.repl.mu.leaderEpoch == epoch)
+}
+
+// isrSize is the size of the committed ISR.
+func (p *partition) isrSize() int {
+	p.repl.mu.Lock()
+	defer p.repl.mu.Unlock()
+	return len(p.repl.mu.isr)
+}
+
+// noteDurableEnd records that the log is durable up to end.
+func (p *partition) noteDurableEnd(end int64) {
+	for {
+		cur := p.repl.durableEnd.Load()
+		if end <= cur || p.repl.durableEnd.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
+// resetDurableEnd sets the durable end after opening or truncating the log.
+func (p *partition) resetDurableEnd() { p.repl.durableEnd.Store(p.log.LogEndOffset()) }
+
+// advanceHighWatermark raises the leader's high watermark to the smallest
+// durable log end over the ISR, waking waiters when it moved.
+func (p *partition) advanceHighWatermark() {
+	p.repl.mu.Lock()
+	tr := p.repl.mu.tracker
+	p.repl.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	hw := tr.HighWatermark(min(p.repl.durableEnd.Load(), p.log.LogEndOffset()))
+	p.mu.Lock()
+	moved := hw > p.log.HighWatermark()
+	if moved {
+		p.log.SetHighWatermark(hw)
+	}
+	p.mu.Unlock()
+	if moved {
+		p.wake()
+	}
+}
+
+// recordFollowerFetch notes a follower's fetch offset (its durable log end).
+func (p *partition) recordFollowerFetch(id int32, offset int64) {
+	p.repl.mu.Lock()
+	tr := p.repl.mu.tracker
+	p.repl.mu.Unlock()
+	if tr == nil {
+		return
+	}
+	if tr.RecordFetch(id, offset, p.log.LogEndOffset(), time.Now()) {
+		p.advanceHighWatermark()
+	}
+}
+
+// waitCommitted waits until the high watermark passes last (acks=all),
+// while this broker leads in epoch. It fails with NOT_LEADER_OR_FOLLOWER
+// when leadership moves, REQUEST_TIMED_OUT at the deadline.
+func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, stopping <-chan struct{}) error {
+	wake := make(chan struct{}, 1)
+	p.addWaiter(wake)
+	defer p.removeWaiter(wake)
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	for {
+		if p.log.HighWatermark() > last {
+			return nil
+		}
+		if !p.isLeader(epoch) {
+			return errNotLeader
+		}
+		select {
+		case <-wake:
+		case <-t.C:
+			return kerr.RequestTimedOut
+		case <-stopping:
+			return errNotLeader
+		}
+	}
+}
+
+// appendReplicated appends a leader's batches on a follower, keeping the
+// producer state current so that this replica can lead.
+func (p *partition) appendReplicated(records []byte) error {
+	res, err := p.log.AppendReplicated(records)
+	if err != nil {
+		return err
+	}
+	p.noteDurableEnd(res.LastOffset + 1)
+	p.mu.Lock()
+	for b := records; len(b) >= hotlog.BatchHeaderSize; {
+		h, err := hotlog.ParseBatchHeader(b)
+		if err != nil || int64(len(b)) < h.Size() {
+			break
+		}
+		if h.ProducerID >= 0 && !h.IsControl() {
+			p.mu.producers.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
+				baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
+				h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+		}
+		b = b[h.Size():]
+	}
+	p.mu.Unlock()
+	p.wake()
+	return nil
+}
+
+// truncateTo cuts a follower's divergent tail and rebuilds the producer
+// state from what is left.
+func (p *partition) truncateTo(offset int64) error {
+	if offset >= p.log.LogEndOffset() {
+		return nil
+	}
+	if err := p.log.TruncateTo(offset); err != nil {
+		return err
+	}
+	p.resetDurableEnd()
+	return p.loadProducers()
+}
+
+// replicator runs the follower fetchers and the leader's ISR loop. It is
+// owned by the store: started by start, stopped by close.
+type replicator struct {
+	s      *store
+	client *kgo.Client
+	lag    time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		fetchers map[int32]*fetcher // by leader broker id
+	}
+}
+
+func newReplicator(s *store) (*replicator, error) {
+	b := s.b
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(b.addrs[0].Addr),
+		kgo.ClientID(fmt.Sprintf("sediment-replica-%d", b.cfg.NodeID)),
+		kgo.RetryTimeout(time.Second),
+		kgo.DialTimeout(2*time.Second),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("broker: replica client: %w", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &replicator{s: s, client: cl, lag: b.cfg.ReplicaLagTimeMax, ctx: ctx, cancel: cancel}
+	r.mu.fetchers = map[int32]*fetcher{}
+	r.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "isr"), func(ctx context.Context) {
+		defer r.wg.Done()
+		r.isrLoop(ctx)
+	})
+	return r, nil
+}
+
+func (r *replicator) close() {
+	r.cancel()
+	r.mu.Lock()
+	fs := r.mu.fetchers
+	r.mu.fetchers = map[int32]*fetcher{}
+	r.mu.Unlock()
+	for _, f := range fs {
+		f.stop()
+	}
+	r.wg.Wait()
+	r.client.Close()
+}
+
+// assign gives each fetcher the partitions this broker follows from its
+// leader; fetchers left with none stop.
+func (r *replicator) assign(follow map[*partition]followTarget) {
+	byLeader := map[int32]map[*partition]followTarget{}
+	for p, ft := range follow {
+		if byLeader[ft.leader] == nil {
+			byLeader[ft.leader] = map[*partition]followTarget{}
+		}
+		byLeader[ft.leader][p] = ft
+	}
+	r.mu.Lock()
+	if r.ctx.Err() != nil {
+		r.mu.Unlock()
+		return
+	}
+	var stop []*fetcher
+	for id, f := range r.mu.fetchers {
+		if _, ok := byLeader[id]; !ok {
+			stop = append(stop, f)
+			delete(r.mu.fetchers, id)
+		}
+	}
+	for id, parts := range byLeader {
+		f := r.mu.fetchers[id]
+		if f == nil {
+			f = r.newFetcher(id)
+			r.mu.fetchers[id] = f
+		}
+		f.set(parts)
+	}
+	r.mu.Unlock()
+	for _, f := range stop {
+		f.stop()
+	}
+}
+
+// isrLoop asks the controller to shrink or expand the ISR of partitions
+// this broker leads.
+func (r *replicator) isrLoop(ctx context.Context) {
+	t := time.NewTicker(max(r.lag/4, 50*time.Millisecond))
+	defer t.Stop()
+	self := r.s.b.cfg.NodeID
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range r.s.partitions() {
+			p.repl.mu.Lock()
+			tr := p.repl.mu.tracker
+			if tr == nil || p.repl.mu.isrPending {
+				p.repl.mu.Unlock()
+				continue
+			}
+			isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
+			if !changed {
+				p.repl.mu.Unlock()
+				continue
+			}
+			cmd := &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
+				PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+			old := slices.Clone(p.repl.mu.isr)
+			p.repl.mu.isrPending = true
+			p.repl.mu.Unlock()
+			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := r.s.meta.Propose(pctx, cmd)
+			cancel()
+			if err != nil {
+				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
+				p.repl.mu.Lock()
+				p.repl.mu.isrPending = false
+				p.repl.mu.Unlock()
+			} else {
+				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr)
+			}
+		}
+	}
+}
+
+// followTarget is whom a follower partition fetches from.
+type followTarget struct {
+	leader int32
+	epoch  int32
+}
+
+// fetcher replicates the partitions led by one broker. Its goroutine is
+// started by newFetcher and stopped by stop.
+type fetcher struct {
+	r      *replicator
+	leader int32
+	cancel context.CancelFunc
+	done   chan struct{}
+	wakeCh chan struct{}
+
+	mu struct {
+		sync.Mutex
+		parts map[*partition]*fetchState
+	}
+}
+
+type fetchState struct {
+	epoch     int32
+	truncated bool // the divergent tail was cut for this epoch
+}
+
+func (r *replicator) newFetcher(leader int32) *fetcher {
+	ctx, cancel := context.WithCancel(r.ctx)
+	f := &fetcher{r: r, leader: leader, cancel: cancel, done: make(chan struct{}), wakeCh: make(chan struct{}, 1)}
+	f.mu.parts = map[*partition]*fetchState{}
+	r.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "fetcher", "leader", fmt.Sprint(leader)), func(ctx context.Context) {
+		defer r.wg.Done()
+		defer close(f.done)
+		f.run(ctx)
+	})
+	return f
+}
+
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
+}
+
+func (f *fetcher) set(parts map[*partition]followTarget) {
+	f.mu.Lock()
+	for p, st := range f.mu.parts {
+		if ft, ok := parts[p]; !ok || ft.epoch != st.epoch {
+			delete(f.mu.parts, p)
+		}
+	}
+	for p, ft := range parts {
+		if _, ok := f.mu.parts[p]; !ok {
+			f.mu.parts[p] = &fetchState{epoch: ft.epoch}
+		}
+	}
+	f.mu.Unlock()
+	select {
+	case f.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+func (f *fetcher) snapshot() map[*partition]fetchState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make(map[*partition]fetchState, len(f.mu.parts))
+	for p, st := range f.mu.parts {
+		out[p] = *st
+	}
+	return out
+}
+
+func (f *fetcher) markTruncated(p *partition, epoch int32) {
+	f.mu.Lock()
+	if st := f.mu.parts[p]; st != nil && st.epoch == epoch {
+		st.truncated = true
+	}
+	f.mu.Unlock()
+}
+
+func (f *fetcher) needTruncation(p *partition, epoch int32) {
+	f.mu.Lock()
+	if st := f.mu.parts[p]; st != nil && st.epoch == epoch {
+		st.truncated = false
+	}
+	f.mu.Unlock()
+}
+
+func (f *fetcher) pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	case <-f.wakeCh:
+	}
+}
+
+func (f *fetcher) run(ctx context.Context) {
+	log := f.r.s.b.log.With("leader", f.leader)
+	for ctx.Err() == nil {
+		parts := f.snapshot()
+		if len(parts) == 0 {
+			f.pause(ctx, time.Second)
+			continue
+		}
+		if err := f.truncate(ctx, parts); err != nil {
+			if ctx.Err() == nil {
+				log.Debug("follower truncation failed; retrying", "err", err)
+				f.pause(ctx, 200*time.Millisecond)
+			}
+			continue
+		}
+		if err := f.fetch(ctx, parts); err != nil {
+			if ctx.Err() == nil {
+				log.Debug("replica fetch failed; retrying", "err", err)
+				f.pause(ctx, 200*time.Millisecond)
+			}
+		}
+	}
+}
+
+// truncate cuts each newly followed partition's divergent tail (KIP-101,
+// KIP-279): it asks the leader where the follower's latest epoch ends, and
+// truncates to the smaller of that and its own end of the epoch the leader
+// answered with.
+func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState) error {
+	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	req.ReplicaID = f.r.s.b.cfg.NodeID
+	byName := map[string]map[int32]*partition{}
+	for p, st := range parts {
+		if st.truncated {
+			continue
+		}
+		if byName[p.topic] == nil {
+			byName[p.topic] = map[int32]*partition{}
+			rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+			rt.Topic = p.topic
+			req.Topics = append(req.Topics, rt)
+		}
+		byName[p.topic][p.id] = p
+		rt := &req.Topics[len(req.Topics)-1]
+		for i := range req.Topics {
+			if req.Topics[i].Topic == p.topic {
+				rt = &req.Topics[i]
+			}
+		}
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch, rp.LeaderEpoch = p.id, st.epoch, p.log.LatestEpoch()
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp, err := req.RequestWith(ctx, f.r.client.Broker(int(f.leader)))
+	if err != nil {
+		return err
+	}
+	var firstErr error
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			p := byName[rt.Topic][rp.Partition]
+			if p == nil {
+				continue
+			}
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+				continue
+			}
+			end := p.log.LogEndOffset()
+			if rp.LeaderEpoch >= 0 {
+				end = min(end, rp.EndOffset)
+				if _, own, err := p.log.EndOffsetForEpoch(rp.LeaderEpoch); err == nil && own >= 0 {
+					end = min(end, own)
+				}
+			} else if p.log.LatestEpoch() >= 0 {
+				// The leader knows no epoch at or below ours: nothing
+				// we hold past its log start can be trusted.
+				end = min(end, max(p.log.LogStartOffset(), p.log.HighWatermark()))
+			}
+			if end < p.log.LogEndOffset() {
+				f.r.s.b.log.Info("truncating divergent tail", "topic", p.topic, "partition", p.id,
+					"from", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
+				if err := p.truncateTo(max(end, p.log.LogStartOffset())); err != nil {
+					firstErr = cmp(firstErr, err)
+					continue
+				}
+			}
+			f.markTruncated(p, parts[p].epoch)
+		}
+	}
+	return firstErr
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// fetch sends one replica Fetch to the leader and appends what it returns.
+func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) error {
+	b := f.r.s.b
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = b.cfg.NodeID
+	req.ReplicaState.ID = b.cfg.NodeID
+	req.ReplicaState.Epoch = f.r.s.brokerEpoch
+	req.MaxWaitMillis = int32(b.cfg.ReplicaFetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = 16 << 20
+	req.SessionID, req.SessionEpoch = 0, -1
+	type key struct {
+		topic string
+		id    int32
+	}
+	index := map[key]*partition{}
+	topicIdx := map[string]int{}
+	for p, st := range parts {
+		if !st.truncated {
+			continue
+		}
+		i, ok := topicIdx[p.topic]
+		if !ok {
+			i = len(req.Topics)
+			topicIdx[p.topic] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = p.topic, p.topicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.CurrentLeaderEpoch = p.id, st.epoch
+		rp.FetchOffset, rp.LogStartOffset = p.log.LogEndOffset(), p.log.LogStartOffset()
+		rp.LastFetchedEpoch = -1
+		rp.PartitionMaxBytes = 4 << 20
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+		index[key{p.topic, p.id}] = p
+	}
+	if len(req.Topics) == 0 {
+		return nil
+	}
+	resp, err := req.RequestWith(ctx, f.r.client.Broker(int(f.leader)))
+	if err != nil {
+		return err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return err
+	}
+	byID := map[metadata.UUID]string{}
+	for p := range parts {
+		byID[p.topicID] = p.topic
+	}
+	var firstErr error
+	for _, rt := range resp.Topics {
+		name := rt.Topic
+		if name == "" {
+			name = byID[metadata.UUID(rt.TopicID)]
+		}
+		for _, rp := range rt.Partitions {
+			p := index[key{name, rp.Partition}]
+			if p == nil {
+				continue
+			}
+			epoch := parts[p].epoch
+			switch err := kerr.ErrorForCode(rp.ErrorCode); {
+			case err == nil:
+			case errors.Is(err, kerr.OffsetOutOfRange):
+				if p.log.LogEndOffset() < rp.LogStartOffset {
+					// The leader deleted what we would fetch next: start over at its log start.
+					if err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
+						firstErr = cmp(firstErr, err)
+					}
+					p.resetDurableEnd()
+				}
+				f.needTruncation(p, epoch)
+				continue
+			default:
+				// Not leader, fenced epoch…: wait for the metadata to tell us more.
+				firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+				continue
+			}
+			if len(rp.RecordBatches) > 0 {
+				if err := p.appendReplicated(wholeBatches(rp.RecordBatches)); err != nil {
+					if errors.Is(err, hotlog.ErrUnexpectedOffset) {
+						f.needTruncation(p, epoch)
+					}
+					firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+					continue
+				}
+			}
+			p.mu.Lock()
+			if hw := min(rp.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
+				p.log.SetHighWatermark(hw)
+			}
+			p.mu.Unlock()
+		}
+	}
+	return firstErr
+}
+
+// wholeBatches drops a trailing partial batch (a leader may cut one at its
+// size limit).
+func wholeBatches(b []byte) []byte {
+	n := 0
+	for rest := b; len(rest) >= hotlog.BatchHeaderSize; {
+		h, err := hotlog.ParseBatchHeader(rest)
+		if err != nil || int64(len(rest)) < h.Size() {
+			break
+		}
+		n += int(h.Size())
+		rest = rest[h.Size():]
+	}
+	return b[:n]
+}
+
+// reconcileReplicas opens every partition this broker is a replica of,
+// applies its assignment, and points the fetchers at the leaders.
+func (s *store) reconcileReplicas(st *metadata.State) {
+	if s.repl == nil || s.b.isStopping() {
+		return
+	}
+	me := s.b.cfg.NodeID
+	follow := map[*partition]followTarget{}
+	for _, t := range st.Topics() {
+		for idx, mp := range t.Partitions {
+			if !slices.Contains(mp.Replicas, me) {
+				continue
+			}
+			p, err := s.openReplica(t, int32(idx), st.Version)
+			if err != nil {
+				if !errors.Is(err, errUnknownTopicOrPartition) && !errors.Is(err, errNotLeader) {
+					s.b.log.Warn("opening replica", "topic", t.Name, "partition", idx, "err", err)
+				}
+				continue
+			}
+			if mp.Leader != me && mp.Leader != metadata.NoLeader {
+				follow[p] = followTarget{leader: mp.Leader, epoch: mp.LeaderEpoch}
+			}
+		}
+	}
+	s.repl.assign(follow)
+}
+
+// controlledShutdown moves leadership away from this broker before it stops
+// (Kafka's controlled shutdown), when there are other brokers to take it.
+func (b *Broker) controlledShutdown() {
+	s := b.store
+	if s == nil {
+		return
+	}
+	st := s.meta.State()
+	others := false
+	for _, br := range st.Brokers() {
+		others = others || (br.ID != b.cfg.NodeID && !br.Fenced)
+	}
+	if !others {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ControlledShutdownTimeout)
+	defer cancel()
+	if _, err := s.meta.Propose(ctx, &metadata.ControlledShutdown{BrokerID: b.cfg.NodeID, BrokerEpoch: s.brokerEpoch}); err != nil {
+		b.log.Warn("controlled shutdown refused", "err", err)
+		return
+	}
+	for {
+		st = s.meta.State()
+		leads := 0
+		for _, t := range st.Topics() {
+			for _, p := range t.Partitions {
+				if p.Leader == b.cfg.NodeID {
+					leads++
+				}
+			}
+		}
+		if leads == 0 {
+			b.log.Info("controlled shutdown: leadership moved away")
+			return
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		s.meta.WaitForVersion(wctx, st.Version+1)
+		wcancel()
+		if ctx.Err() != nil {
+			b.log.Warn("controlled shutdown: still leading partitions", "count", leads)
+			return
+		}
+	}
+}
+
+func splitHostPort(addr string) (string, uint16, bool) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, false
+	}
+	p, err := strconv.ParseUint(port, 10, 16)
+	return host, uint16(p), err == nil
+}
+
+// leaderHint is KIP-951's current leader of a partition for a
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer: (-1, -1) otherwise
+// or when unknown.
+func leaderHint(st *metadata.State, topic string, id [16]byte, byID bool, partition int32, code int16) (int32, int32) {
+	if code != kerr.NotLeaderForPartition.Code && code != kerr.FencedLeaderEpoch.Code {
+		return -1, -1
+	}
+	var t *metadata.Topic
+	var ok bool
+	if byID {
+		t, ok = st.TopicByID(metadata.UUID(id))
+	} else {
+		t, ok = st.Topic(topic)
+	}
+	if !ok || partition < 0 || int(partition) >= len(t.Partitions) {
+		return -1, -1
+	}
+	mp := t.Partitions[partition]
+	if mp.Leader == metadata.NoLeader {
+		return -1, -1
+	}
+	return mp.Leader, mp.LeaderEpoch
+}
+
+// leaderEndpoint finds a broker's address on the client's listener.
+func leaderEndpoint(b *Broker, st *metadata.State, listener string, id int32) (kmsg.MetadataResponseBroker, bool) {
+	for _, br := range brokerList(b, st, listener) {
+		if br.NodeID == id {
+			return br, true
+		}
+	}
+	return kmsg.MetadataResponseBroker{}, false
+}
+
+// produceLeaderEndpoints lists the brokers named in CurrentLeader fields.
+func produceLeaderEndpoints(b *Broker, st *metadata.State, listener string, resp *kmsg.ProduceResponse) []kmsg.ProduceResponseBroker {
+	var out []kmsg.ProduceResponseBroker
+	seen := map[int32]bool{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			id := p.CurrentLeader.LeaderID
+			if id < 0 || seen[id] {
+				continue
+			}
+			seen[id] = true
+			if br, ok := leaderEndpoint(b, st, listener, id); ok {
+				pb := kmsg.NewProduceResponseBroker()
+				pb.NodeID, pb.Host, pb.Port, pb.Rack = br.NodeID, br.Host, br.Port, br.Rack
+				out = append(out, pb)
+			}
+		}
+	}
+	return out
+}
+
+// addFetchLeaderEndpoint adds broker id's endpoint to a Fetch response's
+// node endpoints once.
+func addFetchLeaderEndpoint(b *Broker, st *metadata.State, listener string, brokers []kmsg.FetchResponseBroker, id int32) []kmsg.FetchResponseBroker {
+	if id < 0 {
+		return brokers
+	}
+	for _, br := range brokers {
+		if br.NodeID == id {
+			return brokers
+		}
+	}
+	if br, ok := leaderEndpoint(b, st, listener, id); ok {
+		fb := kmsg.NewFetchResponseBroker()
+		fb.NodeID, fb.Host, fb.Port, fb.Rack = br.NodeID, br.Host, br.Port, br.Rack
+		brokers = append(brokers, fb)
+	}
+	return brokers
+}
+
+var (
+	underReplicatedDesc = prometheus.NewDesc("sediment_under_replicated_partitions",
+		"Partitions this broker leads whose ISR is smaller than their replica set (Kafka's UnderReplicatedPartitions).", nil, nil)
+	leaderCountDesc = prometheus.NewDesc("sediment_leader_partitions", "Partitions this broker leads.", nil, nil)
+	hwDesc          = prometheus.NewDesc("sediment_high_watermark", "High watermark per partition replica.", []string{"topic", "partition"}, nil)
+)
+
+// replicationCollector reports replication state at scrape time.
+type replicationCollector struct{ b *Broker }
+
+func (c *replicationCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- underReplicatedDesc
+	ch <- leaderCountDesc
+	ch <- hwDesc
+}
+
+func (c *replicationCollector) Collect(ch chan<- prometheus.Metric) {
+	under, leads := 0, 0
+	for _, p := range c.b.allPartitions() {
+		p.repl.mu.Lock()
+		if p.repl.mu.tracker != nil {
+			leads++
+			if len(p.repl.mu.isr) < len(p.repl.mu.replicas) {
+				under++
+			}
+		}
+		p.repl.mu.Unlock()
+		ch <- prometheus.MustNewConstMetric(hwDesc, prometheus.GaugeValue, float64(p.log.HighWatermark()), p.topic, strconv.Itoa(int(p.id)))
+	}
+	ch <- prometheus.MustNewConstMetric(underReplicatedDesc, prometheus.GaugeValue, float64(under))
+	ch <- prometheus.MustNewConstMetric(leaderCountDesc, prometheus.GaugeValue, float64(leads))
+}
+
+// partitions lists the open partitions (the store's own view: usable from
+// goroutines the store starts before New has published b.store).
+func (s *store) partitions() []*partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*partition
+	for _, ps := range s.mu.parts {
+		for _, p := range ps {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// retryMetadata retries f while the metadata quorum is between leaders (in
+// a multi-voter quorum an election may happen while a broker starts), until
+// ctx ends.
+func retryMetadata(ctx context.Context, f func() error) error {
+	for {
+		err := f()
+		if err == nil || !(errors.Is(err, metadata.ErrNotLeader) || errors.Is(err, metadata.ErrNoQuorum)) {
+			return err
+		}
+		t := time.NewTimer(100 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+	}
+}

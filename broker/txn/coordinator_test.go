@@ -1,0 +1,517 @@
+package txn
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// fakeClock moves only on Advance; due callbacks run before Advance returns.
+type fakeClock struct {
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+}
+
+type fakeTimer struct {
+	at   time.Time
+	f    func()
+	done bool
+}
+
+func newFakeClock() *fakeClock {
+	return &fakeClock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) AfterFunc(d time.Duration, f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := &fakeTimer{at: c.now.Add(d), f: f}
+	c.timers = append(c.timers, t)
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		was := !t.done
+		t.done = true
+		return was
+	}
+}
+
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	var due []*fakeTimer
+	keep := c.timers[:0]
+	for _, t := range c.timers {
+		if t.done {
+			continue
+		}
+		if !t.at.After(c.now) {
+			t.done = true
+			due = append(due, t)
+		} else {
+			keep = append(keep, t)
+		}
+	}
+	c.timers = keep
+	c.mu.Unlock()
+	for _, t := range due {
+		t.f()
+	}
+}
+
+// memLog is an in-memory Log; fail makes appends fail.
+type memLog struct {
+	mu      sync.Mutex
+	records []Record
+	fail    error
+}
+
+func (l *memLog) Append(_ context.Context, recs []Record) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fail != nil {
+		return l.fail
+	}
+	l.records = append(l.records, recs...)
+	return nil
+}
+
+func (l *memLog) Replay(_ context.Context, fn func(key, value []byte) error) error {
+	l.mu.Lock()
+	recs := append([]Record(nil), l.records...)
+	l.mu.Unlock()
+	for _, r := range recs {
+		if err := fn(r.Key, r.Value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *memLog) states(t *testing.T, id string) []kmsg.TransactionState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []kmsg.TransactionState
+	for _, r := range l.records {
+		rid, m, err := decodeRecord(r.Key, r.Value)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rid == id && m != nil {
+			out = append(out, m.state)
+		}
+	}
+	return out
+}
+
+type fakeBroker struct {
+	mu      sync.Mutex
+	nextPID int64
+	markers []Marker
+	block   chan struct{} // if set, WriteMarkers waits for it
+}
+
+func (b *fakeBroker) ProducerID(context.Context) (int64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.nextPID++
+	return 1000 + b.nextPID, nil
+}
+
+func (b *fakeBroker) WriteMarkers(ctx context.Context, m Marker) error {
+	b.mu.Lock()
+	block := b.block
+	b.mu.Unlock()
+	if block != nil {
+		select {
+		case <-block:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.markers = append(b.markers, m)
+	return nil
+}
+
+func (b *fakeBroker) Partitions(topic string) (int32, bool) {
+	if topic == "unknown" {
+		return 0, false
+	}
+	return 3, true
+}
+
+func (b *fakeBroker) markerList() []Marker {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return append([]Marker(nil), b.markers...)
+}
+
+type env struct {
+	t     *testing.T
+	clock *fakeClock
+	br    *fakeBroker
+	log   *memLog
+	c     *Coordinator
+}
+
+func newEnv(t *testing.T) *env {
+	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{}, log: &memLog{}}
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+	return e
+}
+
+func (e *env) load(c *Coordinator, epoch int32) {
+	if err := <-c.Load(0, epoch, e.log); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+var ctx = context.Background()
+
+func (e *env) init(id string, pid int64, epoch int16) InitResult {
+	e.t.Helper()
+	r, err := e.c.InitProducerID(ctx, id, 60000, pid, epoch)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+func (e *env) add(id string, r InitResult, tps ...TopicPartition) int16 {
+	e.t.Helper()
+	codes, err := e.c.AddPartitions(ctx, id, r.ProducerID, r.Epoch, tps)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return codes[0]
+}
+
+func (e *env) end(id string, r InitResult, commit bool) int16 {
+	e.t.Helper()
+	code, err := e.c.EndTxn(ctx, id, r.ProducerID, r.Epoch, commit)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return code
+}
+
+// waitState polls (with a deadline) until id reaches state.
+func (e *env) waitState(c *Coordinator, id string, want kmsg.TransactionState) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := c.Describe(ctx, []string{id})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if s[0].State == want.String() {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s: state %s, want %s", id, s[0].State, want)
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+func wantCode(t *testing.T, got int16, want *kerr.Error) {
+	t.Helper()
+	var w int16
+	if want != nil {
+		w = want.Code
+	}
+	if got != w {
+		t.Fatalf("code %v, want %v", kerr.ErrorForCode(got), want)
+	}
+}
+
+func TestInitBumpsEpoch(t *testing.T) {
+	e := newEnv(t)
+	r := e.init("a", -1, -1)
+	wantCode(t, r.ErrorCode, nil)
+	if r.Epoch != 0 || r.ProducerID < 0 {
+		t.Fatalf("first init: %+v", r)
+	}
+	r2 := e.init("a", -1, -1)
+	if r2.ProducerID != r.ProducerID || r2.Epoch != 1 {
+		t.Fatalf("second init: %+v", r2)
+	}
+	// KIP-360: a retry with the previous epoch gets the current one; an
+	// older epoch is fenced.
+	if r3 := e.init("a", r.ProducerID, 0); r3.Epoch != 1 || r3.ErrorCode != 0 {
+		t.Fatalf("retry: %+v", r3)
+	}
+	if r4 := e.init("a", r.ProducerID, 1); r4.Epoch != 2 {
+		t.Fatalf("bump: %+v", r4)
+	}
+	wantCode(t, e.init("a", r.ProducerID, 0).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, e.init("a", r.ProducerID+1, 2).ErrorCode, kerr.InvalidProducerIDMapping)
+	if r, _ := e.c.InitProducerID(ctx, "a", 0, -1, -1); r.ErrorCode != kerr.InvalidTransactionTimeout.Code {
+		t.Fatalf("timeout 0: %+v", r)
+	}
+}
+
+func TestCommitTwoPhase(t *testing.T) {
+	e := newEnv(t)
+	r := e.init("a", -1, -1)
+	tp := TopicPartition{"t", 1}
+	wantCode(t, e.add("a", r, tp), nil)
+	wantCode(t, e.add("a", r, tp), nil) // already in
+	wantCode(t, e.end("a", r, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	ms := e.br.markerList()
+	if len(ms) != 1 || !ms[0].Commit || ms[0].ProducerID != r.ProducerID || ms[0].ProducerEpoch != 0 || len(ms[0].Partitions) != 1 || ms[0].Partitions[0] != tp {
+		t.Fatalf("markers %+v", ms)
+	}
+	got := e.log.states(t, "a")
+	want := []kmsg.TransactionState{kmsg.TransactionStateEmpty, kmsg.TransactionStateOngoing, kmsg.TransactionStatePrepareCommit, kmsg.TransactionStateCompleteCommit}
+	if len(got) != len(want) {
+		t.Fatalf("logged %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("logged %v, want %v", got, want)
+		}
+	}
+	// A retried EndTxn succeeds; the opposite decision does not.
+	wantCode(t, e.end("a", r, true), nil)
+	wantCode(t, e.end("a", r, false), kerr.InvalidTxnState)
+	// A second transaction with the same epoch (classic flow).
+	wantCode(t, e.add("a", r, TopicPartition{"t", 2}), nil)
+	wantCode(t, e.end("a", r, false), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	if s := e.c.Stats(); s.Committed != 1 || s.Aborted != 1 || s.Open != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+func TestErrors(t *testing.T) {
+	e := newEnv(t)
+	r := e.init("a", -1, -1)
+	codes, _ := e.c.AddPartitions(ctx, "a", r.ProducerID, r.Epoch, []TopicPartition{{"t", 0}, {"unknown", 0}, {"t", 9}})
+	if codes[0] != kerr.OperationNotAttempted.Code || codes[1] != kerr.UnknownTopicOrPartition.Code || codes[2] != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("codes %v", codes)
+	}
+	wantCode(t, e.end("a", r, true), kerr.InvalidTxnState) // nothing open
+	wantCode(t, e.add("b", r, TopicPartition{"t", 0}), kerr.InvalidProducerIDMapping)
+	wantCode(t, e.add("a", InitResult{ProducerID: r.ProducerID, Epoch: 5}, TopicPartition{"t", 0}), kerr.ProducerFenced)
+	// Not loaded here.
+	c2 := New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet})
+	defer c2.Close()
+	if r, _ := c2.InitProducerID(ctx, "a", 1000, -1, -1); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("unloaded: %+v", r)
+	}
+	// A failing log answers a retriable code and leaves the state alone.
+	e.log.mu.Lock()
+	e.log.fail = errors.New("disk")
+	e.log.mu.Unlock()
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}), kerr.CoordinatorNotAvailable)
+	e.log.mu.Lock()
+	e.log.fail = ErrNotLeader
+	e.log.mu.Unlock()
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}), kerr.NotCoordinator)
+	s, _ := e.c.Describe(ctx, []string{"a", "nope"})
+	if s[0].State != "Empty" || s[1].ErrorCode != kerr.TransactionalIDNotFound.Code {
+		t.Fatalf("describe %+v", s)
+	}
+}
+
+func TestFencing(t *testing.T) {
+	e := newEnv(t)
+	old := e.init("a", -1, -1)
+	wantCode(t, e.add("a", old, TopicPartition{"t", 0}), nil)
+	// A new instance: the open transaction is aborted with a bumped epoch.
+	wantCode(t, e.init("a", -1, -1).ErrorCode, kerr.ConcurrentTransactions)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	ms := e.br.markerList()
+	if len(ms) != 1 || ms[0].Commit || ms[0].ProducerEpoch != 1 {
+		t.Fatalf("markers %+v", ms)
+	}
+	nw := e.init("a", -1, -1)
+	if nw.ErrorCode != 0 || nw.Epoch != 2 || nw.ProducerID != old.ProducerID {
+		t.Fatalf("new instance %+v", nw)
+	}
+	// The zombie's requests are refused.
+	wantCode(t, e.add("a", old, TopicPartition{"t", 0}), kerr.ProducerFenced)
+	wantCode(t, e.end("a", old, true), kerr.ProducerFenced)
+	code, _ := e.c.CheckProducer(ctx, "a", old.ProducerID, old.Epoch, TopicPartition{"t", 0})
+	wantCode(t, code, kerr.ProducerFenced)
+	// The new one works.
+	wantCode(t, e.add("a", nw, TopicPartition{"t", 0}), nil)
+	code, _ = e.c.CheckProducer(ctx, "a", nw.ProducerID, nw.Epoch, TopicPartition{"t", 0})
+	wantCode(t, code, nil)
+	wantCode(t, e.end("a", nw, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+}
+
+func TestTimeoutAbortsAndFences(t *testing.T) {
+	e := newEnv(t)
+	r, _ := e.c.InitProducerID(ctx, "a", 1000, -1, -1)
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}), nil)
+	e.clock.Advance(DefaultAbortInterval) // 10s > 1s timeout
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	ms := e.br.markerList()
+	if len(ms) != 1 || ms[0].Commit || ms[0].ProducerEpoch != r.Epoch+1 {
+		t.Fatalf("markers %+v", ms)
+	}
+	wantCode(t, e.end("a", r, true), kerr.ProducerFenced)
+	if s := e.c.Stats(); s.TimedOut != 1 || s.Aborted != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+	// A transaction within its timeout is left alone.
+	r2, _ := e.c.InitProducerID(ctx, "b", 60000, -1, -1)
+	wantCode(t, e.add("b", r2, TopicPartition{"t", 0}), nil)
+	e.clock.Advance(DefaultAbortInterval)
+	e.c.AbortTimedOut()
+	e.waitState(e.c, "b", kmsg.TransactionStateOngoing)
+}
+
+func TestTakeoverFinishesPrepared(t *testing.T) {
+	e := newEnv(t)
+	block := make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	r := e.init("a", -1, -1)
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}, TopicPartition{"t", 1}), nil)
+	wantCode(t, e.end("a", r, true), nil)
+	// The coordinator dies with its markers unwritten.
+	e.c.Close()
+	e.br.mu.Lock()
+	e.br.block = nil
+	e.br.mu.Unlock()
+	if len(e.br.markerList()) != 0 {
+		t.Fatal("markers written before the takeover")
+	}
+	c2 := New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	defer c2.Close()
+	e.load(c2, 7)
+	e.waitState(c2, "a", kmsg.TransactionStateCompleteCommit)
+	ms := e.br.markerList()
+	if len(ms) != 1 || !ms[0].Commit || ms[0].CoordinatorEpoch != 7 || len(ms[0].Partitions) != 2 {
+		t.Fatalf("markers %+v", ms)
+	}
+	// The producer carries on with the new coordinator.
+	e.c = c2
+	wantCode(t, e.add("a", r, TopicPartition{"t", 2}), nil)
+	l, _ := c2.List(ctx, ListFilter{States: []string{"Ongoing"}})
+	if len(l) != 1 || l[0].TransactionalID != "a" || len(l[0].Partitions) != 1 {
+		t.Fatalf("list %+v", l)
+	}
+}
+
+func TestRecordRoundTrip(t *testing.T) {
+	m := &txnMeta{id: "x", producerID: 5, epoch: 3, timeoutMs: 100, state: kmsg.TransactionStateOngoing,
+		parts: []TopicPartition{{"a", 1}, {"b", 0}, {"a", 2}}, startMs: 10, updateMs: 20}
+	id, got, err := decodeRecord(encodeKey("x"), encodeValue(m))
+	if err != nil || id != "x" {
+		t.Fatal(id, err)
+	}
+	if got.producerID != 5 || got.epoch != 3 || got.state != m.state || len(got.parts) != 3 || got.startMs != 10 || got.updateMs != 20 {
+		t.Fatalf("%+v", got)
+	}
+	mm := map[string]*txnMeta{}
+	if err := replayRecord(mm, encodeKey("x"), encodeValue(m)); err != nil || mm["x"] == nil {
+		t.Fatal(err)
+	}
+	if err := replayRecord(mm, encodeKey("x"), nil); err != nil || mm["x"] != nil {
+		t.Fatal("tombstone kept the id", err)
+	}
+}
+
+func TestPartitionFor(t *testing.T) {
+	// Java: "txn-1".hashCode() = 110810510; % 50 = 10.
+	for _, c := range []struct {
+		id   string
+		want int32
+	}{{"txn-1", 10}, {"", 0}} {
+		if got := PartitionFor(c.id, 50); got != c.want {
+			t.Errorf("PartitionFor(%q) = %d, want %d", c.id, got, c.want)
+		}
+	}
+}
+
+func FuzzDecodeRecord(f *testing.F) {
+	m := &txnMeta{id: "x", producerID: 5, epoch: 3, timeoutMs: 100, state: kmsg.TransactionStateOngoing, parts: []TopicPartition{{"a", 1}}}
+	f.Add(encodeKey("x"), encodeValue(m))
+	f.Add([]byte{0, 0, 0, 1, 'a'}, []byte{})
+	f.Fuzz(func(t *testing.T, key, value []byte) {
+		id, got, err := decodeRecord(key, value)
+		if err != nil || got == nil {
+			return
+		}
+		// What decodes re-encodes to something that decodes the same.
+		_, again, err := decodeRecord(encodeKey(id), encodeValue(got))
+		if err != nil || again.producerID != got.producerID || again.state != got.state || len(again.parts) != len(got.parts) {
+			t.Fatalf("round trip: %+v vs %+v (%v)", got, again, err)
+		}
+	})
+}
+
+// TestParkedRequests: requests that find the id busy (markers being
+// written) wait for it instead of failing, up to a bound.
+func TestParkedRequests(t *testing.T) {
+	e := newEnv(t)
+	block := make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	r := e.init("a", -1, -1)
+	wantCode(t, e.add("a", r, TopicPartition{"t", 0}), nil)
+	wantCode(t, e.end("a", r, true), nil)
+	// The markers are blocked: the next AddPartitions waits for them.
+	res := make(chan int16, 1)
+	go func() { res <- e.add("a", r, TopicPartition{"t", 1}) }()
+	select {
+	case code := <-res:
+		t.Fatalf("AddPartitions answered %v while the markers were pending", kerr.ErrorForCode(code))
+	case <-time.After(20 * time.Millisecond): // a negative check: nothing may arrive
+	}
+	close(block)
+	wantCode(t, <-res, nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateOngoing)
+
+	// Bounded: with the markers blocked again, the wait ends after
+	// parkTimeout with CONCURRENT_TRANSACTIONS.
+	block = make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	wantCode(t, e.end("a", r, false), nil)
+	go func() { res <- e.end("a", r, false) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		e.clock.Advance(parkTimeout)
+		select {
+		case code := <-res:
+			wantCode(t, code, kerr.ConcurrentTransactions)
+			close(block)
+			e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+			wantCode(t, e.end("a", r, false), nil)
+			return
+		case <-time.After(time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("parked EndTxn never answered")
+		}
+	}
+}

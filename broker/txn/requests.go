@@ -1,0 +1,465 @@
+package txn
+
+import (
+	"context"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// The requests. Each public method checks what it can outside the loop,
+// then runs on the loop. Every Kafka-level failure is an error code in the
+// answer; the error return is ctx.Err() or ErrClosed.
+
+// lookup finds the partition and the state of an id, or the code that
+// answers instead. It must run on the loop.
+func (c *Coordinator) lookup(id string) (*partition, *txnMeta, int16) {
+	p := c.partitions[c.PartitionFor(id)]
+	if p == nil {
+		return nil, nil, kerr.NotCoordinator.Code
+	}
+	if !p.ready {
+		return nil, nil, kerr.CoordinatorLoadInProgress.Code
+	}
+	return p, p.txns[id], 0
+}
+
+// checkProducer is the check of AddPartitions, AddOffsets and EndTxn.
+func checkProducer(t *txnMeta, producerID int64, epoch int16) int16 {
+	switch {
+	case t == nil || t.producerID != producerID:
+		return kerr.InvalidProducerIDMapping.Code
+	case epoch != t.epoch:
+		return kerr.ProducerFenced.Code
+	case t.pending:
+		return kerr.ConcurrentTransactions.Code
+	}
+	return 0
+}
+
+// InitResult answers InitProducerId.
+type InitResult struct {
+	ErrorCode  int16
+	ProducerID int64
+	Epoch      int16
+}
+
+// InitProducerID serves InitProducerId for a transactional id. producerID
+// and epoch are -1 unless the client asks for a bump of the ones it has
+// (KIP-360, v3+).
+func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs int32, producerID int64, epoch int16) (InitResult, error) {
+	if id == "" {
+		return InitResult{ErrorCode: kerr.InvalidRequest.Code, ProducerID: -1, Epoch: -1}, nil
+	}
+	if timeoutMs <= 0 || time.Duration(timeoutMs)*time.Millisecond > c.cfg.MaxTimeout {
+		return InitResult{ErrorCode: kerr.InvalidTransactionTimeout.Code, ProducerID: -1, Epoch: -1}, nil
+	}
+	return submit(ctx, c, func(reply func(InitResult)) {
+		fail := func(code int16) { reply(InitResult{ErrorCode: code, ProducerID: -1, Epoch: -1}) }
+		var body func()
+		body = func() { c.initProducerID(id, timeoutMs, producerID, epoch, reply, fail, body) }
+		body()
+	})
+}
+
+func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int64, epoch int16, reply func(InitResult), fail func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code != 0 {
+		fail(code)
+		return
+	}
+	if t == nil {
+		t = &txnMeta{id: id, producerID: -1, epoch: -1, lastEpoch: -1, state: kmsg.TransactionStateEmpty, startMs: -1}
+		p.txns[id] = t
+		c.newProducerID(p, t, timeoutMs, reply)
+		return
+	}
+	if t.pending {
+		c.park(p, id, body, func() { fail(kerr.ConcurrentTransactions.Code) })
+		return
+	}
+	if producerID >= 0 {
+		switch {
+		case producerID != t.producerID:
+			fail(kerr.InvalidProducerIDMapping.Code)
+			return
+		case epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
+			// A retry whose answer was lost: the bump happened.
+			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+			return
+		case epoch != t.epoch:
+			fail(kerr.ProducerFenced.Code)
+			return
+		}
+	}
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		fail(kerr.ConcurrentTransactions.Code)
+	case kmsg.TransactionStateOngoing:
+		// Fence the previous instance and abort what it left open;
+		// the client retries and gets the epoch after this one.
+		c.fenceAbort(p, t, func(err error) {
+			if err != nil {
+				fail(appendErrCode(err))
+				return
+			}
+			fail(kerr.ConcurrentTransactions.Code)
+		})
+	default:
+		if t.epoch >= math.MaxInt16-1 {
+			c.newProducerID(p, t, timeoutMs, reply)
+			return
+		}
+		next := *t
+		next.lastEpoch = t.epoch
+		next.epoch = t.epoch + 1
+		next.timeoutMs = timeoutMs
+		next.state = kmsg.TransactionStateEmpty
+		next.parts = nil
+		next.startMs = -1
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				fail(appendErrCode(err))
+				return
+			}
+			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+		})
+	}
+}
+
+// newProducerID gives t a fresh producer id at epoch 0 (a new id, or an
+// epoch about to overflow).
+func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, reply func(InitResult)) {
+	t.pending = true
+	var pid int64
+	c.goAsync(p, "txn-producer-id", func(ctx context.Context) error {
+		var err error
+		pid, err = c.cfg.Broker.ProducerID(ctx)
+		return err
+	}, func(err error) {
+		t.pending = false
+		if err != nil {
+			if t.producerID < 0 && p.txns[t.id] == t {
+				delete(p.txns, t.id)
+			}
+			reply(InitResult{ErrorCode: appendErrCode(err), ProducerID: -1, Epoch: -1})
+			c.wake(p, t.id, false)
+			return
+		}
+		next := *t
+		next.producerID, next.epoch, next.lastEpoch = pid, 0, -1
+		next.timeoutMs = timeoutMs
+		next.state = kmsg.TransactionStateEmpty
+		next.parts = nil
+		next.startMs = -1
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				if t.producerID < 0 && p.txns[t.id] == t {
+					delete(p.txns, t.id)
+				}
+				reply(InitResult{ErrorCode: appendErrCode(err), ProducerID: -1, Epoch: -1})
+				return
+			}
+			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+		})
+	})
+}
+
+// AddPartitions adds partitions to the open transaction of id (starting
+// one if none is open). It returns one code per partition, in order.
+func (c *Coordinator) AddPartitions(ctx context.Context, id string, producerID int64, epoch int16, parts []TopicPartition) ([]int16, error) {
+	codes := make([]int16, len(parts))
+	bad := false
+	for i, tp := range parts {
+		if n, ok := c.cfg.Broker.Partitions(tp.Topic); !ok || tp.Partition < 0 || tp.Partition >= n {
+			codes[i] = kerr.UnknownTopicOrPartition.Code
+			bad = true
+		}
+	}
+	if bad {
+		for i := range codes {
+			if codes[i] == 0 {
+				codes[i] = kerr.OperationNotAttempted.Code
+			}
+		}
+		return codes, nil
+	}
+	code, err := submit(ctx, c, func(reply func(int16)) {
+		var body func()
+		body = func() { c.addPartitions(id, producerID, epoch, parts, reply, body) }
+		body()
+	})
+	for i := range codes {
+		codes[i] = code
+	}
+	return codes, err
+}
+
+func (c *Coordinator) addPartitions(id string, producerID int64, epoch int16, parts []TopicPartition, reply func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code == 0 {
+		code = checkProducer(t, producerID, epoch)
+	}
+	if code == kerr.ConcurrentTransactions.Code {
+		c.park(p, id, body, func() { reply(code) })
+		return
+	}
+	if code != 0 {
+		reply(code)
+		return
+	}
+	switch t.state {
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		reply(kerr.ConcurrentTransactions.Code)
+		return
+	case kmsg.TransactionStateDead:
+		reply(kerr.InvalidTxnState.Code)
+		return
+	}
+	next := *t
+	next.parts = append([]TopicPartition(nil), t.parts...)
+	added := false
+	for _, tp := range parts {
+		if !next.has(tp) {
+			next.parts = append(next.parts, tp)
+			added = true
+		}
+	}
+	if t.state == kmsg.TransactionStateOngoing && !added {
+		reply(0)
+		return
+	}
+	now := c.nowMs()
+	if t.state != kmsg.TransactionStateOngoing {
+		next.startMs = now
+	}
+	next.state = kmsg.TransactionStateOngoing
+	next.updateMs = now
+	c.write(p, t, next, func(err error) { reply(appendErrCode(err)) })
+}
+
+// EndTxn commits or aborts the open transaction of id. It answers once the
+// decision (PrepareCommit/PrepareAbort) is in the log; the markers follow.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int16, error) {
+	return submit(ctx, c, func(reply func(int16)) {
+		var body func()
+		body = func() { c.endTxn(id, producerID, epoch, commit, reply, body) }
+		body()
+	})
+}
+
+func (c *Coordinator) endTxn(id string, producerID int64, epoch int16, commit bool, reply func(int16), body func()) {
+	p, t, code := c.lookup(id)
+	if code == 0 {
+		code = checkProducer(t, producerID, epoch)
+	}
+	if code == kerr.ConcurrentTransactions.Code {
+		c.park(p, id, body, func() { reply(code) })
+		return
+	}
+	if code != 0 {
+		reply(code)
+		return
+	}
+	switch t.state {
+	case kmsg.TransactionStateOngoing:
+		next := *t
+		next.state = kmsg.TransactionStatePrepareAbort
+		if commit {
+			next.state = kmsg.TransactionStatePrepareCommit
+		}
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				reply(appendErrCode(err))
+				return
+			}
+			reply(0)
+			c.sendMarkers(p, t)
+		})
+	case kmsg.TransactionStateCompleteCommit:
+		reply(okIf(commit))
+	case kmsg.TransactionStateCompleteAbort:
+		reply(okIf(!commit))
+	case kmsg.TransactionStatePrepareCommit:
+		if commit {
+			reply(kerr.ConcurrentTransactions.Code)
+		} else {
+			reply(kerr.InvalidTxnState.Code)
+		}
+	case kmsg.TransactionStatePrepareAbort:
+		if !commit {
+			reply(kerr.ConcurrentTransactions.Code)
+		} else {
+			reply(kerr.InvalidTxnState.Code)
+		}
+	default:
+		reply(kerr.InvalidTxnState.Code)
+	}
+}
+
+func okIf(ok bool) int16 {
+	if ok {
+		return 0
+	}
+	return kerr.InvalidTxnState.Code
+}
+
+// CheckProducer answers whether (producerID, epoch) is the current
+// producer of id with a transaction open that includes tp: TxnOffsetCommit
+// asks this before writing offsets for a transaction.
+func (c *Coordinator) CheckProducer(ctx context.Context, id string, producerID int64, epoch int16, tp TopicPartition) (int16, error) {
+	return submit(ctx, c, func(reply func(int16)) {
+		_, t, code := c.lookup(id)
+		if code == 0 && (t == nil || t.producerID != producerID) {
+			code = kerr.InvalidProducerIDMapping.Code
+		}
+		if code == 0 && epoch != t.epoch {
+			code = kerr.ProducerFenced.Code
+		}
+		if code == 0 && (t.state != kmsg.TransactionStateOngoing || !t.has(tp)) {
+			code = kerr.InvalidTxnState.Code
+		}
+		reply(code)
+	})
+}
+
+// appendErrCode maps a failed append or allocation.
+func appendErrCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case isNotLeader(err):
+		return kerr.NotCoordinator.Code
+	default:
+		return kerr.CoordinatorNotAvailable.Code
+	}
+}
+
+// TxnState is one transaction as DescribeTransactions shows it.
+type TxnState struct {
+	ErrorCode       int16
+	TransactionalID string
+	State           string
+	TimeoutMs       int32
+	StartMs         int64
+	ProducerID      int64
+	Epoch           int16
+	Partitions      []TopicPartition
+}
+
+// Describe returns the state of each id.
+func (c *Coordinator) Describe(ctx context.Context, ids []string) ([]TxnState, error) {
+	return submit(ctx, c, func(reply func([]TxnState)) {
+		out := make([]TxnState, 0, len(ids))
+		for _, id := range ids {
+			s := TxnState{TransactionalID: id, ProducerID: -1, Epoch: -1, StartMs: -1}
+			_, t, code := c.lookup(id)
+			switch {
+			case code != 0:
+				s.ErrorCode = code
+			case t == nil || t.producerID < 0:
+				s.ErrorCode = kerr.TransactionalIDNotFound.Code
+			default:
+				s = describe(t)
+			}
+			out = append(out, s)
+		}
+		reply(out)
+	})
+}
+
+func describe(t *txnMeta) TxnState {
+	return TxnState{
+		TransactionalID: t.id, State: t.state.String(), TimeoutMs: t.timeoutMs, StartMs: t.startMs,
+		ProducerID: t.producerID, Epoch: t.epoch, Partitions: append([]TopicPartition(nil), t.parts...),
+	}
+}
+
+// ListFilter selects transactions for List.
+type ListFilter struct {
+	States      []string // Kafka's state names; empty: all
+	ProducerIDs []int64  // empty: all
+	MinDuration time.Duration
+	Pattern     string // a substring; empty: all (Kafka takes a regex)
+}
+
+// List returns the transactions of every loaded partition that match f,
+// sorted by id.
+func (c *Coordinator) List(ctx context.Context, f ListFilter) ([]TxnState, error) {
+	return submit(ctx, c, func(reply func([]TxnState)) {
+		now := c.nowMs()
+		var out []TxnState
+		for _, p := range c.partitions {
+			if !p.ready {
+				continue
+			}
+			for _, t := range p.txns {
+				if t.producerID < 0 {
+					continue
+				}
+				if len(f.States) > 0 && !containsFold(f.States, t.state.String()) {
+					continue
+				}
+				if len(f.ProducerIDs) > 0 && !containsInt(f.ProducerIDs, t.producerID) {
+					continue
+				}
+				if f.MinDuration > 0 && (t.startMs < 0 || now-t.startMs < f.MinDuration.Milliseconds()) {
+					continue
+				}
+				if f.Pattern != "" && !strings.Contains(t.id, f.Pattern) {
+					continue
+				}
+				out = append(out, describe(t))
+			}
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].TransactionalID < out[j].TransactionalID })
+		reply(out)
+	})
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if strings.EqualFold(x, s) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsInt(list []int64, n int64) bool {
+	for _, x := range list {
+		if x == n {
+			return true
+		}
+	}
+	return false
+}
+
+// Abort aborts the open transaction of id as an admin action (a hanging
+// transaction), fencing its producer.
+func (c *Coordinator) Abort(ctx context.Context, id string) (int16, error) {
+	return submit(ctx, c, func(reply func(int16)) {
+		p, t, code := c.lookup(id)
+		if code == 0 && t == nil {
+			code = kerr.TransactionalIDNotFound.Code
+		}
+		if code == 0 && t.pending {
+			code = kerr.ConcurrentTransactions.Code
+		}
+		if code == 0 && t.state != kmsg.TransactionStateOngoing {
+			code = kerr.InvalidTxnState.Code
+		}
+		if code != 0 {
+			reply(code)
+			return
+		}
+		c.fenceAbort(p, t, func(err error) { reply(appendErrCode(err)) })
+	})
+}

@@ -1,0 +1,749 @@
+package broker
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"runtime/pprof"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// The glue between the broker and its transaction coordinator (broker/txn):
+// the __transaction_state topic and which of its partitions this broker
+// leads (loaded into the coordinator), txn.Log on a partition, txn.Broker
+// (producer ids, topic sizes, and writing markers: locally, or with
+// WriteTxnMarkers to the leader elsewhere), the partition side of
+// transactions (markers, last stable offset, aborted transactions), and
+// the transactional offsets of __consumer_offsets that wait for their
+// marker. Handler files 22 and 24-28, 65, 66 call into it.
+
+// txns owns the coordinator and the load state of its partitions.
+type txns struct {
+	b *Broker
+	c *txn.Coordinator
+
+	mu struct {
+		sync.Mutex
+		loads map[int32]*txnLoad
+		// offsets holds, per __consumer_offsets partition and producer
+		// id, the transactional offset records written and not yet
+		// ended by a marker.
+		offsets map[int32]map[int64][]group.Record
+		client  *kgo.Client // for WriteTxnMarkers to other brokers
+	}
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type txnLoad struct {
+	epoch int32
+	res   <-chan error
+	err   error
+	done  bool
+}
+
+func newTxns(b *Broker) *txns {
+	cfg := b.cfg.Transactions
+	cfg.Broker = txnBroker{b}
+	if cfg.Logger == nil {
+		cfg.Logger = b.log
+	}
+	t := &txns{b: b, c: txn.New(cfg)}
+	t.mu.loads = make(map[int32]*txnLoad)
+	t.mu.offsets = make(map[int32]map[int64][]group.Record)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.cancel = cancel
+	t.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
+		defer t.wg.Done()
+		t.leadershipLoop(ctx)
+	})
+	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
+	return t
+}
+
+func (t *txns) close() {
+	t.cancel()
+	t.wg.Wait()
+	t.c.Close()
+	t.mu.Lock()
+	cl := t.mu.client
+	t.mu.client = nil
+	t.mu.Unlock()
+	if cl != nil {
+		cl.Close()
+	}
+}
+
+// leadershipLoop loads the transaction partitions this broker leads even
+// when no request arrives, so that timeouts fire and a new leader finishes
+// what the previous one prepared; and unloads those it stops leading. It
+// follows metadata changes, and retries failed loads every few seconds.
+func (t *txns) leadershipLoop(ctx context.Context) {
+	ch := t.b.meta.Watch(ctx, t.b.meta.State().Version)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		t.ensureAll()
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				return
+			}
+		case <-tick.C:
+		}
+	}
+}
+
+func (t *txns) ensureAll() {
+	st := t.b.meta.State()
+	tp, ok := st.Topic(txn.StateTopic)
+	if !ok {
+		t.mu.Lock()
+		for p := range t.mu.loads {
+			delete(t.mu.loads, p)
+			t.c.Unload(p)
+		}
+		t.mu.Unlock()
+		return
+	}
+	for p := range tp.Partitions {
+		t.ensurePartition(tp, int32(p))
+	}
+}
+
+// ensure loads or unloads the partition of a transactional id by the
+// current leadership.
+func (t *txns) ensure(id string) {
+	tp, ok := t.b.meta.State().Topic(txn.StateTopic)
+	if !ok {
+		return
+	}
+	t.ensurePartition(tp, t.c.PartitionFor(id))
+}
+
+// ensureWait is ensure, then a short wait for the load, so the request
+// that follows FindCoordinator is not told COORDINATOR_LOAD_IN_PROGRESS.
+func (t *txns) ensureWait(ctx context.Context, id string, d time.Duration) {
+	t.ensure(id)
+	t.mu.Lock()
+	l := t.mu.loads[t.c.PartitionFor(id)]
+	t.mu.Unlock()
+	if l == nil {
+		return
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		if _, ready, ok := t.c.Loaded(t.c.PartitionFor(id)); !ok || ready {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+func (t *txns) ensurePartition(tp *metadata.Topic, p int32) {
+	if p < 0 || int(p) >= len(tp.Partitions) {
+		return
+	}
+	mp := tp.Partitions[p]
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cur := t.mu.loads[p]
+	if mp.Leader != t.b.cfg.NodeID {
+		if cur != nil {
+			delete(t.mu.loads, p)
+			t.c.Unload(p)
+		}
+		return
+	}
+	if cur != nil && cur.epoch == mp.LeaderEpoch {
+		if !cur.done {
+			select {
+			case err := <-cur.res:
+				cur.done, cur.err = true, err
+			default:
+				return
+			}
+		}
+		if cur.err == nil {
+			return
+		}
+		t.b.log.Warn("loading transaction state partition failed; retrying", "partition", p, "err", cur.err)
+	}
+	t.mu.loads[p] = &txnLoad{epoch: mp.LeaderEpoch, res: t.c.Load(p, mp.LeaderEpoch, &txnStateLog{b: t.b, part: p})}
+}
+
+// createStateTopic creates __transaction_state on first use.
+func (b *Broker) createTxnStateTopic(ctx context.Context) (*metadata.State, error) {
+	st := b.meta.State()
+	if _, ok := st.Topic(txn.StateTopic); ok {
+		return st, nil
+	}
+	nst, err := b.createTopic(ctx, createTopicSpec{
+		name:              txn.StateTopic,
+		partitions:        b.txns.c.Partitions(),
+		replicationFactor: -1,
+		configs:           map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
+	})
+	if errors.Is(err, metadata.ErrTopicExists) {
+		return b.meta.State(), nil
+	}
+	return nst, err
+}
+
+// txnCoordinator finds the leader of an id's __transaction_state partition.
+func txnCoordinator(b *Broker, st *metadata.State, key, listener string) (node int32, host string, port int32, code int16) {
+	t, ok := st.Topic(txn.StateTopic)
+	if !ok {
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
+	}
+	p := b.txns.c.PartitionFor(key)
+	if int(p) >= len(t.Partitions) {
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
+	}
+	return brokerAddress(st, t.Partitions[p].Leader, listener)
+}
+
+func brokerAddress(st *metadata.State, id int32, listener string) (int32, string, int32, int16) {
+	br, ok := st.Broker(id)
+	if !ok || br.Fenced || len(br.Listeners) == 0 {
+		return -1, "", -1, kerr.CoordinatorNotAvailable.Code
+	}
+	l := br.Listeners[0]
+	for _, bl := range br.Listeners {
+		if bl.Name == listener {
+			l = bl
+		}
+	}
+	return br.ID, l.Host, l.Port, 0
+}
+
+// txnStateLog is txn.Log on one partition of __transaction_state.
+type txnStateLog struct {
+	b    *Broker
+	part int32
+}
+
+func (l *txnStateLog) partition() (*partition, error) {
+	p, err := l.b.store.partition(l.b.meta.State(), txn.StateTopic, l.part)
+	if errors.Is(err, errNotLeader) || errors.Is(err, errUnknownTopicOrPartition) {
+		return nil, fmt.Errorf("%w: %v", txn.ErrNotLeader, err)
+	}
+	return p, err
+}
+
+func (l *txnStateLog) Append(_ context.Context, records []txn.Record) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	kv := make([]group.Record, len(records))
+	for i, r := range records {
+		kv[i] = group.Record{Key: r.Key, Value: r.Value}
+	}
+	_, err = p.appendBatch(encodeOffsetsBatch(kv, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
+	if errors.Is(err, hotlog.ErrClosed) {
+		return fmt.Errorf("%w: %v", txn.ErrNotLeader, err)
+	}
+	return err
+}
+
+func (l *txnStateLog) Replay(ctx context.Context, fn func(key, value []byte) error) error {
+	p, err := l.partition()
+	if err != nil {
+		return err
+	}
+	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
+	for off < end {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := p.log.ReadBytes(off, 1<<20, end)
+		if err != nil {
+			return err
+		}
+		if len(data) == 0 {
+			return nil
+		}
+		next, err := replayBatches(data, off, fn)
+		if err != nil {
+			return err
+		}
+		if next <= off {
+			return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", txn.StateTopic, l.part, off)
+		}
+		off = next
+	}
+	return nil
+}
+
+// txnBroker is txn.Broker.
+type txnBroker struct{ b *Broker }
+
+func (tb txnBroker) ProducerID(ctx context.Context) (int64, error) { return tb.b.store.producerID(ctx) }
+
+func (tb txnBroker) Partitions(topic string) (int32, bool) {
+	t, ok := tb.b.meta.State().Topic(topic)
+	if !ok {
+		return 0, false
+	}
+	return int32(len(t.Partitions)), true
+}
+
+// WriteMarkers writes the marker to every partition: those led here
+// directly, the others through WriteTxnMarkers to their leader, all at
+// once (each append waits for its own fsync).
+func (tb txnBroker) WriteMarkers(ctx context.Context, m txn.Marker) error {
+	b := tb.b
+	st := b.meta.State()
+	remote := map[int32][]txn.TopicPartition{}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	fail := func(err error) {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+	}
+	for _, tp := range m.Partitions {
+		t, ok := st.Topic(tp.Topic)
+		if !ok || tp.Partition >= int32(len(t.Partitions)) {
+			continue // deleted: nothing to mark
+		}
+		if leader := t.Partitions[tp.Partition].Leader; leader != b.cfg.NodeID {
+			if leader == metadata.NoLeader {
+				return fmt.Errorf("broker: %s-%d has no leader", tp.Topic, tp.Partition)
+			}
+			remote[leader] = append(remote[leader], tp)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.txns.writeMarker(st, tp, m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	for leader, tps := range remote {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := b.txns.sendMarkers(ctx, leader, m, tps); err != nil {
+				fail(err)
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// writeMarker appends a marker to a partition led here; for
+// __consumer_offsets it then ends the producer's pending offsets.
+func (t *txns) writeMarker(st *metadata.State, tp txn.TopicPartition, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	p, err := t.b.store.partition(st, tp.Topic, tp.Partition)
+	if errors.Is(err, errUnknownTopicOrPartition) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	err = p.appendMarker(producerID, epoch, commit, coordinatorEpoch)
+	if errors.Is(err, errTxnProducerFenced) {
+		// A marker older than what the partition saw: the producer moved
+		// on (a newer epoch ended this transaction already).
+		t.b.log.Warn("stale transaction marker skipped", "topic", tp.Topic, "partition", tp.Partition, "producer_id", producerID, "epoch", epoch)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if tp.Topic == offsetsTopic {
+		t.endOffsets(tp.Partition, producerID, commit)
+	}
+	return nil
+}
+
+func (t *txns) sendMarkers(ctx context.Context, leader int32, m txn.Marker, tps []txn.TopicPartition) error {
+	cl, err := t.client()
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	rm := kmsg.NewWriteTxnMarkersRequestMarker()
+	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(rm.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+			rt.Topic = tp.Topic
+			rm.Topics = append(rm.Topics, rt)
+		}
+		rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+	}
+	req.Markers = append(req.Markers, rm)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return err
+	}
+	for _, rm := range resp.Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					return fmt.Errorf("broker: marker for %s-%d on broker %d: error code %d", rt.Topic, rp.Partition, leader, rp.ErrorCode)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func (t *txns) client() (*kgo.Client, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.mu.client != nil {
+		return t.mu.client, nil
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(t.b.Addr()), kgo.ClientID("sediment-txn-markers"))
+	if err != nil {
+		return nil, err
+	}
+	t.mu.client = cl
+	return cl, nil
+}
+
+// addOffsets records transactional offset records written to an offsets
+// partition, waiting for their marker.
+func (t *txns) addOffsets(part int32, producerID int64, recs []group.Record) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.mu.offsets[part]
+	if m == nil {
+		m = make(map[int64][]group.Record)
+		t.mu.offsets[part] = m
+	}
+	m[producerID] = append(m[producerID], recs...)
+}
+
+// endOffsets hands a producer's pending offsets of a partition to the group
+// coordinator with the transaction's outcome.
+func (t *txns) endOffsets(part int32, producerID int64, commit bool) {
+	t.mu.Lock()
+	recs := t.mu.offsets[part][producerID]
+	delete(t.mu.offsets[part], producerID)
+	t.mu.Unlock()
+	if len(recs) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := t.b.groups.c.EndTxnOffsets(ctx, part, recs, commit); err != nil {
+		t.b.log.Warn("ending transactional offsets", "partition", part, "err", err)
+	}
+}
+
+// replayOffsets replays a __consumer_offsets partition with transactions
+// in mind: a transactional record takes effect at its producer's commit
+// marker (and is dropped at an abort), and those still open at the end are
+// kept for the marker to come (endOffsets). The last stretch of the log is
+// read under t.mu, which endOffsets also takes: a marker appended before
+// that read is seen by the replay; one appended after it finds its records
+// kept (and the group coordinator, still loading, applies them once
+// loaded).
+func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn func(key, value []byte) error) error {
+	r := &offsetsReplay{pending: make(map[int64][]group.Record)}
+	off := p.log.LogStartOffset()
+	read := func(end int64) error {
+		for off < end {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			data, err := p.log.ReadBytes(off, 1<<20, end)
+			if err != nil {
+				return err
+			}
+			if len(data) == 0 {
+				return nil
+			}
+			next, err := r.replay(data, off, fn)
+			if err != nil {
+				return err
+			}
+			if next <= off {
+				return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, part, off)
+			}
+			off = next
+		}
+		return nil
+	}
+	if err := read(p.log.HighWatermark()); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := read(p.log.HighWatermark()); err != nil {
+		return err
+	}
+	t.mu.offsets[part] = r.pending
+	var open []group.Record
+	for _, recs := range r.pending {
+		open = append(open, recs...)
+	}
+	if len(open) > 0 {
+		// Still open: pending for RequireStable readers until the marker.
+		return t.b.groups.c.PendingTxnOffsets(ctx, part, open)
+	}
+	return nil
+}
+
+type offsetsReplay struct {
+	pending map[int64][]group.Record
+}
+
+func (r *offsetsReplay) replay(data []byte, off int64, fn func(key, value []byte) error) (int64, error) {
+	next := off
+	for len(data) >= hotlog.BatchHeaderSize {
+		h, err := hotlog.ParseBatchHeader(data)
+		if err != nil {
+			return next, err
+		}
+		if h.Size() > int64(len(data)) {
+			break
+		}
+		batch := data[:h.Size()]
+		data = data[h.Size():]
+		switch {
+		case h.IsControl() && h.IsTransactional():
+			if commit, ok := controlType(batch); ok {
+				recs := r.pending[h.ProducerID]
+				delete(r.pending, h.ProducerID)
+				for _, rec := range recs {
+					if commit {
+						if err := fn(rec.Key, rec.Value); err != nil {
+							return next, err
+						}
+					}
+				}
+			}
+			next = h.LastOffset() + 1
+		case h.IsTransactional():
+			pid := h.ProducerID
+			n, err := replayBatches(batch, h.BaseOffset, func(k, v []byte) error {
+				r.pending[pid] = append(r.pending[pid], group.Record{Key: append([]byte(nil), k...), Value: append([]byte(nil), v...)})
+				return nil
+			})
+			if err != nil {
+				return next, err
+			}
+			next = n
+		default:
+			n, err := replayBatches(batch, h.BaseOffset, fn)
+			if err != nil {
+				return next, err
+			}
+			next = n
+		}
+	}
+	return next, nil
+}
+
+// Control batches (transaction markers), as Kafka writes them: attributes
+// transactional|control, no sequence, one record whose key is
+// (version int16 = 0, type int16: 0 abort, 1 commit) and whose value is
+// (version int16 = 0, coordinator epoch int32).
+
+const (
+	attrTransactional = 0x10
+	attrControl       = 0x20
+)
+
+func encodeMarkerBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, now int64) []byte {
+	typ := kmsg.ControlRecordKeyTypeAbort
+	if commit {
+		typ = kmsg.ControlRecordKeyTypeCommit
+	}
+	key := (&kmsg.ControlRecordKey{Version: 0, Type: typ}).AppendTo(nil)
+	value := (&kmsg.EndTxnMarker{Version: 0, CoordinatorEpoch: coordinatorEpoch}).AppendTo(nil)
+	return encodeBatch([]group.Record{{Key: key, Value: value}}, producerID, epoch, attrTransactional|attrControl, now)
+}
+
+// encodeBatch is one uncompressed v2 batch of a producer with no sequence.
+func encodeBatch(records []group.Record, producerID int64, epoch int16, attrs int16, now int64) []byte {
+	var body []byte
+	for i, r := range records {
+		rec := kmsg.Record{OffsetDelta: int32(i), Key: r.Key, Value: r.Value}
+		enc := rec.AppendTo(nil)
+		rec.Length = int32(len(enc) - 1)
+		body = rec.AppendTo(body)
+	}
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: attrs,
+		LastOffsetDelta: int32(len(records) - 1), FirstTimestamp: now, MaxTimestamp: now,
+		ProducerID: producerID, ProducerEpoch: epoch, FirstSequence: -1,
+		NumRecords: int32(len(records)), Records: body,
+	}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[8:], uint32(len(b)-12))
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], castagnoli))
+	return b
+}
+
+// controlType reads a control batch's marker type; ok is false for a
+// control record that is not a transaction marker.
+func controlType(batch []byte) (commit, ok bool) {
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(batch); err != nil || rb.Attributes&0x07 != 0 || rb.NumRecords < 1 {
+		return false, false
+	}
+	l, n := binary.Varint(rb.Records)
+	if n <= 0 || l < 0 || int64(n)+l > int64(len(rb.Records)) {
+		return false, false
+	}
+	var rec kmsg.Record
+	if err := rec.ReadFrom(rb.Records[:int64(n)+l]); err != nil {
+		return false, false
+	}
+	var k kmsg.ControlRecordKey
+	if err := k.ReadFrom(rec.Key); err != nil {
+		return false, false
+	}
+	switch k.Type {
+	case kmsg.ControlRecordKeyTypeCommit:
+		return true, true
+	case kmsg.ControlRecordKeyTypeAbort:
+		return false, true
+	}
+	return false, false
+}
+
+// appendMarker appends a transaction marker: it ends the producer's open
+// transaction here (recording it as aborted, or not) and fences older
+// epochs.
+func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+	batch := encodeMarkerBatch(producerID, epoch, commit, coordinatorEpoch, time.Now().UnixMilli())
+	h, err := hotlog.ParseBatchHeader(batch)
+	if err != nil {
+		return err
+	}
+	info := batchInfo{producerID: producerID, producerEpoch: epoch, baseSequence: -1, records: 1,
+		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit}
+	_, err = p.appendChecked(batch, info, h, false, func() {})
+	return err
+}
+
+// lastStableOffset is the first offset of the oldest open transaction, or
+// the high watermark if that is smaller.
+func (p *partition) lastStableOffset() int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	hw := p.log.HighWatermark()
+	if first := p.mu.producers.firstUnstable(); first >= 0 && first < hw {
+		return first
+	}
+	return hw
+}
+
+// abortedTxns lists the aborted transactions a read_committed fetch of
+// [from, to) must know.
+func (p *partition) abortedTxns(from, to int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
+	p.mu.Lock()
+	list := p.mu.producers.abortedIn(from, to)
+	p.mu.Unlock()
+	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(list))
+	for _, a := range list {
+		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+		at.ProducerID, at.FirstOffset = a.producerID, a.firstOffset
+		out = append(out, at)
+	}
+	return out
+}
+
+// txnCollector exports the coordinator's counters.
+type txnCollector struct{ c *txn.Coordinator }
+
+var (
+	txnOpenDesc  = prometheus.NewDesc("sediment_transactions_open", "Transactions open (ongoing or preparing) on this coordinator.", nil, nil)
+	txnEndedDesc = prometheus.NewDesc("sediment_transactions_total", "Transactions ended by this coordinator since start, by outcome (timed_out is also counted in aborted).", []string{"outcome"}, nil)
+)
+
+func (tc *txnCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- txnOpenDesc
+	ch <- txnEndedDesc
+}
+
+func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
+	s := tc.c.Stats()
+	ch <- prometheus.MustNewConstMetric(txnOpenDesc, prometheus.GaugeValue, float64(s.Open))
+	for outcome, n := range map[string]int64{"committed": s.Committed, "aborted": s.Aborted, "timed_out": s.TimedOut} {
+		ch <- prometheus.MustNewConstMetric(txnEndedDesc, prometheus.CounterValue, float64(n), outcome)
+	}
+}
+
+var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")
+
+// verifyTxnWrite is KIP-890 part 1's check of a transactional batch, made
+// when the id's coordinator is on this broker: the producer's first batch
+// in a partition must belong to its open transaction, which must include
+// the partition. A write that comes after its transaction ended (a delayed
+// retry) is refused instead of opening a transaction that no marker will
+// end. A coordinator elsewhere, or one still loading, is not asked.
+// (Left open: an EndTxn that completes between this check and the append.)
+func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) error {
+	if txnID == nil || len(records) < hotlog.BatchHeaderSize {
+		return nil
+	}
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil || !h.IsTransactional() || h.IsControl() {
+		return nil
+	}
+	p.mu.Lock()
+	e := p.mu.producers.m[h.ProducerID]
+	open := e != nil && e.epoch == h.ProducerEpoch && e.txnFirstOffset >= 0
+	p.mu.Unlock()
+	if open {
+		return nil
+	}
+	if _, ready, ok := b.txns.c.Loaded(b.txns.c.PartitionFor(*txnID)); !ok || !ready {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	code, err := b.txns.c.CheckProducer(ctx, *txnID, h.ProducerID, h.ProducerEpoch, txn.TopicPartition{Topic: p.topic, Partition: p.id})
+	switch {
+	case err != nil, code == 0, code == kerr.NotCoordinator.Code, code == kerr.CoordinatorLoadInProgress.Code:
+		return nil
+	case code == kerr.ProducerFenced.Code:
+		return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+	default:
+		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, *txnID, p.topic, p.id)
+	}
+}

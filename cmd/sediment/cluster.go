@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func newClusterCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "cluster",
+		Short: "Inspect the cluster",
+	}
+	opts := addClientFlags(cmd)
+	cmd.AddCommand(newClusterStatusCmd(opts))
+	return cmd
+}
+
+// newClusterStatusCmd prints the brokers (registered, fenced, reachable),
+// the metadata quorum's voters and its leader (the controller), and the
+// number of under-replicated partitions.
+func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:     "status",
+		Short:   "Show brokers, their liveness, the metadata voters and the controller",
+		Example: `  sediment cluster status -b localhost:9092,localhost:9093,localhost:9094`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), opts.timeout())
+			defer cancel()
+			cl, err := opts.newClient(ctx)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			dc := kmsg.NewPtrDescribeClusterRequest()
+			dc.IncludeFencedBrokers = true
+			dc.EndpointType = 1
+			cresp, err := dc.RequestWith(ctx, cl)
+			if err != nil {
+				return fmt.Errorf("DescribeCluster: %w", err)
+			}
+			if err := kerr.ErrorForCode(cresp.ErrorCode); err != nil {
+				return fmt.Errorf("DescribeCluster: %w", err)
+			}
+			dq := kmsg.NewPtrDescribeQuorumRequest()
+			qt := kmsg.NewDescribeQuorumRequestTopic()
+			qt.Topic = "__cluster_metadata"
+			qp := kmsg.NewDescribeQuorumRequestTopicPartition()
+			qt.Partitions = append(qt.Partitions, qp)
+			dq.Topics = append(dq.Topics, qt)
+			var voters []int32
+			leader := int32(-1)
+			if qresp, err := dq.RequestWith(ctx, cl); err == nil {
+				for _, t := range qresp.Topics {
+					for _, p := range t.Partitions {
+						leader = p.LeaderID
+						for _, v := range p.CurrentVoters {
+							voters = append(voters, v.ReplicaID)
+						}
+					}
+				}
+			}
+			under := 0
+			mreq := kmsg.NewPtrMetadataRequest()
+			if mresp, err := mreq.RequestWith(ctx, cl); err == nil {
+				for _, t := range mresp.Topics {
+					for _, p := range t.Partitions {
+						if len(p.ISR) < len(p.Replicas) {
+							under++
+						}
+					}
+				}
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "cluster id: %s\ncontroller: %d\nvoters: %v\nunder-replicated partitions: %d\n\n", cresp.ClusterID, leader, voters, under)
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "BROKER\tADDRESS\tSTATE\tREACHABLE\tVOTER")
+			for _, b := range cresp.Brokers {
+				addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))
+				state := "active"
+				if b.IsFenced {
+					state = "fenced"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%v\n", b.NodeID, addr, state, reachable(ctx, addr), slices.Contains(voters, b.NodeID))
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+// reachable reports whether the broker answers ApiVersions within a second.
+func reachable(ctx context.Context, addr string) bool {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	_, err = kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, cl)
+	return err == nil
+}

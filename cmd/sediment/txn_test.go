@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sediment-io/sediment/broker"
+)
+
+func runTxnCmd(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := newTxnCmd()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs(args)
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("sediment txn %v: %v\n%s", args, err, out.String())
+	}
+	return out.String()
+}
+
+// TestTxnCommands: list, describe and abort against a real broker with a
+// transaction left open.
+func TestTxnCommands(t *testing.T) {
+	b, err := broker.New(broker.Config{
+		DataDir:   t.TempDir(),
+		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
+		Logger:    slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.TransactionalID("copier-0"), kgo.DefaultProduceTopic("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("v")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	out := runTxnCmd(t, "list", "--brokers", b.Addr(), "--state", "Ongoing")
+	if !strings.Contains(out, "copier-0") || !strings.Contains(out, "Ongoing") || !strings.Contains(out, "orders/0") {
+		t.Fatalf("list:\n%s", out)
+	}
+	out = runTxnCmd(t, "describe", "--brokers", b.Addr(), "copier-0")
+	if !strings.Contains(out, "copier-0") || !strings.Contains(out, "40s") {
+		t.Fatalf("describe:\n%s", out)
+	}
+	out = runTxnCmd(t, "abort", "--brokers", b.Addr(), "--topic", "orders", "--partition", "0")
+	if !strings.Contains(out, "aborted the transaction of producer") || !strings.Contains(out, "from offset 0") {
+		t.Fatalf("abort:\n%s", out)
+	}
+	out = runTxnCmd(t, "abort", "--brokers", b.Addr(), "--topic", "orders", "--partition", "0")
+	if !strings.Contains(out, "no open transaction") {
+		t.Fatalf("second abort:\n%s", out)
+	}
+}

@@ -1,0 +1,565 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Cluster is n broker processes that are also the n voters of the metadata
+// quorum (combined mode).
+type Cluster struct {
+	t       testing.TB
+	Brokers []*Broker
+}
+
+// StartCluster starts n brokers at once (a quorum of n needs a majority up
+// before any broker can register) and waits until each is ready.
+func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t}
+	dir := t.TempDir()
+	var voters []string
+	for i := 1; i <= n; i++ {
+		b := &Broker{t: t, NodeID: i, DataDir: filepath.Join(dir, fmt.Sprintf("broker%d", i), "data"), log: &syncBuffer{}}
+		if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
+			b.log.tee = os.Stderr
+		}
+		os.MkdirAll(filepath.Dir(b.DataDir), 0o755)
+		b.pickPorts()
+		voters = append(voters, fmt.Sprintf("%d@%s", i, b.RaftAddr))
+		c.Brokers = append(c.Brokers, b)
+		t.Cleanup(func() {
+			b.Stop()
+			logText := b.log.String()
+			if strings.Contains(logText, "WARNING: DATA RACE") {
+				t.Errorf("broker %d: the race detector reported a data race", b.NodeID)
+			}
+			if t.Failed() {
+				t.Logf("broker %d log (%s, data %s):\n%s", b.NodeID, b.Addr, b.DataDir, logText)
+			}
+		})
+	}
+	for _, b := range c.Brokers {
+		b.extra = append([]string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}, extra...)
+	}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i, b := range c.Brokers {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = b.start() }()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("broker %d did not come up: %v", i+1, err)
+		}
+	}
+	return c
+}
+
+// Seeds is every broker's address.
+func (c *Cluster) Seeds() []string {
+	var out []string
+	for _, b := range c.Brokers {
+		out = append(out, b.Addr)
+	}
+	return out
+}
+
+// Client returns a franz-go client seeded with every broker.
+func (c *Cluster) Client(t testing.TB, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.Seeds()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// Broker returns the broker with node id id.
+func (c *Cluster) Broker(id int32) *Broker { return c.Brokers[id-1] }
+
+// partitionState is what Metadata says of one partition.
+type partitionState struct {
+	Leader        int32
+	Replicas, ISR []int32
+}
+
+// Partitions describes topic's partitions, asking the given client.
+func (c *Cluster) Partitions(ctx context.Context, adm *kadm.Client, topic string) (map[int32]partitionState, error) {
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	td, ok := md.Topics[topic]
+	if !ok || td.Err != nil {
+		return nil, fmt.Errorf("topic %s: %v", topic, td.Err)
+	}
+	out := map[int32]partitionState{}
+	for _, p := range td.Partitions {
+		out[p.Partition] = partitionState{Leader: p.Leader, Replicas: p.Replicas, ISR: p.ISR}
+	}
+	return out, nil
+}
+
+// WaitFullISR waits until every partition of topic has a leader and all its
+// replicas in the ISR.
+func (c *Cluster) WaitFullISR(t testing.TB, adm *kadm.Client, topic string, timeout time.Duration) map[int32]partitionState {
+	t.Helper()
+	var last map[int32]partitionState
+	waitFor(t, timeout, "a full ISR on "+topic, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		ps, err := c.Partitions(ctx, adm, topic)
+		if err != nil || len(ps) == 0 {
+			return false
+		}
+		for _, p := range ps {
+			if p.Leader < 0 || len(p.ISR) != len(p.Replicas) {
+				return false
+			}
+		}
+		last = ps
+		return true
+	})
+	return last
+}
+
+// replicaLog is the concatenation of a partition's segment files on one
+// broker (the same bytes on every replica once they have caught up).
+func replicaLog(b *Broker, topic string, partition int32) []byte {
+	dir := filepath.Join(b.DataDir, "logs", fmt.Sprintf("%s-%d", topic, partition))
+	ents, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range ents {
+		if strings.HasSuffix(e.Name(), ".log") {
+			names = append(names, e.Name())
+		}
+	}
+	sort.Strings(names)
+	var out []byte
+	for _, n := range names {
+		raw, _ := os.ReadFile(filepath.Join(dir, n))
+		out = append(out, raw...)
+	}
+	return out
+}
+
+// WaitIdenticalReplicas waits until every replica of every partition holds
+// the same log bytes.
+func (c *Cluster) WaitIdenticalReplicas(t testing.TB, topic string, partitions int32, timeout time.Duration) {
+	t.Helper()
+	for p := range partitions {
+		c.WaitIdenticalReplicasOf(t, topic, p, c.Brokers, timeout)
+	}
+}
+
+// WaitIdenticalReplicasOf waits until the given replicas of one partition
+// hold the same log bytes.
+func (c *Cluster) WaitIdenticalReplicasOf(t testing.TB, topic string, p int32, replicas []*Broker, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, fmt.Sprintf("identical replicas of %s-%d", topic, p), func() bool {
+		first := replicaLog(replicas[0], topic, p)
+		for _, b := range replicas[1:] {
+			if !bytes.Equal(first, replicaLog(b, topic, p)) {
+				return false
+			}
+		}
+		return len(first) > 0
+	})
+}
+
+// ackedRecord is a record the producer got an acknowledgement for.
+type ackedRecord struct {
+	partition int32
+	offset    int64
+}
+
+// keyedProducer writes keyed records ("k<n%keys>" = "<n>") with an
+// idempotent acks=all producer until stopped, remembering what was
+// acknowledged.
+type keyedProducer struct {
+	cl     *kgo.Client
+	topic  string
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu      sync.Mutex
+	acked   map[string]ackedRecord // value → where
+	failed  int
+	lastErr error
+}
+
+func startKeyedProducer(t testing.TB, c *Cluster, topic string) *keyedProducer {
+	cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30),
+		kgo.ProducerLinger(2*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+	ctx, cancel := context.WithCancel(context.Background())
+	kp := &keyedProducer{cl: cl, topic: topic, cancel: cancel, done: make(chan struct{}), acked: map[string]ackedRecord{}}
+	go func() {
+		defer close(kp.done)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 200)
+		for n := 0; ctx.Err() == nil; n++ {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				continue
+			}
+			v := strconv.Itoa(n)
+			wg.Add(1)
+			cl.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(n%64)), Value: []byte(v)}, func(r *kgo.Record, err error) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				kp.mu.Lock()
+				defer kp.mu.Unlock()
+				if err != nil {
+					kp.failed++
+					kp.lastErr = err
+					return
+				}
+				kp.acked[v] = ackedRecord{r.Partition, r.Offset}
+			})
+		}
+		wg.Wait()
+	}()
+	return kp
+}
+
+func (kp *keyedProducer) count() int {
+	kp.mu.Lock()
+	defer kp.mu.Unlock()
+	return len(kp.acked)
+}
+
+func (kp *keyedProducer) stop() {
+	kp.cancel()
+	<-kp.done
+}
+
+// checkAcked reads the topic from the start and checks every acknowledged
+// record is there exactly once, where it was acknowledged, and that each
+// key's values grow with the offset.
+func checkAcked(t testing.TB, c *Cluster, topic string, kp *keyedProducer) {
+	t.Helper()
+	kp.mu.Lock()
+	acked := kp.acked
+	kp.mu.Unlock()
+	if kp.failed > 0 {
+		t.Errorf("%d records failed (last: %v)", kp.failed, kp.lastErr)
+	}
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	seen := map[string]ackedRecord{}
+	lastByKey := map[string]int{}
+	dups := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for len(seen) < len(acked) && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if _, ok := seen[v]; ok {
+				dups++
+			}
+			seen[v] = ackedRecord{r.Partition, r.Offset}
+			n, _ := strconv.Atoi(v)
+			if prev, ok := lastByKey[string(r.Key)]; ok && n <= prev {
+				t.Errorf("key %s: value %d after %d (out of order)", r.Key, n, prev)
+			}
+			lastByKey[string(r.Key)] = n
+		})
+	}
+	if dups > 0 {
+		t.Errorf("%d records read twice", dups)
+	}
+	missing := 0
+	for v, where := range acked {
+		got, ok := seen[v]
+		if !ok || got != where {
+			missing++
+			if missing <= 5 {
+				t.Errorf("acknowledged record %s at %d/%d: read %v (%v)", v, where.partition, where.offset, got, ok)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Errorf("%d of %d acknowledged records missing or moved", missing, len(acked))
+	}
+	t.Logf("%d acknowledged records all present once, in order", len(acked))
+}
+
+// leaderKills kills the leader of partition 0 and restarts it, kills times,
+// while an idempotent acks=all producer writes; then checks the log.
+func leaderKills(t *testing.T, kills int) {
+	c := StartCluster(t, 3)
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "chaos"
+	const partitions = 3
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFullISR(t, adm, topic, 30*time.Second)
+	kp := startKeyedProducer(t, c, topic)
+	defer kp.stop()
+	for i := 0; i < kills; i++ {
+		base := kp.count()
+		waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return kp.count() > base+200 })
+		ps := c.WaitFullISR(t, adm, topic, 60*time.Second)
+		victim := c.Broker(ps[int32(i%partitions)].Leader)
+		if i%4 == 3 {
+			// Every fourth fault is a pause (SIGSTOP) longer than the
+			// session timeout: the cluster fences the leader and moves on;
+			// when it resumes it must find it leads nothing any more.
+			t.Logf("fault %d: SIGSTOP leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+			victim.signalOnly(syscall.SIGSTOP)
+			base = kp.count()
+			waitFor(t, 60*time.Second, "writes acknowledged while the leader is paused", func() bool { return kp.count() > base+100 })
+			victim.signalOnly(syscall.SIGCONT)
+			continue
+		}
+		t.Logf("fault %d: SIGKILL leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+		victim.Kill()
+		base = kp.count()
+		waitFor(t, 60*time.Second, "writes acknowledged while the leader is down", func() bool { return kp.count() > base+100 })
+		victim.Start()
+	}
+	base := kp.count()
+	waitFor(t, 60*time.Second, "acknowledged writes after the last restart", func() bool { return kp.count() > base+200 })
+	kp.stop()
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	c.WaitIdenticalReplicas(t, topic, partitions, 60*time.Second)
+	checkAcked(t, c, topic, kp)
+}
+
+func TestReplicationLeaderKills(t *testing.T) {
+	kills := 3
+	if n, err := strconv.Atoi(os.Getenv("SEDIMENT_CHAOS_KILLS")); err == nil && n > 0 {
+		kills = n
+	}
+	leaderKills(t, kills)
+}
+
+// TestReplicationMinISR: with min.insync.replicas=2 and only one live
+// replica (replication factor 2, so that the third broker keeps the metadata
+// quorum), acks=all writes are refused and nothing is appended; a killed
+// follower catches up, rejoins the ISR, and acks=all writes are accepted
+// again.
+func TestReplicationMinISR(t *testing.T) {
+	c := StartCluster(t, 3)
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "minisr"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
+	leader := ps[0].Leader
+	var follower *Broker
+	for _, r := range ps[0].Replicas {
+		if r != leader {
+			follower = c.Broker(r)
+		}
+	}
+	checkLeaderHint(t, c, adm, topic, ps[0], follower)
+	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DisableIdempotentWrite(), kgo.RecordRetries(3),
+		kgo.RetryBackoffFn(func(int) time.Duration { return 100 * time.Millisecond }))
+	one := c.Client(t, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produce := func(cl *kgo.Client, v string) error {
+		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		return cl.ProduceSync(pctx, &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr()
+	}
+	if err := produce(prod, "first"); err != nil {
+		t.Fatal(err)
+	}
+	follower.Kill()
+	for i := range 50 {
+		if err := produce(one, fmt.Sprintf("while-down-%d", i)); err != nil {
+			t.Fatalf("acks=1 with the follower down: %v", err)
+		}
+	}
+	waitFor(t, 60*time.Second, "the ISR to shrink to the leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		ps, err := c.Partitions(ctx, adm, topic)
+		return err == nil && slices.Equal(ps[0].ISR, []int32{leader})
+	})
+	end := func() int64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		o, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := o.Lookup(topic, 0)
+		return r.Offset
+	}
+	waitFor(t, 30*time.Second, "the leader to count an under-replicated partition in /metrics", func() bool {
+		return strings.Contains(scrape(c.Broker(leader)), "\nsediment_under_replicated_partitions 1\n")
+	})
+	before := end()
+	err = produce(prod, "refused")
+	if err == nil || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
+		t.Fatalf("acks=all with one in-sync replica: got %v, want NOT_ENOUGH_REPLICAS", err)
+	}
+	if after := end(); after != before {
+		t.Fatalf("a refused write moved the log end from %d to %d", before, after)
+	}
+	follower.Start()
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	if err := produce(prod, "accepted"); err != nil {
+		t.Fatalf("acks=all after the follower rejoined: %v", err)
+	}
+	c.WaitIdenticalReplicasOf(t, topic, 0, []*Broker{c.Broker(leader), follower}, 30*time.Second)
+}
+
+// TestReplicationControlledShutdown: SIGTERM moves leadership away before
+// the broker stops, and no acknowledged write is lost.
+func TestReplicationControlledShutdown(t *testing.T) {
+	c := StartCluster(t, 3)
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "shutdown"
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
+	status := c.Brokers[1].sediment(t, "", "cluster", "status").Stdout
+	for _, want := range []string{"voters: [1 2 3]", "under-replicated partitions: 0"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("sediment cluster status lacks %q:\n%s", want, status)
+		}
+	}
+	if n := strings.Count(status, " active "); n != 3 || strings.Contains(status, "false") {
+		t.Errorf("sediment cluster status: want three active, reachable voters:\n%s", status)
+	}
+	kp := startKeyedProducer(t, c, topic)
+	defer kp.stop()
+	waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return kp.count() > 300 })
+	victim := c.Broker(ps[0].Leader)
+	if err := victim.Stop(); err != nil {
+		t.Fatalf("graceful stop: %v", err)
+	}
+	if !strings.Contains(victim.Log(), "controlled shutdown: leadership moved away") {
+		t.Errorf("the broker stopped without moving leadership first")
+	}
+	base := kp.count()
+	waitFor(t, 60*time.Second, "writes acknowledged after the shutdown", func() bool { return kp.count() > base+300 })
+	victim.Start()
+	kp.stop()
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	c.WaitIdenticalReplicas(t, topic, 3, 60*time.Second)
+	checkAcked(t, c, topic, kp)
+}
+
+// checkLeaderHint: a Produce (v10+) or Fetch (v16+) sent to a follower
+// answers NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
+// (KIP-951).
+func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, ps partitionState, follower *Broker) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := td[topic].ID
+	cl := follower.Client(t)
+	preq := kmsg.NewPtrProduceRequest()
+	preq.Acks, preq.TimeoutMillis = -1, 5000
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic, pt.TopicID = topic, id
+	pp := kmsg.NewProduceRequestTopicPartition()
+	pt.Partitions = append(pt.Partitions, pp)
+	preq.Topics = append(preq.Topics, pt)
+	presp, err := preq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if presp.Version < 10 {
+		t.Fatalf("produce answered with v%d", presp.Version)
+	}
+	rp := presp.Topics[0].Partitions[0]
+	if rp.ErrorCode != kerr.NotLeaderForPartition.Code || rp.CurrentLeader.LeaderID != ps.Leader || len(presp.Brokers) != 1 || presp.Brokers[0].NodeID != ps.Leader {
+		t.Fatalf("produce to a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", rp.ErrorCode, rp.CurrentLeader, presp.Brokers, ps.Leader)
+	}
+	freq := kmsg.NewPtrFetchRequest()
+	freq.MaxWaitMillis = 10
+	ft := kmsg.NewFetchRequestTopic()
+	ft.Topic, ft.TopicID = topic, id
+	fp := kmsg.NewFetchRequestTopicPartition()
+	fp.PartitionMaxBytes = 1 << 20
+	ft.Partitions = append(ft.Partitions, fp)
+	freq.Topics = append(freq.Topics, ft)
+	fresp, err := freq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fresp.Version < 16 {
+		t.Fatalf("fetch answered with v%d", fresp.Version)
+	}
+	fr := fresp.Topics[0].Partitions[0]
+	if fr.ErrorCode != kerr.NotLeaderForPartition.Code || fr.CurrentLeader.LeaderID != ps.Leader || len(fresp.Brokers) != 1 {
+		t.Fatalf("fetch from a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
+	}
+}
+
+// scrape returns a broker's /metrics text ("" on error).
+func scrape(b *Broker) string {
+	resp, err := http.Get("http://" + b.AdminAddr + "/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return string(raw)
+}
+
+// signalOnly sends sig to the running process without waiting for it to exit
+// (SIGSTOP, SIGCONT).
+func (b *Broker) signalOnly(sig syscall.Signal) {
+	b.mu.Lock()
+	cmd := b.cmd
+	b.mu.Unlock()
+	if cmd == nil {
+		b.t.Fatalf("broker %d: %v while not running", b.NodeID, sig)
+	}
+	fmt.Fprintf(b.log, "=== e2e: sending %v\n", sig)
+	if err := cmd.Process.Signal(sig); err != nil {
+		b.t.Fatalf("broker %d: %v: %v", b.NodeID, sig, err)
+	}
+}
