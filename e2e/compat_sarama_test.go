@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // saramaConfig is sarama's configuration at version v with short timeouts.
@@ -26,6 +27,7 @@ func testSarama(t *testing.T, b *Broker) {
 	versions := []sarama.KafkaVersion{sarama.DefaultVersion, sarama.MaxVersion}
 	t.Run("admin", func(t *testing.T) { testSaramaAdmin(t, b) })
 	t.Run("acks0", func(t *testing.T) { testSaramaAcksZero(t, b) })
+	t.Run("transactions", func(t *testing.T) { testSaramaTxn(t, b) })
 	t.Run("auto-create", func(t *testing.T) {
 		cfg := saramaConfig(sarama.MaxVersion)
 		cfg.Producer.Return.Successes = true
@@ -355,4 +357,69 @@ func testSaramaAcksZero(t *testing.T, b *Broker) {
 		t.Errorf("producer close: %v", err)
 	}
 	consumeFranz(t, b, topic, len(recs)).check(t, topic, recs)
+}
+
+// testSaramaTxn commits, aborts and commits again with sarama's
+// transactional producer; a read_committed franz-go consumer sees exactly the
+// committed records.
+func testSaramaTxn(t *testing.T, b *Broker) {
+	topic := "sarama-txn"
+	b.CreateTopic(t, topic, 3, nil)
+	cfg := saramaConfig(sarama.MaxVersion)
+	cfg.Producer.Idempotent = true
+	cfg.Producer.Transaction.ID = "sarama-txn-producer"
+	cfg.Producer.RequiredAcks = sarama.WaitForAll
+	cfg.Producer.Return.Successes = true
+	cfg.Producer.Compression = sarama.CompressionZSTD
+	cfg.Net.MaxOpenRequests = 1
+	p, err := sarama.NewSyncProducer([]string{b.Addr}, cfg)
+	if err != nil {
+		t.Fatalf("sarama transactional producer: %v", err)
+	}
+	defer p.Close()
+	committed := compatRecords("stc", 200)
+	keys := sortedKeys(committed)
+	send := func(keys []string, values map[string]string) {
+		t.Helper()
+		var msgs []*sarama.ProducerMessage
+		for _, k := range keys {
+			msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(values[k])})
+		}
+		if err := p.SendMessages(msgs); err != nil {
+			t.Fatalf("SendMessages in a transaction: %v", err)
+		}
+	}
+	if err := p.BeginTxn(); err != nil {
+		t.Fatalf("BeginTxn: %v", err)
+	}
+	send(keys[:100], committed)
+	if err := p.CommitTxn(); err != nil {
+		t.Fatalf("CommitTxn: %v", err)
+	}
+	aborted := compatRecords("sta", 50)
+	if err := p.BeginTxn(); err != nil {
+		t.Fatalf("BeginTxn: %v", err)
+	}
+	send(sortedKeys(aborted), aborted)
+	if err := p.AbortTxn(); err != nil {
+		t.Fatalf("AbortTxn: %v", err)
+	}
+	if err := p.BeginTxn(); err != nil {
+		t.Fatalf("BeginTxn: %v", err)
+	}
+	send(keys[100:], committed)
+	if err := p.CommitTxn(); err != nil {
+		t.Fatalf("CommitTxn: %v", err)
+	}
+	c := consumeFranz(t, b, topic, len(committed), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	c.check(t, topic+" read_committed", committed)
+	// read_uncommitted sees the aborted records too.
+	all := map[string]string{}
+	for k, v := range committed {
+		all[k] = v
+	}
+	for k, v := range aborted {
+		all[k] = v
+	}
+	consumeFranz(t, b, topic, len(all)).check(t, topic+" read_uncommitted", all)
 }

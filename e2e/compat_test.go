@@ -155,9 +155,9 @@ func produceFranz(t *testing.T, b *Broker, topic string, recs map[string]string)
 }
 
 // consumeFranz reads every record of topic from the start with franz-go.
-func consumeFranz(t *testing.T, b *Broker, topic string, n int) *collector {
+func consumeFranz(t *testing.T, b *Broker, topic string, n int, opts ...kgo.Opt) *collector {
 	t.Helper()
-	cl := b.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := b.Client(t, append([]kgo.Opt{kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	c := newCollector()
