@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,6 +136,25 @@ func testKafkaJS(t *testing.T, b *Broker) {
 			t.Errorf("kafkajs fetchOffsets: partition %d committed %d, want %d", o.Partition, o.Offset, ends[o.Partition])
 		}
 	}
+	// Transactions: read_committed sees the 20 committed records only; the
+	// transactional offset commit landed.
+	txn := map[string]string{}
+	for i := 0; i < 20; i++ {
+		txn[fmt.Sprintf("js-txn-c-%d", i)] = fmt.Sprintf("tv-%d", i)
+	}
+	consumeFranz(t, b, topic+"-txn", len(txn), kgo.FetchIsolationLevel(kgo.ReadCommitted())).check(t, "kafkajs transactions, read_committed", txn)
+	{
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		offs, err := b.Admin(t).FetchOffsets(ctx, group+"-txn")
+		if err != nil {
+			t.Fatalf("fetch offsets of %s-txn: %v", group, err)
+		}
+		if o, ok := offs.Lookup(topic, 0); !ok || o.At != 5 {
+			t.Errorf("kafkajs sendOffsets in a committed transaction: %s/0 at %+v (found %v), want 5", topic, o.At, ok)
+		}
+	}
+
 	// run.js deleted the group after reading its offsets (above): none are
 	// left.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -31,6 +31,30 @@ type kcatRecord struct {
 // with timestamps.
 func testKcatMore(t *testing.T, b *Broker) {
 	t.Run("offsets-for-times", func(t *testing.T) { testKcatQuery(t, b) })
+	t.Run("transactional", func(t *testing.T) {
+		// kcat wraps a transactional.id producer's messages in one
+		// transaction and commits it at the end of input.
+		b.CreateTopic(t, "kcat-txn", 2, nil)
+		recs := compatRecords("ct", 100)
+		var in strings.Builder
+		for _, k := range sortedKeys(recs) {
+			fmt.Fprintf(&in, "%s\t%s\n", k, recs[k])
+		}
+		r := b.kcat(t, in.String(), "-P", "-t", "kcat-txn", "-K\t", "-z", "lz4", "-X", "transactional.id=kcat-txn-producer")
+		if !strings.Contains(r.Stderr, "Transaction successfully committed") {
+			t.Errorf("kcat transactional producer did not report a commit:\n%s", r.Stderr)
+		}
+		out := b.kcat(t, "", "-C", "-J", "-e", "-q", "-o", "beginning", "-X", "isolation.level=read_committed", "-t", "kcat-txn").Stdout
+		c := newCollector()
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r kcatRecord
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("kcat -J line %q: %v", l, err)
+			}
+			c.add(r.Partition, r.Offset, deref(r.Key), deref(r.Payload))
+		}
+		c.check(t, "kcat-txn read_committed", recs)
+	})
 	t.Run("auto-create", func(t *testing.T) {
 		// librdkafka's producer on a topic that does not exist, idempotent
 		// and compressed: the broker creates the topic.

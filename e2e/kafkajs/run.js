@@ -90,6 +90,22 @@ async function main() {
   const groups = await admin.listGroups();
   const described = await admin.describeGroups([group]);
 
+  // Transactions (kafkajs has no KIP-447: TxnOffsetCommit v1): commit 20
+  // records and an offset for GROUP-txn, abort 10, on TOPIC-txn.
+  const txnTopic = topic + '-txn';
+  await admin.createTopics({ topics: [{ topic: txnTopic, numPartitions: 2 }] });
+  const tp = kafka.producer({ idempotent: true, maxInFlightRequests: 1, transactionalId: 'kafkajs-txn-producer' });
+  await tp.connect();
+  const t1 = await tp.transaction();
+  const txnMsgs = (prefix, count) => Array.from({ length: count }, (_, i) => ({ key: `${prefix}-${i}`, value: `tv-${i}` }));
+  await t1.send({ topic: txnTopic, messages: txnMsgs('js-txn-c', 20) });
+  await t1.sendOffsets({ consumerGroupId: group + '-txn', topics: [{ topic, partitions: [{ partition: 0, offset: '5' }] }] });
+  await t1.commit();
+  const t2 = await tp.transaction();
+  await t2.send({ topic: txnTopic, messages: txnMsgs('js-txn-a', 10) });
+  await t2.abort();
+  await tp.disconnect();
+
   // Admin APIs at kafkajs's versions, on a topic of their own.
   const other = topic + '-admin';
   await admin.createTopics({ topics: [{ topic: other, numPartitions: 2, configEntries: [{ name: 'retention.ms', value: '3600000' }] }] });
