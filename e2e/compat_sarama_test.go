@@ -408,6 +408,12 @@ func testSaramaTxn(t *testing.T, b *Broker) {
 		t.Fatalf("BeginTxn: %v", err)
 	}
 	send(keys[100:], committed)
+	// A consumer group's offset inside the transaction (AddOffsetsToTxn,
+	// TxnOffsetCommit).
+	offsets := map[string][]*sarama.PartitionOffsetMetadata{topic: {{Partition: 1, Offset: 7}}}
+	if err := p.AddOffsetsToTxn(offsets, "sarama-txn-group"); err != nil {
+		t.Fatalf("AddOffsetsToTxn: %v", err)
+	}
 	if err := p.CommitTxn(); err != nil {
 		t.Fatalf("CommitTxn: %v", err)
 	}
@@ -422,4 +428,13 @@ func testSaramaTxn(t *testing.T, b *Broker) {
 		all[k] = v
 	}
 	consumeFranz(t, b, topic, len(all)).check(t, topic+" read_uncommitted", all)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := b.Admin(t).FetchOffsets(ctx, "sarama-txn-group")
+	if err != nil {
+		t.Fatalf("fetch offsets of sarama-txn-group: %v", err)
+	}
+	if o, ok := offs.Lookup(topic, 1); !ok || o.At != 7 {
+		t.Errorf("sarama AddOffsetsToTxn: %s/1 at %d (found %v), want 7", topic, o.At, ok)
+	}
 }
