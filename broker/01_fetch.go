@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/tiering"
 )
 
 // Fetch: v4-18
@@ -41,7 +42,8 @@ type fetchPart struct {
 	offset            int64
 	maxBytes          int32
 	res               *hotlog.ReadResult
-	replica           bool // a follower's fetch: read to the log end
+	replica           bool                // a follower's fetch: read to the log end
+	remote            *tiering.ReadResult // served from the bucket (tiering.go)
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -131,7 +133,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := readFetchParts(resp, parts, maxBytes, req.IsolationLevel == 1)
+		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
 		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
@@ -160,6 +162,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	zc := &zeroCopy{}
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		if fp.remote != nil {
+			regions := make([]region, len(fp.remote.Regions))
+			for i, rg := range fp.remote.Regions {
+				regions[i] = region{f: rg.File, pos: rg.Pos, len: rg.Len}
+			}
+			rp.RecordBatches = zc.add(regions, fp.remote.Size, fp.remote.Release)
+			continue
+		}
 		if fp.res == nil || fp.res.Size == 0 {
 			if fp.res != nil {
 				fp.res.Release()
@@ -190,7 +200,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
+func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		l := fp.p.log
@@ -202,7 +212,18 @@ func readFetchParts(resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64
 		if readCommitted {
 			hw = lso // the visible end
 		}
-		fp.res = nil
+		fp.res, fp.remote = nil, nil
+		if b.tier() != nil {
+			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
+		}
+		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total)) {
+			if fp.remote != nil {
+				total += fp.remote.Size
+			} else {
+				failed = true
+			}
+			continue
+		}
 		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			failed = true
@@ -242,6 +263,10 @@ func releaseFetchParts(parts []*fetchPart) {
 		if fp.res != nil {
 			fp.res.Release()
 			fp.res = nil
+		}
+		if fp.remote != nil {
+			fp.remote.Release()
+			fp.remote = nil
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 
 func init() { regKey(2, 1, 10).handler = handleListOffsets }
 
-func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	st := b.meta.State()
@@ -47,8 +47,12 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Reply, error)
 					if req.IsolationLevel == 1 {
 						rp.Offset = p.lastStableOffset() // txns.go
 					}
-				case -2, -4:
+				case -2:
+					rp.Offset = b.logStartOffset(ctx, p) // across both tiers (tiering.go)
+				case -4:
 					rp.Offset = l.LogStartOffset()
+				case -5:
+					rp.Offset, err = b.latestTieredOffset(ctx, p)
 				case -3:
 					rp.Offset, rp.Timestamp, err = p.maxTimestampOffset()
 				default:
@@ -57,7 +61,10 @@ func handleListOffsets(_ context.Context, b *Broker, r *Request) (*Reply, error)
 						break
 					}
 					var off, ts int64
-					off, ts, err = p.offsetForTimestamp(pt.Timestamp)
+					off, ts, err = b.remoteOffsetForTimestamp(ctx, p, pt.Timestamp)
+					if err == nil && off < 0 {
+						off, ts, err = p.offsetForTimestamp(pt.Timestamp)
+					}
 					if err == nil && off >= 0 && off < l.HighWatermark() {
 						rp.Offset, rp.Timestamp = off, ts
 					}

@@ -15,8 +15,10 @@ import (
 // v2 is Kafka 4's minimum. Names follow Kafka's rules
 // (INVALID_TOPIC_EXCEPTION), configs are checked against the topic config
 // table (INVALID_CONFIG), an existing name answers TOPIC_ALREADY_EXISTS,
-// validate_only checks without creating. v4+ accepts -1 for partitions and
-// replication factor (the broker defaults), v5+ returns the topic's
+// validate_only checks without creating. -1 for partitions and replication
+// factor means the broker defaults at every version (KIP-464 documents it for
+// v4+, but Kafka's broker does not check the version and kafkajs sends -1
+// replication factor at v3), v5+ returns the topic's
 // effective configs, v5+ flexible, v7 the topic id.
 
 func init() { regKey(19, 2, 7).handler = handleCreateTopics }
@@ -57,9 +59,6 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 					spec.assignment = append(spec.assignment, a.Replicas)
 				}
 			}
-		}
-		if err == nil && r.Version < 4 && (t.NumPartitions == -1 || t.ReplicationFactor == -1) && len(t.ReplicaAssignment) == 0 {
-			err = errors.Join(metadata.ErrInvalidRequest, errors.New("defaults (-1) need CreateTopics v4+"))
 		}
 		if err == nil {
 			if req.ValidateOnly {

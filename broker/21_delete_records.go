@@ -15,7 +15,7 @@ import (
 
 func init() { regKey(21, 0, 2).handler = handleDeleteRecords }
 
-func handleDeleteRecords(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+func handleDeleteRecords(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
 	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
 	st := b.meta.State()
@@ -35,11 +35,11 @@ func handleDeleteRecords(_ context.Context, b *Broker, r *Request) (*Reply, erro
 				case off < 0 || off > hw:
 					err = kerr.OffsetOutOfRange
 				}
-				if err == nil && off > p.log.LogStartOffset() {
-					err = p.log.DeleteBefore(off)
+				if err == nil {
+					err = b.deleteRecordsBefore(ctx, p, off) // both tiers (tiering.go)
 				}
 				if err == nil {
-					rp.LowWatermark = p.log.LogStartOffset()
+					rp.LowWatermark = b.logStartOffset(ctx, p)
 				}
 			}
 			rp.ErrorCode = errCode(err)

@@ -212,22 +212,6 @@ type Broker struct {
 	txns    *txns // the transaction coordinator (txns.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
-	// ready is closed once New has set groups and txns.
-	ready chan struct{}
-}
-
-// waitReady waits (for the coordinators' goroutines) until New has set
-// every field they use; false if ctx ends first.
-func (b *Broker) waitReady(ctx context.Context) bool {
-	if b.ready == nil {
-		return true
-	}
-	select {
-	case <-b.ready:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 func (b *Broker) isStopping() bool {
@@ -269,12 +253,10 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.store, b.meta = st, st.meta
-	// The coordinators' goroutines read each other's field: they wait for
-	// ready, closed once both are set.
-	b.ready = make(chan struct{})
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
-	close(b.ready)
+	b.groups.start()
+	b.txns.start()
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		name := b.addrs[i].Name
@@ -412,6 +394,7 @@ func (b *Broker) Close() error {
 		<-done
 	}
 	b.cancel()
+	b.closeTiering() // before the logs close (tiering.go)
 	var err error
 	if b.store != nil {
 		err = b.store.close()

@@ -37,6 +37,7 @@ type groups struct {
 	b *Broker
 	c *group.Coordinator
 
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the metadata watcher
 
@@ -95,15 +96,19 @@ func newGroups(b *Broker) *groups {
 		b.metrics.reg.MustRegister(&groupCollector{b})
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
-	g.wg.Add(1)
-	go pprof.Do(ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
-		defer g.wg.Done()
-		if b.waitReady(ctx) {
-			g.watch(ctx)
-		}
-	})
+	g.ctx, g.cancel = ctx, cancel
 	return g
+}
+
+// start begins following leadership of __consumer_offsets. New calls it
+// once both coordinators exist, since loading a partition replays pending
+// transactional offsets through b.txns.
+func (g *groups) start() {
+	g.wg.Add(1)
+	go pprof.Do(g.ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
+		defer g.wg.Done()
+		g.watch(ctx)
+	})
 }
 
 func (g *groups) close() {

@@ -45,6 +45,7 @@ type txns struct {
 		offsets map[int32]map[int64][]group.Record
 		client  *kgo.Client // for WriteTxnMarkers to other brokers
 	}
+	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
@@ -66,16 +67,20 @@ func newTxns(b *Broker) *txns {
 	t.mu.loads = make(map[int32]*txnLoad)
 	t.mu.offsets = make(map[int32]map[int64][]group.Record)
 	ctx, cancel := context.WithCancel(context.Background())
-	t.cancel = cancel
-	t.wg.Add(1)
-	go pprof.Do(ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
-		defer t.wg.Done()
-		if b.waitReady(ctx) {
-			t.leadershipLoop(ctx)
-		}
-	})
+	t.ctx, t.cancel = ctx, cancel
 	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
 	return t
+}
+
+// start begins following leadership of __transaction_state. New calls it
+// once both coordinators exist, since completing a transaction writes its
+// offsets through b.groups.
+func (t *txns) start() {
+	t.wg.Add(1)
+	go pprof.Do(t.ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
+		defer t.wg.Done()
+		t.leadershipLoop(ctx)
+	})
 }
 
 func (t *txns) close() {

@@ -16,6 +16,9 @@
 //	                 losing or duplicating acknowledged records
 //	readme_test.go   the README's franz-go program is examples/quickstart and
 //	                 works
+//	compat_*_test.go TestCompat: sarama, kafka-go, kafkajs (e2e/kafkajs, npm
+//	                 ci) and kcat groups/-Q against one shared broker; the
+//	                 results table is docs/compatibility.md
 //
 // Using the harness in a new test:
 //

@@ -72,12 +72,15 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	raft   *raft.Raft
-	fsm    *fsm
-	wal    *wal.WAL
-	meta   *metadb.BoltMetaDB
-	trans  *raft.NetworkTransport
-	mux    *muxLayer
-	fwd    forwarder
+	// raftReady is closed once raft is set; forwarded requests that arrive
+	// while Open is still starting raft wait for it (transport.go).
+	raftReady chan struct{}
+	fsm       *fsm
+	wal       *wal.WAL
+	meta      *metadb.BoltMetaDB
+	trans     *raft.NetworkTransport
+	mux       *muxLayer
+	fwd       forwarder
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -152,6 +155,7 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	n.mux = &muxLayer{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), closed: make(chan struct{})}
+	n.raftReady = make(chan struct{})
 	n.goTracked("accept", n.acceptLoop)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.mux, MaxPool: 4, Timeout: 5 * time.Second, Logger: hlog,
@@ -201,6 +205,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metadata: start raft: %w", err)
 	}
 	n.raft = r
+	close(n.raftReady)
 	if !cfg.DisableController {
 		n.goTracked("controller", newController(n).run)
 	}

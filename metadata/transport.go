@@ -144,6 +144,13 @@ func (n *Node) serveConn(c net.Conn) {
 	case protoForward:
 		defer n.untrackConn(c)
 		defer c.Close()
+		// A follower may forward to us while Open is still starting raft
+		// (a restarted voter that was the leader): wait until it exists.
+		select {
+		case <-n.raftReady:
+		case <-n.mux.closed:
+			return
+		}
 		n.serveForward(c)
 	default:
 		n.untrackConn(c)

@@ -259,6 +259,14 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
+	bucket, err := enableTiering(ctx, b, v, cfg, log) // tier.go
+	if err != nil {
+		b.Close()
+		return err
+	}
+	if bucket != nil {
+		defer bucket.Close()
+	}
 	var admin *http.Server
 	adminDone := make(chan struct{})
 	if addr := v.GetString("admin-address"); addr != "" {

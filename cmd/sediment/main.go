@@ -29,5 +29,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newConsumeCmd())
 	root.AddCommand(newGroupCmd())
 	root.AddCommand(newTxnCmd())
+	root.AddCommand(newTierCmd())
 	return root
 }

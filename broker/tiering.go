@@ -1,0 +1,461 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+	"github.com/sediment-io/sediment/objectstore"
+	"github.com/sediment-io/sediment/tiering"
+)
+
+// Tiered storage glue: the broker satisfies tiering's Committer and
+// Leadership over the metadata node, hands every partition it leads to a
+// tiering.Manager (uploads, retention across both tiers, orphan cleaning),
+// serves Fetch below the local log start from the bucket, answers
+// ListOffsets -2 (earliest across tiers), -4 (earliest local) and -5 (latest
+// tiered), and deletes a deleted topic's objects.
+
+// TieringConfig enables tiered storage (EnableTiering).
+type TieringConfig struct {
+	// Store is the bucket (objectstore/fs or objectstore/s3).
+	Store objectstore.Store
+	// Options tune the tiering.Manager; Store, Committer, Leadership are
+	// set here, CacheDir defaults to DataDir/tier-cache.
+	Options tiering.Options
+	// SyncInterval is how often partitions and topic configs are synced
+	// with the Manager [200ms].
+	SyncInterval time.Duration
+	// RemoteFetchTimeout bounds one remote read in a Fetch [10s].
+	RemoteFetchTimeout time.Duration
+}
+
+type tierGlue struct {
+	b   *Broker
+	cfg TieringConfig
+	m   *tiering.Manager
+
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
+	collector *tierCollector
+
+	mu struct {
+		sync.Mutex
+		parts  map[tiering.TopicPartition]*tierPart
+		topics map[metadata.UUID]int32 // topics seen, with their partition counts
+	}
+}
+
+type tierPart struct {
+	p  *partition
+	tp *tiering.Partition
+}
+
+// tierGlues maps a Broker to its glue (kept outside Broker so the glue stays
+// in this file).
+var tierGlues sync.Map
+
+func init() {
+	errorTable = append(errorTable,
+		struct {
+			err  error
+			code *kerr.Error
+		}{tiering.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
+		struct {
+			err  error
+			code *kerr.Error
+		}{tiering.ErrUnavailable, kerr.KafkaStorageError},
+		struct {
+			err  error
+			code *kerr.Error
+		}{tiering.ErrClosed, kerr.NotLeaderForPartition},
+	)
+}
+
+// EnableTiering starts tiered storage on b. Call it once, right after New.
+func (b *Broker) EnableTiering(cfg TieringConfig) error {
+	if cfg.Store == nil {
+		return errors.New("broker: TieringConfig.Store is nil")
+	}
+	if cfg.SyncInterval <= 0 {
+		cfg.SyncInterval = 200 * time.Millisecond
+	}
+	if cfg.RemoteFetchTimeout <= 0 {
+		cfg.RemoteFetchTimeout = 10 * time.Second
+	}
+	g := &tierGlue{b: b, cfg: cfg}
+	g.mu.parts = map[tiering.TopicPartition]*tierPart{}
+	g.mu.topics = map[metadata.UUID]int32{}
+	opts := cfg.Options
+	opts.Store, opts.Committer, opts.Leadership = cfg.Store, g, g
+	if opts.CacheDir == "" {
+		opts.CacheDir = filepath.Join(b.cfg.DataDir, "tier-cache")
+	}
+	if opts.Logger == nil {
+		opts.Logger = b.log.With("part", "tiering")
+	}
+	m, err := tiering.New(opts)
+	if err != nil {
+		return err
+	}
+	g.m = m
+	if _, loaded := tierGlues.LoadOrStore(b, g); loaded {
+		m.Close()
+		return errors.New("broker: tiering already enabled")
+	}
+	g.collector = &tierCollector{g: g}
+	if err := b.metrics.reg.Register(g.collector); err != nil {
+		tierGlues.Delete(b)
+		m.Close()
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	g.wg.Add(1)
+	go pprof.Do(ctx, pprof.Labels("sediment", "tiering-sync"), func(ctx context.Context) {
+		defer g.wg.Done()
+		g.loop(ctx)
+	})
+	return nil
+}
+
+// tier returns b's glue, or nil without tiering.
+func (b *Broker) tier() *tierGlue {
+	if g, ok := tierGlues.Load(b); ok {
+		return g.(*tierGlue)
+	}
+	return nil
+}
+
+// closeTiering stops the glue and the Manager (Close calls it before the
+// logs close).
+func (b *Broker) closeTiering() {
+	g := b.tier()
+	if g == nil {
+		return
+	}
+	tierGlues.Delete(b)
+	g.b.metrics.reg.Unregister(g.collector)
+	g.cancel()
+	g.wg.Wait()
+	g.m.Close()
+}
+
+// TieringManager returns the broker's tiering.Manager (nil without tiering),
+// for status and metrics.
+func (b *Broker) TieringManager() *tiering.Manager {
+	if g := b.tier(); g != nil {
+		return g.m
+	}
+	return nil
+}
+
+// RemoteLog implements tiering.Committer.
+func (g *tierGlue) RemoteLog(_ context.Context, tp tiering.TopicPartition) (tiering.RemoteLog, error) {
+	mp, ok := g.b.meta.State().Partition(metadata.UUID(tp.TopicID), tp.Partition)
+	if !ok {
+		return tiering.RemoteLog{}, fmt.Errorf("broker: %w: %s", errUnknownTopicOrPartition, tp)
+	}
+	r := mp.Remote
+	return tiering.RemoteLog{ManifestKey: r.ManifestKey, ManifestVersion: r.ManifestVersion, StartOffset: r.StartOffset,
+		EndOffset: r.EndOffset, LeaderEpoch: r.LeaderEpoch}, nil
+}
+
+// CommitRemoteLog implements tiering.Committer through the metadata log.
+func (g *tierGlue) CommitRemoteLog(ctx context.Context, tp tiering.TopicPartition, epoch int32, expected int64, key string, start, end int64) error {
+	_, _, err := g.b.store.propose(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
+		LeaderEpoch: epoch, ExpectedManifestVersion: expected, ManifestKey: key, StartOffset: start, EndOffset: end})
+	switch {
+	case errors.Is(err, metadata.ErrStaleEpoch):
+		return fmt.Errorf("%w: %w", tiering.ErrFenced, err)
+	case errors.Is(err, metadata.ErrManifestConflict):
+		return fmt.Errorf("%w: %w", tiering.ErrConflict, err)
+	}
+	return err
+}
+
+// LeaderEpoch implements tiering.Leadership.
+func (g *tierGlue) LeaderEpoch(tp tiering.TopicPartition) (int32, bool) {
+	mp, ok := g.b.meta.State().Partition(metadata.UUID(tp.TopicID), tp.Partition)
+	if !ok || mp.Leader != g.b.cfg.NodeID {
+		return 0, false
+	}
+	return mp.LeaderEpoch, true
+}
+
+func (g *tierGlue) loop(ctx context.Context) {
+	t := time.NewTicker(g.cfg.SyncInterval)
+	defer t.Stop()
+	for {
+		g.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sync opens every partition this broker leads, hands it to the Manager with
+// its topic's settings, drops partitions no longer led or closed, and deletes
+// the objects of deleted topics.
+func (g *tierGlue) sync(ctx context.Context) {
+	b := g.b
+	if b.isStopping() {
+		return
+	}
+	st := b.meta.State()
+	for _, t := range st.Topics() {
+		for idx, mp := range t.Partitions {
+			if mp.Leader == b.cfg.NodeID {
+				b.store.partition(st, t.Name, int32(idx)) // opens it if needed
+			}
+		}
+	}
+	live := map[tiering.TopicPartition]bool{}
+	for _, p := range b.allPartitions() {
+		tp := tiering.TopicPartition{Topic: p.topic, TopicID: p.topicID, Partition: p.id}
+		t, ok := st.TopicByID(p.topicID)
+		if !ok {
+			continue
+		}
+		live[tp] = true
+		cfg := g.topicConfig(t.Configs)
+		g.mu.Lock()
+		tpart := g.mu.parts[tp]
+		g.mu.topics[t.ID] = int32(len(t.Partitions))
+		g.mu.Unlock()
+		if tpart != nil && tpart.p != p {
+			g.m.RemovePartition(tp)
+			tpart = nil
+		}
+		if tpart == nil {
+			tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: cfg})
+			if err != nil {
+				continue
+			}
+			tpart = &tierPart{p: p, tp: tp2}
+			g.mu.Lock()
+			g.mu.parts[tp] = tpart
+			g.mu.Unlock()
+		}
+		tpart.tp.SetConfig(cfg)
+	}
+	g.mu.Lock()
+	var gone []tiering.TopicPartition
+	for tp := range g.mu.parts {
+		if !live[tp] {
+			gone = append(gone, tp)
+			delete(g.mu.parts, tp)
+		}
+	}
+	deleted := map[metadata.UUID]int32{}
+	for id, n := range g.mu.topics {
+		if _, ok := st.TopicByID(id); !ok {
+			deleted[id] = n
+		}
+	}
+	g.mu.Unlock()
+	for _, tp := range gone {
+		g.m.RemovePartition(tp)
+	}
+	for id, n := range deleted {
+		if !b.meta.IsLeader() {
+			break
+		}
+		if err := g.m.DeleteTopic(ctx, id, n); err != nil {
+			b.log.Warn("tiering: deleting a deleted topic's objects", "topic_id", id.String(), "err", err)
+			continue
+		}
+		g.mu.Lock()
+		delete(g.mu.topics, id)
+		g.mu.Unlock()
+	}
+}
+
+// topicConfig reads a topic's tiering settings (Kafka names, broker defaults).
+func (g *tierGlue) topicConfig(set map[string]string) tiering.TopicConfig {
+	b := g.b
+	enable, _ := b.topicConfigValue(set, "remote.storage.enable")
+	return tiering.TopicConfig{
+		RemoteStorageEnable: strings.EqualFold(enable, "true"),
+		RetentionMs:         configInt(b, set, "retention.ms"),
+		RetentionBytes:      configInt(b, set, "retention.bytes"),
+		LocalRetentionMs:    configInt(b, set, "local.retention.ms"),
+		LocalRetentionBytes: configInt(b, set, "local.retention.bytes"),
+	}
+}
+
+// tierPartition returns the tiering partition of p, adding it if the sync
+// loop has not yet.
+func (g *tierGlue) tierPartition(p *partition) *tiering.Partition {
+	tp := tiering.TopicPartition{Topic: p.topic, TopicID: p.topicID, Partition: p.id}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if tpart := g.mu.parts[tp]; tpart != nil && tpart.p == p {
+		return tpart.tp
+	}
+	if tp2, ok := g.m.Partition(tp); ok {
+		return tp2 // the sync loop is about to replace it; its remote reads work
+	}
+	tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: tiering.TopicConfig{RetentionMs: -1, RetentionBytes: -1}})
+	if err != nil {
+		return nil
+	}
+	g.mu.parts[tp] = &tierPart{p: p, tp: tp2}
+	return tp2
+}
+
+// logStartOffset is the earliest offset across both tiers (Fetch's
+// log_start_offset and ListOffsets -2).
+func (b *Broker) logStartOffset(ctx context.Context, p *partition) int64 {
+	if g := b.tier(); g != nil {
+		if tp := g.tierPartition(p); tp != nil {
+			if off, err := tp.EarliestOffset(ctx); err == nil {
+				return off
+			}
+		}
+	}
+	return p.log.LogStartOffset()
+}
+
+// latestTieredOffset answers ListOffsets -5: the highest offset in the
+// bucket, or -1.
+func (b *Broker) latestTieredOffset(ctx context.Context, p *partition) (int64, error) {
+	if g := b.tier(); g != nil {
+		if tp := g.tierPartition(p); tp != nil {
+			return tp.LatestTieredOffset(ctx)
+		}
+	}
+	return -1, nil
+}
+
+// remoteOffsetForTimestamp answers ListOffsets by timestamp from the bucket
+// first (older data); -1 when the bucket has no such record.
+func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts int64) (int64, int64, error) {
+	if g := b.tier(); g != nil {
+		if tp := g.tierPartition(p); tp != nil {
+			off, t, err := tp.OffsetForTimestamp(ctx, ts)
+			if err == nil && off >= 0 && off < p.log.LogStartOffset() {
+				return off, t, nil
+			}
+			return -1, -1, err
+		}
+	}
+	return -1, -1, nil
+}
+
+// readRemote serves a fetch below the local log start from the bucket. It
+// returns false when the bucket does not hold the offset either (the caller
+// answers OFFSET_OUT_OF_RANGE); otherwise fp.remote holds the data, or
+// rp.ErrorCode a retriable error.
+func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes int64) bool {
+	g := b.tier()
+	if g == nil {
+		return false
+	}
+	tp := g.tierPartition(fp.p)
+	if tp == nil {
+		return false
+	}
+	rctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
+	defer cancel()
+	res, err := tp.Read(rctx, fp.offset, maxBytes, fp.p.log.HighWatermark())
+	if errors.Is(err, tiering.ErrOffsetOutOfRange) {
+		return false
+	}
+	if err != nil {
+		rp.ErrorCode = errCode(err)
+		return true
+	}
+	fp.remote = res
+	if start, err := tp.EarliestOffset(ctx); err == nil {
+		rp.LogStartOffset = start
+	}
+	return true
+}
+
+// tierCollector exports the tiering metrics to the broker's registry.
+type tierCollector struct{ g *tierGlue }
+
+var (
+	tierCounterDesc = prometheus.NewDesc("sediment_tier_events_total",
+		"Tiered-storage events and bytes, by kind.", []string{"kind"}, nil)
+	tierRequestDesc = prometheus.NewDesc("sediment_tier_object_store_requests_total",
+		"Object-store requests made by tiering, by kind.", []string{"kind"}, nil)
+	tierLatencyDesc = prometheus.NewDesc("sediment_tier_object_store_request_seconds_total",
+		"Summed latency of the object-store requests made by tiering.", nil, nil)
+	tierCacheDesc = prometheus.NewDesc("sediment_tier_cache_bytes", "Bytes in the remote-read chunk cache.", nil, nil)
+	tierLagDesc   = prometheus.NewDesc("sediment_tier_upload_lag_bytes",
+		"Local bytes not yet in the bucket, by partition.", []string{"topic", "partition"}, nil)
+	tierLagOffDesc = prometheus.NewDesc("sediment_tier_upload_lag_offsets",
+		"Offsets below the high watermark not yet in the bucket, by partition.", []string{"topic", "partition"}, nil)
+	tierRemoteDesc = prometheus.NewDesc("sediment_tier_remote_bytes",
+		"Bytes of the partition in the bucket.", []string{"topic", "partition"}, nil)
+)
+
+func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tierCounterDesc, tierRequestDesc, tierLatencyDesc, tierCacheDesc, tierLagDesc, tierLagOffDesc, tierRemoteDesc} {
+		ch <- d
+	}
+}
+
+func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
+	m := c.g.m.Metrics()
+	for kind, v := range map[string]int64{
+		"segments_uploaded": m.SegmentsUploaded, "bytes_uploaded": m.BytesUploaded, "upload_errors": m.UploadErrors,
+		"commits": m.Commits, "segments_expired": m.SegmentsExpired, "local_deletions": m.LocalSegmentsDeleted,
+		"orphans_deleted": m.OrphansDeleted, "remote_reads": m.RemoteReads, "remote_read_errors": m.ReadErrors,
+		"bytes_served": m.BytesServed, "bytes_downloaded": m.BytesDownloaded, "cache_hits": m.CacheHits,
+		"cache_misses": m.CacheMisses, "cache_evictions": m.CacheEvictions, "prefetches": m.Prefetches,
+		"corrupt_chunks": m.CorruptChunks, "corrupt_reads": m.CorruptReads,
+	} {
+		ch <- prometheus.MustNewConstMetric(tierCounterDesc, prometheus.CounterValue, float64(v), kind)
+	}
+	for kind, v := range map[string]int64{"put": m.Puts, "get": m.Gets, "head": m.Heads, "list": m.Lists, "delete": m.Deletes, "error": m.RequestErrors} {
+		ch <- prometheus.MustNewConstMetric(tierRequestDesc, prometheus.CounterValue, float64(v), kind)
+	}
+	ch <- prometheus.MustNewConstMetric(tierLatencyDesc, prometheus.CounterValue, m.RequestLatency.Seconds())
+	ch <- prometheus.MustNewConstMetric(tierCacheDesc, prometheus.GaugeValue, float64(m.CacheBytes))
+	c.g.mu.Lock()
+	parts := make([]*tierPart, 0, len(c.g.mu.parts))
+	for _, p := range c.g.mu.parts {
+		parts = append(parts, p)
+	}
+	c.g.mu.Unlock()
+	for _, p := range parts {
+		st := p.tp.Status()
+		topic, part := st.Partition.Topic, strconv.Itoa(int(st.Partition.Partition))
+		ch <- prometheus.MustNewConstMetric(tierLagDesc, prometheus.GaugeValue, float64(st.UploadLagBytes), topic, part)
+		ch <- prometheus.MustNewConstMetric(tierLagOffDesc, prometheus.GaugeValue, float64(st.UploadLagOffsets), topic, part)
+		ch <- prometheus.MustNewConstMetric(tierRemoteDesc, prometheus.GaugeValue, float64(st.RemoteBytes), topic, part)
+	}
+}
+
+// deleteRecordsBefore raises the log start to off in both tiers
+// (DeleteRecords).
+func (b *Broker) deleteRecordsBefore(ctx context.Context, p *partition, off int64) error {
+	if g := b.tier(); g != nil {
+		if tp := g.tierPartition(p); tp != nil {
+			err := tp.DeleteRecordsBefore(ctx, off)
+			if !errors.Is(err, tiering.ErrNotLeader) {
+				return err
+			}
+		}
+	}
+	if off > p.log.LogStartOffset() {
+		return p.log.DeleteBefore(off)
+	}
+	return nil
+}

@@ -1,0 +1,208 @@
+package broker
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/internal/miniotest"
+	"github.com/sediment-io/sediment/objectstore"
+	"github.com/sediment-io/sediment/objectstore/fs"
+	"github.com/sediment-io/sediment/objectstore/s3"
+	"github.com/sediment-io/sediment/tiering"
+)
+
+func startTieredBroker(t *testing.T, dir string, store objectstore.Store) *Broker {
+	t.Helper()
+	b := startBroker(t, dir, func(c *Config) { c.LogFlush = "os" })
+	err := b.EnableTiering(TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
+		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func digest(recs []*kgo.Record) string {
+	h := sha256.New()
+	for _, r := range recs {
+		fmt.Fprintf(h, "%d|%q|%q;", r.Offset, r.Key, r.Value)
+	}
+	return fmt.Sprintf("%x", h.Sum(nil))
+}
+
+// TestTieredEndToEnd produces with tiny segments and a tiny local retention,
+// waits until the old segments live only in the bucket, consumes from 0
+// across the tier boundary with franz-go and compares digests; then again
+// after a restart with an empty cache. ListOffsets -2/-4/-5 tell the tiers.
+func TestTieredEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	store, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tieredEndToEnd(t, dir, store)
+}
+
+// TestTieredEndToEndMinIO is the same against a real MinIO server.
+func TestTieredEndToEndMinIO(t *testing.T) {
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t)
+	store, err := s3.New(context.Background(), s3.Config{Bucket: bucket, Endpoint: srv.Endpoint, Region: miniotest.Region,
+		PathStyle: true, AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey, MaxAttempts: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	tieredEndToEnd(t, t.TempDir(), store)
+}
+
+func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
+	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	one := "1"
+	segBytes, localBytes, enable := "32768", "0", "true"
+	createTopic(t, b, "history", 1, map[string]*string{"segment.bytes": &segBytes, "local.retention.bytes": &localBytes,
+		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
+	cl := newClient(t, b, kgo.ProducerLinger(0))
+	const n = 5000
+	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
+	if len(produced) != n {
+		t.Fatalf("produced %d", len(produced))
+	}
+	waitTiered(t, "old segments only in the bucket", func() bool {
+		local := listOffset(t, b, "history", -4)
+		tiered := listOffset(t, b, "history", -5)
+		return local > 1000 && tiered >= local-1
+	})
+	if earliest := listOffset(t, b, "history", -2); earliest != 0 {
+		t.Fatalf("earliest across tiers %d, want 0", earliest)
+	}
+	got := consumeN(t, b, "history", n)[0]
+	if digest(got) != digest(produced) {
+		t.Fatalf("consumed %d records with another digest", len(got))
+	}
+	if m := b.TieringManager().Metrics(); m.SegmentsUploaded == 0 || m.BytesServed == 0 || m.LocalSegmentsDeleted == 0 {
+		t.Fatalf("the consumer did not read from the bucket: %+v", m)
+	}
+	// Restart with an empty cache: the same records.
+	b.Close()
+	b = startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	got = consumeN(t, b, "history", n)[0]
+	if digest(got) != digest(produced) {
+		t.Fatal("after restart: another digest")
+	}
+	if m := b.TieringManager().Metrics(); m.BytesServed == 0 || m.CacheMisses == 0 {
+		t.Fatalf("after restart, nothing read from the bucket: %+v", m)
+	}
+	if v := testutil.ToFloat64(tierCounterVec(t, b, "bytes_served")); v == 0 {
+		t.Fatal("sediment_tier_events_total{kind=bytes_served} is 0")
+	}
+	// Deleting the topic deletes its objects.
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.DeleteTopics(testCtx(t), "history"); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, "the bucket emptied", func() bool {
+		l, err := store.List(context.Background(), "", "")
+		return err == nil && len(l.Objects) == 0
+	})
+}
+
+func listOffset(t *testing.T, b *Broker, topic string, ts int64) int64 {
+	t.Helper()
+	cl := newClient(t, b)
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("list offsets %d: error %d", ts, p.ErrorCode)
+	}
+	return p.Offset
+}
+
+// tierCounterVec gathers one sediment_tier_events_total series.
+func tierCounterVec(t *testing.T, b *Broker, kind string) prometheus.Collector {
+	t.Helper()
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: "x"})
+	mfs, err := b.metrics.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sediment_tier_events_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "kind" && l.GetValue() == kind {
+					c.Add(m.GetCounter().GetValue())
+				}
+			}
+		}
+	}
+	return c
+}
+
+func waitTiered(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(90 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestTieredDeleteRecords: DeleteRecords moves the start of both tiers.
+func TestTieredDeleteRecords(t *testing.T) {
+	dir := t.TempDir()
+	store, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	createTopic(t, b, "cut", 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0))
+	recs := makeRecords("cut", 2000, "cut")
+	var produced []*kgo.Record
+	for i := 0; i < len(recs); i += 100 { // many batches, many segments
+		produced = append(produced, produceAll(t, cl, recs[i:i+100])[0]...)
+	}
+	waitTiered(t, "data tiered", func() bool { return listOffset(t, b, "cut", -4) > 500 })
+	adm := kadm.NewClient(newClient(t, b))
+	offs := kadm.Offsets{}
+	offs.Add(kadm.Offset{Topic: "cut", Partition: 0, At: 300})
+	res, err := adm.DeleteRecords(testCtx(t), offs)
+	if err != nil || res.Error() != nil {
+		t.Fatalf("delete records: %v %v", err, res.Error())
+	}
+	if got := listOffset(t, b, "cut", -2); got != 300 {
+		t.Fatalf("earliest after DeleteRecords(300): %d", got)
+	}
+	got := consumeN(t, b, "cut", len(produced)-300)[0]
+	if len(got) == 0 || got[0].Offset != 300 || digest(got) != digest(produced[300:]) {
+		t.Fatalf("consumed from %d, %d records", got[0].Offset, len(got))
+	}
+}

@@ -1,0 +1,309 @@
+package tiering
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"path/filepath"
+	"sync"
+
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/objectstore"
+)
+
+// chunkKey names one chunk of one segment's .log object.
+type chunkKey struct {
+	stem  string
+	index int
+}
+
+// chunk is a cache entry: a file holding one downloaded, checked chunk.
+type chunk struct {
+	key   chunkKey
+	ready chan struct{} // closed when the download ended (err says how)
+	err   error
+	file  vfs.File
+	path  string
+	size  int64
+
+	// guarded by chunkCache.mu
+	refs    int
+	evicted bool
+	elem    *list.Element
+}
+
+// chunkCache is a bounded LRU of chunk files on local disk. Entries in use
+// by readers (refs > 0) are never closed or removed: eviction takes them out
+// of the index and the file goes when the last reader releases it.
+type chunkCache struct {
+	fs      vfs.FS
+	dir     string
+	max     int64
+	metrics *Metrics
+
+	mu struct {
+		sync.Mutex
+		entries map[chunkKey]*chunk
+		lru     *list.List // front: most recently used; only ready, good chunks
+		bytes   int64
+		seq     int64
+		closed  bool
+	}
+}
+
+func newChunkCache(fs vfs.FS, dir string, max int64, m *Metrics) (*chunkCache, error) {
+	if err := fs.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("tiering: empty chunk cache %s: %w", dir, err)
+	}
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("tiering: chunk cache %s: %w", dir, err)
+	}
+	c := &chunkCache{fs: fs, dir: dir, max: max, metrics: m}
+	c.mu.entries = map[chunkKey]*chunk{}
+	c.mu.lru = list.New()
+	return c, nil
+}
+
+// lookup returns the entry for key with a reference taken, creating it if
+// missing (created says so: the caller must then start its download).
+// With ref false no reference is taken (prefetch).
+func (c *chunkCache) lookup(key chunkKey, ref bool) (ch *chunk, created bool, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, false, ErrClosed
+	}
+	if ch, ok := c.mu.entries[key]; ok {
+		if ref {
+			ch.refs++
+		}
+		if ch.elem != nil {
+			c.mu.lru.MoveToFront(ch.elem)
+		}
+		return ch, false, nil
+	}
+	c.mu.seq++
+	ch = &chunk{key: key, ready: make(chan struct{}), path: filepath.Join(c.dir, fmt.Sprintf("%016x.chunk", c.mu.seq))}
+	if ref {
+		ch.refs = 1
+	}
+	c.mu.entries[key] = ch
+	return ch, true, nil
+}
+
+// done records the end of ch's download.
+func (c *chunkCache) done(ch *chunk, file vfs.File, size int64, err error) {
+	c.mu.Lock()
+	ch.file, ch.size, ch.err = file, size, err
+	if err != nil || c.mu.closed || ch.evicted {
+		if c.mu.entries[ch.key] == ch {
+			delete(c.mu.entries, ch.key)
+		}
+		ch.evicted = true
+		if ch.err == nil {
+			ch.err = ErrClosed
+		}
+		if ch.refs == 0 {
+			c.dropLocked(ch)
+		}
+	} else {
+		ch.elem = c.mu.lru.PushFront(ch)
+		c.mu.bytes += size
+		c.evictLocked()
+	}
+	c.mu.Unlock()
+	close(ch.ready)
+}
+
+// forget takes ch out of the cache (a bad cache file, a failed request).
+func (c *chunkCache) forget(ch *chunk) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.removeLocked(ch)
+}
+
+func (c *chunkCache) removeLocked(ch *chunk) {
+	if c.mu.entries[ch.key] == ch {
+		delete(c.mu.entries, ch.key)
+	}
+	if ch.elem != nil {
+		c.mu.lru.Remove(ch.elem)
+		ch.elem = nil
+		c.mu.bytes -= ch.size
+	}
+	if !ch.evicted {
+		ch.evicted = true
+		if ch.refs == 0 {
+			c.dropLocked(ch)
+		}
+	}
+}
+
+func (c *chunkCache) evictLocked() {
+	for c.mu.bytes > c.max {
+		back := c.mu.lru.Back()
+		if back == nil {
+			return
+		}
+		c.removeLocked(back.Value.(*chunk))
+		c.metrics.CacheEvictions.Add(1)
+	}
+}
+
+// dropLocked closes and removes an evicted chunk's file (refs == 0).
+func (c *chunkCache) dropLocked(ch *chunk) {
+	if ch.file != nil {
+		ch.file.Close()
+		c.fs.Remove(ch.path)
+		ch.file = nil
+	}
+}
+
+// release drops a reference taken by lookup.
+func (c *chunkCache) release(ch *chunk) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch.refs--
+	if ch.refs == 0 && ch.evicted {
+		c.dropLocked(ch)
+	}
+}
+
+// close removes every file not in use.
+func (c *chunkCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mu.closed = true
+	for _, ch := range c.mu.entries {
+		select {
+		case <-ch.ready:
+			c.removeLocked(ch)
+		default:
+		}
+	}
+	return nil
+}
+
+// Bytes is the size of the cached chunks.
+func (c *chunkCache) Bytes() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.bytes
+}
+
+// errNotStarted ends a download that never started (a prefetch that found
+// the pool busy, a request whose context ended in the queue); a reader that
+// joined it asks again.
+var errNotStarted = errors.New("tiering: prefetch skipped")
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 1<<20); return &b }}
+
+// download fetches chunk ch of seg into a new cache file, checking it against
+// the manifest's chunk CRC; a mismatch or a cut transfer is retried twice.
+func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vfs.File, int64, error) {
+	off := int64(ch.key.index) * seg.ChunkSize
+	length := min(seg.ChunkSize, seg.Size-off)
+	want, ok := seg.chunkCRC(ch.key.index)
+	if !ok || length <= 0 {
+		return nil, 0, fmt.Errorf("%w: chunk %d of %s", ErrCorruptObject, ch.key.index, seg.Stem)
+	}
+	o, err := m.readers.get(ctx, seg.Stem+SuffixLog)
+	if err != nil {
+		return nil, 0, err
+	}
+	r, size := o.r, o.size
+	bad := true
+	defer func() { m.readers.put(o, bad) }()
+	if size != seg.Size {
+		return nil, 0, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrCorruptObject, seg.Stem+SuffixLog, size, seg.Size)
+	}
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		if ctx.Err() != nil {
+			break
+		}
+		f, err := m.cache.fs.Create(ch.path)
+		if err != nil {
+			return nil, 0, err
+		}
+		rc, err := r.ReadRange(ctx, off, length)
+		if err == nil {
+			h := crc32.New(castagnoli)
+			var n int64
+			buf := copyBuffers.Get().(*[]byte)
+			n, err = io.CopyBuffer(io.MultiWriter(f, h), rc, *buf)
+			copyBuffers.Put(buf)
+			rc.Close()
+			m.metrics.BytesDownloaded.Add(n)
+			if err == nil && n != length {
+				err = fmt.Errorf("%w: chunk %d of %s: %d bytes, want %d", ErrCorruptObject, ch.key.index, seg.Stem, n, length)
+			}
+			if err == nil && h.Sum32() != want {
+				m.metrics.CorruptChunks.Add(1)
+				err = fmt.Errorf("%w: chunk %d of %s: CRC32C %08x, the manifest says %08x", ErrCorruptObject, ch.key.index, seg.Stem, h.Sum32(), want)
+			}
+		}
+		if err == nil {
+			bad = false
+			return f, length, nil
+		}
+		f.Close()
+		m.cache.fs.Remove(ch.path)
+		lastErr = err
+		if objectstore.IsNotExist(err) {
+			break
+		}
+	}
+	if lastErr == nil {
+		lastErr = ctx.Err()
+	}
+	return nil, 0, lastErr
+}
+
+// request makes sure chunk index of seg is cached or on its way; with ref it
+// returns the entry with a reference (wait for it, then release it). A
+// prefetch (ref false) never blocks: if the pool is busy it is skipped.
+func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref bool) (*chunk, error) {
+	ch, created, err := m.cache.lookup(chunkKey{seg.Stem, index}, ref)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		if ref {
+			m.metrics.CacheHits.Add(1)
+		}
+		return ch, nil
+	}
+	m.metrics.CacheMisses.Add(1)
+	segCopy := *seg
+	job := func() {
+		dctx, cancel := context.WithTimeout(m.ctx, m.opts.ReadTimeout)
+		defer cancel()
+		f, size, err := m.download(dctx, &segCopy, ch)
+		m.cache.done(ch, f, size, err)
+	}
+	if !ref {
+		select {
+		case m.jobs <- job:
+			m.metrics.Prefetches.Add(1)
+		default:
+			m.cache.done(ch, nil, 0, errNotStarted)
+		}
+		return nil, nil
+	}
+	select {
+	case m.jobs <- job:
+		return ch, nil
+	case <-ctx.Done():
+		m.cache.done(ch, nil, 0, errNotStarted)
+		m.cache.release(ch)
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+	case <-m.ctx.Done():
+		m.cache.done(ch, nil, 0, ErrClosed)
+		m.cache.release(ch)
+		return nil, ErrClosed
+	}
+}

@@ -1,0 +1,253 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sediment-io/sediment/objectstore"
+)
+
+// retention applies total retention (retention.ms, retention.bytes) across
+// both tiers, oldest data first: remote segments past it leave the manifest
+// (a new manifest, committed) and then the bucket; local segments past it are
+// deleted. Then local retention (local.retention.*) deletes local segments,
+// but only those wholly below the committed remote end offset.
+func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState, cfg TopicConfig) error {
+	now := p.m.opts.Now().UnixMilli()
+	segs := p.log.Segments()
+	var errs []error
+
+	// Total retention. Units oldest first: the remote segments, then the
+	// local segments past the remote end (the active one excluded).
+	if cfg.RetentionMs >= 0 || cfg.RetentionBytes >= 0 {
+		type unit struct {
+			end, size, maxTs int64
+			remote           bool
+		}
+		var units []unit
+		var total int64
+		for _, s := range st.manifest.Segments {
+			units = append(units, unit{end: s.EndOffset, size: s.Size, maxTs: s.MaxTimestamp, remote: true})
+			total += s.Size
+		}
+		for _, s := range segs {
+			if s.NextOffset <= st.manifest.EndOffset {
+				continue
+			}
+			total += s.Size
+			if s.Sealed {
+				units = append(units, unit{end: s.NextOffset, size: s.Size, maxTs: s.MaxTimestamp})
+			}
+		}
+		newStart, dropRemote := int64(-1), 0
+		for _, u := range units {
+			expired := (cfg.RetentionBytes >= 0 && total-u.size >= cfg.RetentionBytes) ||
+				(cfg.RetentionMs >= 0 && u.maxTs >= 0 && u.maxTs < now-cfg.RetentionMs)
+			if !expired {
+				break
+			}
+			total -= u.size
+			newStart = u.end
+			if u.remote {
+				dropRemote++
+			}
+		}
+		if newStart >= 0 {
+			if newStart > st.manifest.StartOffset && (st.ptr.ManifestVersion > 0 || len(st.manifest.Segments) > 0) {
+				nm := st.manifest.clone()
+				dropped := append([]SegmentMeta(nil), nm.Segments[:dropRemote]...)
+				nm.Segments = nm.Segments[dropRemote:]
+				nm.StartOffset = newStart
+				nm.EndOffset = max(nm.EndOffset, newStart)
+				ns, err := p.commit(ctx, epoch, st, nm)
+				if err != nil {
+					return err // nothing deleted anywhere
+				}
+				st = ns
+				var keys []string
+				for i := range dropped {
+					keys = append(keys, dropped[i].Keys()...)
+				}
+				if err := p.m.store.Delete(ctx, keys...); err != nil {
+					// Orphans now: the cleaner finds them.
+					errs = append(errs, fmt.Errorf("tiering: %s: delete expired segments: %w", p.tp, err))
+				}
+				p.m.metrics.SegmentsExpired.Add(int64(len(dropped)))
+			}
+			if newStart > p.log.LogStartOffset() {
+				if err := p.log.DeleteBefore(min(newStart, p.log.LogEndOffset())); err != nil {
+					errs = append(errs, fmt.Errorf("tiering: %s: total retention: %w", p.tp, err))
+				}
+			}
+			segs = p.log.Segments()
+		}
+	}
+
+	// Local retention, only below the committed remote end.
+	if cfg.RemoteStorageEnable {
+		lms, lbytes := cfg.localMs(), cfg.localBytes()
+		var size int64
+		for _, s := range segs {
+			size += s.Size
+		}
+		deleteTo := int64(-1)
+		for _, s := range segs {
+			if !s.Sealed || s.NextOffset > st.ptr.EndOffset {
+				break
+			}
+			if !((lbytes >= 0 && size-s.Size >= lbytes) || (lms >= 0 && s.MaxTimestamp >= 0 && s.MaxTimestamp < now-lms)) {
+				break
+			}
+			size -= s.Size
+			deleteTo = s.NextOffset
+		}
+		if deleteTo > p.log.LogStartOffset() {
+			if err := p.log.DeleteBefore(deleteTo); err != nil {
+				errs = append(errs, fmt.Errorf("tiering: %s: local retention: %w", p.tp, err))
+			} else {
+				p.m.metrics.LocalSegmentsDeleted.Add(1)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// CleanOrphans deletes the partition's objects that the committed manifest
+// does not reference (uploads cut short by a crash, uploads whose commit was
+// refused, expired segments whose delete failed, superseded manifests) and
+// that are older than Options.OrphanGrace. Only the leader cleans. It returns
+// how many objects it deleted.
+func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	if p.removed.Load() {
+		return 0, ErrClosed
+	}
+	if _, ok := p.m.opts.Leadership.LeaderEpoch(p.tp); !ok {
+		return 0, ErrNotLeader
+	}
+	// Always the pointer as committed now, never a cached one.
+	st, err := p.refresh(ctx)
+	if err != nil {
+		return 0, err
+	}
+	keep := map[string]bool{st.ptr.ManifestKey: true}
+	stems := map[string]bool{}
+	for _, s := range st.manifest.Segments {
+		stems[s.Stem] = true
+	}
+	list, err := p.m.store.List(ctx, p.prefix, "")
+	if err != nil {
+		return 0, fmt.Errorf("tiering: %s: list for orphans: %w", p.tp, err)
+	}
+	cutoff := p.m.opts.Now().Add(-p.m.opts.OrphanGrace)
+	var orphans []string
+	for _, o := range list.Objects {
+		if keep[o.Key] || !o.ModTime.Before(cutoff) {
+			continue
+		}
+		if k, err := ParseKey(o.Key); err == nil && k.Kind == 's' && stems[k.Stem] {
+			continue
+		}
+		if !strings.HasPrefix(o.Key, p.prefix) {
+			continue
+		}
+		orphans = append(orphans, o.Key)
+	}
+	if len(orphans) == 0 {
+		return 0, nil
+	}
+	if err := p.m.store.Delete(ctx, orphans...); err != nil {
+		return 0, fmt.Errorf("tiering: %s: delete orphans: %w", p.tp, err)
+	}
+	p.m.metrics.OrphansDeleted.Add(int64(len(orphans)))
+	p.m.opts.Logger.Info("tiering: deleted orphans", "partition", p.tp.String(), "objects", len(orphans))
+	return len(orphans), nil
+}
+
+// DeleteTopic deletes every object of a deleted topic: each partition's
+// objects, then the topic's descriptors. Call it after the metadata log
+// deleted the topic (partitions is its partition count); it is idempotent.
+func DeleteTopic(ctx context.Context, store objectstore.Store, topicID [16]byte, partitions int32) error {
+	for p := int32(0); p < partitions; p++ {
+		if err := deletePrefix(ctx, store, PartitionPrefix(topicID, p)); err != nil {
+			return err
+		}
+	}
+	return deletePrefix(ctx, store, TopicPrefix(topicID))
+}
+
+func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) error {
+	list, err := store.List(ctx, prefix, "")
+	if err != nil {
+		return fmt.Errorf("tiering: list %s: %w", prefix, err)
+	}
+	keys := make([]string, 0, len(list.Objects))
+	for _, o := range list.Objects {
+		keys = append(keys, o.Key)
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	if err := store.Delete(ctx, keys...); err != nil {
+		return fmt.Errorf("tiering: delete %s: %w", prefix, err)
+	}
+	return nil
+}
+
+// DeleteTopic deletes a topic's objects and forgets its partitions.
+func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions int32) error {
+	for _, p := range m.partitions() {
+		if p.tp.TopicID == topicID {
+			m.RemovePartition(p.tp)
+		}
+	}
+	return DeleteTopic(ctx, m.store, topicID, partitions)
+}
+
+// DeleteRecordsBefore raises the log start of both tiers to offset (Kafka's
+// DeleteRecords): remote segments wholly below it leave the manifest (a new
+// manifest with StartOffset = offset, committed) and then the bucket; the
+// local log start is raised too. Only the leader may call it.
+func (p *Partition) DeleteRecordsBefore(ctx context.Context, offset int64) error {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	epoch, ok := p.m.opts.Leadership.LeaderEpoch(p.tp)
+	if !ok {
+		return ErrNotLeader
+	}
+	st, err := p.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if len(st.manifest.Segments) > 0 && offset > st.manifest.StartOffset {
+		nm := st.manifest.clone()
+		var dropped []SegmentMeta
+		for len(nm.Segments) > 0 && nm.Segments[0].EndOffset <= offset {
+			dropped = append(dropped, nm.Segments[0])
+			nm.Segments = nm.Segments[1:]
+		}
+		nm.StartOffset = min(offset, nm.EndOffset)
+		if len(nm.Segments) == 0 {
+			nm.StartOffset = nm.EndOffset
+		}
+		if _, err := p.commit(ctx, epoch, st, nm); err != nil {
+			return err
+		}
+		var keys []string
+		for i := range dropped {
+			keys = append(keys, dropped[i].Keys()...)
+		}
+		if len(keys) > 0 {
+			if err := p.m.store.Delete(ctx, keys...); err != nil {
+				p.m.opts.Logger.Warn("tiering: deleting records' segments; the cleaner will", "partition", p.tp.String(), "err", err)
+			}
+		}
+	}
+	if p.log != nil && offset > p.log.LogStartOffset() {
+		return p.log.DeleteBefore(min(offset, p.log.LogEndOffset()))
+	}
+	return nil
+}

@@ -1,0 +1,701 @@
+package tiering
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/pprof"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/objectstore"
+)
+
+// RemoteLog is a partition's committed pointer into the bucket, as the
+// metadata log keeps it (O(1) per partition).
+type RemoteLog struct {
+	ManifestKey     string // "" until the first commit
+	ManifestVersion int64  // 0 until the first commit; each commit adds one
+	StartOffset     int64
+	EndOffset       int64 // exclusive
+	LeaderEpoch     int32 // the epoch of the leader that made the last commit
+}
+
+// Committer is what tiering needs of the metadata log. The broker implements
+// it over metadata.Node (CommitRemoteLog command, the partition's Remote
+// pointer).
+//
+// Both methods are called from tiering's own goroutines, concurrently for
+// different partitions, and must honour ctx.
+type Committer interface {
+	// RemoteLog returns the partition's committed pointer (the zero value
+	// when nothing was ever committed).
+	RemoteLog(ctx context.Context, tp TopicPartition) (RemoteLog, error)
+	// CommitRemoteLog atomically moves the pointer to newManifestKey with
+	// [remoteStart, remoteEnd), only if leaderEpoch is the partition's
+	// current leader epoch (else an error wrapping ErrFenced) and the
+	// current manifest version is expectedManifestVersion (else an error
+	// wrapping ErrConflict). On success the version becomes expected+1.
+	// Any other error leaves the outcome unknown; tiering re-reads the
+	// pointer before its next step.
+	CommitRemoteLog(ctx context.Context, tp TopicPartition, leaderEpoch int32, expectedManifestVersion int64,
+		newManifestKey string, remoteStart, remoteEnd int64) error
+}
+
+// Leadership tells whether this broker leads a partition, and in which
+// epoch. Only the leader uploads, applies retention and cleans orphans.
+// It is called often and must be cheap and safe for concurrent use.
+type Leadership interface {
+	LeaderEpoch(tp TopicPartition) (epoch int32, leader bool)
+}
+
+// TopicConfig holds a topic's tiering settings, named after Kafka's configs.
+// -1 means unlimited; -2 (the local settings only) means "the same as the
+// total one", as in Kafka.
+type TopicConfig struct {
+	RemoteStorageEnable bool  // remote.storage.enable
+	RetentionMs         int64 // retention.ms
+	RetentionBytes      int64 // retention.bytes
+	LocalRetentionMs    int64 // local.retention.ms
+	LocalRetentionBytes int64 // local.retention.bytes
+}
+
+// DefaultTopicConfig is Kafka's defaults with remote storage on.
+func DefaultTopicConfig() TopicConfig {
+	return TopicConfig{RemoteStorageEnable: true, RetentionMs: 7 * 24 * 3600 * 1000, RetentionBytes: -1,
+		LocalRetentionMs: -2, LocalRetentionBytes: -2}
+}
+
+func (c TopicConfig) localMs() int64 {
+	if c.LocalRetentionMs == -2 {
+		return c.RetentionMs
+	}
+	return c.LocalRetentionMs
+}
+
+func (c TopicConfig) localBytes() int64 {
+	if c.LocalRetentionBytes == -2 {
+		return c.RetentionBytes
+	}
+	return c.LocalRetentionBytes
+}
+
+// Options configure a Manager. Store, Committer and Leadership are required.
+type Options struct {
+	Store      objectstore.Store
+	Committer  Committer
+	Leadership Leadership
+
+	// CacheFS and CacheDir hold the chunk cache ([vfs.Default], required
+	// dir). The folder is emptied when the Manager opens.
+	CacheFS  vfs.FS
+	CacheDir string
+	// CacheBytes bounds the chunk cache [1 GiB]; chunks in use by readers
+	// may exceed it briefly.
+	CacheBytes int64
+	// ChunkSize is the unit of remote reads and of the chunk checksums
+	// written at upload [8 MiB]; it is recorded per segment in the
+	// manifest, so readers follow what the uploader chose.
+	ChunkSize int64
+	// ReadWorkers bounds the concurrent GETs of remote reads [8];
+	// ReadAhead is how many chunks past a sequential reader's position
+	// are prefetched [2].
+	ReadWorkers int
+	ReadAhead   int
+	// ReadTimeout bounds one chunk download [30s].
+	ReadTimeout time.Duration
+	// SkipBatchCRC turns off the CRC-32C check of every served batch
+	// (chunks are always checked against the manifest when downloaded).
+	SkipBatchCRC bool
+
+	// UploadWorkers is how many partitions upload at once [2];
+	// UploadParallelism how many segments of one partition [2].
+	UploadWorkers     int
+	UploadParallelism int
+	// Interval between background rounds [1s]; negative: no background
+	// loop (tests drive Partition.RunOnce and CleanOrphans themselves).
+	Interval time.Duration
+	// BaseBackoff and MaxBackoff pace a partition's retries after a failed
+	// round (bucket down, throttling) [1s, 1 min], with full jitter.
+	BaseBackoff, MaxBackoff time.Duration
+	// OrphanGrace: objects younger than this are never cleaned [1h];
+	// CleanInterval between orphan scans of a partition [10 min].
+	OrphanGrace   time.Duration
+	CleanInterval time.Duration
+	// IndexIntervalBytes is the spacing of the uploaded index entries [4096].
+	IndexIntervalBytes int64
+	// MaxSegmentsPerCommit bounds how many segments one manifest adds [16].
+	MaxSegmentsPerCommit int
+
+	Now    func() time.Time // [time.Now]
+	Logger *slog.Logger     // [slog.Default()]
+}
+
+func (o *Options) setDefaults() error {
+	if o.Store == nil || o.Committer == nil || o.Leadership == nil {
+		return errors.New("tiering: Options need Store, Committer and Leadership")
+	}
+	if o.CacheDir == "" {
+		return errors.New("tiering: Options.CacheDir is empty")
+	}
+	if o.CacheFS == nil {
+		o.CacheFS = vfs.Default
+	}
+	if o.CacheBytes <= 0 {
+		o.CacheBytes = 1 << 30
+	}
+	if o.ChunkSize <= 0 {
+		o.ChunkSize = 8 << 20
+	}
+	if o.ChunkSize < 4096 {
+		o.ChunkSize = 4096
+	}
+	if o.ReadWorkers <= 0 {
+		o.ReadWorkers = 8
+	}
+	if o.ReadAhead < 0 {
+		o.ReadAhead = 0
+	} else if o.ReadAhead == 0 {
+		o.ReadAhead = 2
+	}
+	if o.ReadTimeout <= 0 {
+		o.ReadTimeout = 30 * time.Second
+	}
+	if o.UploadWorkers <= 0 {
+		o.UploadWorkers = 2
+	}
+	if o.UploadParallelism <= 0 {
+		o.UploadParallelism = 2
+	}
+	if o.Interval == 0 {
+		o.Interval = time.Second
+	}
+	if o.BaseBackoff <= 0 {
+		o.BaseBackoff = time.Second
+	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = time.Minute
+	}
+	if o.OrphanGrace <= 0 {
+		o.OrphanGrace = time.Hour
+	}
+	if o.CleanInterval <= 0 {
+		o.CleanInterval = 10 * time.Minute
+	}
+	if o.IndexIntervalBytes <= 0 {
+		o.IndexIntervalBytes = 4096
+	}
+	if o.MaxSegmentsPerCommit <= 0 {
+		o.MaxSegmentsPerCommit = 16
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Manager runs tiering for the partitions of one broker: a background loop
+// that uploads, applies retention and cleans orphans, a bounded pool for
+// remote reads, and the chunk cache. Its methods are safe for concurrent use.
+type Manager struct {
+	opts    Options
+	store   *countingStore
+	cache   *chunkCache
+	indexes indexCache
+	readers *readerCache
+	metrics Metrics
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	jobs   chan func() // remote-read pool
+	work   chan *Partition
+
+	mu struct {
+		sync.Mutex
+		parts  map[TopicPartition]*Partition
+		closed bool
+	}
+}
+
+// New opens a Manager and starts its goroutines (unless Options.Interval is
+// negative, the background loop; the read pool always).
+func New(opts Options) (*Manager, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	m := &Manager{opts: opts}
+	m.indexes.max = 4096
+	m.store = &countingStore{Store: opts.Store, m: &m.metrics}
+	m.mu.parts = map[TopicPartition]*Partition{}
+	m.ctx, m.cancel = context.WithCancel(context.Background())
+	cache, err := newChunkCache(opts.CacheFS, opts.CacheDir, opts.CacheBytes, &m.metrics)
+	if err != nil {
+		m.cancel()
+		return nil, err
+	}
+	m.cache = cache
+	m.readers = newReaderCache(m.store, 64)
+	m.jobs = make(chan func(), 4*opts.ReadWorkers)
+	for i := 0; i < opts.ReadWorkers; i++ {
+		m.wg.Add(1)
+		go pprof.Do(m.ctx, pprof.Labels("tiering", "reader"), func(context.Context) {
+			defer m.wg.Done()
+			for {
+				select {
+				case <-m.ctx.Done():
+					return
+				case job := <-m.jobs:
+					job()
+				}
+			}
+		})
+	}
+	if opts.Interval > 0 {
+		m.work = make(chan *Partition)
+		for i := 0; i < opts.UploadWorkers; i++ {
+			m.wg.Add(1)
+			go pprof.Do(m.ctx, pprof.Labels("tiering", "uploader"), func(ctx context.Context) {
+				defer m.wg.Done()
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case p := <-m.work:
+						p.backgroundRound(ctx)
+					}
+				}
+			})
+		}
+		m.wg.Add(1)
+		go pprof.Do(m.ctx, pprof.Labels("tiering", "scheduler"), func(ctx context.Context) {
+			defer m.wg.Done()
+			m.schedule(ctx)
+		})
+	}
+	return m, nil
+}
+
+// schedule hands every partition that is due to an upload worker, once per
+// Interval.
+func (m *Manager) schedule(ctx context.Context) {
+	t := time.NewTicker(m.opts.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, p := range m.partitions() {
+			if !p.due(m.opts.Now()) || !p.busy.CompareAndSwap(false, true) {
+				continue
+			}
+			select {
+			case m.work <- p:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+func (m *Manager) partitions() []*Partition {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]*Partition, 0, len(m.mu.parts))
+	for _, p := range m.mu.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// Close stops the background loop and the read pool, waits for them, and
+// empties the chunk cache. It does not close the Store.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.mu.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.mu.closed = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+	m.readers.close()
+	return m.cache.close()
+}
+
+// Store returns the Manager's store (wrapped to count requests).
+func (m *Manager) Store() objectstore.Store { return m.store }
+
+// PartitionOptions describe a partition handed to AddPartition.
+type PartitionOptions struct {
+	TopicPartition
+	// Log is the partition's local log (nil on a broker that only reads
+	// the remote log).
+	Log *hotlog.Log
+	// FS is the file system the log lives on [vfs.Default].
+	FS     vfs.FS
+	Config TopicConfig
+	// LastStableOffset, if set, bounds uploads (transactions): nothing at
+	// or above it is uploaded.
+	LastStableOffset func() int64
+}
+
+// AddPartition starts tiering a partition. The background loop acts on it
+// only while Leadership says this broker leads it.
+func (m *Manager) AddPartition(opts PartitionOptions) (*Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return nil, ErrClosed
+	}
+	if _, ok := m.mu.parts[opts.TopicPartition]; ok {
+		return nil, fmt.Errorf("tiering: %s added twice", opts.TopicPartition)
+	}
+	if opts.FS == nil {
+		opts.FS = vfs.Default
+	}
+	p := &Partition{m: m, tp: opts.TopicPartition, log: opts.Log, fs: opts.FS, lso: opts.LastStableOffset,
+		prefix: PartitionPrefix(opts.TopicID, opts.Partition)}
+	cfg := opts.Config
+	p.cfg.Store(&cfg)
+	p.lastReadEnd.Store(-1)
+	m.mu.parts[opts.TopicPartition] = p
+	return p, nil
+}
+
+// Partition returns a partition added earlier.
+func (m *Manager) Partition(tp TopicPartition) (*Partition, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.mu.parts[tp]
+	return p, ok
+}
+
+// RemovePartition stops tiering a partition (leadership moved, the log is
+// closing) and waits for a round in progress. Nothing is deleted.
+func (m *Manager) RemovePartition(tp TopicPartition) {
+	m.mu.Lock()
+	p, ok := m.mu.parts[tp]
+	delete(m.mu.parts, tp)
+	m.mu.Unlock()
+	if ok {
+		p.removed.Store(true)
+		p.runMu.Lock() // wait for the round in progress; later ones see removed
+		p.fails = 0
+		p.runMu.Unlock()
+	}
+}
+
+// Partition is one partition's tiering state.
+type Partition struct {
+	m      *Manager
+	tp     TopicPartition
+	log    *hotlog.Log
+	fs     vfs.FS
+	lso    func() int64
+	prefix string
+
+	cfg     atomic.Pointer[TopicConfig]
+	state   atomic.Pointer[remoteState]
+	removed atomic.Bool
+	busy    atomic.Bool // handed to an upload worker
+
+	lastReadEnd atomic.Int64 // where the last remote read ended (read-ahead)
+	lagBytes    atomic.Int64
+	lagOffsets  atomic.Int64
+	nextRun     atomic.Int64 // unix nanos before which the loop skips it (backoff)
+	lastClean   atomic.Int64
+	lastErr     atomic.Pointer[string]
+
+	loadMu sync.Mutex // one manifest load at a time
+	runMu  sync.Mutex // one round (upload, retention, clean) at a time
+	fails  int        // consecutive failed rounds; guarded by runMu
+}
+
+// remoteState is an immutable view of the committed remote log.
+type remoteState struct {
+	ptr      RemoteLog
+	manifest *Manifest
+}
+
+// TopicPartition returns the partition's name.
+func (p *Partition) TopicPartition() TopicPartition { return p.tp }
+
+// SetConfig changes the partition's topic settings (AlterConfigs).
+func (p *Partition) SetConfig(cfg TopicConfig) { p.cfg.Store(&cfg) }
+
+// Config returns the partition's topic settings.
+func (p *Partition) Config() TopicConfig { return *p.cfg.Load() }
+
+func (p *Partition) due(now time.Time) bool { return now.UnixNano() >= p.nextRun.Load() }
+
+// backgroundRound runs one round for the loop, with backoff on failure.
+func (p *Partition) backgroundRound(ctx context.Context) {
+	defer p.busy.Store(false)
+	err := p.RunOnce(ctx)
+	if err == nil {
+		now := p.m.opts.Now()
+		if now.Sub(time.Unix(0, p.lastClean.Load())) >= p.m.opts.CleanInterval {
+			p.lastClean.Store(now.UnixNano())
+			_, err = p.CleanOrphans(ctx)
+		}
+	}
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) {
+		err = nil
+	}
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	if err == nil {
+		p.fails = 0
+		return
+	}
+	p.fails++
+	ceiling := p.m.opts.MaxBackoff
+	if p.fails < 30 {
+		if d := p.m.opts.BaseBackoff << (p.fails - 1); d > 0 && d < ceiling {
+			ceiling = d
+		}
+	}
+	wait := ceiling/2 + rand.N(ceiling/2+1)
+	p.nextRun.Store(p.m.opts.Now().Add(wait).UnixNano())
+	p.m.opts.Logger.Warn("tiering: round failed; retrying", "partition", p.tp.String(), "in", wait, "err", err)
+}
+
+// RunOnce runs one round for the partition, if this broker leads it: upload
+// the sealed segments below the high watermark (when remote storage is
+// enabled), commit a new manifest, then apply total and local retention.
+// Safe to call concurrently with reads; rounds of one partition serialise.
+func (p *Partition) RunOnce(ctx context.Context) error {
+	p.runMu.Lock()
+	defer p.runMu.Unlock()
+	if p.removed.Load() {
+		return ErrClosed
+	}
+	if p.log == nil {
+		return nil
+	}
+	epoch, ok := p.m.opts.Leadership.LeaderEpoch(p.tp)
+	if !ok {
+		return ErrNotLeader
+	}
+	st, err := p.refresh(ctx)
+	if err != nil {
+		p.setErr(err)
+		return err
+	}
+	cfg := p.Config()
+	var uploadErr error
+	if cfg.RemoteStorageEnable {
+		st, uploadErr = p.upload(ctx, epoch, st)
+	}
+	p.updateLag(st)
+	err = errors.Join(uploadErr, p.retention(ctx, epoch, st, cfg))
+	p.setErr(err)
+	return err
+}
+
+func (p *Partition) setErr(err error) {
+	if err == nil {
+		p.lastErr.Store(nil)
+		return
+	}
+	s := err.Error()
+	p.lastErr.Store(&s)
+}
+
+// refresh re-reads the committed pointer and, if it moved, the manifest.
+func (p *Partition) refresh(ctx context.Context) (*remoteState, error) {
+	ptr, err := p.m.opts.Committer.RemoteLog(ctx, p.tp)
+	if err != nil {
+		return nil, fmt.Errorf("tiering: %s: read remote log pointer: %w", p.tp, err)
+	}
+	return p.load(ctx, ptr)
+}
+
+// load makes ptr the current state, reading its manifest unless cached.
+func (p *Partition) load(ctx context.Context, ptr RemoteLog) (*remoteState, error) {
+	p.loadMu.Lock()
+	defer p.loadMu.Unlock()
+	if st := p.state.Load(); st != nil && st.ptr == ptr {
+		return st, nil
+	}
+	st := &remoteState{ptr: ptr}
+	if ptr.ManifestKey == "" {
+		st.manifest = &Manifest{Format: ManifestFormat, Topic: p.tp.Topic, TopicID: p.tp.TopicIDString(), Partition: p.tp.Partition}
+	} else {
+		b, err := objectstore.ReadAll(ctx, p.m.store, ptr.ManifestKey, maxManifestBytes)
+		if err != nil {
+			return nil, fmt.Errorf("tiering: %s: read manifest %s: %w", p.tp, ptr.ManifestKey, err)
+		}
+		m, err := DecodeManifest(b)
+		if err != nil {
+			return nil, fmt.Errorf("tiering: %s: manifest %s: %w", p.tp, ptr.ManifestKey, err)
+		}
+		if m.TopicID != p.tp.TopicIDString() || m.Partition != p.tp.Partition || m.StartOffset != ptr.StartOffset || m.EndOffset != ptr.EndOffset {
+			return nil, fmt.Errorf("%w: %s: manifest %s says [%d, %d) of %s-%d, the pointer [%d, %d)", ErrCorruptObject, p.tp,
+				ptr.ManifestKey, m.StartOffset, m.EndOffset, m.TopicID, m.Partition, ptr.StartOffset, ptr.EndOffset)
+		}
+		st.manifest = m
+	}
+	p.state.Store(st)
+	return st, nil
+}
+
+// current returns the loaded state, loading it the first time.
+func (p *Partition) current(ctx context.Context) (*remoteState, error) {
+	if st := p.state.Load(); st != nil {
+		return st, nil
+	}
+	return p.refresh(ctx)
+}
+
+// commit writes nm as the next manifest and commits it.
+func (p *Partition) commit(ctx context.Context, epoch int32, st *remoteState, nm *Manifest) (*remoteState, error) {
+	nm.Format = ManifestFormat
+	nm.Topic, nm.TopicID, nm.Partition = p.tp.Topic, p.tp.TopicIDString(), p.tp.Partition
+	nm.Version = st.ptr.ManifestVersion + 1
+	nm.LeaderEpoch = epoch
+	nm.CreatedMs = p.m.opts.Now().UnixMilli()
+	data, err := nm.Encode()
+	if err != nil {
+		return st, err
+	}
+	key := manifestKey(p.prefix, nm.Version, epoch)
+	if err := objectstore.PutBytes(ctx, p.m.store, key, data, objectstore.CreateOptions{NoOverwrite: true}); err != nil {
+		return st, fmt.Errorf("tiering: %s: write manifest: %w", p.tp, err)
+	}
+	if err := p.m.opts.Committer.CommitRemoteLog(ctx, p.tp, epoch, st.ptr.ManifestVersion, key, nm.StartOffset, nm.EndOffset); err != nil {
+		p.state.Store(nil) // outcome unknown: re-read the pointer before going on
+		return st, fmt.Errorf("tiering: %s: commit manifest v%d: %w", p.tp, nm.Version, err)
+	}
+	p.m.metrics.Commits.Add(1)
+	ns := &remoteState{ptr: RemoteLog{ManifestKey: key, ManifestVersion: nm.Version, StartOffset: nm.StartOffset,
+		EndOffset: nm.EndOffset, LeaderEpoch: epoch}, manifest: nm}
+	p.loadMu.Lock()
+	p.state.Store(ns)
+	p.loadMu.Unlock()
+	return ns, nil
+}
+
+// updateLag computes the upload lag: bytes and offsets of local data at or
+// above the remote end.
+func (p *Partition) updateLag(st *remoteState) {
+	if p.log == nil || st == nil {
+		return
+	}
+	var bytes int64
+	for _, s := range p.log.Segments() {
+		if s.NextOffset > st.ptr.EndOffset {
+			bytes += s.Size
+		}
+	}
+	lag := p.log.HighWatermark() - max(st.ptr.EndOffset, p.log.LogStartOffset())
+	if !p.Config().RemoteStorageEnable {
+		bytes, lag = 0, 0
+	}
+	p.lagBytes.Store(bytes)
+	p.lagOffsets.Store(max(lag, 0))
+}
+
+// Status describes a partition's two tiers (for `sediment tier status`).
+type Status struct {
+	Partition                                       TopicPartition
+	LocalStartOffset, LocalEndOffset, HighWatermark int64
+	LocalBytes                                      int64
+	RemoteStartOffset, RemoteEndOffset              int64 // -1 when nothing is remote
+	RemoteBytes, RemoteSegments                     int64
+	ManifestVersion                                 int64
+	ManifestKey                                     string
+	UploadLagBytes, UploadLagOffsets                int64
+	LastError                                       string
+}
+
+// Status returns the partition's status as last seen (no I/O).
+func (p *Partition) Status() Status {
+	s := Status{Partition: p.tp, RemoteStartOffset: -1, RemoteEndOffset: -1,
+		UploadLagBytes: p.lagBytes.Load(), UploadLagOffsets: p.lagOffsets.Load()}
+	if p.log != nil {
+		s.LocalStartOffset, s.LocalEndOffset, s.HighWatermark = p.log.LogStartOffset(), p.log.LogEndOffset(), p.log.HighWatermark()
+		for _, seg := range p.log.Segments() {
+			s.LocalBytes += seg.Size
+		}
+	}
+	if st := p.state.Load(); st != nil {
+		if len(st.manifest.Segments) > 0 {
+			s.RemoteStartOffset, s.RemoteEndOffset = st.ptr.StartOffset, st.ptr.EndOffset
+		}
+		s.RemoteBytes, s.RemoteSegments = st.manifest.Size(), int64(len(st.manifest.Segments))
+		s.ManifestVersion, s.ManifestKey = st.ptr.ManifestVersion, st.ptr.ManifestKey
+	}
+	if e := p.lastErr.Load(); e != nil {
+		s.LastError = *e
+	}
+	return s
+}
+
+// RemoteLogStart is the first offset in the bucket, or -1 if it holds
+// nothing for the partition. The state is loaded if needed.
+func (p *Partition) RemoteLogStart(ctx context.Context) (int64, error) {
+	st, err := p.current(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if len(st.manifest.Segments) == 0 {
+		return -1, nil
+	}
+	return st.manifest.StartOffset, nil
+}
+
+// RemoteLogEnd is the offset after the last record in the bucket, or -1.
+func (p *Partition) RemoteLogEnd(ctx context.Context) (int64, error) {
+	st, err := p.current(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if len(st.manifest.Segments) == 0 {
+		return -1, nil
+	}
+	return st.manifest.EndOffset, nil
+}
+
+// EarliestOffset answers ListOffsets -2 (earliest across both tiers): the
+// remote log start if the bucket holds anything, else the local log start.
+func (p *Partition) EarliestOffset(ctx context.Context) (int64, error) {
+	start, err := p.RemoteLogStart(ctx)
+	if err != nil {
+		return -1, err
+	}
+	if p.log != nil && (start < 0 || p.log.LogStartOffset() < start) {
+		return p.log.LogStartOffset(), nil
+	}
+	return start, nil
+}
+
+// EarliestLocalOffset answers ListOffsets -4 (KIP-1005).
+func (p *Partition) EarliestLocalOffset() int64 {
+	if p.log == nil {
+		return -1
+	}
+	return p.log.LogStartOffset()
+}
+
+// LatestTieredOffset answers ListOffsets -5 (KIP-1005): the highest offset
+// in the bucket, or -1 if none.
+func (p *Partition) LatestTieredOffset(ctx context.Context) (int64, error) {
+	end, err := p.RemoteLogEnd(ctx)
+	if err != nil || end < 0 {
+		return -1, err
+	}
+	return end - 1, nil
+}

@@ -1,0 +1,616 @@
+package tiering
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/objectstore"
+	"github.com/sediment-io/sediment/objectstore/faulty"
+	"github.com/sediment-io/sediment/objectstore/mem"
+)
+
+func localOnlyTail(bytes int64) *TopicConfig {
+	cfg := DefaultTopicConfig()
+	cfg.RetentionMs = -1
+	cfg.LocalRetentionBytes = bytes
+	cfg.LocalRetentionMs = -1
+	return &cfg
+}
+
+// roundTrip produces, uploads, applies local retention and reads everything
+// back across the tier boundary, then again after a restart with an empty
+// cache.
+func roundTrip(t *testing.T, e *env) {
+	e.produce(400, 5, 40)
+	e.run()
+	st := e.p.Status()
+	if st.RemoteSegments == 0 || st.RemoteEndOffset <= 0 {
+		t.Fatalf("nothing uploaded: %+v", st)
+	}
+	if st.LocalStartOffset == 0 {
+		t.Fatalf("local retention deleted nothing: %+v", st)
+	}
+	if st.LocalStartOffset > st.RemoteEndOffset {
+		t.Fatalf("local start %d above remote end %d: a gap", st.LocalStartOffset, st.RemoteEndOffset)
+	}
+	want := e.stampedFrom(0)
+	for _, maxBytes := range []int64{1, 3000, 1 << 20} {
+		got, err := e.readAll(0, e.log.HighWatermark(), maxBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("maxBytes %d: read %d bytes across tiers, want %d (equal prefix %d)", maxBytes, len(got), len(want), commonPrefix(got, want))
+		}
+	}
+	// Restart: a new Manager with an empty cache reads the same.
+	e.m.Close()
+	e.open(envOptions{}, e.p.Config())
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("after restart: read %d bytes, want %d", len(got), len(want))
+	}
+	if ms := e.m.Metrics(); ms.CacheMisses == 0 || ms.BytesServed == 0 {
+		t.Fatalf("metrics: %+v", ms)
+	}
+}
+
+func commonPrefix(a, b []byte) int {
+	n := 0
+	for n < len(a) && n < len(b) && a[n] == b[n] {
+		n++
+	}
+	return n
+}
+
+func TestRoundTripFS(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(20 << 10)})
+	roundTrip(t, e)
+	// ListOffsets views.
+	ctx := context.Background()
+	earliest, _ := e.p.EarliestOffset(ctx)
+	tiered, _ := e.p.LatestTieredOffset(ctx)
+	if earliest != 0 || e.p.EarliestLocalOffset() == 0 || tiered < e.p.EarliestLocalOffset()-1 {
+		t.Fatalf("earliest %d, earliest local %d, latest tiered %d", earliest, e.p.EarliestLocalOffset(), tiered)
+	}
+}
+
+func TestRoundTripMem(t *testing.T) {
+	e := newEnv(t, envOptions{store: mem.New(nil), cfg: localOnlyTail(0)})
+	roundTrip(t, e)
+}
+
+// TestMetamorphicHotVsTiered reads the same offsets from the local log and
+// from the bucket (before local retention) and compares the bytes.
+func TestMetamorphicHotVsTiered(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.produce(300, 3, 60)
+	e.run()
+	ctx := context.Background()
+	remoteEnd, _ := e.p.RemoteLogEnd(ctx)
+	if remoteEnd <= 0 {
+		t.Fatal("nothing uploaded")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 300; i++ {
+		off := rng.Int64N(remoteEnd)
+		maxBytes := 1 + rng.Int64N(20000)
+		res, err := e.p.Read(ctx, off, maxBytes, e.log.HighWatermark())
+		if err != nil {
+			t.Fatal(err)
+		}
+		remote, err := res.Bytes()
+		res.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hot, err := e.log.ReadBytes(off, int64(len(remote)), e.log.HighWatermark())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(remote) == 0 || !bytes.Equal(hot[:min(len(hot), len(remote))], remote) || len(hot) < len(remote) {
+			t.Fatalf("offset %d max %d: tiered %d bytes differ from hot %d", off, maxBytes, len(remote), len(hot))
+		}
+		if _, err := hotlog.ValidateBatches(remote); err != nil {
+			t.Fatal(err)
+		}
+		hdr, _ := hotlog.ParseBatchHeader(remote)
+		if hdr.BaseOffset > off || hdr.LastOffset() < off {
+			t.Fatalf("offset %d: first batch [%d, %d]", off, hdr.BaseOffset, hdr.LastOffset())
+		}
+	}
+	if _, err := e.p.Read(ctx, remoteEnd, 100, e.log.HighWatermark()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read at the remote end: %v", err)
+	}
+}
+
+// TestBucketDown: with the bucket failing, appends go on, uploads fail and
+// retry, nothing is deleted locally; once it is back, uploads resume.
+func TestBucketDown(t *testing.T) {
+	inner := mem.New(nil)
+	fs := faulty.Wrap(inner, 1)
+	e := newEnv(t, envOptions{store: fs, cfg: localOnlyTail(0)})
+	e.produce(100, 5, 40)
+	e.run()
+	uploadedEnd := e.p.Status().RemoteEndOffset
+	fs.SetRules(faulty.Rule{Ops: faulty.OpAll, Throttle: true})
+	e.produce(200, 5, 40)
+	localStart := e.log.LogStartOffset()
+	for i := 0; i < 3; i++ {
+		if err := e.p.RunOnce(context.Background()); err == nil {
+			t.Fatal("round succeeded with the bucket down")
+		}
+	}
+	st := e.p.Status()
+	if e.log.LogStartOffset() != localStart || st.RemoteEndOffset != uploadedEnd {
+		t.Fatalf("bucket down: local start %d -> %d, remote end %d -> %d", localStart, e.log.LogStartOffset(), uploadedEnd, st.RemoteEndOffset)
+	}
+	if st.UploadLagBytes == 0 || st.LastError == "" {
+		t.Fatalf("no lag shown: %+v", st)
+	}
+	fs.SetRules()
+	e.run()
+	st = e.p.Status()
+	if st.RemoteEndOffset <= uploadedEnd || e.log.LogStartOffset() <= localStart {
+		t.Fatalf("uploads did not resume: %+v", st)
+	}
+	// Everything deleted locally is in the bucket.
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatal("data lost across the outage")
+	}
+}
+
+// TestFlakyBucket: probabilistic faults on every call, truncated and
+// corrupted reads included; the round trip still holds.
+func TestFlakyBucket(t *testing.T) {
+	inner := mem.New(nil)
+	fs := faulty.Wrap(inner, 7,
+		faulty.Rule{Ops: faulty.OpMutate | faulty.OpList, Probability: 0.05},
+		faulty.Rule{Ops: faulty.OpReadRange, Probability: 0.1, Corrupt: true},
+		faulty.Rule{Ops: faulty.OpReadRange, Probability: 0.1, Truncate: true},
+	)
+	e := newEnv(t, envOptions{store: fs, cfg: localOnlyTail(0)})
+	e.produce(300, 5, 40)
+	for i := 0; i < 200 && (e.p.Status().RemoteEndOffset < e.log.HighWatermark()-50 || e.log.LogStartOffset() == 0); i++ {
+		e.p.RunOnce(context.Background())
+	}
+	want := e.stampedFrom(0)
+	var got []byte
+	for attempt := 0; attempt < 50; attempt++ {
+		var err error
+		if got, err = e.readAll(0, e.log.HighWatermark(), 5000); err == nil {
+			break
+		} else if !errors.Is(err, ErrUnavailable) {
+			t.Fatalf("a failed read must be ErrUnavailable: %v", err)
+		}
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes, want %d", len(got), len(want))
+	}
+	fs.SetRules()
+	assertManifestMatchesBucket(t, e)
+}
+
+// TestCorruptForever: bytes that always arrive corrupted are never served.
+func TestCorruptForever(t *testing.T) {
+	inner := mem.New(nil)
+	fs := faulty.Wrap(inner, 3)
+	e := newEnv(t, envOptions{store: fs, cfg: localOnlyTail(0)})
+	e.produce(100, 5, 40)
+	e.run()
+	fs.SetRules(faulty.Rule{Ops: faulty.OpReadRange, Corrupt: true})
+	_, err := e.p.Read(context.Background(), 0, 1<<20, e.log.HighWatermark())
+	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrCorruptObject) && !strings.Contains(err.Error(), "CRC") {
+		t.Fatalf("corrupt read: %v", err)
+	}
+	// A fresh Manager: downloads in flight under the old rule are done.
+	e.m.Close()
+	fs.SetRules(faulty.Rule{Ops: faulty.OpReadRange, Corrupt: true, Times: 1})
+	e.open(envOptions{}, e.p.Config())
+	res, err := e.p.Read(context.Background(), 0, 1<<20, e.log.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	b, _ := res.Bytes()
+	if !bytes.HasPrefix(e.stampedFrom(0), b) || e.m.Metrics().CorruptChunks == 0 {
+		t.Fatal("corrupt chunk not refetched")
+	}
+}
+
+// TestCorruptCacheFile: a cache file damaged on local disk is detected by the
+// batch CRC, dropped and fetched again.
+func TestCorruptCacheFile(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.produce(100, 5, 40)
+	e.run()
+	ctx := context.Background()
+	res, err := e.p.Read(ctx, 0, 1<<20, e.log.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := res.Bytes()
+	// Flip a byte inside the first batch's records in the cache file.
+	f := res.Regions[0].File
+	var b [1]byte
+	f.ReadAt(b[:], 70)
+	b[0] ^= 0xff
+	if _, err := f.(interface {
+		WriteAt([]byte, int64) (int, error)
+	}).WriteAt(b[:], 70); err != nil {
+		t.Skip("cache file not writable here:", err)
+	}
+	res.Release()
+	res, err = e.p.Read(ctx, 0, 1<<20, e.log.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Release()
+	again, _ := res.Bytes()
+	if !bytes.Equal(first, again) || e.m.Metrics().CorruptReads == 0 {
+		t.Fatal("damaged cache file served or not detected")
+	}
+}
+
+// assertManifestMatchesBucket checks that every segment in the manifest has
+// its objects, that no offset is listed twice, and that segments ascend.
+func assertManifestMatchesBucket(t *testing.T, e *env) *Manifest {
+	t.Helper()
+	st, err := e.p.refresh(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]bool{}
+	for _, k := range e.objects() {
+		objs[k] = true
+	}
+	prev := int64(-1)
+	for _, s := range st.manifest.Segments {
+		for _, k := range s.Keys() {
+			if !objs[k] {
+				t.Fatalf("manifest references missing %s", k)
+			}
+		}
+		if s.BaseOffset < prev {
+			t.Fatalf("segment %s overlaps the previous one (ends %d)", s.Stem, prev)
+		}
+		prev = s.EndOffset
+	}
+	return st.manifest
+}
+
+// TestCrashBetweenUploadAndCommit: the commit fails (or its answer is lost)
+// after the objects and the manifest were written; the next round uploads
+// again under new keys; no segment is twice in the manifest; the orphans are
+// found and deleted after the grace period, and nothing referenced is.
+func TestCrashBetweenUploadAndCommit(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	e.produce(100, 5, 40)
+	fails := 1
+	e.com.failCommit = func() (error, bool) {
+		if fails > 0 {
+			fails--
+			return errors.New("injected: broker killed before the commit"), false
+		}
+		return nil, true
+	}
+	if err := e.p.RunOnce(context.Background()); err == nil {
+		t.Fatal("commit failure not reported")
+	}
+	orphans := len(e.objects())
+	if orphans == 0 || e.p.Status().RemoteSegments != 0 {
+		t.Fatal("expected uploaded but uncommitted objects")
+	}
+	// "Restart": a new Manager over the same bucket and metadata.
+	e.m.Close()
+	e.open(envOptions{}, e.p.Config())
+	e.run()
+	m := assertManifestMatchesBucket(t, e)
+	if len(m.Segments) == 0 {
+		t.Fatal("nothing committed after the restart")
+	}
+	// A lost answer: the commit applied but the uploader saw an error.
+	e.produce(50, 5, 40)
+	e.com.failCommit = func() (error, bool) { e.com.failCommit = nil; return errors.New("injected: answer lost"), true }
+	e.p.RunOnce(context.Background())
+	e.run()
+	m = assertManifestMatchesBucket(t, e)
+
+	// Young orphans are kept; old ones go.
+	if n, err := e.p.CleanOrphans(context.Background()); err != nil || n != 0 {
+		t.Fatalf("clean before grace: %d, %v", n, err)
+	}
+	e.clock.Advance(2 * time.Hour)
+	n, err := e.p.CleanOrphans(context.Background())
+	if err != nil || n < orphans {
+		t.Fatalf("cleaned %d, want at least %d: %v", n, orphans, err)
+	}
+	referenced := map[string]bool{e.p.Status().ManifestKey: true}
+	for _, s := range m.Segments {
+		for _, k := range s.Keys() {
+			referenced[k] = true
+		}
+	}
+	for _, k := range e.objects() {
+		if !referenced[k] {
+			t.Fatalf("unreferenced %s survived the cleaner", k)
+		}
+	}
+	assertManifestMatchesBucket(t, e)
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatalf("read after cleaning: %v", err)
+	}
+}
+
+// TestZombieLeaderFenced: a deposed leader's commit is refused; its objects
+// never enter a manifest.
+func TestZombieLeaderFenced(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	e.produce(50, 5, 40)
+	e.run()
+	v := e.p.Status().ManifestVersion
+	e.produce(50, 5, 40)
+	// Leadership moved to epoch 6, but this broker still believes in 5.
+	e.com.failCommit = func() (error, bool) { return nil, true }
+	e.com.mu.Lock()
+	e.com.epochs[testTP] = 6
+	e.com.mu.Unlock()
+	stale := &staleLeader{epoch: 5}
+	e.m.opts.Leadership = stale
+	err := e.p.RunOnce(context.Background())
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("zombie commit: %v", err)
+	}
+	if ptr, _ := e.com.RemoteLog(context.Background(), testTP); ptr.ManifestVersion != v {
+		t.Fatal("zombie moved the pointer")
+	}
+}
+
+type staleLeader struct{ epoch int32 }
+
+func (s *staleLeader) LeaderEpoch(TopicPartition) (int32, bool) { return s.epoch, true }
+
+// TestTotalRetention: remote segments past retention.bytes leave the manifest
+// and then the bucket; by time too.
+func TestTotalRetention(t *testing.T) {
+	cfg := *localOnlyTail(0)
+	e := newEnv(t, envOptions{cfg: &cfg})
+	e.produce(300, 5, 40)
+	e.run()
+	before := e.p.Status()
+	cfg.RetentionBytes = before.RemoteBytes / 2
+	e.p.SetConfig(cfg)
+	e.run()
+	after := e.p.Status()
+	if after.RemoteStartOffset <= before.RemoteStartOffset || after.RemoteBytes+after.LocalBytes >= cfg.RetentionBytes+before.RemoteBytes/before.RemoteSegments+1 {
+		t.Fatalf("retention.bytes: before %+v after %+v", before, after)
+	}
+	m := assertManifestMatchesBucket(t, e)
+	if n := len(e.objects()); n > 5*len(m.Segments)+2 {
+		t.Fatalf("%d objects for %d segments: expired ones not deleted", n, len(m.Segments))
+	}
+	if _, err := e.p.Read(context.Background(), 0, 100, e.log.HighWatermark()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the remote start: %v", err)
+	}
+	got, err := e.readAll(after.RemoteStartOffset, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(after.RemoteStartOffset)) {
+		t.Fatalf("read after retention: %v", err)
+	}
+	// By time: everything is older than a day.
+	e.clock.Advance(48 * time.Hour)
+	e.produce(1, 1, 10)
+	cfg.RetentionBytes, cfg.RetentionMs = -1, 24*3600*1000
+	e.p.SetConfig(cfg)
+	e.run()
+	if st := e.p.Status(); st.RemoteSegments != 0 || e.log.LogStartOffset() < after.RemoteEndOffset {
+		t.Fatalf("retention.ms: %+v", st)
+	}
+}
+
+// TestRemoteStorageToggle: off stops uploads and local deletion; on resumes
+// without a gap.
+func TestRemoteStorageToggle(t *testing.T) {
+	cfg := *localOnlyTail(0)
+	e := newEnv(t, envOptions{cfg: &cfg})
+	e.produce(100, 5, 40)
+	e.run()
+	end := e.p.Status().RemoteEndOffset
+	cfg.RemoteStorageEnable = false
+	e.p.SetConfig(cfg)
+	start := e.log.LogStartOffset()
+	e.produce(100, 5, 40)
+	e.run()
+	if e.p.Status().RemoteEndOffset != end || e.log.LogStartOffset() != start {
+		t.Fatal("uploaded or deleted with remote storage off")
+	}
+	cfg.RemoteStorageEnable = true
+	e.p.SetConfig(cfg)
+	e.run()
+	m := assertManifestMatchesBucket(t, e)
+	for i := 1; i < len(m.Segments); i++ {
+		if m.Segments[i].BaseOffset != m.Segments[i-1].EndOffset {
+			t.Fatalf("gap between %d and %d", m.Segments[i-1].EndOffset, m.Segments[i].BaseOffset)
+		}
+	}
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatalf("read after toggling: %v", err)
+	}
+}
+
+func TestDeleteTopic(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.produce(100, 5, 40)
+	e.run()
+	if err := e.m.DeleteTopic(context.Background(), testTP.TopicID, testTP.Partition+1); err != nil {
+		t.Fatal(err)
+	}
+	l, err := e.store.List(context.Background(), "", "")
+	if err != nil || len(l.Objects) != 0 {
+		t.Fatalf("objects left after delete: %d %v", len(l.Objects), err)
+	}
+}
+
+// TestLSOBoundsUploads: nothing at or above the last stable offset goes up.
+func TestLSOBoundsUploads(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	e.m.RemovePartition(testTP)
+	lso := int64(0)
+	p, err := e.m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(-1),
+		LastStableOffset: func() int64 { return lso }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p = p
+	e.produce(100, 5, 40)
+	e.run()
+	if e.p.Status().RemoteSegments != 0 {
+		t.Fatal("uploaded past the LSO")
+	}
+	lso = e.log.HighWatermark()
+	e.run()
+	if e.p.Status().RemoteSegments == 0 {
+		t.Fatal("nothing uploaded below the LSO")
+	}
+}
+
+// TestSelfDescribingBucket reads every record from the bucket alone: list
+// the descriptors, find the newest manifest of each partition by listing,
+// and read its segments' objects.
+func TestSelfDescribingBucket(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.produce(200, 5, 40)
+	e.run()
+	ctx := context.Background()
+	topics, err := e.store.List(ctx, "topics/", "/")
+	if err != nil || len(topics.Prefixes) != 1 {
+		t.Fatalf("topics: %+v %v", topics, err)
+	}
+	descs, _ := e.store.List(ctx, topics.Prefixes[0], "")
+	if len(descs.Objects) != 1 {
+		t.Fatalf("descriptors: %+v", descs)
+	}
+	d, err := ReadDescriptor(ctx, e.store, descs.Objects[0].Key)
+	if err != nil || d.Topic != testTP.Topic || d.Partition != testTP.Partition {
+		t.Fatalf("descriptor %+v %v", d, err)
+	}
+	m, err := LatestManifest(ctx, e.store, d.Prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []byte
+	for _, s := range m.Segments {
+		b, err := objectstore.ReadAll(ctx, e.store, s.Stem+SuffixLog, s.Size)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, b...)
+	}
+	if !bytes.Equal(all, e.stampedFrom(0)[:len(all)]) || len(all) == 0 {
+		t.Fatal("bucket alone does not give the records")
+	}
+	parts, err := InspectBucket(ctx, e.store)
+	if err != nil || len(parts) != 1 || parts[0].Manifest == nil || parts[0].Manifest.EndOffset != m.EndOffset || parts[0].Objects == 0 {
+		t.Fatalf("inspect: %+v %v", parts, err)
+	}
+}
+
+// TestBackgroundLoop drives the Manager's own loop (no RunOnce).
+func TestBackgroundLoop(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.m.Close()
+	m, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: t.TempDir(),
+		Interval: 5 * time.Millisecond, ChunkSize: 8 << 10, Logger: quietLogger(), BaseBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, _ := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
+	e.p = p
+	e.produce(200, 5, 40)
+	waitFor(t, "upload and local retention", func() bool {
+		st := p.Status()
+		return st.RemoteSegments > 0 && st.LocalStartOffset > 0 && st.LocalStartOffset == st.RemoteEndOffset
+	})
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatalf("read: %v", err)
+	}
+}
+
+// TestOffsetForTimestamp: the remote answer matches the local log's before
+// local retention.
+func TestOffsetForTimestamp(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	base := e.clock.Now().UnixMilli()
+	for i := 0; i < 200; i++ {
+		e.clock.Advance(time.Second)
+		e.produce(1, 4, 30)
+	}
+	e.run()
+	ctx := context.Background()
+	end, _ := e.p.RemoteLogEnd(ctx)
+	for _, d := range []int64{0, 1000, 1500, 50000, 120000, 500000} {
+		ts := base + d
+		roff, rts, err := e.p.OffsetForTimestamp(ctx, ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loff, lts, err := e.log.OffsetForTimestamp(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if loff >= 0 && loff < end && (roff != loff || rts != lts) {
+			t.Fatalf("ts +%d: remote (%d, %d), local (%d, %d)", d, roff, rts, loff, lts)
+		}
+		if loff >= end && roff != -1 {
+			t.Fatalf("ts +%d: remote answered %d past its end %d", d, roff, end)
+		}
+	}
+}
+
+func TestDeleteRecordsBefore(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.produce(200, 5, 40)
+	e.run()
+	ctx := context.Background()
+	end, _ := e.p.RemoteLogEnd(ctx)
+	cut := end / 2
+	if err := e.p.DeleteRecordsBefore(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	if start, _ := e.p.EarliestOffset(ctx); start != cut {
+		t.Fatalf("earliest %d, want %d", start, cut)
+	}
+	if _, err := e.p.Read(ctx, cut-1, 100, e.log.HighWatermark()); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("read below the new start: %v", err)
+	}
+	res, err := e.p.Read(ctx, cut, 100, e.log.HighWatermark())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	assertManifestMatchesBucket(t, e)
+	got, err := e.readAll(cut, e.log.HighWatermark(), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hdr, _ := hotlog.ParseBatchHeader(got)
+	if want := e.stampedFrom(hdr.BaseOffset); !bytes.Equal(got, want) {
+		t.Fatal("records after the cut differ")
+	}
+}

@@ -1,0 +1,122 @@
+package tiering
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"sort"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/objectstore"
+)
+
+// OffsetForTimestamp answers ListOffsets by timestamp in the remote log: the
+// first batch whose max timestamp is at least ts (found through the
+// manifest's max timestamps and the segment's time index); for an
+// uncompressed CreateTime batch the first record in it with a timestamp at or
+// after ts. (-1, -1, nil) if no remote batch qualifies (the caller then asks
+// the local log).
+func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, timestamp int64, err error) {
+	st, err := p.current(ctx)
+	if err != nil {
+		return -1, -1, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	m := st.manifest
+	for i := range m.Segments {
+		seg := &m.Segments[i]
+		if seg.MaxTimestamp < ts {
+			continue
+		}
+		pos, err := p.timePosition(ctx, seg, ts)
+		if err != nil {
+			return -1, -1, err
+		}
+		v := &segView{m: p.m, seg: seg, res: &ReadResult{cache: p.m.cache}, held: map[int]*chunk{}}
+		off, t, found, err := v.firstAtOrAfter(ctx, pos, ts)
+		v.releaseUnused()
+		if err != nil {
+			return -1, -1, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		if found {
+			return max(off, m.StartOffset), t, nil
+		}
+	}
+	return -1, -1, nil
+}
+
+// timePosition is where to start scanning seg for ts: the time index's last
+// entry below ts, through the offset index.
+func (p *Partition) timePosition(ctx context.Context, seg *SegmentMeta, ts int64) (int64, error) {
+	if seg.TimeIndexSize == 0 || seg.IndexSize == 0 {
+		return 0, nil
+	}
+	b, err := objectstore.ReadAll(ctx, p.m.store, seg.Stem+SuffixTimeIndex, seg.TimeIndexSize)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	tidx, err := decodeTimeIndex(b, seg.EndOffset-seg.BaseOffset)
+	if err != nil {
+		return 0, nil // scan from the start
+	}
+	i := sort.Search(len(tidx), func(i int) bool { return tidx[i].ts >= ts }) - 1
+	if i < 0 {
+		return 0, nil
+	}
+	idx, err := p.m.offsetIndex(ctx, seg)
+	if err != nil {
+		return 0, err
+	}
+	return idx.floor(int64(tidx[i].rel)), nil
+}
+
+func (v *segView) firstAtOrAfter(ctx context.Context, pos, ts int64) (int64, int64, bool, error) {
+	for pos < v.seg.Size {
+		h, err := v.header(ctx, pos)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		if h.MaxTimestamp >= ts {
+			off, t := h.BaseOffset, h.MaxTimestamp
+			if h.Compression() == 0 && !h.LogAppendTime() && h.Size() <= 16<<20 {
+				batch := make([]byte, h.Size())
+				if err := v.readAt(ctx, batch, pos); err != nil {
+					return 0, 0, false, err
+				}
+				if d, rts, ok := firstRecordAtOrAfter(batch[hotlog.BatchHeaderSize:], h.BaseTimestamp, ts); ok {
+					off, t = h.BaseOffset+d, rts
+				}
+			}
+			return off, t, true, nil
+		}
+		pos += h.Size()
+	}
+	return 0, 0, false, nil
+}
+
+// firstRecordAtOrAfter walks uncompressed v2 records (length varint,
+// attributes int8, timestampDelta varint, offsetDelta varint, …).
+func firstRecordAtOrAfter(b []byte, baseTs, ts int64) (delta, rts int64, ok bool) {
+	for len(b) > 0 {
+		length, n := binary.Varint(b)
+		if n <= 0 || length <= 0 || length > int64(len(b)-n) {
+			return 0, 0, false
+		}
+		rec := b[n : n+int(length)]
+		b = b[n+int(length):]
+		if len(rec) < 1 {
+			return 0, 0, false
+		}
+		tsDelta, n1 := binary.Varint(rec[1:])
+		if n1 <= 0 {
+			return 0, 0, false
+		}
+		offDelta, n2 := binary.Varint(rec[1+n1:])
+		if n2 <= 0 {
+			return 0, 0, false
+		}
+		if baseTs+tsDelta >= ts {
+			return offDelta, baseTs + tsDelta, true
+		}
+	}
+	return 0, 0, false
+}
