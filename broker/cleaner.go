@@ -187,6 +187,12 @@ func (b *Broker) compactionConfig(set map[string]string) compaction.TopicConfig 
 	if err != nil {
 		policy = compaction.Policy{Delete: true}
 	}
+	if strings.EqualFold(get("remote.storage.enable"), "true") {
+		// Tiered topics: retention of both tiers is tiering's job
+		// (tiering.go), and tiered compaction is not built: the local
+		// cleaner must not swap segments tiering may be uploading.
+		policy = compaction.Policy{}
+	}
 	cfg := compaction.TopicConfig{Policy: policy, RetentionBytes: -1}
 	// The compaction package reads a zero as "the default", so Kafka's
 	// zeros become the smallest value that means the same.
