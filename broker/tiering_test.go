@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	waiting "github.com/sediment-io/sediment/internal/testutil"
 	"path/filepath"
 	"testing"
 	"time"
@@ -164,13 +165,7 @@ func tierCounterVec(t *testing.T, b *Broker, kind string) prometheus.Collector {
 
 func waitTiered(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waiting.WaitFor(t, 90*time.Second, what, cond)
 }
 
 // TestTieredDeleteRecords: DeleteRecords moves the start of both tiers.

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -176,13 +177,7 @@ func (r *recordingMetrics) RetentionDeleted(p string, res RetentionResult) {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond) // polling a condition, not synchronising
-	}
+	testutil.WaitFor(t, 20*time.Second, what, cond)
 }
 
 // TestManagerBothPolicies registers a compacted log and a "compact,delete"

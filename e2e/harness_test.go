@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"io"
 	"net"
 	"os"
@@ -482,17 +483,7 @@ func (b *Broker) kcat(t testing.TB, stdin string, args ...string) cmdResult {
 // passes, then fails the test with what.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		case <-tick.C:
-		}
-	}
+	testutil.WaitFor(t, timeout, what, cond)
 }
 
 // bgCommand is a sediment process running in the background whose standard

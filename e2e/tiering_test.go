@@ -122,11 +122,5 @@ func listOffsetsAt(t *testing.T, b *Broker, ts int64) int64 {
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(90 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFor(t, 90*time.Second, what, cond)
 }

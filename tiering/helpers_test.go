@@ -3,8 +3,8 @@ package tiering
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"hash/crc32"
 	"io"
 	"log/slog"
@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
-	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/objectstore/fs"
 )
@@ -305,14 +304,5 @@ func (e *env) objects() []string {
 // waitFor polls cond until it holds or the deadline passes.
 func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 20*time.Second, what, cond)
 }
-
-var _ = errors.New
-var _ = vfs.Default

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -189,13 +190,7 @@ func TestUnloadAndCloseAnswerWaitingRequests(t *testing.T) {
 // waitFor polls cond until it holds or the test's deadline passes.
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in time")
-		}
-		time.Sleep(time.Millisecond) // polling interval, not synchronisation
-	}
+	testutil.WaitFor(t, 20*time.Second, "condition", cond)
 }
 
 func TestLoadRecords(t *testing.T) {
