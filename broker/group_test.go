@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http/httptest"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -603,6 +604,9 @@ func TestGroupMemberCrash(t *testing.T) {
 func TestKcatBalancedConsumers(t *testing.T) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("kcat not installed (.ci/run installs it)")
+		}
 		t.Skip("kcat not installed")
 	}
 	b := startBroker(t, "", func(c *Config) {
