@@ -288,7 +288,29 @@ func (s *store) reconcile(st *metadata.State) {
 		s.closePartition(p, !exists)
 	}
 	s.reconcileReplicas(st)
-	s.b.cleaner.sync(st) // AlterConfigs: new cleanup/retention settings
+	s.applyLogConfigs(st) // AlterConfigs: segment.bytes, segment.ms, … of open logs
+	s.b.cleaner.sync(st)  // AlterConfigs: new cleanup/retention settings
+}
+
+// applyLogConfigs gives every open log the settings its topic's configs now
+// ask for (hotlog.Log.SetConfig: they apply from the next append), as Kafka
+// applies an altered topic config to the live log.
+func (s *store) applyLogConfigs(st *metadata.State) {
+	for _, p := range s.b.allPartitions() {
+		t, ok := st.TopicByID(p.topicID)
+		if !ok {
+			continue
+		}
+		want := s.b.hotlogConfig(t.Configs)
+		p.logConfig.Lock()
+		if want != p.logConfig.applied {
+			p.log.SetConfig(want)
+			p.logConfig.applied = want
+			s.b.log.Debug("topic config applied to the open log", "topic", p.topic, "partition", p.id,
+				"segment_bytes", want.SegmentBytes, "segment_ms", want.SegmentMs)
+		}
+		p.logConfig.Unlock()
+	}
 }
 
 func (s *store) closePartition(p *partition, remove bool) {
@@ -423,16 +445,18 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if err := writeFileSync(idFile, []byte(t.ID.String()+"\n")); err != nil {
 		return nil, err
 	}
+	logCfg := s.b.hotlogConfig(t.Configs)
 	l, err := hotlog.Open(hotlog.Options{
 		FS:     s.fs,
 		Dir:    dir,
-		Config: s.b.hotlogConfig(t.Configs),
+		Config: logCfg,
 		Logger: s.b.log.With("topic", t.Name, "partition", idx),
 	})
 	if err != nil {
 		return nil, err
 	}
 	p := &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p.logConfig.applied = logCfg
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()
 	p.mu.waiters = make(map[chan struct{}]struct{})

@@ -85,7 +85,15 @@ func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
 		Short: "Run a broker (one broker on localhost:9092 with data under ./data by default)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A misspelt key is an error, never a silent default
+			// (config_check.go).
+			if err := checkEnv(os.Environ()); err != nil {
+				return err
+			}
 			if f := v.GetString("config"); f != "" {
+				if err := checkConfigFile(f); err != nil {
+					return err
+				}
 				v.SetConfigFile(f)
 				if err := v.ReadInConfig(); err != nil {
 					return fmt.Errorf("reading config %s: %w", f, err)
