@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,13 +53,37 @@ func measureLimits(b *testing.B) {
 type limits struct {
 	loopBytes, diskBytes int64
 	loopTime, diskTime   time.Duration
+	loopCPU              time.Duration // process CPU time of the loopback copies
 }
 
 func (l *limits) measureLoopback(b *testing.B, n int64) {
+	cpu0 := processCPU()
 	start := time.Now()
 	measureLoopback(b, n)
 	l.loopBytes += n
 	l.loopTime += time.Since(start)
+	l.loopCPU += processCPU() - cpu0
+}
+
+// processCPU is the process's user+system CPU time so far. On the shared
+// build machine wall-clock figures move with other jobs' load; CPU time per
+// byte much less, so the consume benchmarks also report their CPU cost
+// against the loopback copy's (both ends of each run in this process).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports MB per CPU-second of the benchmark beside the loopback
+// copy's, and their ratio.
+func (l *limits) reportCPU(b *testing.B, bytes int64, cpu time.Duration) {
+	mbPerCPU := float64(bytes) / 1e6 / cpu.Seconds()
+	loop := float64(l.loopBytes) / 1e6 / l.loopCPU.Seconds()
+	b.ReportMetric(mbPerCPU, "MB/cpu-s")
+	b.ReportMetric(mbPerCPU/loop, "cpu-ratio-of-loopback")
 }
 
 func (l *limits) measureDisk(b *testing.B, n int64) {
@@ -224,13 +249,14 @@ func BenchmarkConsume(b *testing.B) {
 			}
 			wg.Wait()
 			var lim limits
-			var elapsed time.Duration
+			var elapsed, cpu time.Duration
 			b.SetBytes(benchVolume)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				lim.measureLoopback(b, benchVolume)
 				b.StartTimer()
+				cpu0 := processCPU()
 				start := time.Now()
 				cl := newClient(b, br, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 				got := 0
@@ -241,12 +267,14 @@ func BenchmarkConsume(b *testing.B) {
 				}
 				cl.Close()
 				elapsed += time.Since(start)
+				cpu += processCPU() - cpu0
 			}
 			b.StopTimer()
 			mbs := float64(benchVolume) * float64(b.N) / 1e6 / elapsed.Seconds()
 			b.ReportMetric(mbs, "MB/s")
 			b.ReportMetric(mbs/lim.loopbackMBs(), "ratio-of-loopback")
 			b.ReportMetric(lim.loopbackMBs(), "loopback-MB/s")
+			lim.reportCPU(b, benchVolume*int64(b.N), cpu)
 		})
 	}
 }
@@ -279,13 +307,14 @@ func BenchmarkFetchRaw(b *testing.B) {
 	nc := dial(b, br)
 	b.SetBytes(benchVolume)
 	var lim limits
-	var elapsed time.Duration
+	var elapsed, cpu time.Duration
 	b.ResetTimer()
 	var total int64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		lim.measureLoopback(b, benchVolume)
 		b.StartTimer()
+		cpu0 := processCPU()
 		start := time.Now()
 		offset := int64(0)
 		for offset < int64(n) {
@@ -311,10 +340,12 @@ func BenchmarkFetchRaw(b *testing.B) {
 			}
 		}
 		elapsed += time.Since(start)
+		cpu += processCPU() - cpu0
 	}
 	b.StopTimer()
 	mbs := float64(total) / 1e6 / elapsed.Seconds()
 	b.ReportMetric(mbs, "MB/s")
 	b.ReportMetric(lim.loopbackMBs(), "loopback-MB/s")
 	b.ReportMetric(mbs/lim.loopbackMBs(), "ratio-of-loopback")
+	lim.reportCPU(b, total, cpu)
 }
