@@ -28,6 +28,13 @@ var ErrDataDirInUse = errors.New("broker: data directory in use")
 
 const lockFileName = ".lock"
 
+// dataDirInUseError names the directory and its holder; errors.Is matches
+// it to ErrDataDirInUse.
+type dataDirInUseError struct{ msg string }
+
+func (e *dataDirInUseError) Error() string        { return e.msg }
+func (e *dataDirInUseError) Is(target error) bool { return target == ErrDataDirInUse }
+
 type dirLock struct{ f *os.File }
 
 func lockDataDir(dir string) (*dirLock, error) {
@@ -58,8 +65,8 @@ func lockDataDir(dir string) (*dirLock, error) {
 			if aerr != nil {
 				abs = dir
 			}
-			return nil, fmt.Errorf("%w: %s is in use by %s (lock file %s); stop that broker or choose another data-dir",
-				ErrDataDirInUse, abs, holder, lockFileName)
+			return nil, &dataDirInUseError{msg: fmt.Sprintf("broker: data directory %s is in use by %s (it holds %s); stop that broker or choose another data-dir",
+				abs, holder, filepath.Join(abs, lockFileName))}
 		}
 		return nil, fmt.Errorf("broker: lock data directory %s: %w", dir, err)
 	}
