@@ -536,9 +536,27 @@ func (b *Broker) startSediment(t testing.TB, args ...string) *bgCommand {
 			c.cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
 			<-c.done
 		}
+		if t.Failed() {
+			c.mu.Lock()
+			t.Logf("%s: %d lines printed, exit: %v; its stderr:\n%s", c.name, len(c.lines), c.err, c.stderr.String())
+			c.mu.Unlock()
+		}
 	})
 	return c
 }
+
+// Exited reports whether the process has exited (and its output is read).
+func (c *bgCommand) Exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stderr returns what the process wrote to standard error so far.
+func (c *bgCommand) Stderr() string { return c.stderr.String() }
 
 // Lines returns a copy of the lines printed so far.
 func (c *bgCommand) Lines() []string {
