@@ -1,0 +1,206 @@
+package metadata
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// ErrLogDamaged: the Raft log on disk cannot be read back. Open returns it
+// (with the directory and how to recover) instead of letting raft panic while
+// it replays the log.
+var ErrLogDamaged = errors.New("metadata: raft log on disk is damaged")
+
+// openWAL opens the raft-wal log and stable store in dir. The node owns the
+// returned meta store and closes it after the WAL (closing it twice is safe).
+// Tests pass a segment filer (to inject crashes) and a small segment size; the
+// node passes nil and 0 (raft-wal's defaults: the OS file system, 64 MiB).
+//
+// Before raft-wal opens dir, sealRecoveredTail finishes a rotation a crash
+// interrupted; after, verifyLog reads every entry back.
+//
+// raft-wal must be v0.4.1 or later: v0.4.0 marked the tail segment sealed in
+// its meta store on a tail truncation (raft's "clearing log suffix", when a
+// follower's uncommitted entries conflict with a new leader's) without writing
+// the segment's index block, so the next open failed on every read of that
+// segment with "sealed segment has no index block" (hashicorp/raft-wal#31,
+// fixed by #33). See TestWALCrashStates.
+func openWAL(dir string, hlog hclog.Logger, sf types.SegmentFiler, segmentSize int) (*wal.WAL, *metadb.BoltMetaDB, error) {
+	if err := sealRecoveredTail(dir, segmentSize); err != nil {
+		return nil, nil, err
+	}
+	meta := &metadb.BoltMetaDB{}
+	// A nil filer and a zero size leave raft-wal's defaults in place.
+	w, err := wal.Open(dir, wal.WithLogger(hlog), wal.WithMetaStore(meta),
+		wal.WithSegmentFiler(sf), wal.WithSegmentSize(segmentSize))
+	if err != nil {
+		meta.Close()
+		return nil, nil, err
+	}
+	if err := verifyLog(w); err != nil {
+		w.Close()
+		meta.Close()
+		return nil, nil, err
+	}
+	return w, meta, nil
+}
+
+// sealRecoveredTail finishes a segment rotation that a crash interrupted, before
+// raft-wal opens dir. raft-wal (v0.4.1, and its main branch as of 2026) seals a
+// full tail segment in two steps: the Append that fills it writes the last
+// entries, the segment's index block and a commit frame in one write and fsyncs
+// it; then a background goroutine records the seal in the meta store and
+// creates the next segment. A process killed between the two leaves a tail that
+// the meta store calls unsealed but whose file is sealed. raft-wal's Open
+// recovers that writer as sealed and never rotates it, so every later append
+// fails with "segment is sealed" and the voter cannot take a single entry.
+//
+// The repair is the step that was missed: when the recovered tail reports an
+// index block that covers exactly its committed entries and is followed by a
+// commit frame (the frames are laid out in raft-wal's segment/format.go), mark
+// it sealed at its last committed index in the meta store and add the next
+// segment, as raft-wal's rotation does; Open then creates that segment's file.
+// No entry is dropped or rewritten: every entry of the sealed segment was in a
+// committed, fsynced batch. A sealed tail that does not pass those checks (a
+// torn seal: the machine lost power inside that write) is ErrLogDamaged.
+func sealRecoveredTail(dir string, segmentSize int) (err error) {
+	if _, statErr := os.Stat(filepath.Join(dir, metadb.FileName)); statErr != nil {
+		return nil // a new log: nothing to recover
+	}
+	meta := &metadb.BoltMetaDB{}
+	defer func() {
+		if cerr := meta.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	st, err := meta.Load(dir)
+	if err != nil {
+		return err
+	}
+	if len(st.Segments) == 0 {
+		return nil
+	}
+	tail := st.Segments[len(st.Segments)-1]
+	if !tail.SealTime.IsZero() {
+		return nil
+	}
+	sw, err := segment.NewFiler(dir, fs.New()).RecoverTail(tail)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil // raft-wal creates it
+	}
+	if err != nil {
+		return err
+	}
+	sealed, indexStart, err := sw.Sealed()
+	last := sw.LastIndex()
+	if cerr := sw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || !sealed {
+		return err
+	}
+	damaged := func(why string) error {
+		return fmt.Errorf("%w: tail segment %s is sealed but %s", ErrLogDamaged, segment.FileName(tail), why)
+	}
+	if last < tail.BaseIndex {
+		return damaged("holds no committed entry")
+	}
+	if err := checkSealFrames(filepath.Join(dir, segment.FileName(tail)), indexStart, last-tail.BaseIndex+1); err != nil {
+		return damaged(err.Error())
+	}
+	if segmentSize <= 0 {
+		segmentSize = wal.DefaultSegmentSize
+	}
+	now := time.Now()
+	tail.SealTime, tail.MaxIndex, tail.IndexStart = now, last, indexStart
+	st.Segments[len(st.Segments)-1] = tail
+	st.Segments = append(st.Segments, types.SegmentInfo{
+		ID: st.NextSegmentID, BaseIndex: last + 1, MinIndex: last + 1,
+		SizeLimit: uint32(segmentSize), Codec: wal.CodecBinaryV1, CreateTime: now,
+	})
+	st.NextSegmentID++
+	return meta.CommitState(st)
+}
+
+// checkSealFrames checks, in the segment file at path, that an index frame of
+// entries offsets starts at indexStart-8 and a commit frame follows it. Frame
+// header: | type u8 | 3 reserved | length (or CRC) u32 LE |; type 2 = index,
+// 3 = commit; a frame's payload is padded to 8 bytes.
+func checkSealFrames(path string, indexStart, entries uint64) error {
+	const frameHeaderLen, frameIndex, frameCommit = 8, 2, 3
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if indexStart < frameHeaderLen || entries > math.MaxUint32/4 {
+		return fmt.Errorf("index block at %d for %d entries", indexStart, entries)
+	}
+	var h [frameHeaderLen]byte
+	if _, err := f.ReadAt(h[:], int64(indexStart-frameHeaderLen)); err != nil {
+		return fmt.Errorf("reading its index frame: %v", err)
+	}
+	if h[0] != frameIndex || binary.LittleEndian.Uint32(h[4:]) != uint32(entries*4) {
+		return fmt.Errorf("its index frame (type %d, %d bytes) does not cover its %d committed entries",
+			h[0], binary.LittleEndian.Uint32(h[4:]), entries)
+	}
+	payload := entries * 4
+	payload += (frameHeaderLen - payload%frameHeaderLen) % frameHeaderLen
+	if _, err := f.ReadAt(h[:], int64(indexStart+payload)); err != nil {
+		return fmt.Errorf("reading the commit frame after its index: %v", err)
+	}
+	if h[0] != frameCommit {
+		return fmt.Errorf("no commit frame follows its index (type %d)", h[0])
+	}
+	return nil
+}
+
+// verifyLog reads every entry of the log once. raft.NewRaft reads the entries
+// after the latest snapshot and panics on an error; a damaged log found here
+// becomes an error that says what to do. The log is short (raft keeps
+// TrailingLogs entries after a snapshot), so this costs milliseconds.
+func verifyLog(s raft.LogStore) error {
+	first, err := s.FirstIndex()
+	if err != nil {
+		return fmt.Errorf("%w: first index: %v", ErrLogDamaged, err)
+	}
+	last, err := s.LastIndex()
+	if err != nil {
+		return fmt.Errorf("%w: last index: %v", ErrLogDamaged, err)
+	}
+	if last == 0 {
+		return nil
+	}
+	var l raft.Log
+	for i := first; i <= last; i++ {
+		if err := s.GetLog(i, &l); err != nil {
+			return fmt.Errorf("%w: entry %d of [%d, %d]: %v", ErrLogDamaged, i, first, last, err)
+		}
+		if l.Index != i {
+			return fmt.Errorf("%w: entry %d reads back as index %d", ErrLogDamaged, i, l.Index)
+		}
+	}
+	return nil
+}
+
+// logDamagedHelp is appended to ErrLogDamaged by Open.
+func logDamagedHelp(dir string) string {
+	return fmt.Sprintf("this voter cannot rejoin with this log. Recover it from the other voters: "+
+		"stop it, remove it from the quorum on a healthy node (sediment cluster voters remove <id>), "+
+		"move %s aside, start it again with an empty metadata directory and without bootstrap, "+
+		"and add it back (sediment cluster voters add <id> <raft-address>); "+
+		"it installs a snapshot from the leader. A quorum of one has no other copy: "+
+		"keep the directory for analysis (raft-wal's waldump reads it)", filepath.Clean(dir))
+}
