@@ -199,7 +199,8 @@ func verifyLog(s raft.LogStore) error {
 func logDamagedHelp(dir string) string {
 	return fmt.Sprintf("this voter cannot rejoin with this log. Recover it from the other voters: "+
 		"stop it, remove it from the quorum on a healthy node (sediment cluster voters remove <id>), "+
-		"move %s aside, start it again with an empty metadata directory and without bootstrap, "+
+		"move %s aside, start it again with an empty metadata directory and without bootstrapping "+
+		"(a broker: --voters listing the other voters only, so that it joins), "+
 		"and add it back (sediment cluster voters add <id> <raft-address>); "+
 		"it installs a snapshot from the leader. A quorum of one has no other copy: "+
 		"keep the directory for analysis (raft-wal's waldump reads it)", filepath.Clean(dir))
