@@ -38,8 +38,10 @@ var ErrLogDamaged = errors.New("metadata: raft log on disk is damaged")
 // segment with "sealed segment has no index block" (hashicorp/raft-wal#31,
 // fixed by #33). See TestWALCrashStates.
 func openWAL(dir string, hlog hclog.Logger, sf types.SegmentFiler, segmentSize int) (*wal.WAL, *metadb.BoltMetaDB, error) {
-	if err := sealRecoveredTail(dir, segmentSize); err != nil {
+	if sealed, err := sealRecoveredTail(dir, segmentSize); err != nil {
 		return nil, nil, err
+	} else if sealed != "" {
+		hlog.Warn("finished a segment rotation interrupted by a crash: sealed the tail segment in the meta store", "segment", sealed)
 	}
 	meta := &metadb.BoltMetaDB{}
 	// A nil filer and a zero size leave raft-wal's defaults in place.
@@ -75,9 +77,11 @@ func openWAL(dir string, hlog hclog.Logger, sf types.SegmentFiler, segmentSize i
 // No entry is dropped or rewritten: every entry of the sealed segment was in a
 // committed, fsynced batch. A sealed tail that does not pass those checks (a
 // torn seal: the machine lost power inside that write) is ErrLogDamaged.
-func sealRecoveredTail(dir string, segmentSize int) (err error) {
+//
+// It returns the name of the segment it sealed, or "".
+func sealRecoveredTail(dir string, segmentSize int) (sealed string, err error) {
 	if _, statErr := os.Stat(filepath.Join(dir, metadb.FileName)); statErr != nil {
-		return nil // a new log: nothing to recover
+		return "", nil // a new log: nothing to recover
 	}
 	meta := &metadb.BoltMetaDB{}
 	defer func() {
@@ -87,38 +91,38 @@ func sealRecoveredTail(dir string, segmentSize int) (err error) {
 	}()
 	st, err := meta.Load(dir)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if len(st.Segments) == 0 {
-		return nil
+		return "", nil
 	}
 	tail := st.Segments[len(st.Segments)-1]
 	if !tail.SealTime.IsZero() {
-		return nil
+		return "", nil
 	}
 	sw, err := segment.NewFiler(dir, fs.New()).RecoverTail(tail)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil // raft-wal creates it
+		return "", nil // raft-wal creates it
 	}
 	if err != nil {
-		return err
+		return "", err
 	}
-	sealed, indexStart, err := sw.Sealed()
+	isSealed, indexStart, err := sw.Sealed()
 	last := sw.LastIndex()
 	if cerr := sw.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil || !sealed {
-		return err
+	if err != nil || !isSealed {
+		return "", err
 	}
 	damaged := func(why string) error {
 		return fmt.Errorf("%w: tail segment %s is sealed but %s", ErrLogDamaged, segment.FileName(tail), why)
 	}
 	if last < tail.BaseIndex {
-		return damaged("holds no committed entry")
+		return "", damaged("holds no committed entry")
 	}
 	if err := checkSealFrames(filepath.Join(dir, segment.FileName(tail)), indexStart, last-tail.BaseIndex+1); err != nil {
-		return damaged(err.Error())
+		return "", damaged(err.Error())
 	}
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
@@ -131,7 +135,7 @@ func sealRecoveredTail(dir string, segmentSize int) (err error) {
 		SizeLimit: uint32(segmentSize), Codec: wal.CodecBinaryV1, CreateTime: now,
 	})
 	st.NextSegmentID++
-	return meta.CommitState(st)
+	return segment.FileName(tail), meta.CommitState(st)
 }
 
 // checkSealFrames checks, in the segment file at path, that an index frame of
