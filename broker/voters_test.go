@@ -25,8 +25,14 @@ func TestRaftVoterRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := q.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LeaderID != b.cfg.NodeID || len(p.CurrentVoters) != 1 || len(q.Nodes) != 1 {
+	p := q.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.LeaderID != b.cfg.NodeID || len(p.CurrentVoters) != 1 || len(q.Nodes) != 1 {
 		t.Fatalf("describe quorum: %+v nodes %+v", p, q.Nodes)
+	}
+	// The broker has registered and created nothing yet, but Raft has its
+	// bootstrap configuration and the broker's registration committed.
+	if p.LeaderEpoch < 1 || p.HighWatermark < 1 || p.CurrentVoters[0].LogEndOffset < p.HighWatermark {
+		t.Fatalf("describe quorum: term %d, high watermark %d, log end %d", p.LeaderEpoch, p.HighWatermark, p.CurrentVoters[0].LogEndOffset)
 	}
 	self := q.Nodes[0].Listeners[0]
 

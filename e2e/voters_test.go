@@ -30,7 +30,8 @@ func TestClusterVoters(t *testing.T) {
 		t.Helper()
 		return via.sediment(t, "", "cluster", "voters", "list").Stdout
 	}
-	if out := list(c.Broker(1)); strings.Count(out, "true") != 1 || len(parseVoterList(out)) != 3 || parseVoterList(out)["3"] != c.Broker(3).RaftAddr {
+	if out := list(c.Broker(1)); strings.Count(out, "true") != 1 || len(parseVoterList(out)) != 3 || parseVoterList(out)["3"] != c.Broker(3).RaftAddr ||
+		!strings.Contains(out, "commit index") {
 		t.Fatalf("voters list, three voters and one leader expected:\n%s", out)
 	}
 
@@ -136,8 +137,8 @@ func TestClusterVoters(t *testing.T) {
 // parseVoterList reads `sediment cluster voters list`: voter id → Raft address.
 func parseVoterList(out string) map[string]string {
 	vs := map[string]string{}
-	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if f := strings.Fields(line); i > 0 && len(f) == 3 {
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] != "VOTER" {
 			vs[f[0]] = f[1]
 		}
 	}

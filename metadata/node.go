@@ -520,6 +520,12 @@ func (n *Node) Voters() ([]Peer, error) {
 	return out, nil
 }
 
+// RaftStatus is this node's view of the Raft log: the current term, the
+// commit index and the index of its last entry.
+func (n *Node) RaftStatus() (term, commitIndex, lastIndex uint64) {
+	return n.raft.CurrentTerm(), n.raft.CommitIndex(), n.raft.LastIndex()
+}
+
 // AddVoter adds a voter (it catches up from the leader's log or a snapshot);
 // RemoveVoter removes one. Both are forwarded to the leader.
 func (n *Node) AddVoter(ctx context.Context, p Peer) error {

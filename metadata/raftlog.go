@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,10 +37,10 @@ var ErrLogDamaged = errors.New("metadata: raft log on disk is damaged")
 // segment with "sealed segment has no index block" (hashicorp/raft-wal#31,
 // fixed by #33). See TestWALCrashStates.
 func openWAL(dir string, hlog hclog.Logger, sf types.SegmentFiler, segmentSize int) (*wal.WAL, *metadb.BoltMetaDB, error) {
-	if sealed, err := sealRecoveredTail(dir, segmentSize); err != nil {
+	if did, err := sealRecoveredTail(dir, segmentSize); err != nil {
 		return nil, nil, err
-	} else if sealed != "" {
-		hlog.Warn("finished a segment rotation interrupted by a crash: sealed the tail segment in the meta store", "segment", sealed)
+	} else if did != "" {
+		hlog.Warn("repaired a segment rotation interrupted by a crash: " + did)
 	}
 	meta := &metadb.BoltMetaDB{}
 	// A nil filer and a zero size leave raft-wal's defaults in place.
@@ -69,17 +68,26 @@ func openWAL(dir string, hlog hclog.Logger, sf types.SegmentFiler, segmentSize i
 // recovers that writer as sealed and never rotates it, so every later append
 // fails with "segment is sealed" and the voter cannot take a single entry.
 //
-// The repair is the step that was missed: when the recovered tail reports an
-// index block that covers exactly its committed entries and is followed by a
-// commit frame (the frames are laid out in raft-wal's segment/format.go), mark
-// it sealed at its last committed index in the meta store and add the next
-// segment, as raft-wal's rotation does; Open then creates that segment's file.
-// No entry is dropped or rewritten: every entry of the sealed segment was in a
-// committed, fsynced batch. A sealed tail that does not pass those checks (a
-// torn seal: the machine lost power inside that write) is ErrLogDamaged.
+// The repair is the step that was missed. The recovered tail reports where its
+// index block starts; the frames there (raft-wal's segment/format.go) tell
+// which case this is:
 //
-// It returns the name of the segment it sealed, or "".
-func sealRecoveredTail(dir string, segmentSize int) (sealed string, err error) {
+//   - the index frame covers exactly the committed entries and a commit frame
+//     follows it: the seal was written whole. Record it in the meta store at the
+//     last committed index and add the next segment, as raft-wal's rotation
+//     does; Open then creates that segment's file. No entry is dropped: every
+//     entry of the segment was in a committed, fsynced batch.
+//   - the index frame covers more entries than are committed, or no commit frame
+//     follows it: the process died inside the sealing write (a SIGKILL can stop
+//     a write between pages) and that batch was never acknowledged. raft-wal's
+//     recovery already rewound past it but still sees the index frame and
+//     thinks the segment sealed. Zero the index frame and what follows it of
+//     that write; the segment is then an ordinary unsealed tail ending at its
+//     last commit, and raft-wal overwrites the rest.
+//
+// Anything else (an index covering fewer entries than are committed) is
+// ErrLogDamaged. It returns what it did, for the log, or "".
+func sealRecoveredTail(dir string, segmentSize int) (did string, err error) {
 	if _, statErr := os.Stat(filepath.Join(dir, metadb.FileName)); statErr != nil {
 		return "", nil // a new log: nothing to recover
 	}
@@ -115,14 +123,17 @@ func sealRecoveredTail(dir string, segmentSize int) (sealed string, err error) {
 	if err != nil || !isSealed {
 		return "", err
 	}
-	damaged := func(why string) error {
-		return fmt.Errorf("%w: tail segment %s is sealed but %s", ErrLogDamaged, segment.FileName(tail), why)
+	committed := uint64(0)
+	if last >= tail.BaseIndex {
+		committed = last - tail.BaseIndex + 1
 	}
-	if last < tail.BaseIndex {
-		return "", damaged("holds no committed entry")
+	name := segment.FileName(tail)
+	whole, err := checkSeal(filepath.Join(dir, name), indexStart, committed)
+	if err != nil {
+		return "", fmt.Errorf("%w: tail segment %s is sealed but %v", ErrLogDamaged, name, err)
 	}
-	if err := checkSealFrames(filepath.Join(dir, segment.FileName(tail)), indexStart, last-tail.BaseIndex+1); err != nil {
-		return "", damaged(err.Error())
+	if !whole {
+		return "discarded the torn index block of an unacknowledged sealing write in " + name, nil
 	}
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
@@ -135,40 +146,64 @@ func sealRecoveredTail(dir string, segmentSize int) (sealed string, err error) {
 		SizeLimit: uint32(segmentSize), Codec: wal.CodecBinaryV1, CreateTime: now,
 	})
 	st.NextSegmentID++
-	return segment.FileName(tail), meta.CommitState(st)
+	return "sealed the tail segment " + name + " in the meta store", meta.CommitState(st)
 }
 
-// checkSealFrames checks, in the segment file at path, that an index frame of
-// entries offsets starts at indexStart-8 and a commit frame follows it. Frame
-// header: | type u8 | 3 reserved | length (or CRC) u32 LE |; type 2 = index,
-// 3 = commit; a frame's payload is padded to 8 bytes.
-func checkSealFrames(path string, indexStart, entries uint64) error {
+// checkSeal looks at the frames from indexStart-8 in the segment file at path,
+// whose last commit covers committed entries. Frame header: | type u8 | 3
+// reserved | length (or CRC) u32 LE |; type 2 = index (length = 4 × entries),
+// 3 = commit; payloads are padded to 8 bytes. It reports whole when the index
+// frame covers exactly the committed entries and a commit frame follows; when
+// the seal is torn (more entries than committed, or no commit frame after it)
+// it zeroes the index frame and the commit frame's place, syncs, and reports
+// false.
+func checkSeal(path string, indexStart, committed uint64) (whole bool, err error) {
 	const frameHeaderLen, frameIndex, frameCommit = 8, 2, 3
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	if err != nil {
-		return err
+		return false, err
 	}
-	defer f.Close()
-	if indexStart < frameHeaderLen || entries > math.MaxUint32/4 {
-		return fmt.Errorf("index block at %d for %d entries", indexStart, entries)
+	defer func() {
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}()
+	fi, err := f.Stat()
+	if err != nil {
+		return false, err
+	}
+	size := uint64(fi.Size())
+	if indexStart < frameHeaderLen || indexStart > size {
+		return false, fmt.Errorf("its index block is said to start at %d of %d bytes", indexStart, size)
 	}
 	var h [frameHeaderLen]byte
 	if _, err := f.ReadAt(h[:], int64(indexStart-frameHeaderLen)); err != nil {
-		return fmt.Errorf("reading its index frame: %v", err)
+		return false, fmt.Errorf("reading its index frame: %v", err)
 	}
-	if h[0] != frameIndex || binary.LittleEndian.Uint32(h[4:]) != uint32(entries*4) {
-		return fmt.Errorf("its index frame (type %d, %d bytes) does not cover its %d committed entries",
-			h[0], binary.LittleEndian.Uint32(h[4:]), entries)
+	entries := uint64(binary.LittleEndian.Uint32(h[4:])) / 4
+	if h[0] != frameIndex {
+		return false, fmt.Errorf("no index frame at %d (type %d)", indexStart-frameHeaderLen, h[0])
+	}
+	if entries < committed {
+		return false, fmt.Errorf("its index frame covers %d entries, fewer than its %d committed ones", entries, committed)
 	}
 	payload := entries * 4
 	payload += (frameHeaderLen - payload%frameHeaderLen) % frameHeaderLen
-	if _, err := f.ReadAt(h[:], int64(indexStart+payload)); err != nil {
-		return fmt.Errorf("reading the commit frame after its index: %v", err)
+	end := min(indexStart+payload+frameHeaderLen, size) // past the commit frame's header
+	if entries == committed && indexStart+payload+frameHeaderLen <= size {
+		if _, err := f.ReadAt(h[:], int64(indexStart+payload)); err != nil {
+			return false, fmt.Errorf("reading the commit frame after its index: %v", err)
+		}
+		if h[0] == frameCommit {
+			return true, nil
+		}
 	}
-	if h[0] != frameCommit {
-		return fmt.Errorf("no commit frame follows its index (type %d)", h[0])
+	// Torn: the sealing write was not committed. Its index frame and
+	// commit frame go; raft-wal rewrites from its last commit.
+	if _, err := f.WriteAt(make([]byte, end-(indexStart-frameHeaderLen)), int64(indexStart-frameHeaderLen)); err != nil {
+		return false, err
 	}
-	return nil
+	return false, f.Sync()
 }
 
 // verifyLog reads every entry of the log once. raft.NewRaft reads the entries

@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -30,6 +31,10 @@ import (
 type crashFS struct {
 	types.VFS
 	hook func(what string)
+	// torn, called before each write of 16 bytes or more, copies the
+	// directory with the first half of that write applied to file name: a
+	// SIGKILL can stop a write between pages.
+	torn func(what, name string, off int64, half []byte)
 }
 
 func (c *crashFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
@@ -65,6 +70,9 @@ type crashFile struct {
 
 func (f *crashFile) WriteAt(p []byte, off int64) (int, error) {
 	f.fs.hook(fmt.Sprintf("write %s@%d+%d", f.name, off, len(p)))
+	if len(p) >= 16 {
+		f.fs.torn(fmt.Sprintf("torn write %s@%d+%d/%d", f.name, off, len(p)/2, len(p)), f.name, off, p[:len(p)/2])
+	}
 	n, err := f.WritableFile.WriteAt(p, off)
 	f.fs.hook(fmt.Sprintf("wrote %s@%d+%d", f.name, off, len(p)))
 	return n, err
@@ -187,6 +195,24 @@ func TestWALCrashStates(t *testing.T) {
 		}
 		d := filepath.Join(crashDir, fmt.Sprintf("%04d", len(states)))
 		copyDir(t, dir, d)
+		states = append(states, crashState{dir: d, op: op, what: what})
+	}
+	cfs.torn = func(what, name string, off int64, half []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if op < 0 {
+			return
+		}
+		d := filepath.Join(crashDir, fmt.Sprintf("%04d", len(states)))
+		copyDir(t, dir, d)
+		f, err := os.OpenFile(filepath.Join(d, name), os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(half, off); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
 		states = append(states, crashState{dir: d, op: op, what: what})
 	}
 	w, meta, err := openWAL(dir, hlog, segment.NewFiler(dir, cfs), segmentSize)
@@ -338,11 +364,12 @@ func checkCrashState(dir string, hlog hclog.Logger, before, after walModel) erro
 	return nil
 }
 
-// TestOpenDamagedLog: logs that cannot be read back make Open fail with
-// ErrLogDamaged and the way to recover, not a panic inside raft.NewRaft: a
-// sealed segment without an index block (what raft-wal v0.4.0 left after a
-// tail truncation, hashicorp/raft-wal#31), and a tail whose seal was torn (the
-// commit frame after its index block is missing).
+// TestOpenDamagedLog: an interrupted rotation is finished on open, whole or
+// torn; logs that cannot be read back make Open fail with ErrLogDamaged and
+// the way to recover, not a panic inside raft.NewRaft: a sealed segment
+// without an index block (what raft-wal v0.4.0 left after a tail truncation,
+// hashicorp/raft-wal#31), and a tail whose index block covers fewer entries
+// than it has committed.
 func TestOpenDamagedLog(t *testing.T) {
 	hlog := newHCLogger(testLogger(t))
 	// build writes entries 1..40 in 4 KiB segments and closes the log; it
@@ -404,49 +431,83 @@ func TestOpenDamagedLog(t *testing.T) {
 		}
 	})
 
-	t.Run("torn seal", func(t *testing.T) {
-		root := t.TempDir()
-		dir := build(t, root)
+	// interrupted builds the state a kill between the sealing write and the
+	// rotation's meta commit leaves: the last rotation undone in the meta
+	// store (the sealed segment before the tail is the tail again). It
+	// returns that segment as it was sealed.
+	interrupted := func(t *testing.T, dir string) types.SegmentInfo {
 		var tail types.SegmentInfo
 		editMeta(t, dir, func(st *types.PersistentState) {
-			// Undo the last rotation in the meta store: the sealed segment
-			// before the tail becomes the tail again, as if the process died
-			// before the rotation committed.
 			n := len(st.Segments)
 			st.Segments = st.Segments[:n-1]
 			tail = st.Segments[n-2]
 			st.Segments[n-2].SealTime, st.Segments[n-2].MaxIndex, st.Segments[n-2].IndexStart = time.Time{}, 0, 0
 		})
-		// Without damage, Open completes the rotation.
-		clean := filepath.Join(t.TempDir(), "wal")
-		copyDir(t, dir, clean)
-		w, meta, err := openWAL(clean, hlog, nil, 4096)
-		if err != nil {
-			t.Fatalf("reopen after an interrupted rotation: %v", err)
+		return tail
+	}
+	// reopen opens dir, checks its last index and every entry, appends one
+	// and opens it again.
+	reopen := func(t *testing.T, dir string, wantLast uint64) {
+		t.Helper()
+		for round := range 2 {
+			w, meta, err := openWAL(dir, hlog, nil, 4096)
+			if err != nil {
+				t.Fatalf("reopen %d: %v", round, err)
+			}
+			if last, _ := w.LastIndex(); last != wantLast+uint64(round) {
+				t.Fatalf("reopen %d: last index %d, want %d", round, last, wantLast+uint64(round))
+			}
+			if round == 0 {
+				l := raft.Log{Index: wantLast + 1, Term: 2, Type: raft.LogCommand, Data: []byte("next")}
+				if err := w.StoreLogs([]*raft.Log{&l}); err != nil {
+					t.Fatalf("append after reopen: %v", err)
+				}
+			}
+			w.Close()
+			meta.Close()
 		}
+	}
+	patch := func(t *testing.T, path string, off uint64, b []byte) {
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteAt(b, int64(off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("interrupted rotation", func(t *testing.T) {
+		dir := build(t, t.TempDir())
+		tail := interrupted(t, dir)
 		// The entries of the dropped tail segment are gone with it (this
 		// state is made up); the recovered one keeps all of its own.
-		if last, _ := w.LastIndex(); last != tail.MaxIndex {
-			t.Fatalf("last index %d after repair, want %d", last, tail.MaxIndex)
-		}
-		if err := verifyLog(w); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		meta.Close()
-		// Tear the commit frame after the index block.
-		f, err := os.OpenFile(filepath.Join(dir, segment.FileName(tail)), os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+		reopen(t, dir, tail.MaxIndex)
+	})
+
+	t.Run("torn seal", func(t *testing.T) {
+		// The sealing write stopped before its commit frame: that batch (one
+		// entry here) was never acknowledged, and the segment goes on
+		// unsealed from the commit before it.
+		dir := build(t, t.TempDir())
+		tail := interrupted(t, dir)
 		payload := (tail.MaxIndex - tail.BaseIndex + 1) * 4
 		payload += (8 - payload%8) % 8
-		if _, err := f.WriteAt(make([]byte, 8), int64(tail.IndexStart+payload)); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-		err = openNode(t, root)
-		if !errors.Is(err, ErrLogDamaged) || !strings.Contains(err.Error(), "is sealed but") {
+		patch(t, filepath.Join(dir, segment.FileName(tail)), tail.IndexStart+payload, make([]byte, 8))
+		reopen(t, dir, tail.MaxIndex-1)
+	})
+
+	t.Run("index shorter than the committed entries", func(t *testing.T) {
+		root := t.TempDir()
+		dir := build(t, root)
+		tail := interrupted(t, dir)
+		var h [8]byte
+		h[0] = 2 // index frame, covering one entry
+		binary.LittleEndian.PutUint32(h[4:], 4)
+		patch(t, filepath.Join(dir, segment.FileName(tail)), tail.IndexStart-8, h[:])
+		err := openNode(t, root)
+		if !errors.Is(err, ErrLogDamaged) || !strings.Contains(err.Error(), "fewer than") {
 			t.Fatalf("Open: %v", err)
 		}
 	})

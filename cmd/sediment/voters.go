@@ -57,7 +57,7 @@ func newClusterVotersCmd(opts *clientOptions) *cobra.Command {
 	}
 	cmd.AddCommand(&cobra.Command{
 		Use:     "list",
-		Short:   "List the voters, their Raft addresses and the leader",
+		Short:   "List the voters, their Raft addresses, the leader, the term and the commit index",
 		Example: "  sediment cluster voters list -b localhost:9092",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -71,7 +71,11 @@ func newClusterVotersCmd(opts *clientOptions) *cobra.Command {
 				for _, v := range q.voters {
 					fmt.Fprintf(tw, "%d\t%s\t%v\n", v.ID, v.Addr, v.ID == q.leader)
 				}
-				return tw.Flush()
+				if err := tw.Flush(); err != nil {
+					return err
+				}
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "\nterm %d, commit index %d\n", q.term, q.commitIndex)
+				return err
 			})
 		},
 	})
@@ -172,8 +176,10 @@ func withClient(cmd *cobra.Command, opts *clientOptions, f func(context.Context,
 
 // quorum is what DescribeQuorum says of __cluster_metadata-0.
 type quorum struct {
-	leader int32
-	voters []metadata.Peer // Addr from v2's nodes, "" when not given
+	leader      int32
+	term        int32           // the leader epoch: the Raft term
+	commitIndex int64           // the high watermark: the Raft commit index
+	voters      []metadata.Peer // Addr from v2's nodes, "" when not given
 }
 
 func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
@@ -201,7 +207,7 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
 			if err := voterError(p.ErrorCode, p.ErrorMessage); err != nil {
 				return q, fmt.Errorf("DescribeQuorum: %w", err)
 			}
-			q.leader = p.LeaderID
+			q.leader, q.term, q.commitIndex = p.LeaderID, p.LeaderEpoch, p.HighWatermark
 			for _, v := range p.CurrentVoters {
 				q.voters = append(q.voters, metadata.Peer{ID: v.ReplicaID, Addr: addrs[v.ReplicaID]})
 			}
