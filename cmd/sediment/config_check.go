@@ -21,7 +21,7 @@ import (
 // next to `make run`) and the test and benchmark knobs of `make`.
 var otherSedimentVars = []string{
 	"SEDIMENT_BROKERS", "SEDIMENT_TIMEOUT", "SEDIMENT_CLIENT_ID", "SEDIMENT_CLIENT_LOG_LEVEL",
-	"SEDIMENT_BENCH_KEYS", "SEDIMENT_CHAOS_KILLS",
+	"SEDIMENT_BENCH_KEYS", "SEDIMENT_CHAOS_KILLS", "SEDIMENT_E2E_VERBOSE",
 }
 
 // brokerSettingNames returns every broker key (the flag names).
