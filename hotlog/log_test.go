@@ -499,7 +499,7 @@ func TestEpochsAndReplication(t *testing.T) {
 		var buf bytes.Buffer
 		res.WriteTo(&buf)
 		res.Release()
-		if _, err := follower.AppendReplicated(buf.Bytes()); err != nil {
+		if _, err := follower.AppendReplicated(buf.Bytes(), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		off = res.NextOffset
@@ -512,7 +512,7 @@ func TestEpochsAndReplication(t *testing.T) {
 	}
 	b := simpleBatch(1, 1, 1)
 	putBaseOffset(b, 5)
-	if _, err := follower.AppendReplicated(b); !errors.Is(err, ErrUnexpectedOffset) {
+	if _, err := follower.AppendReplicated(b, AppendOptions{}); !errors.Is(err, ErrUnexpectedOffset) {
 		t.Fatalf("non-contiguous replicated append: %v", err)
 	}
 }
@@ -730,7 +730,7 @@ func TestReplicatedCompactedSurvivesRecovery(t *testing.T) {
 		putBaseOffset(b, []int64{0, 3, 9}[i])
 		putLeaderEpoch(b, 4)
 		fixCRC(b)
-		if _, err := l.AppendReplicated(b); err != nil {
+		if _, err := l.AppendReplicated(b, AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, b...)

@@ -116,6 +116,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	seg.relLimit = -1
 	seg.mu.Unlock()
 	seg.size.Store(cut)
+	if err := l.cutTxnsLocked(seg, newEnd); err != nil {
+		return l.fail(fmt.Errorf("hotlog: truncate transaction index: %w", err))
+	}
 	l.setActiveLocked(seg, seg.base)
 	l.builder = b
 	l.logEnd.Store(newEnd)
