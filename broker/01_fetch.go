@@ -252,7 +252,13 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		fp.res = res
 		total += res.Size
 		if readCommitted {
-			rp.AbortedTransactions = fp.p.abortedTxns(fp.offset, hw)
+			if rp.AbortedTransactions, err = fp.p.abortedTxns(fp.offset, hw); err != nil {
+				res.Release()
+				fp.res = nil
+				total -= res.Size
+				rp.ErrorCode = errCode(err)
+				failed = true
+			}
 		}
 	}
 	return total, failed

@@ -241,7 +241,10 @@ func (g *tierGlue) sync(ctx context.Context) {
 			tpart = nil
 		}
 		if tpart == nil {
-			tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: cfg})
+			// Only data below the last stable offset is uploaded: a
+			// segment holding part of an open transaction waits for
+			// its marker (the marker's index entry then goes with it).
+			tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: cfg, LastStableOffset: p.lastStableOffset})
 			if err != nil {
 				continue
 			}

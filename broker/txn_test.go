@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 // Transactions with real franz-go clients against a real broker.
@@ -151,6 +154,32 @@ func TestTxnCommitAndAbortVisibility(t *testing.T) {
 	got = readValues(t, b, "tx", 15, true)
 	if len(got) != 15 || got[10] != "c2-0" {
 		t.Fatalf("after restart read_committed got %v", got)
+	}
+
+	// The abort is in the segment's transaction index on disk. Lost with
+	// every producer snapshot, it is rebuilt from the log on open.
+	pdir := filepath.Join(dir, "logs", "tx-0")
+	idx, err := os.ReadFile(filepath.Join(pdir, "00000000000000000000.txnindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := hotlog.DecodeTxnIndex(idx); err != nil || len(entries) != 1 || entries[0] != (hotlog.AbortedTxn{ProducerID: entries[0].ProducerID, FirstOffset: 11, LastOffset: 21, LastStableOffset: 22}) {
+		t.Fatalf(".txnindex holds %+v (%v)", entries, err)
+	}
+	b.Close()
+	names, _ := os.ReadDir(pdir)
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), ".txnindex") || strings.HasSuffix(n.Name(), ".snapshot") {
+			os.Remove(filepath.Join(pdir, n.Name()))
+		}
+	}
+	b = txnTestBroker(t, dir)
+	fp = rawFetch(t, b, "tx", 1)
+	if len(fp.AbortedTransactions) != 1 || fp.AbortedTransactions[0].FirstOffset != 11 {
+		t.Fatalf("after losing the index: aborted %+v", fp.AbortedTransactions)
+	}
+	if _, err := os.Stat(filepath.Join(pdir, "00000000000000000000.txnindex")); err != nil {
+		t.Fatalf("index not rebuilt: %v", err)
 	}
 }
 

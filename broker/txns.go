@@ -680,15 +680,22 @@ func (p *partition) lastStableOffset() int64 {
 }
 
 // abortedTxns lists the aborted transactions a read_committed fetch of
-// [from, to) must know.
-func (p *partition) abortedTxns(from, to int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
-	p.mu.Lock()
-	list := p.mu.producers.abortedIn(from, to)
-	p.mu.Unlock()
+// [from, to) must know, from the log's transaction index (hotlog).
+func (p *partition) abortedTxns(from, to int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, error) {
+	list, err := p.log.AbortedTxns(from, to)
+	if err != nil {
+		return nil, err
+	}
+	return fetchAborted(list), nil
+}
+
+// fetchAborted renders index entries for a Fetch response (never null:
+// an empty list tells read_committed clients there is nothing to drop).
+func fetchAborted(list []hotlog.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(list))
 	for _, a := range list {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-		at.ProducerID, at.FirstOffset = a.producerID, a.firstOffset
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		out = append(out, at)
 	}
 	return out
