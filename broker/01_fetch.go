@@ -216,7 +216,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if b.tier() != nil {
 			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
 		}
-		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total)) {
+		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total), hw, readCommitted) {
 			if fp.remote != nil {
 				total += fp.remote.Size
 			} else {
