@@ -21,6 +21,7 @@ import (
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // Transactions with real franz-go clients against a real broker.
@@ -131,8 +132,14 @@ func TestTxnCommitAndAbortVisibility(t *testing.T) {
 		t.Fatalf("read_uncommitted got %v, want %v", got, want)
 	}
 	// The fetch lists the aborted transaction: it starts at offset 11
-	// (10 records and a commit marker).
-	fp := rawFetch(t, b, "tx", 1)
+	// (10 records and a commit marker). The last commit marker (offset
+	// 27) may still be on its way to the high watermark: the reader saw
+	// c2 once the marker was appended, before the high watermark moved.
+	var fp kmsg.FetchResponseTopicPartition
+	testutil.WaitFor(t, 10*time.Second, "the high watermark past the last marker", func() bool {
+		fp = rawFetch(t, b, "tx", 1)
+		return fp.HighWatermark == 28
+	})
 	if len(fp.AbortedTransactions) != 1 || fp.AbortedTransactions[0].FirstOffset != 11 {
 		t.Fatalf("aborted transactions %+v", fp.AbortedTransactions)
 	}
