@@ -2,9 +2,9 @@ package txn
 
 import (
 	"context"
-	"math"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
