@@ -423,16 +423,28 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if err := writeFileSync(idFile, []byte(t.ID.String()+"\n")); err != nil {
 		return nil, err
 	}
+	var p *partition
 	l, err := hotlog.Open(hotlog.Options{
 		FS:     s.fs,
 		Dir:    dir,
 		Config: s.b.hotlogConfig(t.Configs),
 		Logger: s.b.log.With("topic", t.Name, "partition", idx),
+		// The producer state at every segment's end, for restarts and
+		// for tiering (uploaded with the segment). Rolls happen only in
+		// appends, which come through p once it is set below.
+		RollSnapshot: func() []byte {
+			if p == nil {
+				return nil
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.mu.producers.marshal()
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()
 	p.mu.waiters = make(map[chan struct{}]struct{})

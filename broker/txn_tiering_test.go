@@ -115,11 +115,21 @@ func TestTxnTieredReadCommittedMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	txnObjects := 0
+	txnObjects, snapshots, segments := 0, 0, 0
 	for _, o := range l.Objects {
-		if strings.HasSuffix(o.Key, tiering.SuffixTxnIndex) {
+		switch {
+		case strings.HasSuffix(o.Key, tiering.SuffixTxnIndex):
 			txnObjects++
+		case strings.HasSuffix(o.Key, tiering.SuffixSnapshot):
+			snapshots++
+		case strings.HasSuffix(o.Key, tiering.SuffixLog):
+			segments++
 		}
+	}
+	// Every segment goes up with the producer snapshot taken when it
+	// rolled (the state at its end).
+	if snapshots != segments {
+		t.Fatalf("%d producer snapshots for %d segments in the bucket", snapshots, segments)
 	}
 	// Batches compress well: a segment holds many transactions, so
 	// several aborts each.

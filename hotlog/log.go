@@ -56,8 +56,9 @@ type Log struct {
 		syncing bool  // an fsync is running (its caller leads the group)
 		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
 	}
-	cache   *indexCache
-	closeCh chan struct{}
+	cache        *indexCache
+	rollSnapshot func() []byte
+	closeCh      chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -114,6 +115,7 @@ func Open(opts Options) (*Log, error) {
 		closeCh: make(chan struct{}),
 		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
+	l.rollSnapshot = opts.RollSnapshot
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -647,6 +649,15 @@ func (l *Log) rollLocked(base int64) error {
 	l.segs.Store(&set)
 	sealed := l.active
 	l.setActiveLocked(seg, base)
+	if l.rollSnapshot != nil {
+		// The producer state as of the sealed segment's end. A failure
+		// costs only the snapshot: the broker replays from an older one.
+		if data := l.rollSnapshot(); data != nil {
+			if err := l.writeSnapshotLocked(base, data); err != nil {
+				l.logger.Warn("hotlog: producer snapshot at roll", "offset", base, "err", err)
+			}
+		}
+	}
 	// The sealed segment's indexes may now be evicted like any other's.
 	sealed.cache.add(sealed, len(sealed.idx)+len(sealed.tidx))
 	return nil

@@ -787,3 +787,46 @@ func TestDump(t *testing.T) {
 		t.Fatal("dumped a foreign file")
 	}
 }
+
+// TestRollSnapshots: with Options.RollSnapshot every roll writes the
+// producer snapshot at the new segment's base, kept (unlike other
+// snapshots) while that segment is in the log.
+func TestRollSnapshots(t *testing.T) {
+	mem := vfs.NewMem()
+	n := 0
+	l, err := Open(Options{FS: mem, Dir: "/p", Config: Config{SegmentBytes: 1000}, Logger: quiet,
+		RollSnapshot: func() []byte { n++; return []byte{byte(n)} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 60 {
+		if _, err := l.Append(simpleBatch(1, 40, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			if err := l.WriteProducerSnapshot(l.LogEndOffset(), []byte("periodic")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	segs := l.Segments()
+	if len(segs) < 4 || n != len(segs)-1 {
+		t.Fatalf("%d segments, %d roll snapshots", len(segs), n)
+	}
+	has := func(off int64) bool {
+		_, err := mem.Stat("/p/" + baseName(off) + snapshotSuffix)
+		return err == nil
+	}
+	for _, s := range segs[1:] {
+		if !has(s.BaseOffset) {
+			t.Fatalf("no snapshot at segment base %d", s.BaseOffset)
+		}
+	}
+	if err := l.DeleteBefore(segs[2].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	if has(segs[1].BaseOffset) || !has(segs[2].BaseOffset) || !has(segs[3].BaseOffset) {
+		t.Fatal("DeleteBefore kept the wrong snapshots")
+	}
+}
