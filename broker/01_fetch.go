@@ -252,7 +252,9 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		fp.res = res
 		total += res.Size
 		if readCommitted {
-			if rp.AbortedTransactions, err = fp.p.abortedTxns(fp.offset, hw); err != nil {
+			// The transactions with records in what this read returns
+			// (Kafka bounds the list by the fetched data too).
+			if rp.AbortedTransactions, err = fp.p.abortedTxns(fp.offset, min(res.NextOffset, hw)); err != nil {
 				res.Release()
 				fp.res = nil
 				total -= res.Size
