@@ -313,7 +313,8 @@ func (g *tierGlue) tierPartition(p *partition) *tiering.Partition {
 	if tp2, ok := g.m.Partition(tp); ok {
 		return tp2 // the sync loop is about to replace it; its remote reads work
 	}
-	tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: tiering.TopicConfig{RetentionMs: -1, RetentionBytes: -1}})
+	tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: tiering.TopicConfig{RetentionMs: -1, RetentionBytes: -1},
+		LastStableOffset: p.lastStableOffset})
 	if err != nil {
 		return nil
 	}
