@@ -57,7 +57,6 @@ func run(ctx context.Context, brokers []string, in, out, group, id string, batch
 		kgo.ConsumeTopics(in),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.RequireStableFetchOffsets(),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.FetchMaxWait(200*time.Millisecond),
 		kgo.SessionTimeout(10*time.Second),
