@@ -456,16 +456,28 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		return nil, err
 	}
 	logCfg := s.b.hotlogConfig(t.Configs)
+	var p *partition
 	l, err := hotlog.Open(hotlog.Options{
 		FS:     s.fs,
 		Dir:    dir,
 		Config: logCfg,
 		Logger: s.b.log.With("topic", t.Name, "partition", idx),
+		// The producer state at every segment's end, for restarts and
+		// for tiering (uploaded with the segment). Rolls happen only in
+		// appends, which come through p once it is set below.
+		RollSnapshot: func() []byte {
+			if p == nil {
+				return nil
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.mu.producers.marshal()
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
 	p.logConfig.applied = logCfg
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()

@@ -576,15 +576,22 @@ func (p *partition) lastStableOffset() int64 {
 }
 
 // abortedTxns lists the aborted transactions a read_committed fetch of
-// [from, to) must know.
-func (p *partition) abortedTxns(from, to int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
-	p.mu.Lock()
-	list := p.mu.producers.abortedIn(from, to)
-	p.mu.Unlock()
+// [from, to) must know, from the log's transaction index (hotlog).
+func (p *partition) abortedTxns(from, to int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, error) {
+	list, err := p.log.AbortedTxns(from, to)
+	if err != nil {
+		return nil, err
+	}
+	return fetchAborted(list), nil
+}
+
+// fetchAborted renders index entries for a Fetch response (never null:
+// an empty list tells read_committed clients there is nothing to drop).
+func fetchAborted(list []hotlog.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(list))
 	for _, a := range list {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-		at.ProducerID, at.FirstOffset = a.producerID, a.firstOffset
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		out = append(out, at)
 	}
 	return out
@@ -613,6 +620,81 @@ func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
 
 var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")
 
+// addToTxn adds partitions to the open transaction of id (starting it) at
+// the id's coordinator, for KIP-890 part 2's implicit adds (Produce v12+,
+// TxnOffsetCommit v5+): in process when this broker is the coordinator,
+// otherwise with AddPartitionsToTxn v4 (the broker-to-broker form) to the
+// leader of the id's __transaction_state partition. It returns a Kafka
+// error code (COORDINATOR_NOT_AVAILABLE when the coordinator is unknown or
+// unreachable: retriable).
+func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition) int16 {
+	b.txns.ensure(id)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	part := b.txns.c.PartitionFor(id)
+	st := b.meta.State()
+	top, ok := st.Topic(txn.StateTopic)
+	if !ok || int(part) >= len(top.Partitions) || top.Partitions[part].Leader == metadata.NoLeader {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	leader := top.Partitions[part].Leader
+	worst := func(codes []int16) int16 {
+		for _, c := range codes {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}
+	if leader == b.cfg.NodeID {
+		codes, err := b.txns.c.AddPartitions(ctx, id, producerID, epoch, tps)
+		if err != nil {
+			return kerr.CoordinatorNotAvailable.Code
+		}
+		return worst(codes)
+	}
+	cl, err := b.txns.client()
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, producerID, epoch
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(tr.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			rt.Topic = tp.Topic
+			tr.Topics = append(tr.Topics, rt)
+		}
+		tr.Topics[i].Partitions = append(tr.Topics[i].Partitions, tp.Partition)
+	}
+	req.Transactions = append(req.Transactions, tr)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	var codes []int16
+	for _, rt := range resp.Transactions {
+		for _, t := range rt.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	}
+	if len(codes) == 0 {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return worst(codes)
+}
+
 // verifyTxnWrite is KIP-890 part 1's check of a transactional batch, made
 // when the id's coordinator is on this broker: the producer's first batch
 // in a partition must belong to its open transaction, which must include
@@ -620,7 +702,11 @@ var errTxnNotOpen = errors.New("broker: transactional write outside the producer
 // retry) is refused instead of opening a transaction that no marker will
 // end. A coordinator elsewhere, or one still loading, is not asked.
 // (Left open: an EndTxn that completes between this check and the append.)
-func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) error {
+//
+// With implicitAdd (Produce v12+, KIP-890 part 2) the first batch instead
+// adds the partition to the transaction at the coordinator (wherever it
+// is), as the client sends no AddPartitionsToTxn.
+func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, implicitAdd bool) error {
 	if txnID == nil || len(records) < hotlog.BatchHeaderSize {
 		return nil
 	}
@@ -634,6 +720,17 @@ func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) err
 	p.mu.Unlock()
 	if open {
 		return nil
+	}
+	if implicitAdd {
+		code := b.addToTxn(context.Background(), *txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
+		switch {
+		case code == 0:
+			return nil
+		case code == kerr.ProducerFenced.Code:
+			return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+		default:
+			return kerr.ErrorForCode(code)
+		}
 	}
 	if _, ready, ok := b.txns.c.Loaded(b.txns.c.PartitionFor(*txnID)); !ok || !ready {
 		return nil

@@ -56,8 +56,9 @@ type Log struct {
 		syncing bool  // an fsync is running (its caller leads the group)
 		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
 	}
-	cache   *indexCache
-	closeCh chan struct{}
+	cache        *indexCache
+	rollSnapshot func() []byte
+	closeCh      chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -80,6 +81,14 @@ type AppendOptions struct {
 	// broker can update producer state in log order without a window between
 	// Check and its update. It must not call back into the Log.
 	Written func(batches []BatchHeader)
+	// Aborted, if set, runs under the append lock after Check, with the
+	// headers, and returns the transactions that abort markers among them
+	// end (each LastOffset one of the appended offsets, in order). They are
+	// added to the active segment's transaction index, durably, before the
+	// batches are written and before Written runs: a reader that learns of
+	// an abort from state updated in Written finds its entry. It must not
+	// call back into the Log.
+	Aborted func(batches []BatchHeader) []AbortedTxn
 }
 
 // AppendResult describes an append.
@@ -107,6 +116,7 @@ func Open(opts Options) (*Log, error) {
 	}
 	cfg := opts.Config.withDefaults()
 	l.cfg.Store(&cfg)
+	l.rollSnapshot = opts.RollSnapshot
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -244,12 +254,21 @@ func (l *Log) open() error {
 	if len(bases) == 0 {
 		bases = []int64{start}
 	}
+	hasTxnIndex := map[int64]bool{}
+	for _, name := range others {
+		if base, suffix, _ := parseBaseName(name); suffix == txnIndexSuffix {
+			hasTxnIndex[base] = true
+		}
+	}
 	segs := make([]*segment, len(bases))
 	for i, b := range bases {
 		segs[i] = newSegment(l.fs, l.dir, b, l.cache)
 		if i+1 < len(bases) {
 			segs[i].relLimit = bases[i+1] - b
 		}
+		// Without a .txnindex a segment has no aborted transactions: no
+		// read is needed to know it.
+		segs[i].txnsLoaded = !hasTxnIndex[b]
 	}
 	l.segs.Store(&segs)
 	active := segs[len(segs)-1]
@@ -310,6 +329,11 @@ func (l *Log) open() error {
 		l.activeCreated = time.UnixMilli(marker.ActiveCreated) // segment.ms counts across restarts
 	}
 	l.logEnd.Store(b.next)
+	// Entries are written before their markers: drop those of a lost tail
+	// (and a torn last entry).
+	if err := l.cutTxnsLocked(active, b.next); err != nil {
+		return fmt.Errorf("hotlog: recover transaction index: %w", err)
+	}
 	if start > b.next {
 		start = b.next
 	}
@@ -424,13 +448,15 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 // leader epochs (the follower path). It validates them with
 // ValidateReplicatedBatches (compacted batches pass); the first base offset
 // must be the log end offset (ErrUnexpectedOffset otherwise) and later batches
-// must follow in order (gaps, from compaction, are allowed).
-func (l *Log) AppendReplicated(records []byte) (AppendResult, error) {
+// must follow in order (gaps, from compaction, are allowed). Of opts only
+// Check, Written and Aborted are used.
+func (l *Log) AppendReplicated(records []byte, opts AppendOptions) (AppendResult, error) {
 	hdrs, err := ValidateReplicatedBatches(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	return l.append(records, hdrs, &AppendOptions{}, true)
+	opts.LeaderEpoch, opts.LogAppendTime = 0, false
+	return l.append(records, hdrs, &opts, true)
 }
 
 func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time) error {
@@ -539,10 +565,24 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	if err := l.updateEpochsLocked(hdrs); err != nil {
 		return 0, AppendResult{}, err
 	}
+	var aborted []AbortedTxn
+	if opts.Aborted != nil {
+		aborted = opts.Aborted(hdrs)
+	}
+	var oldTxns []AbortedTxn
+	if len(aborted) > 0 {
+		var err error
+		if oldTxns, err = l.appendTxnsLocked(aborted, first, last); err != nil {
+			return 0, AppendResult{}, err
+		}
+	}
 
 	seg := l.active
 	oldSize := seg.size.Load()
 	if _, err := seg.file.Write(records); err != nil {
+		if len(aborted) > 0 {
+			l.undoTxnsLocked(oldTxns)
+		}
 		// Take back whatever part was written; if that fails too the file's
 		// tail is unknown and the log must be reopened (recovery cuts it).
 		if terr := seg.file.Truncate(oldSize); terr != nil {
@@ -638,6 +678,15 @@ func (l *Log) rollLocked(base int64) error {
 	l.segs.Store(&set)
 	sealed := l.active
 	l.setActiveLocked(seg, base)
+	if l.rollSnapshot != nil {
+		// The producer state as of the sealed segment's end. A failure
+		// costs only the snapshot: the broker replays from an older one.
+		if data := l.rollSnapshot(); data != nil {
+			if err := l.writeSnapshotLocked(base, data); err != nil {
+				l.logger.Warn("hotlog: producer snapshot at roll", "offset", base, "err", err)
+			}
+		}
+	}
 	// The sealed segment's indexes may now be evicted like any other's.
 	sealed.cache.add(sealed, len(sealed.idx)+len(sealed.tidx))
 	return nil
@@ -663,6 +712,10 @@ func (l *Log) createSegmentLocked(base int64) (*segment, error) {
 	seg.file = f
 	seg.size.Store(0)
 	seg.loaded, seg.maxTsKnown = true, true
+	// No transaction index yet (a stale file of a segment once at this
+	// base would be wrong).
+	l.fs.Remove(seg.path(txnIndexSuffix))
+	seg.txnsLoaded = true
 	return seg, nil
 }
 
@@ -848,6 +901,9 @@ type SegmentInfo struct {
 	LogFile       string
 	IndexFile     string
 	TimeIndexFile string
+	// TxnIndexFile is the .txnindex path, or "" if the segment has no
+	// aborted transaction.
+	TxnIndexFile string
 }
 
 // Segments describes the current segments, oldest first. Sealed segments
@@ -866,6 +922,9 @@ func (l *Log) Segments() []SegmentInfo {
 			info.NextOffset = set[i+1].base
 		}
 		info.Size, _ = s.visibleSize()
+		if txns, err := s.txnEntries(); err != nil || len(txns) > 0 {
+			info.TxnIndexFile = s.path(txnIndexSuffix) // a damaged one fails its reader
+		}
 		if ts, err := s.maxTimestamp(l.config().IndexIntervalBytes); err == nil {
 			info.MaxTimestamp = ts
 		}
