@@ -5,11 +5,15 @@
 # dependency's package); nothing of it is copied into the repository.
 #
 #   BROKERS=1|3          brokers (3: a three-voter quorum, KGO_TEST_RF=3)
+#   KGO_TEST_RF          replication factor of the tests' topics (default BROKERS)
+#   BROKER_LOG_LEVEL     the brokers' --log-level (default warn)
 #   COMPAT_PORT=29192    first Kafka port; Raft, metrics use +100, +200
 #   KGO_TEST_RECORDS     records of the ETL tests (default 20000; franz-go: 500000)
 #   RUN                  -test.run pattern (default: every test)
 #   TEST_TIMEOUT         -test.timeout (default 20m)
 #   KEEP=1               keep the scratch folder (logs, data) even on success
+#   RESTART_EVERY=40     with BROKERS=3: restart one broker after another
+#                        (SIGTERM, start again) every 40 s while the tests run
 # Any other KGO_* variable (KGO_TEST_UNSAFE, KGO_LOG_LEVEL, ...) is passed on.
 set -euo pipefail
 GO=${GO:-go}
@@ -19,11 +23,13 @@ RUN=${RUN:-.}
 TEST_TIMEOUT=${TEST_TIMEOUT:-20m}
 export KGO_TEST_RECORDS=${KGO_TEST_RECORDS:-20000}
 export KGO_LOG_LEVEL=${KGO_LOG_LEVEL:-none}
-export KGO_TEST_RF=$BROKERS
+export KGO_TEST_RF=${KGO_TEST_RF:-$BROKERS}
 
 work=$(mktemp -d /tmp/sediment-compat-franz.XXXXXX)
 pids=()
+tests=""
 stop() {
+	[ -z "$tests" ] || kill "$tests" 2>/dev/null || true
 	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
 }
@@ -41,19 +47,23 @@ for n in $(seq 1 "$BROKERS"); do
 	voters+="${voters:+,}$n@127.0.0.1:$((PORT + 100 + n - 1))"
 	seeds+="${seeds:+,}127.0.0.1:$((PORT + n - 1))"
 done
-for n in $(seq 1 "$BROKERS"); do
-	extra=()
-	if [ "$BROKERS" -gt 1 ]; then
-		extra=(--voters "$voters" --default-replication-factor "$BROKERS")
-	fi
+extra=()
+if [ "$BROKERS" -gt 1 ]; then
+	extra=(--voters "$voters" --default-replication-factor "$BROKERS")
+fi
+start() { # start N: broker N in the background; its pid in pids[N-1]
+	local n=$1
 	"$work/sediment" broker --node-id "$n" \
 		--listeners "127.0.0.1:$((PORT + n - 1))" \
 		--raft-address "127.0.0.1:$((PORT + 100 + n - 1))" \
 		--admin-address "127.0.0.1:$((PORT + 200 + n - 1))" \
 		--data-dir "$work/broker$n" \
 		--group-initial-rebalance-delay 0s \
-		--log-level warn "${extra[@]}" > "$work/broker$n.log" 2>&1 &
-	pids+=($!)
+		--log-level "${BROKER_LOG_LEVEL:-warn}" "${extra[@]}" >> "$work/broker$n.log" 2>&1 &
+	pids[n - 1]=$!
+}
+for n in $(seq 1 "$BROKERS"); do
+	start "$n"
 done
 # Ready when every broker is active in the metadata.
 deadline=$((SECONDS + 60))
@@ -67,7 +77,22 @@ done
 
 echo "compat-franz: franz-go $kgover kgo tests, KGO_SEEDS=$seeds KGO_TEST_RF=$KGO_TEST_RF KGO_TEST_RECORDS=$KGO_TEST_RECORDS RUN=$RUN" >&2
 rc=0
-(cd "$kgodir/pkg/kgo" && KGO_SEEDS=$seeds "$work/kgo.test" -test.v -test.run "$RUN" -test.timeout "$TEST_TIMEOUT") > "$work/kgo.log" 2>&1 || rc=$?
+(cd "$kgodir/pkg/kgo" && exec env KGO_SEEDS="$seeds" "$work/kgo.test" -test.v -test.run "$RUN" -test.timeout "$TEST_TIMEOUT") > "$work/kgo.log" 2>&1 &
+tests=$!
+if [ -n "${RESTART_EVERY:-}" ] && [ "$BROKERS" -gt 1 ]; then
+	# A rolling restart while the tests run: every RESTART_EVERY seconds
+	# the next broker is stopped (SIGTERM, controlled shutdown) and started
+	# again on the same data.
+	n=1
+	while sleep "$RESTART_EVERY" && kill -0 "$tests" 2>/dev/null; do
+		echo "compat-franz: restarting broker $n" >&2
+		kill -TERM "${pids[n - 1]}"
+		wait "${pids[n - 1]}" || true
+		start "$n"
+		n=$((n % BROKERS + 1))
+	done
+fi
+wait "$tests" || rc=$?
 grep -E '^--- (FAIL|SKIP)' "$work/kgo.log" || true
 pass=$(grep -c '^--- PASS' "$work/kgo.log" || true)
 fail=$(grep -c '^--- FAIL' "$work/kgo.log" || true)
