@@ -91,6 +91,13 @@ type Config struct {
 	// means a quorum of this broker alone. A broker listed is a voter too
 	// (combined mode).
 	Voters []metadata.Peer
+	// PeerAddresses maps a peer's advertised address (a Kafka listener or a
+	// Raft address) to the address this broker dials to reach it:
+	// replica fetches, transaction markers, and the metadata quorum's Raft
+	// RPCs and forwarded proposals go there. Unmapped addresses are dialed
+	// as they are. It puts a TCP proxy between brokers (fault injection in
+	// tests, or a relay).
+	PeerAddresses map[string]string
 	// ReplicaLagTimeMax drops a follower from the ISR when it has not
 	// caught up for this long (replica.lag.time.max.ms) [30s].
 	ReplicaLagTimeMax time.Duration
@@ -402,4 +409,19 @@ func (b *Broker) Close() error {
 	b.cleaner.close() // after the store: every log is unregistered
 	b.log.Info("broker stopped")
 	return err
+}
+
+// peerAddress is where to dial a peer advertised at addr (Config.PeerAddresses).
+func (b *Broker) peerAddress(addr string) string {
+	if to, ok := b.cfg.PeerAddresses[addr]; ok {
+		return to
+	}
+	return addr
+}
+
+// dialPeer is the dialer of the broker's own Kafka clients (replica fetches,
+// transaction markers): it follows Config.PeerAddresses.
+func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	return d.DialContext(ctx, network, b.peerAddress(addr))
 }

@@ -242,7 +242,7 @@ func newReplicator(s *store) (*replicator, error) {
 		kgo.SeedBrokers(b.addrs[0].Addr),
 		kgo.ClientID(fmt.Sprintf("sediment-replica-%d", b.cfg.NodeID)),
 		kgo.RetryTimeout(time.Second),
-		kgo.DialTimeout(2*time.Second),
+		kgo.Dialer(b.dialPeer),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("broker: replica client: %w", err)

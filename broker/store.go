@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -71,6 +72,9 @@ func openStore(b *Broker) (*store, error) {
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
+		Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return net.DialTimeout("tcp", b.peerAddress(addr), timeout)
+		},
 	})
 	if err != nil {
 		return nil, err

@@ -34,6 +34,16 @@ type Cluster struct {
 // before any broker can register) and waits until each is ready.
 func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	t.Helper()
+	c := NewCluster(t, n, extra...)
+	c.StartAll()
+	return c
+}
+
+// NewCluster prepares n brokers (ports, data directories, the voter list)
+// without starting them, so that a test can add arguments to each broker's
+// command line (b.extra) before StartAll.
+func NewCluster(t testing.TB, n int, extra ...string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t}
 	dir := t.TempDir()
 	var voters []string
@@ -60,7 +70,14 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	for _, b := range c.Brokers {
 		b.extra = append([]string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}, extra...)
 	}
-	errs := make([]error, n)
+	return c
+}
+
+// StartAll starts every broker at once and waits until each is ready.
+func (c *Cluster) StartAll() {
+	t := c.t
+	t.Helper()
+	errs := make([]error, len(c.Brokers))
 	var wg sync.WaitGroup
 	for i, b := range c.Brokers {
 		wg.Add(1)
@@ -72,7 +89,6 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 			t.Fatalf("broker %d did not come up: %v", i+1, err)
 		}
 	}
-	return c
 }
 
 // Seeds is every broker's address.
