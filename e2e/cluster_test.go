@@ -160,6 +160,33 @@ func (c *Cluster) WaitFullISR(t testing.TB, adm *kadm.Client, topic string, time
 	return last
 }
 
+// WaitAgreedLeader waits until every running broker's own metadata names
+// the same leader for partition 0 of topic, with every replica in the ISR,
+// and returns it. (A client's metadata may come from a broker that lags:
+// killing a leader it wrongly shows with a full ISR could leave the
+// partition with no eligible leader.)
+func (c *Cluster) WaitAgreedLeader(t testing.TB, topic string, timeout time.Duration) int32 {
+	t.Helper()
+	var leader int32
+	waitFor(t, timeout, "every broker to agree on the leader of "+topic+"-0", func() bool {
+		leader = -1
+		for _, b := range c.Brokers {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+			if err != nil {
+				return false
+			}
+			st, err := leaderSeenBy(t, cl, topic)
+			cl.Close()
+			if err != nil || st.Leader < 0 || (leader >= 0 && st.Leader != leader) || len(st.ISR) != len(st.Replicas) {
+				return false
+			}
+			leader = st.Leader
+		}
+		return true
+	})
+	return leader
+}
+
 // replicaLog is the concatenation of a partition's segment files on one
 // broker (the same bytes on every replica once they have caught up).
 func replicaLog(b *Broker, topic string, partition int32) []byte {
