@@ -288,8 +288,12 @@ func (s *store) reconcile(st *metadata.State) {
 	}
 	s.mu.Unlock()
 	for _, p := range drop {
-		_, exists := st.TopicByID(p.topicID)
-		s.closePartition(p, !exists)
+		// A deleted topic, or a replica moved away (a reassignment):
+		// the data goes, as in Kafka.
+		if _, exists := st.TopicByID(p.topicID); exists {
+			s.b.log.Info("replica removed from this broker", "topic", p.topic, "partition", p.id)
+		}
+		s.closePartition(p, true)
 	}
 	s.reconcileReplicas(st)
 	s.b.cleaner.sync(st) // AlterConfigs: new cleanup/retention settings
@@ -303,6 +307,10 @@ func (s *store) closePartition(p *partition, remove bool) {
 	if err := p.log.Close(); err != nil {
 		s.b.log.Warn("closing partition log", "topic", p.topic, "partition", p.id, "err", err)
 	}
+	// Waiters (acks=all) see that this broker leads no more.
+	p.repl.mu.Lock()
+	p.repl.mu.tracker = nil
+	p.repl.mu.Unlock()
 	p.wake()
 	if remove {
 		if err := os.RemoveAll(p.dir); err != nil {
