@@ -91,6 +91,10 @@ type Config struct {
 	// means a quorum of this broker alone. A broker listed is a voter too
 	// (combined mode).
 	Voters []metadata.Peer
+	// Rack is this broker's rack or zone (broker.rack): reported in
+	// Metadata, used to spread replicas, and matched against consumers'
+	// rack_id for fetching from a follower (KIP-392).
+	Rack string
 	// PeerAddresses maps a peer's advertised address (a Kafka listener or a
 	// Raft address) to the address this broker dials to reach it:
 	// replica fetches, transaction markers, and the metadata quorum's Raft

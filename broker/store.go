@@ -112,7 +112,7 @@ func openStore(b *Broker) (*store, error) {
 	var res metadata.Result
 	err = retryMetadata(ctx, func() error {
 		res, err = meta.Propose(ctx, &metadata.RegisterBroker{
-			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev,
+			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev, Rack: cfg.Rack,
 		})
 		return err
 	})
