@@ -529,9 +529,10 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	checkAcked(t, c, topic, kp)
 }
 
-// checkLeaderHint: a Produce (v10+) or Fetch (v16+) sent to a follower
-// answers NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
-// (KIP-951).
+// checkLeaderHint: a Produce (v10+) sent to a follower, or a Fetch (v16+)
+// sent to a broker that holds no replica, answers NOT_LEADER_OR_FOLLOWER
+// with the current leader and its endpoint (KIP-951). (A consumer's Fetch
+// v11+ to a follower is served there, as in Kafka: KIP-392.)
 func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, ps partitionState, follower *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -568,7 +569,24 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	fp.PartitionMaxBytes = 1 << 20
 	ft.Partitions = append(ft.Partitions, fp)
 	freq.Topics = append(freq.Topics, ft)
+	var outsider *Broker
+	for _, b := range c.Brokers {
+		if !slices.Contains(ps.Replicas, int32(b.NodeID)) {
+			outsider = b
+		}
+	}
+	if outsider == nil {
+		t.Fatalf("every broker holds a replica of %s", topic)
+	}
+	// The follower serves it (KIP-392).
 	fresp, err := freq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := fresp.Topics[0].Partitions[0]; fr.ErrorCode != 0 {
+		t.Fatalf("a consumer fetch from a follower: error %d, want it served", fr.ErrorCode)
+	}
+	fresp, err = freq.RequestWith(ctx, cl.Broker(outsider.NodeID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -577,7 +595,7 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	}
 	fr := fresp.Topics[0].Partitions[0]
 	if fr.ErrorCode != kerr.NotLeaderForPartition.Code || fr.CurrentLeader.LeaderID != ps.Leader || len(fresp.Brokers) != 1 {
-		t.Fatalf("fetch from a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
+		t.Fatalf("fetch from broker %d (no replica): error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", outsider.NodeID, fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
 	}
 }
 
