@@ -349,10 +349,18 @@ func checkAcked(t testing.TB, c *Cluster, topic string, kp *keyedProducer) {
 	t.Logf("%d acknowledged records all present once, in order", len(acked))
 }
 
-// leaderKills kills the leader of partition 0 and restarts it, kills times,
-// while an idempotent acks=all producer writes; then checks the log.
+// leaderKills kills the leader of a partition and restarts it, kills times,
+// while an idempotent acks=all producer writes; then checks the log. With
+// more than three faults (make chaos) every fourth is a SIGSTOP pause and
+// every fourth (from the second) a network partition of the leader.
 func leaderKills(t *testing.T, kills int) {
-	c := StartCluster(t, 3)
+	c := NewCluster(t, 3)
+	// Partition faults (the long run only) cut links through toxiproxy.
+	var fn *faultNet
+	if kills > 3 {
+		fn = newFaultNet(t, c)
+	}
+	c.StartAll()
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "chaos"
 	const partitions = 3
@@ -382,6 +390,29 @@ func leaderKills(t *testing.T, kills int) {
 			base = kp.count()
 			waitFor(t, 60*time.Second, "writes acknowledged while the leader is paused", func() bool { return kp.count() > base+100 })
 			victim.signalOnly(syscall.SIGCONT)
+			continue
+		}
+		if fn != nil && i%4 == 1 {
+			// A network partition of the leader from the other brokers
+			// (clients still reach it), longer than the session timeout:
+			// the majority fences it and moves on; healed, it truncates
+			// what it appended alone and catches up.
+			t.Logf("fault %d: network partition of leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+			fn.Isolate(victim.NodeID)
+			waitFor(t, 60*time.Second, "a new leader of the partition on the majority side", func() bool {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(int32(victim.NodeID%3+1)).Addr))
+				if err != nil {
+					return false
+				}
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				ps, err := c.Partitions(ctx, kadm.NewClient(cl), topic)
+				return err == nil && ps[int32(i%partitions)].Leader >= 0 && ps[int32(i%partitions)].Leader != int32(victim.NodeID)
+			})
+			base = kp.count()
+			waitFor(t, 60*time.Second, "writes acknowledged while the leader is cut off", func() bool { return kp.count() > base+100 })
+			fn.HealAll()
 			continue
 		}
 		t.Logf("fault %d: SIGKILL leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
