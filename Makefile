@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compat-franz test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -24,6 +24,10 @@ cluster: build
 ## chaos: the long fault run under an idempotent acks=all producer: SIGKILLs of partition leaders, SIGSTOP pauses and network partitions (toxiproxy).
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
+
+## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
+compat-franz:
+	GO=$(GO) ./scripts/compat-franz.sh
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet

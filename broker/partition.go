@@ -25,6 +25,13 @@ type partition struct {
 	log     *hotlog.Log
 	repl    replState // replication role and assignment (replication.go)
 
+	// logConfig is what the log was last given (store.applyLogConfigs); a
+	// leaf lock, never held while taking another.
+	logConfig struct {
+		sync.Mutex
+		applied hotlog.Config
+	}
+
 	mu struct {
 		sync.Mutex
 		leaderEpoch int32

@@ -23,7 +23,7 @@ import (
 type Log struct {
 	fs     vfs.FS
 	dir    string
-	cfg    Config
+	cfg    atomic.Pointer[Config] // replaced whole by SetConfig; read with config()
 	now    func() time.Time
 	logger *slog.Logger
 
@@ -100,12 +100,13 @@ func Open(opts Options) (*Log, error) {
 	l := &Log{
 		fs:      opts.FS,
 		dir:     filepath.Clean(opts.Dir),
-		cfg:     opts.Config.withDefaults(),
 		now:     opts.Now,
 		logger:  opts.Logger,
 		closeCh: make(chan struct{}),
 		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
+	cfg := opts.Config.withDefaults()
+	l.cfg.Store(&cfg)
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -121,11 +122,39 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
-	if l.cfg.Flush == FlushInterval {
+	if l.config().Flush == FlushInterval {
 		l.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("hotlog", "syncer"), func(context.Context) { l.syncLoop() })
 	}
 	return l, nil
+}
+
+// config returns the log's current settings (never modified in place).
+func (l *Log) config() *Config { return l.cfg.Load() }
+
+// Config returns the log's current settings, defaults filled in.
+func (l *Log) Config() Config { return *l.config() }
+
+// SetConfig changes the settings of an open log, as Kafka applies a topic's
+// altered configs without reopening it. Each takes effect at its next use:
+// SegmentBytes, SegmentMs and MaxIndexBytes at the roll check of the next
+// append (a smaller segment.bytes rolls the active segment at that append if
+// it is already larger, never rewrites it); IndexIntervalBytes for the next
+// index entry of the active segment and for indexes rebuilt later;
+// MaxMessageBytes and the timestamp windows for the next append. Flush and
+// FlushInterval are the broker's, fixed when the log opens: c's are ignored.
+// Zero fields take the defaults, as in Options. Safe to call concurrently
+// with appends and reads.
+func (l *Log) SetConfig(c Config) {
+	c = c.withDefaults()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.config()
+	c.Flush, c.FlushInterval = cur.Flush, cur.FlushInterval
+	l.cfg.Store(&c)
+	if l.builder != nil {
+		l.builder.interval = c.IndexIntervalBytes
+	}
 }
 
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
@@ -251,7 +280,7 @@ func (l *Log) open() error {
 			last = epochs[k-1].Epoch
 		}
 		var valid int64
-		b, valid, err = scanSegment(f, active.base, size, l.cfg.IndexIntervalBytes, true, func(h *BatchHeader) {
+		b, valid, err = scanSegment(f, active.base, size, l.config().IndexIntervalBytes, true, func(h *BatchHeader) {
 			if h.PartitionLeaderEpoch > last {
 				epochs, _ = assignEpoch(epochs, h.PartitionLeaderEpoch, h.BaseOffset)
 				last = h.PartitionLeaderEpoch
@@ -329,7 +358,7 @@ func (l *Log) loadActiveIndexes(active *segment, size int64, m cleanShutdown) *i
 	if ierr != nil || terr != nil || !validOffsetIndex(idx, size, m.LogEnd-active.base) || !validTimeIndex(tidx, m.LogEnd-active.base) {
 		return nil
 	}
-	b := newIndexBuilder(active.base, l.cfg.IndexIntervalBytes)
+	b := newIndexBuilder(active.base, l.config().IndexIntervalBytes)
 	b.idx, b.tidx = idx, tidx
 	b.maxTs, b.maxTsOffset = m.MaxTimestamp, m.MaxTimestampOffset
 	if ts, _, ok := timeIndex(tidx).last(); ok {
@@ -408,17 +437,17 @@ func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time) error {
 	nowMs := now.UnixMilli()
 	for i := range hdrs {
 		h := &hdrs[i]
-		if l.cfg.MaxMessageBytes > 0 && h.Size() > int64(l.cfg.MaxMessageBytes) {
-			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), l.cfg.MaxMessageBytes)
+		if l.config().MaxMessageBytes > 0 && h.Size() > int64(l.config().MaxMessageBytes) {
+			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), l.config().MaxMessageBytes)
 		}
 		if h.LogAppendTime() {
 			continue
 		}
 		for _, ts := range []int64{h.BaseTimestamp, h.MaxTimestamp} {
-			if before := l.cfg.TimestampBeforeMax; before > 0 && ts < nowMs-before.Milliseconds() {
+			if before := l.config().TimestampBeforeMax; before > 0 && ts < nowMs-before.Milliseconds() {
 				return fmt.Errorf("%w: timestamp %d more than %v before now", ErrInvalidTimestamp, ts, before)
 			}
-			if after := l.cfg.TimestampAfterMax; after > 0 && ts > nowMs+after.Milliseconds() {
+			if after := l.config().TimestampAfterMax; after > 0 && ts > nowMs+after.Milliseconds() {
 				return fmt.Errorf("%w: timestamp %d more than %v after now", ErrInvalidTimestamp, ts, after)
 			}
 		}
@@ -439,7 +468,7 @@ func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, re
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if l.cfg.Flush == FlushEveryCommit {
+	if l.config().Flush == FlushEveryCommit {
 		if err := l.syncTo(target); err != nil {
 			return AppendResult{}, err
 		}
@@ -547,9 +576,9 @@ func (l *Log) shouldRollLocked(n int64, last int64, now time.Time) bool {
 	if size == 0 {
 		return false
 	}
-	return size+n > l.cfg.SegmentBytes ||
-		now.Sub(l.activeCreated) >= l.cfg.SegmentMs ||
-		l.builder.full(l.cfg.MaxIndexBytes) ||
+	return size+n > l.config().SegmentBytes ||
+		now.Sub(l.activeCreated) >= l.config().SegmentMs ||
+		l.builder.full(l.config().MaxIndexBytes) ||
 		last-l.active.base > 1<<31-1 ||
 		size+n > 1<<32-1
 }
@@ -645,7 +674,7 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 	}
 	seg.active.Store(true)
 	l.active = seg
-	l.builder = newIndexBuilder(base, l.cfg.IndexIntervalBytes)
+	l.builder = newIndexBuilder(base, l.config().IndexIntervalBytes)
 	l.activeCreated = l.now()
 	l.sync.mu.Lock()
 	l.sync.seg = seg
@@ -658,7 +687,7 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 // segment on a ticker.
 func (l *Log) syncLoop() {
 	defer l.wg.Done()
-	t := time.NewTicker(l.cfg.FlushInterval)
+	t := time.NewTicker(l.config().FlushInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -837,7 +866,7 @@ func (l *Log) Segments() []SegmentInfo {
 			info.NextOffset = set[i+1].base
 		}
 		info.Size, _ = s.visibleSize()
-		if ts, err := s.maxTimestamp(l.cfg.IndexIntervalBytes); err == nil {
+		if ts, err := s.maxTimestamp(l.config().IndexIntervalBytes); err == nil {
 			info.MaxTimestamp = ts
 		}
 		s.unref()

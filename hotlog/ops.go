@@ -80,7 +80,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.fail(err)
 	}
 	// Find the cut: the first batch whose last offset reaches offset.
-	idx, _, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
+	idx, _, _, err := seg.indexes(l.config().IndexIntervalBytes)
 	if err != nil {
 		return l.fail(err)
 	}
@@ -104,7 +104,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	// rewritten when it seals, and recovery rebuilds its index anyway.
 	l.fs.Remove(seg.path(indexSuffix))
 	l.fs.Remove(seg.path(timeIndexSuffix))
-	b, _, err := scanSegment(f, seg.base, cut, l.cfg.IndexIntervalBytes, false, nil)
+	b, _, err := scanSegment(f, seg.base, cut, l.config().IndexIntervalBytes, false, nil)
 	if err != nil {
 		return l.fail(err)
 	}

@@ -124,7 +124,7 @@ func (l *Log) NewSegmentWriter(base int64) (*SegmentWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hotlog: create cleaned segment: %w", err)
 	}
-	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.cfg.IndexIntervalBytes), last: base - 1, gen: gen}, nil
+	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.config().IndexIntervalBytes), last: base - 1, gen: gen}, nil
 }
 
 // Write appends whole v2 batches (one or more, concatenated) whose offsets
@@ -275,7 +275,7 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 		if _, err := s.logFile(); err != nil {
 			return fmt.Errorf("hotlog: open segment %d: %w", s.base, err)
 		}
-		if _, _, _, err := s.indexes(l.cfg.IndexIntervalBytes); err != nil {
+		if _, _, _, err := s.indexes(l.config().IndexIntervalBytes); err != nil {
 			return fmt.Errorf("hotlog: load indexes of segment %d: %w", s.base, err)
 		}
 	}
