@@ -400,7 +400,7 @@ func leaderKills(t *testing.T, kills int) {
 			t.Logf("fault %d: network partition of leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
 			fn.Isolate(victim.NodeID)
 			waitFor(t, 60*time.Second, "a new leader of the partition on the majority side", func() bool {
-				cl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(int32(victim.NodeID%3+1)).Addr))
+				cl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(int32(victim.NodeID%3 + 1)).Addr))
 				if err != nil {
 					return false
 				}
