@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"net"
+	"strconv"
 	"slices"
 	"strings"
 	"sync"
@@ -54,7 +56,10 @@ func newFaultNet(t testing.TB, c *Cluster) *faultNet {
 				continue
 			}
 			for _, upstream := range []string{to.Addr, to.RaftAddr} {
-				p := toxiproxy.NewProxy(fn.server, fmt.Sprintf("%d-%d-%s", from.NodeID, to.NodeID, upstream), "127.0.0.1:0", upstream)
+				// A port from freePort: one the kernel picks could be one
+				// already handed to a broker that has not bound it yet.
+				listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+				p := toxiproxy.NewProxy(fn.server, fmt.Sprintf("%d-%d-%s", from.NodeID, to.NodeID, upstream), listen, upstream)
 				if err := fn.server.Collection.Add(p, true); err != nil {
 					t.Fatalf("toxiproxy: %v", err)
 				}
