@@ -21,7 +21,7 @@ run: build
 cluster: build
 	./scripts/cluster.sh
 
-## chaos: the long fault run: ten or more SIGKILLs of partition leaders under an idempotent acks=all producer.
+## chaos: the long fault run under an idempotent acks=all producer: SIGKILLs of partition leaders, SIGSTOP pauses and network partitions (toxiproxy).
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
 

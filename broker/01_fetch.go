@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -16,6 +17,13 @@ import (
 // v4 is Kafka 4's minimum (isolation level, last stable offset), v5+ log
 // start offset, v7+ fetch sessions, v9+ current leader epoch, v11+ rack,
 // v12+ flexible, v13+ topic ids.
+//
+// Fetch from follower (KIP-392, v11+, read_uncommitted): a leader asked by
+// a consumer whose rack_id names another rack than its own answers, for
+// each partition with an in-sync replica in that rack which has the fetch
+// offset, PreferredReadReplica and no records; the client then fetches
+// there. A follower serves consumer fetches up to the high watermark it
+// has learned from the leader (replication.go).
 //
 // Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
 // later epochs send and receive only what changed, epoch -1 fetches
@@ -70,6 +78,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		replicaID = req.ReplicaState.ID
 	}
 	var parts []*fetchPart
+	redirected := false // a partition answers with a preferred read replica
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -89,6 +98,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			} else {
 				p, err = b.store.partition(st, t.Topic, pt.Partition)
 			}
+			// KIP-392: a consumer's fetch (v11+) may be served by a
+			// follower, up to the high watermark it knows.
+			follower := false
+			if errors.Is(err, errNotLeader) && replicaID < 0 && r.Version >= 11 && req.IsolationLevel == 0 {
+				if fp, ferr := b.store.followerPartition(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition); ferr == nil {
+					p, err, follower = fp, nil, true
+				}
+			}
 			if err == nil && r.Version >= 9 && pt.CurrentLeaderEpoch >= 0 {
 				if le := p.leaderEpoch(); pt.CurrentLeaderEpoch < le {
 					err = kerr.FencedLeaderEpoch
@@ -105,6 +122,11 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
 					resp.Brokers = addFetchLeaderEndpoint(b, st, r.Conn.Listener, resp.Brokers, rp.CurrentLeader.LeaderID)
 				}
+			} else if id := b.preferredReadReplica(st, p, follower, req, r.Version, pt.FetchOffset); id >= 0 {
+				// KIP-392: the consumer should fetch from a replica in its rack.
+				rp.PreferredReadReplica = id
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.log.HighWatermark(), p.lastStableOffset(), p.log.LogStartOffset()
+				redirected = true
 			} else {
 				if replicaID >= 0 {
 					p.recordFollowerFetch(replicaID, pt.FetchOffset)
@@ -134,7 +156,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}()
 	for {
 		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
-		if total >= int64(req.MinBytes) || failed || !time.Now().Before(deadline) || len(parts) == 0 {
+		if total >= int64(req.MinBytes) || failed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
 		// Not enough yet: drop what was read, wait for an append.

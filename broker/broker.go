@@ -91,6 +91,17 @@ type Config struct {
 	// means a quorum of this broker alone. A broker listed is a voter too
 	// (combined mode).
 	Voters []metadata.Peer
+	// Rack is this broker's rack or zone (broker.rack): reported in
+	// Metadata, used to spread replicas, and matched against consumers'
+	// rack_id for fetching from a follower (KIP-392).
+	Rack string
+	// PeerAddresses maps a peer's advertised address (a Kafka listener or a
+	// Raft address) to the address this broker dials to reach it:
+	// replica fetches, transaction markers, and the metadata quorum's Raft
+	// RPCs and forwarded proposals go there. Unmapped addresses are dialed
+	// as they are. It puts a TCP proxy between brokers (fault injection in
+	// tests, or a relay).
+	PeerAddresses map[string]string
 	// JoinTimeout: a broker whose id is not in a non-empty Voters list joins
 	// that quorum and waits this long for a voter to add it [5m].
 	JoinTimeout time.Duration
@@ -414,4 +425,19 @@ func (b *Broker) Close() error {
 	b.dirLock.release() // last: nothing of the directory is open any more
 	b.log.Info("broker stopped")
 	return err
+}
+
+// peerAddress is where to dial a peer advertised at addr (Config.PeerAddresses).
+func (b *Broker) peerAddress(addr string) string {
+	if to, ok := b.cfg.PeerAddresses[addr]; ok {
+		return to
+	}
+	return addr
+}
+
+// dialPeer is the dialer of the broker's own Kafka clients (replica fetches,
+// transaction markers): it follows Config.PeerAddresses.
+func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second}
+	return d.DialContext(ctx, network, b.peerAddress(addr))
 }

@@ -47,6 +47,7 @@ var errorTable = []struct {
 	{metadata.ErrUnknownBroker, kerr.BrokerNotAvailable},
 	{metadata.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
+	{metadata.ErrNoReassignment, kerr.NoReassignmentInProgress},
 	{metadata.ErrNotLeader, kerr.NotController},
 	{metadata.ErrNoQuorum, kerr.RequestTimedOut},
 	{metadata.ErrClosed, kerr.NotController},

@@ -201,7 +201,7 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 				k = sessionKey{topicID: t.TopicID, partition: p.Partition}
 			}
 			sp := s.parts[k]
-			changed := sp == nil || !sp.sent || p.ErrorCode != 0 || len(p.RecordBatches) > 0 ||
+			changed := sp == nil || !sp.sent || p.ErrorCode != 0 || len(p.RecordBatches) > 0 || p.PreferredReadReplica >= 0 ||
 				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
 			if sp != nil {
 				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset

@@ -259,7 +259,7 @@ func newReplicator(s *store) (*replicator, error) {
 		kgo.SeedBrokers(b.addrs[0].Addr),
 		kgo.ClientID(fmt.Sprintf("sediment-replica-%d", b.cfg.NodeID)),
 		kgo.RetryTimeout(time.Second),
-		kgo.DialTimeout(2*time.Second),
+		kgo.Dialer(b.dialPeer),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("broker: replica client: %w", err)
@@ -660,10 +660,15 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				}
 			}
 			p.mu.Lock()
+			hwMoved := false
 			if hw := min(rp.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
 				p.log.SetHighWatermark(hw)
+				hwMoved = true
 			}
 			p.mu.Unlock()
+			if hwMoved {
+				p.wake() // consumers' long polls on this follower (KIP-392)
+			}
 		}
 	}
 	return firstErr
@@ -904,4 +909,66 @@ func retryMetadata(ctx context.Context, f func() error) error {
 		case <-t.C:
 		}
 	}
+}
+
+// followerPartition finds an open partition this broker follows, for a
+// consumer's fetch from a follower (KIP-392).
+func (s *store) followerPartition(st *metadata.State, topic string, id [16]byte, byID bool, idx int32) (*partition, error) {
+	var t *metadata.Topic
+	var ok bool
+	if byID {
+		t, ok = st.TopicByID(metadata.UUID(id))
+	} else {
+		t, ok = st.Topic(topic)
+	}
+	if !ok || idx < 0 || int(idx) >= len(t.Partitions) || !slices.Contains(t.Partitions[idx].Replicas, s.b.cfg.NodeID) {
+		return nil, errNotLeader
+	}
+	s.mu.Lock()
+	p := s.mu.parts[t.ID][idx]
+	s.mu.Unlock()
+	if p == nil {
+		return nil, errNotLeader
+	}
+	p.repl.mu.Lock()
+	following := p.repl.mu.tracker == nil && p.repl.mu.leader >= 0 && p.repl.mu.leader != s.b.cfg.NodeID
+	p.repl.mu.Unlock()
+	if !following {
+		return nil, errNotLeader
+	}
+	return p, nil
+}
+
+// preferredReadReplica is KIP-392's choice for a consumer's fetch on the
+// leader: an in-sync replica, other than this broker, whose broker is in the
+// client's rack (and this broker is not) and has the fetch offset; -1 when
+// the leader should serve (no rack given, same rack, none fits, a follower
+// answering, read_committed, or a follower's own fetch).
+func (b *Broker) preferredReadReplica(st *metadata.State, p *partition, follower bool, req *kmsg.FetchRequest, version int16, offset int64) int32 {
+	if follower || version < 11 || req.Rack == "" || req.IsolationLevel != 0 || req.ReplicaID >= 0 || (version >= 15 && req.ReplicaState.ID >= 0) {
+		return -1
+	}
+	if self, ok := st.Broker(b.cfg.NodeID); !ok || self.Rack == req.Rack {
+		return -1
+	}
+	p.repl.mu.Lock()
+	tr := p.repl.mu.tracker
+	isr := slices.Clone(p.repl.mu.isr)
+	p.repl.mu.Unlock()
+	if tr == nil {
+		return -1
+	}
+	for _, id := range isr {
+		if id == b.cfg.NodeID {
+			continue
+		}
+		br, ok := st.Broker(id)
+		if !ok || br.Fenced || br.Rack != req.Rack {
+			continue
+		}
+		if end := tr.FollowerEnd(id); end >= offset && offset >= p.log.LogStartOffset() {
+			return id
+		}
+	}
+	return -1
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/pprof"
@@ -75,6 +76,9 @@ func openStore(b *Broker) (*store, error) {
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
+		Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
+			return net.DialTimeout("tcp", b.peerAddress(addr), timeout)
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -118,7 +122,7 @@ func openStore(b *Broker) (*store, error) {
 	var res metadata.Result
 	err = retryMetadata(ctx, func() error {
 		res, err = meta.Propose(ctx, &metadata.RegisterBroker{
-			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev,
+			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev, Rack: cfg.Rack,
 		})
 		return err
 	})
@@ -294,8 +298,12 @@ func (s *store) reconcile(st *metadata.State) {
 	}
 	s.mu.Unlock()
 	for _, p := range drop {
-		_, exists := st.TopicByID(p.topicID)
-		s.closePartition(p, !exists)
+		// A deleted topic, or a replica moved away (a reassignment):
+		// the data goes, as in Kafka.
+		if _, exists := st.TopicByID(p.topicID); exists {
+			s.b.log.Info("replica removed from this broker", "topic", p.topic, "partition", p.id)
+		}
+		s.closePartition(p, true)
 	}
 	s.reconcileReplicas(st)
 	s.applyLogConfigs(st) // AlterConfigs: segment.bytes, segment.ms, … of open logs
@@ -331,6 +339,10 @@ func (s *store) closePartition(p *partition, remove bool) {
 	if err := p.log.Close(); err != nil {
 		s.b.log.Warn("closing partition log", "topic", p.topic, "partition", p.id, "err", err)
 	}
+	// Waiters (acks=all) see that this broker leads no more.
+	p.repl.mu.Lock()
+	p.repl.mu.tracker = nil
+	p.repl.mu.Unlock()
 	p.wake()
 	if remove {
 		if err := os.RemoveAll(p.dir); err != nil {

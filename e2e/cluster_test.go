@@ -34,6 +34,16 @@ type Cluster struct {
 // before any broker can register) and waits until each is ready.
 func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	t.Helper()
+	c := NewCluster(t, n, extra...)
+	c.StartAll()
+	return c
+}
+
+// NewCluster prepares n brokers (ports, data directories, the voter list)
+// without starting them, so that a test can add arguments to each broker's
+// command line (b.extra) before StartAll.
+func NewCluster(t testing.TB, n int, extra ...string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t}
 	dir := t.TempDir()
 	var voters []string
@@ -60,7 +70,14 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 	for _, b := range c.Brokers {
 		b.extra = append([]string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}, extra...)
 	}
-	errs := make([]error, n)
+	return c
+}
+
+// StartAll starts every broker at once and waits until each is ready.
+func (c *Cluster) StartAll() {
+	t := c.t
+	t.Helper()
+	errs := make([]error, len(c.Brokers))
 	var wg sync.WaitGroup
 	for i, b := range c.Brokers {
 		wg.Add(1)
@@ -72,7 +89,6 @@ func StartCluster(t testing.TB, n int, extra ...string) *Cluster {
 			t.Fatalf("broker %d did not come up: %v", i+1, err)
 		}
 	}
-	return c
 }
 
 // Seeds is every broker's address.
@@ -142,6 +158,33 @@ func (c *Cluster) WaitFullISR(t testing.TB, adm *kadm.Client, topic string, time
 		return true
 	})
 	return last
+}
+
+// WaitAgreedLeader waits until every running broker's own metadata names
+// the same leader for partition 0 of topic, with every replica in the ISR,
+// and returns it. (A client's metadata may come from a broker that lags:
+// killing a leader it wrongly shows with a full ISR could leave the
+// partition with no eligible leader.)
+func (c *Cluster) WaitAgreedLeader(t testing.TB, topic string, timeout time.Duration) int32 {
+	t.Helper()
+	var leader int32
+	waitFor(t, timeout, "every broker to agree on the leader of "+topic+"-0", func() bool {
+		leader = -1
+		for _, b := range c.Brokers {
+			cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
+			if err != nil {
+				return false
+			}
+			st, err := leaderSeenBy(t, cl, topic)
+			cl.Close()
+			if err != nil || st.Leader < 0 || (leader >= 0 && st.Leader != leader) || len(st.ISR) != len(st.Replicas) {
+				return false
+			}
+			leader = st.Leader
+		}
+		return true
+	})
+	return leader
 }
 
 // replicaLog is the concatenation of a partition's segment files on one
@@ -306,10 +349,18 @@ func checkAcked(t testing.TB, c *Cluster, topic string, kp *keyedProducer) {
 	t.Logf("%d acknowledged records all present once, in order", len(acked))
 }
 
-// leaderKills kills the leader of partition 0 and restarts it, kills times,
-// while an idempotent acks=all producer writes; then checks the log.
+// leaderKills kills the leader of a partition and restarts it, kills times,
+// while an idempotent acks=all producer writes; then checks the log. With
+// more than three faults (make chaos) every fourth is a SIGSTOP pause and
+// every fourth (from the second) a network partition of the leader.
 func leaderKills(t *testing.T, kills int) {
-	c := StartCluster(t, 3)
+	c := NewCluster(t, 3)
+	// Partition faults (the long run only) cut links through toxiproxy.
+	var fn *faultNet
+	if kills > 3 {
+		fn = newFaultNet(t, c)
+	}
+	c.StartAll()
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "chaos"
 	const partitions = 3
@@ -339,6 +390,29 @@ func leaderKills(t *testing.T, kills int) {
 			base = kp.count()
 			waitFor(t, 60*time.Second, "writes acknowledged while the leader is paused", func() bool { return kp.count() > base+100 })
 			victim.signalOnly(syscall.SIGCONT)
+			continue
+		}
+		if fn != nil && i%4 == 1 {
+			// A network partition of the leader from the other brokers
+			// (clients still reach it), longer than the session timeout:
+			// the majority fences it and moves on; healed, it truncates
+			// what it appended alone and catches up.
+			t.Logf("fault %d: network partition of leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
+			fn.Isolate(victim.NodeID)
+			waitFor(t, 60*time.Second, "a new leader of the partition on the majority side", func() bool {
+				cl, err := kgo.NewClient(kgo.SeedBrokers(c.Broker(int32(victim.NodeID%3 + 1)).Addr))
+				if err != nil {
+					return false
+				}
+				defer cl.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				defer cancel()
+				ps, err := c.Partitions(ctx, kadm.NewClient(cl), topic)
+				return err == nil && ps[int32(i%partitions)].Leader >= 0 && ps[int32(i%partitions)].Leader != int32(victim.NodeID)
+			})
+			base = kp.count()
+			waitFor(t, 60*time.Second, "writes acknowledged while the leader is cut off", func() bool { return kp.count() > base+100 })
+			fn.HealAll()
 			continue
 		}
 		t.Logf("fault %d: SIGKILL leader %d of %s-%d (%d acknowledged so far)", i+1, victim.NodeID, topic, i%partitions, kp.count())
@@ -486,9 +560,10 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	checkAcked(t, c, topic, kp)
 }
 
-// checkLeaderHint: a Produce (v10+) or Fetch (v16+) sent to a follower
-// answers NOT_LEADER_OR_FOLLOWER with the current leader and its endpoint
-// (KIP-951).
+// checkLeaderHint: a Produce (v10+) sent to a follower, or a Fetch (v16+)
+// sent to a broker that holds no replica, answers NOT_LEADER_OR_FOLLOWER
+// with the current leader and its endpoint (KIP-951). (A consumer's Fetch
+// v11+ to a follower is served there, as in Kafka: KIP-392.)
 func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, ps partitionState, follower *Broker) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -525,7 +600,24 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	fp.PartitionMaxBytes = 1 << 20
 	ft.Partitions = append(ft.Partitions, fp)
 	freq.Topics = append(freq.Topics, ft)
+	var outsider *Broker
+	for _, b := range c.Brokers {
+		if !slices.Contains(ps.Replicas, int32(b.NodeID)) {
+			outsider = b
+		}
+	}
+	if outsider == nil {
+		t.Fatalf("every broker holds a replica of %s", topic)
+	}
+	// The follower serves it (KIP-392).
 	fresp, err := freq.RequestWith(ctx, cl.Broker(follower.NodeID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fr := fresp.Topics[0].Partitions[0]; fr.ErrorCode != 0 {
+		t.Fatalf("a consumer fetch from a follower: error %d, want it served", fr.ErrorCode)
+	}
+	fresp, err = freq.RequestWith(ctx, cl.Broker(outsider.NodeID))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -534,7 +626,7 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	}
 	fr := fresp.Topics[0].Partitions[0]
 	if fr.ErrorCode != kerr.NotLeaderForPartition.Code || fr.CurrentLeader.LeaderID != ps.Leader || len(fresp.Brokers) != 1 {
-		t.Fatalf("fetch from a follower: error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
+		t.Fatalf("fetch from broker %d (no replica): error %d, current leader %+v, brokers %+v; want NOT_LEADER with leader %d", outsider.NodeID, fr.ErrorCode, fr.CurrentLeader, fresp.Brokers, ps.Leader)
 	}
 }
 

@@ -25,6 +25,7 @@ const (
 	TypeAcquireLease        CommandType = 14
 	TypeRenewLease          CommandType = 15
 	TypeReleaseLease        CommandType = 16
+	TypeAlterReassignment   CommandType = 17
 )
 
 // Command is one change to the metadata state. The set of commands is closed:

@@ -429,6 +429,8 @@ func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
 	}
 	if changed {
 		np.PartitionEpoch++
+		// A reassignment completes once its target replicas are in sync.
+		completeReassignment(s, np)
 		s.putTopic(t.withPartition(np))
 	}
 	return Result{TopicID: t.ID, LeaderEpoch: np.LeaderEpoch, PartitionEpoch: np.PartitionEpoch}, nil

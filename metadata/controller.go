@@ -3,12 +3,31 @@ package metadata
 import (
 	"context"
 	"errors"
+	"strconv"
+	"syscall"
 	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // maxControllerProposals bounds the proposals one controller pass makes, so a
 // large cluster's rebalancing spreads over several passes.
 const maxControllerProposals = 1000
+
+// Liveness probes. A broker that stops heartbeating is fenced after the
+// session timeout; but a broker whose process died is known sooner: its
+// Raft address refuses connections (the kernel closed its listener). The
+// controller dials a broker's Raft address (at most every probeEveryMs per
+// broker) when Raft fails to heartbeat its voter, when the broker's last
+// heartbeat is probeAfterMs old, and for every broker when this node becomes
+// the leader; a refused connection fences it at once. A broker that is
+// paused or cut off by the network does not refuse (the dial times out, or a
+// relay accepts it), so it keeps its full session, as in Kafka.
+const (
+	probeAfterMs   = 1500
+	probeEveryMs   = 500
+	probeDialLimit = 500 * time.Millisecond
+)
 
 // controller runs on every node and acts only while the node leads. It is
 // the single owner of its fields (run's goroutine).
@@ -16,20 +35,56 @@ type controller struct {
 	n           *Node
 	leading     bool
 	leaderSince int64 // ms, proposer clock
+
+	probes       chan probeResult
+	observations chan raft.Observation // Raft's failed heartbeats to a voter
+	probeAll     bool                  // probe every broker on the next tick (new leader)
+	probeNow     map[int32]bool        // probe these on the next tick
+	probing      map[int32]bool        // a probe of this broker is running
+	probedAt     map[int32]int64       // ms, when it was last started
+	dead         map[int32]int64       // broker id → epoch whose Raft address refused a connection
 }
 
-func newController(n *Node) *controller { return &controller{n: n} }
+// probeResult is the outcome of one liveness probe.
+type probeResult struct {
+	id      int32
+	epoch   int64
+	refused bool
+}
+
+func newController(n *Node) *controller {
+	return &controller{n: n, probes: make(chan probeResult), observations: make(chan raft.Observation, 16),
+		probeNow: map[int32]bool{}, probing: map[int32]bool{}, probedAt: map[int32]int64{}, dead: map[int32]int64{}}
+}
 
 func (c *controller) run() {
 	t := time.NewTicker(c.n.cfg.ControllerInterval)
 	defer t.Stop()
 	leaderCh := c.n.raft.LeaderCh()
+	obs := raft.NewObserver(c.observations, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.FailedHeartbeatObservation)
+		return ok
+	})
+	c.n.raft.RegisterObserver(obs)
+	defer c.n.raft.DeregisterObserver(obs)
 	for {
 		select {
 		case <-c.n.ctx.Done():
 			return
 		case <-leaderCh:
 		case <-t.C:
+		case o := <-c.observations:
+			if f, ok := o.Data.(raft.FailedHeartbeatObservation); ok {
+				if id, err := strconv.ParseInt(string(f.PeerID), 10, 32); err == nil {
+					c.probeNow[int32(id)] = true
+				}
+			}
+		case r := <-c.probes:
+			delete(c.probing, r.id)
+			if r.refused && c.leading {
+				c.n.logger.Info("metadata: broker's Raft address refuses connections; fencing it", "broker", r.id, "epoch", r.epoch)
+				c.dead[r.id] = r.epoch
+			}
 		}
 		c.tick()
 	}
@@ -39,19 +94,28 @@ func (c *controller) tick() {
 	n := c.n
 	if !n.IsLeader() {
 		c.leading = false
+		clear(c.dead)
+		clear(c.probeNow)
 		return
 	}
 	now := n.cfg.Now().UnixMilli()
 	if !c.leading {
 		c.leading = true
 		c.leaderSince = now
+		c.probeAll = true
 		// Make sure our state includes everything committed by earlier leaders.
 		if err := n.raft.Barrier(5 * time.Second).Error(); err != nil {
 			c.leading = false
 			return
 		}
 	}
-	for _, cmd := range c.plan(n.State(), now) {
+	st := n.State()
+	cmds := planFenceDead(st, c.dead)
+	if len(cmds) == 0 {
+		cmds = c.plan(st, now)
+	}
+	c.probeStale(st, now)
+	for _, cmd := range cmds {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		_, err := n.Propose(ctx, cmd)
 		cancel()
@@ -118,4 +182,67 @@ func planLeadership(st *State, now, leaderSince int64) []Command {
 		}
 	}
 	return out
+}
+
+// planFenceDead fences the brokers found dead by a probe (still registered
+// with the epoch probed, and not fenced yet) and forgets the others.
+func planFenceDead(st *State, dead map[int32]int64) []Command {
+	var out []Command
+	for id, epoch := range dead {
+		b, ok := st.Broker(id)
+		if !ok || b.Epoch != epoch || b.Fenced {
+			delete(dead, id)
+			continue
+		}
+		out = append(out, &FenceBroker{BrokerID: id, BrokerEpoch: epoch})
+	}
+	return out
+}
+
+// probeStale starts a liveness probe, by the Raft address of the voter with
+// its id, of each unfenced broker whose last heartbeat is probeAfterMs old
+// or that was asked for (probeAll, probeNow).
+func (c *controller) probeStale(st *State, now int64) {
+	var voters []Peer
+	all, asked := c.probeAll, c.probeNow
+	c.probeAll, c.probeNow = false, map[int32]bool{}
+	for _, b := range st.Brokers() {
+		if b.Fenced || b.ID == c.n.cfg.NodeID || c.probing[b.ID] || now-c.probedAt[b.ID] < probeEveryMs ||
+			(!all && !asked[b.ID] && now-b.LastHeartbeatMs < probeAfterMs) {
+			continue
+		}
+		if voters == nil {
+			var err error
+			if voters, err = c.n.Voters(); err != nil {
+				return
+			}
+		}
+		addr := ""
+		for _, v := range voters {
+			if v.ID == b.ID {
+				addr = v.Addr
+			}
+		}
+		if addr == "" {
+			continue // not a voter: its session timeout applies
+		}
+		c.probing[b.ID], c.probedAt[b.ID] = true, now
+		r := probeResult{id: b.ID, epoch: b.Epoch}
+		dial := c.n.cfg.Dial
+		started := c.n.goTracked("", func() {
+			conn, err := dial(addr, probeDialLimit)
+			if err == nil {
+				conn.Close()
+			}
+			r.refused = errors.Is(err, syscall.ECONNREFUSED)
+			select {
+			case c.probes <- r:
+			case <-c.n.ctx.Done():
+			}
+		})
+		if !started {
+			delete(c.probing, b.ID)
+			return
+		}
+	}
 }

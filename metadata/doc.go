@@ -52,7 +52,7 @@
 //	+--------+------------+------------------------------------+-----------+
 //	| "SDMS" | version u8 | body                               | crc32c u32 |
 //	+--------+------------+------------------------------------+-----------+
-//	body v1: uint Version, string ClusterID, int NextProducerID, uint NextLeaseToken,
+//	body v1 and v2 (v2 adds the reassignment lists): uint Version, string ClusterID, int NextProducerID, uint NextLeaseToken,
 //	  []broker  {int id, uuid incarnation, int epoch, []listener{string name,
 //	             string host, int port, int protocol}, string rack, bool fenced,
 //	             bool shutdown, int lastHeartbeatMs}            (by id)
@@ -60,7 +60,8 @@
 //	  []topic   {uuid id, string name, map configs, []partition{[]int replicas,
 //	             []int isr, int leader, int leaderEpoch, int partitionEpoch,
 //	             string manifestKey, int manifestVersion, int remoteStart,
-//	             int remoteEnd, int remoteLeaderEpoch}}         (by topic id)
+//	             int remoteEnd, int remoteLeaderEpoch,
+//	             []int adding, []int removing (v2 only)}}       (by topic id)
 //	  []lease   {string kind, string resource, string holder, uint token,
 //	             int expiresMs}                                 (by kind, resource)
 //	crc32c (Castagnoli) covers everything before it, big-endian.

@@ -169,6 +169,13 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		tp, p := partition()
 		return h.run(&ChangeLeaderAndISR{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
 			PartitionEpoch: int32(num("pe", int64(p.PartitionEpoch))), Leader: int32(num("leader", -1)), ISR: parseInt32s(t, td, str("isr"))})
+	case "reassign":
+		tp, p := partition()
+		var target []int32
+		if str("target") != "" {
+			target = parseInt32s(t, td, str("target"))
+		}
+		return h.run(&AlterReassignment{TopicID: tp.ID, Partition: p.Index, Target: target})
 	case "commit-remote":
 		tp, p := partition()
 		return h.run(&CommitRemoteLog{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),

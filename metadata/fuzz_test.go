@@ -25,6 +25,7 @@ func seedCommands() []Command {
 		&AcquireLease{Kind: "k", Resource: "r", Holder: "h", NowMs: 1, TTLMs: 10},
 		&RenewLease{Kind: "k", Resource: "r", Holder: "h", Token: 1, NowMs: 2, TTLMs: 10},
 		&ReleaseLease{Kind: "k", Resource: "r", Holder: "h", Token: 1},
+		&AlterReassignment{TopicID: id, Partition: 1, Target: []int32{1}},
 	}
 }
 

@@ -60,6 +60,11 @@ type Config struct {
 	// sessions and leadership; default 250ms. DisableController turns it off.
 	ControllerInterval time.Duration
 	DisableController  bool
+	// Dial opens connections to other voters (Raft RPCs and forwarded
+	// proposals) by the address in the voter configuration; default
+	// net.DialTimeout. A broker uses it to reach peers through other
+	// addresses (e.g. a TCP fault proxy in tests).
+	Dial func(address string, timeout time.Duration) (net.Conn, error)
 	// WatchBuffer is how many recent changes are kept for watchers that lag;
 	// default 4096.
 	WatchBuffer int
@@ -116,6 +121,7 @@ func Open(cfg Config) (*Node, error) {
 	setDefaults(&cfg)
 	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}}
 	n.fwd.idle = map[string][]*fwdConn{}
+	n.fwd.dial = cfg.Dial
 	n.watch.notify = make(chan struct{})
 	n.watch.ring = make([]Change, 0, 64)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -155,7 +161,7 @@ func Open(cfg Config) (*Node, error) {
 			return nil, fmt.Errorf("metadata: advertise address: %w", err)
 		}
 	}
-	n.mux = &muxLayer{ln: ln, advertise: advertise, raftConns: make(chan net.Conn), closed: make(chan struct{})}
+	n.mux = &muxLayer{ln: ln, advertise: advertise, dial: cfg.Dial, raftConns: make(chan net.Conn), closed: make(chan struct{})}
 	n.raftReady = make(chan struct{})
 	n.goTracked("accept", n.acceptLoop)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
@@ -220,6 +226,9 @@ func setDefaults(c *Config) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Dial == nil {
+		c.Dial = dialTCP
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {

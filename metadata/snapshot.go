@@ -12,7 +12,7 @@ import (
 
 const (
 	snapshotMagic   = "SDMS"
-	snapshotVersion = 1
+	snapshotVersion = 2
 	// maxSnapshotBytes bounds what ReadSnapshot reads into memory.
 	maxSnapshotBytes = 1 << 30
 )
@@ -74,6 +74,8 @@ func EncodeSnapshot(s *State) []byte {
 			e.varint(p.Remote.StartOffset)
 			e.varint(p.Remote.EndOffset)
 			e.varint(int64(p.Remote.LeaderEpoch))
+			e.int32s(p.Adding)
+			e.int32s(p.Removing)
 		}
 	}
 
@@ -111,7 +113,8 @@ func DecodeSnapshot(b []byte) (*State, error) {
 	if crc32c(body) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrCorruptSnapshot)
 	}
-	if v := body[len(snapshotMagic)]; v != snapshotVersion {
+	v := body[len(snapshotMagic)]
+	if v != 1 && v != snapshotVersion {
 		return nil, fmt.Errorf("%w: format version %d, this binary reads %d", ErrCorruptSnapshot, v, snapshotVersion)
 	}
 	d := decoder{buf: body[len(snapshotMagic)+1:]}
@@ -171,6 +174,10 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			p.Remote.StartOffset = d.varint()
 			p.Remote.EndOffset = d.varint()
 			p.Remote.LeaderEpoch = d.int32()
+			if v >= 2 {
+				p.Adding = d.int32s()
+				p.Removing = d.int32s()
+			}
 			if len(p.Replicas) == 0 && d.err == nil {
 				d.fail(fmt.Errorf("topic %q partition %d has no replicas", t.Name, i))
 			}

@@ -87,6 +87,26 @@ type Partition struct {
 	LeaderEpoch    int32 // bumped on every leader change
 	PartitionEpoch int32 // bumped on every change to leader, ISR or replicas
 	Remote         RemoteLog
+	// Adding and Removing are set while a reassignment (KIP-455) is in
+	// progress: Replicas is then the target replicas followed by the ones
+	// being removed; Adding are target replicas that were not replicas
+	// before, Removing are replicas not in the target.
+	Adding, Removing []int32
+}
+
+// Reassigning reports whether a reassignment is in progress.
+func (p *Partition) Reassigning() bool { return len(p.Adding) > 0 || len(p.Removing) > 0 }
+
+// Target is the replica set a reassignment moves to (Replicas when none is
+// in progress).
+func (p *Partition) Target() []int32 {
+	var out []int32
+	for _, r := range p.Replicas {
+		if !contains(p.Removing, r) {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 // Topic is a topic and its partitions.
@@ -248,6 +268,8 @@ func (p *Partition) clone() *Partition {
 	c := *p
 	c.Replicas = append([]int32(nil), p.Replicas...)
 	c.ISR = append([]int32(nil), p.ISR...)
+	c.Adding = append([]int32(nil), p.Adding...)
+	c.Removing = append([]int32(nil), p.Removing...)
 	return &c
 }
 
@@ -263,6 +285,9 @@ func (s *State) String() string {
 		out = fmt.Appendf(out, "topic %s id=%s configs=%s\n", t.Name, t.ID, fmtMap(t.Configs))
 		for _, p := range t.Partitions {
 			out = fmt.Appendf(out, "  p%d replicas=%v isr=%v leader=%d le=%d pe=%d", p.Index, p.Replicas, p.ISR, p.Leader, p.LeaderEpoch, p.PartitionEpoch)
+			if p.Reassigning() {
+				out = fmt.Appendf(out, " adding=%v removing=%v", p.Adding, p.Removing)
+			}
 			if p.Remote != (RemoteLog{}) {
 				out = fmt.Appendf(out, " remote=%s@v%d[%d,%d) by-epoch=%d", p.Remote.ManifestKey, p.Remote.ManifestVersion, p.Remote.StartOffset, p.Remote.EndOffset, p.Remote.LeaderEpoch)
 			}

@@ -46,6 +46,7 @@ const (
 type muxLayer struct {
 	ln        net.Listener
 	advertise net.Addr
+	dial      dialFunc
 	raftConns chan net.Conn
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -70,11 +71,18 @@ func (m *muxLayer) Close() error {
 func (m *muxLayer) Addr() net.Addr { return m.advertise }
 
 func (m *muxLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return dialProto(string(address), timeout, protoRaft)
+	return dialProto(m.dial, string(address), timeout, protoRaft)
 }
 
-func dialProto(address string, timeout time.Duration, proto byte) (net.Conn, error) {
-	c, err := net.DialTimeout("tcp", address, timeout)
+// dialFunc opens a TCP connection to another voter (Config.Dial).
+type dialFunc func(address string, timeout time.Duration) (net.Conn, error)
+
+func dialTCP(address string, timeout time.Duration) (net.Conn, error) {
+	return net.DialTimeout("tcp", address, timeout)
+}
+
+func dialProto(dial dialFunc, address string, timeout time.Duration, proto byte) (net.Conn, error) {
+	c, err := dial(address, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -262,6 +270,7 @@ var errNotSent = errors.New("metadata: forward not sent")
 
 // forwarder keeps a few idle connections to the leader.
 type forwarder struct {
+	dial dialFunc
 	mu   sync.Mutex
 	idle map[string][]*fwdConn
 }
@@ -290,7 +299,7 @@ func (f *forwarder) get(addr string, timeout time.Duration) (*fwdConn, error) {
 		}
 		c.c.Close()
 	}
-	c, err := dialProto(addr, timeout, protoForward)
+	c, err := dialProto(f.dial, addr, timeout, protoForward)
 	if err != nil {
 		return nil, err
 	}

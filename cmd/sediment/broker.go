@@ -44,6 +44,8 @@ var brokerSettings = []brokerSetting{
 	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
 	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
 	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
+	{"broker-rack", "", "broker.rack: this broker's rack or zone; consumers with the same client.rack fetch from it when it is an in-sync replica (KIP-392)"},
+	{"peer-addresses", "", "comma-separated advertised=dialed host:port pairs: reach a peer's Kafka listener or Raft address through another address (a relay or a fault proxy)"},
 	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum and waits this long to be added (sediment cluster voters add)"},
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
@@ -195,8 +197,14 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	if err != nil {
 		return broker.Config{}, err
 	}
+	peers, err := parsePeerAddresses(v.GetString("peer-addresses"))
+	if err != nil {
+		return broker.Config{}, err
+	}
 	return broker.Config{
 		Voters:                   voters,
+		PeerAddresses:            peers,
+		Rack:                     v.GetString("broker-rack"),
 		JoinTimeout:              v.GetDuration("join-timeout"),
 		ReplicaLagTimeMax:        v.GetDuration("replica-lag-time-max"),
 		ReplicaFetchMaxWait:      v.GetDuration("replica-fetch-wait-max"),
