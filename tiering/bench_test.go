@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -24,10 +25,19 @@ const (
 	benchData    = 64 << 20
 )
 
+// SEDIMENT_BENCH_CHUNK (bytes) and SEDIMENT_BENCH_AHEAD (chunks) override
+// the chunk size and read-ahead depth of the benchmarks, for sweeps.
 var (
-	benchChunk = int64(8 << 20)
-	benchAhead = 2
+	benchChunk = benchEnvInt("SEDIMENT_BENCH_CHUNK", 8<<20)
+	benchAhead = int(benchEnvInt("SEDIMENT_BENCH_AHEAD", 2))
 )
+
+func benchEnvInt(name string, def int64) int64 {
+	if v, err := strconv.ParseInt(os.Getenv(name), 10, 64); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
 
 func benchStoreS3(b *testing.B) (*s3.Store, *minioServer, string) {
 	store, srv, bucket := minioStore(b)

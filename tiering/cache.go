@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
@@ -28,6 +29,7 @@ type chunk struct {
 	file  vfs.File
 	path  string
 	size  int64
+	born  int64 // Options.Now in unix nanos when the download ended
 
 	// guarded by chunkCache.mu
 	refs    int
@@ -43,6 +45,7 @@ type chunkCache struct {
 	dir     string
 	max     int64
 	metrics *Metrics
+	now     func() time.Time
 
 	mu struct {
 		sync.Mutex
@@ -54,14 +57,14 @@ type chunkCache struct {
 	}
 }
 
-func newChunkCache(fs vfs.FS, dir string, max int64, m *Metrics) (*chunkCache, error) {
+func newChunkCache(fs vfs.FS, dir string, max int64, m *Metrics, now func() time.Time) (*chunkCache, error) {
 	if err := fs.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("tiering: empty chunk cache %s: %w", dir, err)
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tiering: chunk cache %s: %w", dir, err)
 	}
-	c := &chunkCache{fs: fs, dir: dir, max: max, metrics: m}
+	c := &chunkCache{fs: fs, dir: dir, max: max, metrics: m, now: now}
 	c.mu.entries = map[chunkKey]*chunk{}
 	c.mu.lru = list.New()
 	return c, nil
@@ -98,6 +101,7 @@ func (c *chunkCache) lookup(key chunkKey, ref bool) (ch *chunk, created bool, er
 func (c *chunkCache) done(ch *chunk, file vfs.File, size int64, err error) {
 	c.mu.Lock()
 	ch.file, ch.size, ch.err = file, size, err
+	ch.born = c.now().UnixNano()
 	if err != nil || c.mu.closed || ch.evicted {
 		if c.mu.entries[ch.key] == ch {
 			delete(c.mu.entries, ch.key)

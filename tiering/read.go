@@ -162,6 +162,13 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 			return false, err
 		}
 	}
+	// A sequential reader (this read starts where the last one ended, or at
+	// a segment's start) gets ReadAhead chunks past this read's last one,
+	// into the next segments, requested now so that they download while
+	// this read waits for its own chunks.
+	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
+		p.m.readAhead(ctx, m, i, last+1)
+	}
 	// Find the batch holding offset.
 	var h hotlog.BatchHeader
 	for ; pos < seg.Size; pos += h.Size() {
@@ -196,23 +203,26 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	if err := v.regions(ctx, start, end); err != nil {
 		return false, err
 	}
-	if !p.m.opts.SkipBatchCRC {
+	if !p.m.opts.SkipBatchCRC && v.recheck(start, end) {
 		if err := v.verify(start, end); err != nil {
 			return false, err
 		}
 	}
-	// Read-ahead for sequential readers.
-	if p.lastReadEnd.Swap(res.NextOffset) == offset || offset <= seg.BaseOffset {
-		// ReadAhead chunks past the read, into the next segments.
-		c, ahead := int((end-1)/seg.ChunkSize)+1, p.m.opts.ReadAhead
-		for j := i; ahead > 0 && j < len(m.Segments); j, c = j+1, 0 {
-			for ; ahead > 0 && c < m.Segments[j].numChunks(); c, ahead = c+1, ahead-1 {
-				p.m.request(ctx, &m.Segments[j], c, false)
-			}
-		}
-	}
+	p.lastReadEnd.Store(res.NextOffset)
 	p.m.metrics.BytesServed.Add(res.Size)
 	return true, nil
+}
+
+// readAhead prefetches ReadAhead chunks from chunk c of segment i of mf on,
+// into the next segments. Chunks cached or on their way cost nothing; a
+// prefetch that finds the pool busy is skipped.
+func (m *Manager) readAhead(ctx context.Context, mf *Manifest, i, c int) {
+	ahead := m.opts.ReadAhead
+	for j := i; ahead > 0 && j < len(mf.Segments); j, c = j+1, 0 {
+		for ; ahead > 0 && c < mf.Segments[j].numChunks(); c, ahead = c+1, ahead-1 {
+			m.request(ctx, &mf.Segments[j], c, false)
+		}
+	}
 }
 
 // segView reads one segment's bytes through the chunk cache for one read.
@@ -328,6 +338,22 @@ func (v *segView) regions(ctx context.Context, start, end int64) error {
 		pos += n
 	}
 	return nil
+}
+
+// recheck says whether a chunk under [start, end) is older than
+// RecheckAfter (younger ones were checked against the manifest as they were
+// written).
+func (v *segView) recheck(start, end int64) bool {
+	if v.m.opts.RecheckAfter < 0 {
+		return true
+	}
+	limit := v.m.opts.Now().Add(-v.m.opts.RecheckAfter).UnixNano()
+	for c := int(start / v.seg.ChunkSize); int64(c)*v.seg.ChunkSize < end; c++ {
+		if ch, ok := v.held[c]; !ok || ch.born <= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // verify checks the CRC-32C of every batch in [start, end).

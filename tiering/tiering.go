@@ -104,14 +104,19 @@ type Options struct {
 	ChunkSize int64
 	// ReadWorkers bounds the concurrent GETs of remote reads [8];
 	// ReadAhead is how many chunks past a sequential reader's position
-	// are prefetched [2].
+	// are prefetched [4], requested before the read waits for its own.
 	ReadWorkers int
 	ReadAhead   int
 	// ReadTimeout bounds one chunk download [30s].
 	ReadTimeout time.Duration
-	// SkipBatchCRC turns off the CRC-32C check of every served batch
-	// (chunks are always checked against the manifest when downloaded).
+	// SkipBatchCRC turns off the CRC-32C check of served batches (chunks
+	// are always checked against the manifest when downloaded).
+	// RecheckAfter: a chunk file is checked against the manifest's chunk
+	// CRC32C as it is written, so batches served from it are CRC-checked
+	// again only once it is older than this (a file damaged at rest) [1 min];
+	// negative: on every read.
 	SkipBatchCRC bool
+	RecheckAfter time.Duration
 
 	// UploadWorkers is how many partitions upload at once [2];
 	// UploadParallelism how many segments of one partition [2].
@@ -161,7 +166,10 @@ func (o *Options) setDefaults() error {
 	if o.ReadAhead < 0 {
 		o.ReadAhead = 0
 	} else if o.ReadAhead == 0 {
-		o.ReadAhead = 2
+		o.ReadAhead = 4
+	}
+	if o.RecheckAfter == 0 {
+		o.RecheckAfter = time.Minute
 	}
 	if o.ReadTimeout <= 0 {
 		o.ReadTimeout = 30 * time.Second
@@ -237,7 +245,7 @@ func New(opts Options) (*Manager, error) {
 	m.store = &countingStore{Store: opts.Store, m: &m.metrics}
 	m.mu.parts = map[TopicPartition]*Partition{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	cache, err := newChunkCache(opts.CacheFS, opts.CacheDir, opts.CacheBytes, &m.metrics)
+	cache, err := newChunkCache(opts.CacheFS, opts.CacheDir, opts.CacheBytes, &m.metrics, opts.Now)
 	if err != nil {
 		m.cancel()
 		return nil, err
