@@ -316,6 +316,9 @@ func (m *Manager) schedule(ctx context.Context) {
 	}
 }
 
+// Partitions returns the partitions added to the Manager, in no order.
+func (m *Manager) Partitions() []*Partition { return m.partitions() }
+
 func (m *Manager) partitions() []*Partition {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -619,27 +622,36 @@ func (p *Partition) updateLag(st *remoteState) {
 // Status describes a partition's two tiers (for `sediment tier status`).
 type Status struct {
 	Partition                                       TopicPartition
+	RemoteStorageEnable                             bool
 	LocalStartOffset, LocalEndOffset, HighWatermark int64
-	LocalBytes                                      int64
+	LocalBytes, LocalSegments                       int64
 	RemoteStartOffset, RemoteEndOffset              int64 // -1 when nothing is remote
 	RemoteBytes, RemoteSegments                     int64
 	ManifestVersion                                 int64
 	ManifestKey                                     string
-	UploadLagBytes, UploadLagOffsets                int64
-	LastError                                       string
+	// UploadLagBytes is the size of the local segments not wholly in the
+	// bucket (the active one included); UploadLagOffsets the offsets below
+	// the high watermark past the remote end. Both are 0 while
+	// remote.storage.enable is off.
+	UploadLagBytes, UploadLagOffsets int64
+	LastError                        string
 }
 
-// Status returns the partition's status as last seen (no I/O).
+// Status returns the partition's status from what is in memory: the local
+// log now, the remote log as last loaded (no I/O; see LiveStatus).
 func (p *Partition) Status() Status {
-	s := Status{Partition: p.tp, RemoteStartOffset: -1, RemoteEndOffset: -1,
+	st := p.state.Load()
+	p.updateLag(st)
+	s := Status{Partition: p.tp, RemoteStorageEnable: p.Config().RemoteStorageEnable, RemoteStartOffset: -1, RemoteEndOffset: -1,
 		UploadLagBytes: p.lagBytes.Load(), UploadLagOffsets: p.lagOffsets.Load()}
 	if p.log != nil {
 		s.LocalStartOffset, s.LocalEndOffset, s.HighWatermark = p.log.LogStartOffset(), p.log.LogEndOffset(), p.log.HighWatermark()
 		for _, seg := range p.log.Segments() {
 			s.LocalBytes += seg.Size
+			s.LocalSegments++
 		}
 	}
-	if st := p.state.Load(); st != nil {
+	if st != nil {
 		if len(st.manifest.Segments) > 0 {
 			s.RemoteStartOffset, s.RemoteEndOffset = st.ptr.StartOffset, st.ptr.EndOffset
 		}
@@ -650,6 +662,13 @@ func (p *Partition) Status() Status {
 		s.LastError = *e
 	}
 	return s
+}
+
+// LiveStatus re-reads the committed pointer (and the manifest, if it
+// moved) before returning Status.
+func (p *Partition) LiveStatus(ctx context.Context) (Status, error) {
+	_, err := p.refresh(ctx)
+	return p.Status(), err
 }
 
 // RemoteLogStart is the first offset in the bucket, or -1 if it holds
