@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -24,6 +24,10 @@ cluster: build
 ## chaos: the long fault run: ten or more SIGKILLs of partition leaders under an idempotent acks=all producer.
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
+
+## tier-e2e: the long tiered-storage run on MinIO: 128 MB through small segments to the bucket and back (make test runs it with 30 MB).
+tier-e2e:
+	SEDIMENT_TIER_E2E_MB=$${SEDIMENT_TIER_E2E_MB:-128} $(GO) test -race -count=1 -timeout 20m -run 'TestTieringMinIO' -v ./e2e/
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet
