@@ -22,7 +22,7 @@ import (
 // store requests per GB, which set the cloud bill.
 const (
 	benchSegment = 16 << 20
-	benchData    = 64 << 20
+	benchData    = 64 << 20 // uploaded per BenchmarkUpload iteration
 )
 
 // SEDIMENT_BENCH_CHUNK (bytes) and SEDIMENT_BENCH_AHEAD (chunks) override
@@ -31,6 +31,10 @@ const (
 var (
 	benchChunk = benchEnvInt("SEDIMENT_BENCH_CHUNK", 8<<20)
 	benchAhead = int(benchEnvInt("SEDIMENT_BENCH_AHEAD", 0))
+	// benchReplayData is what BenchmarkReplayCold replays (SEDIMENT_BENCH_REPLAY_MB):
+	// enough that the first chunk's wait and the per-segment HEAD weigh as
+	// little as they do in a real replay.
+	benchReplayData = int(benchEnvInt("SEDIMENT_BENCH_REPLAY_MB", 192)) << 20
 )
 
 func benchEnvInt(name string, def int64) int64 {
@@ -47,8 +51,8 @@ func benchStoreS3(b *testing.B) (*s3.Store, *minioServer, string) {
 
 type minioServer struct{ client *minio.Client }
 
-// benchEnv fills a local log with benchData bytes in sealed segments.
-func benchEnv(b *testing.B, store *s3.Store, topic byte) *env {
+// benchEnv fills a local log with size bytes in sealed segments.
+func benchEnv(b *testing.B, store *s3.Store, topic byte, size int) *env {
 	e := newEnv(b, envOptions{store: store, segmentBytes: benchSegment, chunkSize: benchChunk, cfg: localOnlyTail(-1)})
 	e.m.Close()
 	tp := testTP
@@ -63,7 +67,7 @@ func benchEnv(b *testing.B, store *s3.Store, topic byte) *env {
 	e.m = m
 	e.p, _ = m.AddPartition(PartitionOptions{TopicPartition: tp, Log: e.log, Config: *localOnlyTail(-1)})
 	batch := 1 << 20
-	for written := 0; written < benchData+benchSegment; written += batch {
+	for written := 0; written < size+benchSegment; written += batch {
 		e.produce(1, 64, batch/64-20)
 	}
 	e.produced = nil
@@ -91,7 +95,7 @@ func BenchmarkUpload(b *testing.B) {
 	var puts int64
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		e := benchEnv(b, store, byte(i))
+		e := benchEnv(b, store, byte(i), benchData)
 		files, total := sealedLogFiles(e)
 		b.StartTimer()
 		start := time.Now()
@@ -136,7 +140,7 @@ func BenchmarkUpload(b *testing.B) {
 func BenchmarkReplayCold(b *testing.B) {
 	store, srv, bucket := benchStoreS3(b)
 	ctx := context.Background()
-	e := benchEnv(b, store, 0xff)
+	e := benchEnv(b, store, 0xff, benchReplayData)
 	if err := e.p.RunOnce(ctx); err != nil {
 		b.Fatal(err)
 	}

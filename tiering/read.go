@@ -167,7 +167,7 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	// into the next segments, requested now so that they download while
 	// this read waits for its own chunks.
 	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
-		p.m.readAhead(ctx, m, i, last+1)
+		p.m.readAhead(m, i, last+1)
 	}
 	// Find the batch holding offset.
 	var h hotlog.BatchHeader
@@ -213,15 +213,36 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	return true, nil
 }
 
-// readAhead prefetches ReadAhead chunks from chunk c of segment i of mf on,
-// into the next segments. Chunks cached or on their way cost nothing; a
-// prefetch that finds the pool busy is skipped.
-func (m *Manager) readAhead(ctx context.Context, mf *Manifest, i, c int) {
-	ahead := m.opts.ReadAhead
-	for j := i; ahead > 0 && j < len(mf.Segments); j, c = j+1, 0 {
-		for ; ahead > 0 && c < mf.Segments[j].numChunks(); c, ahead = c+1, ahead-1 {
-			m.request(ctx, &mf.Segments[j], c, false)
+// readAhead keeps a sequential reader's window of ReadAhead chunks, from
+// chunk c of segment i of mf on (into the next segments), cached or on its
+// way. It refills the window only once half of it is used up, so that each
+// refill is a long run of chunks, fetched with one GET per segment.
+func (m *Manager) readAhead(mf *Manifest, i, c int) {
+	type pos struct{ seg, chunk int }
+	var window []pos
+	for j := i; len(window) < m.opts.ReadAhead && j < len(mf.Segments); j, c = j+1, 0 {
+		for ; len(window) < m.opts.ReadAhead && c < mf.Segments[j].numChunks(); c++ {
+			window = append(window, pos{j, c})
 		}
+	}
+	have := 0
+	for _, w := range window {
+		if !m.cache.has(chunkKey{mf.Segments[w.seg].Stem, w.chunk}) {
+			break
+		}
+		have++
+	}
+	if have == len(window) || have >= max(1, len(window)/2) {
+		return
+	}
+	rest := window[have:]
+	for k := 0; k < len(rest); {
+		j := rest[k].seg
+		from := rest[k].chunk
+		for k < len(rest) && rest[k].seg == j {
+			k++
+		}
+		m.prefetch(&mf.Segments[j], from, rest[k-1].chunk+1)
 	}
 }
 
@@ -241,7 +262,7 @@ func (v *segView) chunk(ctx context.Context, c int, wait bool) (*chunk, error) {
 		ch, ok := v.held[c]
 		if !ok {
 			var err error
-			if ch, err = v.m.request(ctx, v.seg, c, true); err != nil {
+			if ch, err = v.m.request(ctx, v.seg, c); err != nil {
 				return nil, err
 			}
 			v.held[c] = ch

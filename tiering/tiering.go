@@ -104,7 +104,9 @@ type Options struct {
 	ChunkSize int64
 	// ReadWorkers bounds the concurrent GETs of remote reads [8];
 	// ReadAhead is how many chunks past a sequential reader's position
-	// are prefetched [4], requested before the read waits for its own.
+	// are kept cached or on their way [8], requested before the read waits
+	// for its own; the window is refilled once half of it is used up, with
+	// one GET per segment for the whole run.
 	ReadWorkers int
 	ReadAhead   int
 	// ReadTimeout bounds one chunk download [30s].
@@ -166,7 +168,7 @@ func (o *Options) setDefaults() error {
 	if o.ReadAhead < 0 {
 		o.ReadAhead = 0
 	} else if o.ReadAhead == 0 {
-		o.ReadAhead = 4
+		o.ReadAhead = 8
 	}
 	if o.RecheckAfter == 0 {
 		o.RecheckAfter = time.Minute
