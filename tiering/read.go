@@ -147,7 +147,9 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	v := &segView{m: p.m, seg: seg, res: res, held: map[int]*chunk{}}
 	defer v.releaseUnused()
 	pos := int64(0)
-	if offset > seg.BaseOffset {
+	if last := p.lastRead.Load(); offset > seg.BaseOffset && last != nil && last.stem == seg.Stem && last.next == offset {
+		pos = last.pos // a sequential reader: no index needed
+	} else if offset > seg.BaseOffset {
 		idx, err := p.m.offsetIndex(ctx, seg)
 		if err != nil {
 			return false, err
@@ -209,8 +211,16 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 		}
 	}
 	p.lastReadEnd.Store(res.NextOffset)
+	p.lastRead.Store(&readPos{stem: seg.Stem, next: res.NextOffset, pos: end})
 	p.m.metrics.BytesServed.Add(res.Size)
 	return true, nil
+}
+
+// readPos is where a remote read ended: the next offset and the position of
+// the batch after the last one served, in segment stem.
+type readPos struct {
+	stem      string
+	next, pos int64
 }
 
 // readAhead keeps a sequential reader's window of ReadAhead chunks, from

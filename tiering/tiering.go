@@ -424,7 +424,8 @@ type Partition struct {
 	removed atomic.Bool
 	busy    atomic.Bool // handed to an upload worker
 
-	lastReadEnd atomic.Int64 // where the last remote read ended (read-ahead)
+	lastReadEnd atomic.Int64            // where the last remote read ended (read-ahead)
+	lastRead    atomic.Pointer[readPos] // and at which position (no index lookup for the next)
 	lagBytes    atomic.Int64
 	lagOffsets  atomic.Int64
 	nextRun     atomic.Int64 // unix nanos before which the loop skips it (backoff)
