@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	waiting "github.com/sediment-io/sediment/internal/testutil"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -87,6 +89,24 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	})
 	if earliest := listOffset(t, b, "history", -2); earliest != 0 {
 		t.Fatalf("earliest across tiers %d, want 0", earliest)
+	}
+	// GET /v1/tier/status agrees with ListOffsets -4 and -5.
+	var st TierStatus
+	waitTiered(t, "tier status agreeing with ListOffsets -4/-5", func() bool {
+		rec := httptest.NewRecorder()
+		b.TierStatusHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/tier/status?topic=history", nil))
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &st) != nil || len(st.Partitions) != 1 {
+			t.Fatalf("GET /v1/tier/status: %d %s", rec.Code, rec.Body)
+		}
+		p := st.Partitions[0]
+		return st.Tiering && p.Leader && p.RemoteStorageEnable && p.RemoteStartOffset == 0 && p.LocalEndOffset == n &&
+			p.LocalStartOffset == listOffset(t, b, "history", -4) && p.RemoteEndOffset-1 == listOffset(t, b, "history", -5) &&
+			p.RemoteBytes > 0 && p.LocalBytes > 0 && p.UploadLagOffsets == n-p.RemoteEndOffset
+	})
+	rec := httptest.NewRecorder()
+	b.TierStatusHandler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/tier/status", nil))
+	if rec.Code != 405 {
+		t.Fatalf("POST /v1/tier/status: %d", rec.Code)
 	}
 	got := consumeN(t, b, "history", n)[0]
 	if digest(got) != digest(produced) {
