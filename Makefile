@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compat-franz tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -28,6 +28,10 @@ chaos:
 ## tier-e2e: the long tiered-storage run on MinIO: 128 MB through small segments to the bucket and back (make test runs it with 30 MB).
 tier-e2e:
 	SEDIMENT_TIER_E2E_MB=$${SEDIMENT_TIER_E2E_MB:-128} $(GO) test -race -count=1 -timeout 20m -run 'TestTieringMinIO' -v ./e2e/
+
+## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
+compat-franz:
+	GO=$(GO) ./scripts/compat-franz.sh
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet

@@ -91,6 +91,9 @@ type Config struct {
 	// means a quorum of this broker alone. A broker listed is a voter too
 	// (combined mode).
 	Voters []metadata.Peer
+	// JoinTimeout: a broker whose id is not in a non-empty Voters list joins
+	// that quorum and waits this long for a voter to add it [5m].
+	JoinTimeout time.Duration
 	// ReplicaLagTimeMax drops a follower from the ISR when it has not
 	// caught up for this long (replica.lag.time.max.ms) [30s].
 	ReplicaLagTimeMax time.Duration

@@ -63,11 +63,15 @@ func openStore(b *Broker) (*store, error) {
 	if raftAddr == "" {
 		raftAddr = "127.0.0.1:0"
 	}
+	// A broker that is not in a non-empty voter list joins an existing
+	// quorum: it bootstraps nothing and waits until a voter adds it
+	// (`sediment cluster voters add`), which is when it hears from the leader.
+	joining := len(cfg.Voters) > 0 && !slices.ContainsFunc(cfg.Voters, func(p metadata.Peer) bool { return p.ID == cfg.NodeID })
 	meta, err := metadata.Open(metadata.Config{
 		NodeID:    cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "meta"),
 		RaftAddr:  raftAddr,
-		Bootstrap: true,
+		Bootstrap: !joining,
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
@@ -76,6 +80,12 @@ func openStore(b *Broker) (*store, error) {
 		return nil, err
 	}
 	s.meta = meta
+	if joining {
+		if err := waitToJoin(b, meta, cfg.JoinTimeout); err != nil {
+			meta.Close()
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := meta.WaitForLeader(ctx); err != nil {
@@ -560,4 +570,31 @@ func (s *store) close() error {
 		s.closePartition(p, false)
 	}
 	return s.meta.Close()
+}
+
+// waitToJoin waits until the quorum's leader contacts this node (after a voter
+// added it), logging how to add it every 10 s, for at most timeout [5m].
+func waitToJoin(b *Broker, meta *metadata.Node, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, ok := meta.Leader(); ok {
+			return nil
+		}
+		b.log.Info("waiting to be added to the metadata quorum",
+			"add_with", fmt.Sprintf("sediment cluster voters add %d %s", b.cfg.NodeID, meta.Addr()))
+		wait := min(10*time.Second, time.Until(deadline))
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		err := meta.WaitForLeader(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: not added to the metadata quorum within %s (run `sediment cluster voters add %d %s` on the cluster): %w",
+				timeout, b.cfg.NodeID, meta.Addr(), err)
+		}
+	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // Transactions with real franz-go clients against a real broker.
@@ -128,8 +129,14 @@ func TestTxnCommitAndAbortVisibility(t *testing.T) {
 		t.Fatalf("read_uncommitted got %v, want %v", got, want)
 	}
 	// The fetch lists the aborted transaction: it starts at offset 11
-	// (10 records and a commit marker).
-	fp := rawFetch(t, b, "tx", 1)
+	// (10 records and a commit marker). EndTxn answers once the decision
+	// is logged; the last commit marker (offset 27) is written after, so
+	// wait for the high watermark to pass it.
+	var fp kmsg.FetchResponseTopicPartition
+	testutil.WaitFor(t, 10*time.Second, "the last commit marker under the high watermark", func() bool {
+		fp = rawFetch(t, b, "tx", 1)
+		return fp.HighWatermark >= 28
+	})
 	if len(fp.AbortedTransactions) != 1 || fp.AbortedTransactions[0].FirstOffset != 11 {
 		t.Fatalf("aborted transactions %+v", fp.AbortedTransactions)
 	}

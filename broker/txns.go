@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -31,30 +30,22 @@ import (
 // the transactional offsets of __consumer_offsets that wait for their
 // marker. Handler files 22 and 24-28, 65, 66 call into it.
 
-// txns owns the coordinator and the load state of its partitions.
+// txns owns the coordinator, follows leadership of __transaction_state
+// for it (leadership.go), and holds the transactional offsets waiting for
+// their marker.
 type txns struct {
-	b *Broker
-	c *txn.Coordinator
+	b     *Broker
+	c     *txn.Coordinator
+	parts *coordinatorPartitions
 
 	mu struct {
 		sync.Mutex
-		loads map[int32]*txnLoad
 		// offsets holds, per __consumer_offsets partition and producer
 		// id, the transactional offset records written and not yet
 		// ended by a marker.
 		offsets map[int32]map[int64][]group.Record
 		client  *kgo.Client // for WriteTxnMarkers to other brokers
 	}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-type txnLoad struct {
-	epoch int32
-	res   <-chan error
-	err   error
-	done  bool
 }
 
 func newTxns(b *Broker) *txns {
@@ -64,28 +55,29 @@ func newTxns(b *Broker) *txns {
 		cfg.Logger = b.log
 	}
 	t := &txns{b: b, c: txn.New(cfg)}
-	t.mu.loads = make(map[int32]*txnLoad)
+	t.parts = newCoordinatorPartitions(b, txn.StateTopic, "transaction state", txnLoader{t})
 	t.mu.offsets = make(map[int32]map[int64][]group.Record)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.ctx, t.cancel = ctx, cancel
 	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
 	return t
 }
 
-// start begins following leadership of __transaction_state. New calls it
-// once both coordinators exist, since completing a transaction writes its
-// offsets through b.groups.
-func (t *txns) start() {
-	t.wg.Add(1)
-	go pprof.Do(t.ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
-		defer t.wg.Done()
-		t.leadershipLoop(ctx)
-	})
+// txnLoader is partitionLoader for the transaction coordinator.
+type txnLoader struct{ t *txns }
+
+func (l txnLoader) load(p, leaderEpoch int32) <-chan error {
+	return l.t.c.Load(p, leaderEpoch, &txnStateLog{b: l.t.b, part: p})
 }
+func (l txnLoader) unload(p int32)               { l.t.c.Unload(p) }
+func (l txnLoader) partitionFor(id string) int32 { return l.t.c.PartitionFor(id) }
+
+// start begins following leadership of __transaction_state, so that
+// timeouts fire and a new leader finishes what the previous one prepared
+// even when no request arrives. New calls it once both coordinators exist,
+// since completing a transaction writes its offsets through b.groups.
+func (t *txns) start() { t.parts.start() }
 
 func (t *txns) close() {
-	t.cancel()
-	t.wg.Wait()
+	t.parts.stop()
 	t.c.Close()
 	t.mu.Lock()
 	cl := t.mu.client
@@ -96,112 +88,16 @@ func (t *txns) close() {
 	}
 }
 
-// leadershipLoop loads the transaction partitions this broker leads even
-// when no request arrives, so that timeouts fire and a new leader finishes
-// what the previous one prepared; and unloads those it stops leading. It
-// follows metadata changes, and retries failed loads every few seconds.
-func (t *txns) leadershipLoop(ctx context.Context) {
-	ch := t.b.meta.Watch(ctx, t.b.meta.State().Version)
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		t.ensureAll()
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-tick.C:
-		}
-	}
-}
-
-func (t *txns) ensureAll() {
-	st := t.b.meta.State()
-	tp, ok := st.Topic(txn.StateTopic)
-	if !ok {
-		t.mu.Lock()
-		for p := range t.mu.loads {
-			delete(t.mu.loads, p)
-			t.c.Unload(p)
-		}
-		t.mu.Unlock()
-		return
-	}
-	for p := range tp.Partitions {
-		t.ensurePartition(tp, int32(p))
-	}
-}
+func (t *txns) ensureAll() { t.parts.ensureAll() }
 
 // ensure loads or unloads the partition of a transactional id by the
 // current leadership.
-func (t *txns) ensure(id string) {
-	tp, ok := t.b.meta.State().Topic(txn.StateTopic)
-	if !ok {
-		return
-	}
-	t.ensurePartition(tp, t.c.PartitionFor(id))
-}
+func (t *txns) ensure(id string) { t.parts.ensure(id) }
 
 // ensureWait is ensure, then a short wait for the load, so the request
 // that follows FindCoordinator is not told COORDINATOR_LOAD_IN_PROGRESS.
 func (t *txns) ensureWait(ctx context.Context, id string, d time.Duration) {
-	t.ensure(id)
-	t.mu.Lock()
-	l := t.mu.loads[t.c.PartitionFor(id)]
-	t.mu.Unlock()
-	if l == nil {
-		return
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if _, ready, ok := t.c.Loaded(t.c.PartitionFor(id)); !ok || ready {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func (t *txns) ensurePartition(tp *metadata.Topic, p int32) {
-	if p < 0 || int(p) >= len(tp.Partitions) {
-		return
-	}
-	mp := tp.Partitions[p]
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := t.mu.loads[p]
-	if mp.Leader != t.b.cfg.NodeID {
-		if cur != nil {
-			delete(t.mu.loads, p)
-			t.c.Unload(p)
-		}
-		return
-	}
-	if cur != nil && cur.epoch == mp.LeaderEpoch {
-		if !cur.done {
-			select {
-			case err := <-cur.res:
-				cur.done, cur.err = true, err
-			default:
-				return
-			}
-		}
-		if cur.err == nil {
-			return
-		}
-		t.b.log.Warn("loading transaction state partition failed; retrying", "partition", p, "err", cur.err)
-	}
-	t.mu.loads[p] = &txnLoad{epoch: mp.LeaderEpoch, res: t.c.Load(p, mp.LeaderEpoch, &txnStateLog{b: t.b, part: p})}
+	t.parts.ensureWait(ctx, id, d)
 }
 
 // createStateTopic creates __transaction_state on first use.

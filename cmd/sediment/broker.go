@@ -44,6 +44,7 @@ var brokerSettings = []brokerSetting{
 	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
 	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
 	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
+	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum and waits this long to be added (sediment cluster voters add)"},
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"log-level", "info", "debug, info, warn or error"},
@@ -188,6 +189,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	}
 	return broker.Config{
 		Voters:                   voters,
+		JoinTimeout:              v.GetDuration("join-timeout"),
 		ReplicaLagTimeMax:        v.GetDuration("replica-lag-time-max"),
 		ReplicaFetchMaxWait:      v.GetDuration("replica-fetch-wait-max"),
 		NodeID:                   v.GetInt32("node-id"),
