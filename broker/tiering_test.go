@@ -28,7 +28,11 @@ func startTieredBroker(t *testing.T, dir string, store objectstore.Store) *Broke
 	t.Helper()
 	b := startBroker(t, dir, func(c *Config) { c.LogFlush = "os" })
 	err := b.EnableTiering(TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
-		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t)}})
+		// A round that fails on a loaded machine (a slow commit) retries
+		// within half a second, not after the production backoff of up
+		// to a minute.
+		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t),
+			BaseBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,6 +86,11 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	if len(produced) != n {
 		t.Fatalf("produced %d", len(produced))
 	}
+	defer func() {
+		if t.Failed() { // what the tiering partition last saw (LastError)
+			t.Logf("tier status: %+v", b.TierStatus(context.Background(), "history"))
+		}
+	}()
 	waitTiered(t, "old segments only in the bucket", func() bool {
 		local := listOffset(t, b, "history", -4)
 		tiered := listOffset(t, b, "history", -5)
