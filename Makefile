@@ -25,9 +25,9 @@ cluster: build
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
 
-## tier-e2e: the long tiered-storage run on MinIO: 128 MB through small segments to the bucket and back (make test runs it with 30 MB).
+## tier-e2e: a longer tiered-storage run on MinIO: 256 MB through 1 MiB segments to the bucket and back (make test runs it with 100 MB).
 tier-e2e:
-	SEDIMENT_TIER_E2E_MB=$${SEDIMENT_TIER_E2E_MB:-128} $(GO) test -race -count=1 -timeout 20m -run 'TestTieringMinIO' -v ./e2e/
+	SEDIMENT_TIER_E2E_MB=$${SEDIMENT_TIER_E2E_MB:-256} $(GO) test -race -count=1 -timeout 20m -run 'TestTieringMinIO' -v ./e2e/
 
 ## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
 compat-franz:

@@ -27,8 +27,9 @@ import (
 	"github.com/sediment-io/sediment/tiering"
 )
 
-// tierE2EMegabytes is how much TestTieringMinIO produces: 30 MB in `make
-// test`, SEDIMENT_TIER_E2E_MB (`make tier-e2e` sets 128) for the long run.
+// tierE2EMegabytes is how much TestTieringMinIO produces: 100 MB in `make
+// test` (25 to 50 s with a race-built broker on the busy 2-core machine),
+// SEDIMENT_TIER_E2E_MB (`make tier-e2e` sets 256) for a long run.
 func tierE2EMegabytes(t *testing.T) int {
 	if v := os.Getenv("SEDIMENT_TIER_E2E_MB"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -37,7 +38,7 @@ func tierE2EMegabytes(t *testing.T) int {
 		}
 		return n
 	}
-	return 30
+	return 100
 }
 
 // tierValue is record i's value: size bytes, deterministic, incompressible.
@@ -63,7 +64,7 @@ func (d *tierDigest) add(offset int64, key, value []byte) {
 func (d *tierDigest) sum() string { return fmt.Sprintf("%x", d.h.Sum(nil)) }
 
 // TestTieringMinIO is the end-to-end test of tiered storage on a real MinIO:
-// it produces 30 MB (SEDIMENT_TIER_E2E_MB) into a topic with 1 MiB segments
+// it produces 100 MB (SEDIMENT_TIER_E2E_MB) into a topic with 1 MiB segments
 // and no local retention, then checks that every sealed segment reached the
 // bucket (the manifest covers [0, local log start) without a gap; minio-go
 // finds every object it names, at its size), that local disk keeps only
