@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos pipeline compat-franz test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos pipeline compat-franz tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -28,6 +28,10 @@ chaos:
 ## pipeline: the exactly-once pipeline under SIGKILLs (two pipeline processes, three pipeline and three broker kills) with 200,000 records.
 pipeline:
 	SEDIMENT_E2E_PIPELINE_RECORDS=$${SEDIMENT_E2E_PIPELINE_RECORDS:-200000} $(GO) test -race -count=1 -timeout 30m -run 'TestTxnPipelineSIGKILL' -v ./e2e/
+
+## tier-e2e: a longer tiered-storage run on MinIO: 256 MB through 1 MiB segments to the bucket and back (make test runs it with 100 MB).
+tier-e2e:
+	SEDIMENT_TIER_E2E_MB=$${SEDIMENT_TIER_E2E_MB:-256} $(GO) test -race -count=1 -timeout 20m -run 'TestTieringMinIO' -v ./e2e/
 
 ## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
 compat-franz:

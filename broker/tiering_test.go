@@ -3,8 +3,10 @@ package broker
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"fmt"
 	waiting "github.com/sediment-io/sediment/internal/testutil"
+	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
@@ -26,7 +28,11 @@ func startTieredBroker(t *testing.T, dir string, store objectstore.Store) *Broke
 	t.Helper()
 	b := startBroker(t, dir, func(c *Config) { c.LogFlush = "os" })
 	err := b.EnableTiering(TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
-		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t)}})
+		// A round that fails on a loaded machine (a slow commit) retries
+		// within half a second, not after the production backoff of up
+		// to a minute.
+		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t),
+			BaseBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,6 +86,11 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	if len(produced) != n {
 		t.Fatalf("produced %d", len(produced))
 	}
+	defer func() {
+		if t.Failed() { // what the tiering partition last saw (LastError)
+			t.Logf("tier status: %+v", b.TierStatus(context.Background(), "history"))
+		}
+	}()
 	waitTiered(t, "old segments only in the bucket", func() bool {
 		local := listOffset(t, b, "history", -4)
 		tiered := listOffset(t, b, "history", -5)
@@ -87,6 +98,24 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	})
 	if earliest := listOffset(t, b, "history", -2); earliest != 0 {
 		t.Fatalf("earliest across tiers %d, want 0", earliest)
+	}
+	// GET /v1/tier/status agrees with ListOffsets -4 and -5.
+	var st TierStatus
+	waitTiered(t, "tier status agreeing with ListOffsets -4/-5", func() bool {
+		rec := httptest.NewRecorder()
+		b.TierStatusHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/tier/status?topic=history", nil))
+		if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &st) != nil || len(st.Partitions) != 1 {
+			t.Fatalf("GET /v1/tier/status: %d %s", rec.Code, rec.Body)
+		}
+		p := st.Partitions[0]
+		return st.Tiering && p.Leader && p.RemoteStorageEnable && p.RemoteStartOffset == 0 && p.LocalEndOffset == n &&
+			p.LocalStartOffset == listOffset(t, b, "history", -4) && p.RemoteEndOffset-1 == listOffset(t, b, "history", -5) &&
+			p.RemoteBytes > 0 && p.LocalBytes > 0 && p.UploadLagOffsets == n-p.RemoteEndOffset
+	})
+	rec := httptest.NewRecorder()
+	b.TierStatusHandler().ServeHTTP(rec, httptest.NewRequest("POST", "/v1/tier/status", nil))
+	if rec.Code != 405 {
+		t.Fatalf("POST /v1/tier/status: %d", rec.Code)
 	}
 	got := consumeN(t, b, "history", n)[0]
 	if digest(got) != digest(produced) {

@@ -129,6 +129,8 @@ type BrokerOptions struct {
 	DataDir string
 	// ExtraArgs are appended to the broker command line.
 	ExtraArgs []string
+	// Env is added to the broker's environment (e.g. AWS credentials).
+	Env []string
 }
 
 // Broker is one `sediment broker` process. Its address, admin address and
@@ -141,6 +143,7 @@ type Broker struct {
 	RaftAddr  string // the metadata quorum's Raft transport
 	DataDir   string
 	extra     []string
+	env       []string
 	log       *syncBuffer
 	starts    int
 
@@ -166,6 +169,7 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 		NodeID:  opts.NodeID,
 		DataDir: opts.DataDir,
 		extra:   opts.ExtraArgs,
+		env:     opts.Env,
 		log:     &syncBuffer{},
 	}
 	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
@@ -235,7 +239,7 @@ func (b *Broker) start() error {
 	// Run in a directory of its own so that no sediment.yaml lying
 	// around is picked up, and with no SEDIMENT_* settings of ours.
 	cmd.Dir = filepath.Dir(b.DataDir)
-	cmd.Env = brokerEnv()
+	cmd.Env = append(brokerEnv(), b.env...)
 	cmd.Stdout, cmd.Stderr = b.log, b.log
 	// If the test binary dies, the kernel kills the broker too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
@@ -28,6 +29,7 @@ type chunk struct {
 	file  vfs.File
 	path  string
 	size  int64
+	born  int64 // Options.Now in unix nanos when the download ended
 
 	// guarded by chunkCache.mu
 	refs    int
@@ -43,6 +45,7 @@ type chunkCache struct {
 	dir     string
 	max     int64
 	metrics *Metrics
+	now     func() time.Time
 
 	mu struct {
 		sync.Mutex
@@ -54,14 +57,14 @@ type chunkCache struct {
 	}
 }
 
-func newChunkCache(fs vfs.FS, dir string, max int64, m *Metrics) (*chunkCache, error) {
+func newChunkCache(fs vfs.FS, dir string, max int64, m *Metrics, now func() time.Time) (*chunkCache, error) {
 	if err := fs.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("tiering: empty chunk cache %s: %w", dir, err)
 	}
 	if err := fs.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("tiering: chunk cache %s: %w", dir, err)
 	}
-	c := &chunkCache{fs: fs, dir: dir, max: max, metrics: m}
+	c := &chunkCache{fs: fs, dir: dir, max: max, metrics: m, now: now}
 	c.mu.entries = map[chunkKey]*chunk{}
 	c.mu.lru = list.New()
 	return c, nil
@@ -98,6 +101,7 @@ func (c *chunkCache) lookup(key chunkKey, ref bool) (ch *chunk, created bool, er
 func (c *chunkCache) done(ch *chunk, file vfs.File, size int64, err error) {
 	c.mu.Lock()
 	ch.file, ch.size, ch.err = file, size, err
+	ch.born = c.now().UnixNano()
 	if err != nil || c.mu.closed || ch.evicted {
 		if c.mu.entries[ch.key] == ch {
 			delete(c.mu.entries, ch.key)
@@ -116,6 +120,14 @@ func (c *chunkCache) done(ch *chunk, file vfs.File, size int64, err error) {
 	}
 	c.mu.Unlock()
 	close(ch.ready)
+}
+
+// has says whether key is cached or on its way.
+func (c *chunkCache) has(key chunkKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.mu.entries[key]
+	return ok
 }
 
 // forget takes ch out of the cache (a bad cache file, a failed request).
@@ -263,18 +275,127 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 	return nil, 0, lastErr
 }
 
-// request makes sure chunk index of seg is cached or on its way; with ref it
-// returns the entry with a reference (wait for it, then release it). A
-// prefetch (ref false) never blocks: if the pool is busy it is skipped.
-func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref bool) (*chunk, error) {
-	ch, created, err := m.cache.lookup(chunkKey{seg.Stem, index}, ref)
+// prefetch starts the download of chunks [from, to) of seg that are neither
+// cached nor on their way: each run of consecutive missing chunks is one
+// ranged GET (one request for many chunks: fewer requests per GB, and on a
+// busy store one long stream beats many short ones). It never blocks: if
+// the pool is busy the run is skipped, and a reader that needs one of its
+// chunks asks for it itself.
+func (m *Manager) prefetch(seg *SegmentMeta, from, to int) {
+	var run []*chunk
+	flush := func() {
+		if len(run) == 0 {
+			return
+		}
+		chs, segCopy := run, *seg
+		run = nil
+		job := func() { m.downloadRun(&segCopy, chs) }
+		select {
+		case m.jobs <- job:
+			m.metrics.Prefetches.Add(int64(len(chs)))
+		default:
+			for _, ch := range chs {
+				m.cache.done(ch, nil, 0, errNotStarted)
+			}
+		}
+	}
+	for c := from; c < to; c++ {
+		ch, created, err := m.cache.lookup(chunkKey{seg.Stem, c}, false)
+		if err != nil {
+			break
+		}
+		if !created {
+			flush()
+			continue
+		}
+		m.metrics.CacheMisses.Add(1)
+		run = append(run, ch)
+	}
+	flush()
+}
+
+// downloadRun fetches consecutive chunks of seg with one ranged GET, each
+// into its cache file and checked against the manifest's chunk CRC as it
+// arrives, so that a reader waiting for the first chunk of the run does not
+// wait for the others. If anything fails, the chunks not yet done end with
+// errNotStarted: a reader that needs one fetches it alone (download, with its
+// own retries).
+func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) {
+	ctx, cancel := context.WithTimeout(m.ctx, m.opts.ReadTimeout*time.Duration(len(chs)))
+	defer cancel()
+	next := 0
+	defer func() {
+		for _, ch := range chs[next:] {
+			m.cache.done(ch, nil, 0, errNotStarted)
+		}
+	}()
+	if len(chs) == 1 {
+		f, size, err := m.download(ctx, seg, chs[0])
+		m.cache.done(chs[0], f, size, err)
+		next = 1
+		return
+	}
+	o, err := m.readers.get(ctx, seg.Stem+SuffixLog)
+	if err != nil {
+		return
+	}
+	bad := true
+	defer func() { m.readers.put(o, bad) }()
+	first, last := int64(chs[0].key.index), int64(chs[len(chs)-1].key.index)
+	if o.size != seg.Size || last-first+1 != int64(len(chs)) {
+		return
+	}
+	off, end := first*seg.ChunkSize, min((last+1)*seg.ChunkSize, seg.Size)
+	if off >= end {
+		return
+	}
+	rc, err := o.r.ReadRange(ctx, off, end-off)
+	if err != nil {
+		return
+	}
+	defer rc.Close()
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	for ; next < len(chs); next++ {
+		ch := chs[next]
+		length := min(seg.ChunkSize, seg.Size-int64(ch.key.index)*seg.ChunkSize)
+		want, ok := seg.chunkCRC(ch.key.index)
+		if !ok {
+			return
+		}
+		f, err := m.cache.fs.Create(ch.path)
+		if err != nil {
+			return
+		}
+		h := crc32.New(castagnoli)
+		n, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(rc, length), *buf)
+		m.metrics.BytesDownloaded.Add(n)
+		if err == nil && (n != length || h.Sum32() != want) {
+			if n == length {
+				m.metrics.CorruptChunks.Add(1)
+			}
+			err = ErrCorruptObject
+		}
+		if err != nil {
+			f.Close()
+			m.cache.fs.Remove(ch.path)
+			return
+		}
+		m.cache.done(ch, f, length, nil)
+	}
+	bad = false
+}
+
+// request makes sure chunk index of seg is cached or on its way and returns
+// the entry with a reference (wait for it, then release it). Prefetches go
+// through prefetch instead.
+func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int) (*chunk, error) {
+	ch, created, err := m.cache.lookup(chunkKey{seg.Stem, index}, true)
 	if err != nil {
 		return nil, err
 	}
 	if !created {
-		if ref {
-			m.metrics.CacheHits.Add(1)
-		}
+		m.metrics.CacheHits.Add(1)
 		return ch, nil
 	}
 	m.metrics.CacheMisses.Add(1)
@@ -284,15 +405,6 @@ func (m *Manager) request(ctx context.Context, seg *SegmentMeta, index int, ref 
 		defer cancel()
 		f, size, err := m.download(dctx, &segCopy, ch)
 		m.cache.done(ch, f, size, err)
-	}
-	if !ref {
-		select {
-		case m.jobs <- job:
-			m.metrics.Prefetches.Add(1)
-		default:
-			m.cache.done(ch, nil, 0, errNotStarted)
-		}
-		return nil, nil
 	}
 	select {
 	case m.jobs <- job:

@@ -147,7 +147,9 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	v := &segView{m: p.m, seg: seg, res: res, held: map[int]*chunk{}}
 	defer v.releaseUnused()
 	pos := int64(0)
-	if offset > seg.BaseOffset {
+	if last := p.lastRead.Load(); offset > seg.BaseOffset && last != nil && last.stem == seg.Stem && last.next == offset {
+		pos = last.pos // a sequential reader: no index needed
+	} else if offset > seg.BaseOffset {
 		idx, err := p.m.offsetIndex(ctx, seg)
 		if err != nil {
 			return false, err
@@ -161,6 +163,13 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 		if _, err := v.chunk(ctx, c, false); err != nil {
 			return false, err
 		}
+	}
+	// A sequential reader (this read starts where the last one ended, or at
+	// a segment's start) gets ReadAhead chunks past this read's last one,
+	// into the next segments, requested now so that they download while
+	// this read waits for its own chunks.
+	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
+		p.m.readAhead(m, i, last+1)
 	}
 	// Find the batch holding offset.
 	var h hotlog.BatchHeader
@@ -196,23 +205,55 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 	if err := v.regions(ctx, start, end); err != nil {
 		return false, err
 	}
-	if !p.m.opts.SkipBatchCRC {
+	if !p.m.opts.SkipBatchCRC && v.recheck(start, end) {
 		if err := v.verify(start, end); err != nil {
 			return false, err
 		}
 	}
-	// Read-ahead for sequential readers.
-	if p.lastReadEnd.Swap(res.NextOffset) == offset || offset <= seg.BaseOffset {
-		// ReadAhead chunks past the read, into the next segments.
-		c, ahead := int((end-1)/seg.ChunkSize)+1, p.m.opts.ReadAhead
-		for j := i; ahead > 0 && j < len(m.Segments); j, c = j+1, 0 {
-			for ; ahead > 0 && c < m.Segments[j].numChunks(); c, ahead = c+1, ahead-1 {
-				p.m.request(ctx, &m.Segments[j], c, false)
-			}
-		}
-	}
+	p.lastReadEnd.Store(res.NextOffset)
+	p.lastRead.Store(&readPos{stem: seg.Stem, next: res.NextOffset, pos: end})
 	p.m.metrics.BytesServed.Add(res.Size)
 	return true, nil
+}
+
+// readPos is where a remote read ended: the next offset and the position of
+// the batch after the last one served, in segment stem.
+type readPos struct {
+	stem      string
+	next, pos int64
+}
+
+// readAhead keeps a sequential reader's window of ReadAhead chunks, from
+// chunk c of segment i of mf on (into the next segments), cached or on its
+// way. It refills the window only once half of it is used up, so that each
+// refill is a long run of chunks, fetched with one GET per segment.
+func (m *Manager) readAhead(mf *Manifest, i, c int) {
+	type pos struct{ seg, chunk int }
+	var window []pos
+	for j := i; len(window) < m.opts.ReadAhead && j < len(mf.Segments); j, c = j+1, 0 {
+		for ; len(window) < m.opts.ReadAhead && c < mf.Segments[j].numChunks(); c++ {
+			window = append(window, pos{j, c})
+		}
+	}
+	have := 0
+	for _, w := range window {
+		if !m.cache.has(chunkKey{mf.Segments[w.seg].Stem, w.chunk}) {
+			break
+		}
+		have++
+	}
+	if have == len(window) || have >= max(1, len(window)/2) {
+		return
+	}
+	rest := window[have:]
+	for k := 0; k < len(rest); {
+		j := rest[k].seg
+		from := rest[k].chunk
+		for k < len(rest) && rest[k].seg == j {
+			k++
+		}
+		m.prefetch(&mf.Segments[j], from, rest[k-1].chunk+1)
+	}
 }
 
 // segView reads one segment's bytes through the chunk cache for one read.
@@ -231,7 +272,7 @@ func (v *segView) chunk(ctx context.Context, c int, wait bool) (*chunk, error) {
 		ch, ok := v.held[c]
 		if !ok {
 			var err error
-			if ch, err = v.m.request(ctx, v.seg, c, true); err != nil {
+			if ch, err = v.m.request(ctx, v.seg, c); err != nil {
 				return nil, err
 			}
 			v.held[c] = ch
@@ -328,6 +369,22 @@ func (v *segView) regions(ctx context.Context, start, end int64) error {
 		pos += n
 	}
 	return nil
+}
+
+// recheck says whether a chunk under [start, end) is older than
+// RecheckAfter (younger ones were checked against the manifest as they were
+// written).
+func (v *segView) recheck(start, end int64) bool {
+	if v.m.opts.RecheckAfter < 0 {
+		return true
+	}
+	limit := v.m.opts.Now().Add(-v.m.opts.RecheckAfter).UnixNano()
+	for c := int(start / v.seg.ChunkSize); int64(c)*v.seg.ChunkSize < end; c++ {
+		if ch, ok := v.held[c]; !ok || ch.born <= limit {
+			return true
+		}
+	}
+	return false
 }
 
 // verify checks the CRC-32C of every batch in [start, end).

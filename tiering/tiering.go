@@ -104,14 +104,21 @@ type Options struct {
 	ChunkSize int64
 	// ReadWorkers bounds the concurrent GETs of remote reads [8];
 	// ReadAhead is how many chunks past a sequential reader's position
-	// are prefetched [2].
+	// are kept cached or on their way [8], requested before the read waits
+	// for its own; the window is refilled once half of it is used up, with
+	// one GET per segment for the whole run.
 	ReadWorkers int
 	ReadAhead   int
 	// ReadTimeout bounds one chunk download [30s].
 	ReadTimeout time.Duration
-	// SkipBatchCRC turns off the CRC-32C check of every served batch
-	// (chunks are always checked against the manifest when downloaded).
+	// SkipBatchCRC turns off the CRC-32C check of served batches (chunks
+	// are always checked against the manifest when downloaded).
+	// RecheckAfter: a chunk file is checked against the manifest's chunk
+	// CRC32C as it is written, so batches served from it are CRC-checked
+	// again only once it is older than this (a file damaged at rest) [1 min];
+	// negative: on every read.
 	SkipBatchCRC bool
+	RecheckAfter time.Duration
 
 	// UploadWorkers is how many partitions upload at once [2];
 	// UploadParallelism how many segments of one partition [2].
@@ -161,7 +168,10 @@ func (o *Options) setDefaults() error {
 	if o.ReadAhead < 0 {
 		o.ReadAhead = 0
 	} else if o.ReadAhead == 0 {
-		o.ReadAhead = 2
+		o.ReadAhead = 8
+	}
+	if o.RecheckAfter == 0 {
+		o.RecheckAfter = time.Minute
 	}
 	if o.ReadTimeout <= 0 {
 		o.ReadTimeout = 30 * time.Second
@@ -240,7 +250,7 @@ func New(opts Options) (*Manager, error) {
 	m.store = &countingStore{Store: opts.Store, m: &m.metrics}
 	m.mu.parts = map[TopicPartition]*Partition{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())
-	cache, err := newChunkCache(opts.CacheFS, opts.CacheDir, opts.CacheBytes, &m.metrics)
+	cache, err := newChunkCache(opts.CacheFS, opts.CacheDir, opts.CacheBytes, &m.metrics, opts.Now)
 	if err != nil {
 		m.cancel()
 		return nil, err
@@ -310,6 +320,9 @@ func (m *Manager) schedule(ctx context.Context) {
 		}
 	}
 }
+
+// Partitions returns the partitions added to the Manager, in no order.
+func (m *Manager) Partitions() []*Partition { return m.partitions() }
 
 func (m *Manager) partitions() []*Partition {
 	m.mu.Lock()
@@ -414,7 +427,8 @@ type Partition struct {
 	removed atomic.Bool
 	busy    atomic.Bool // handed to an upload worker
 
-	lastReadEnd atomic.Int64 // where the last remote read ended (read-ahead)
+	lastReadEnd atomic.Int64            // where the last remote read ended (read-ahead)
+	lastRead    atomic.Pointer[readPos] // and at which position (no index lookup for the next)
 	lagBytes    atomic.Int64
 	lagOffsets  atomic.Int64
 	nextRun     atomic.Int64 // unix nanos before which the loop skips it (backoff)
@@ -614,27 +628,36 @@ func (p *Partition) updateLag(st *remoteState) {
 // Status describes a partition's two tiers (for `sediment tier status`).
 type Status struct {
 	Partition                                       TopicPartition
+	RemoteStorageEnable                             bool
 	LocalStartOffset, LocalEndOffset, HighWatermark int64
-	LocalBytes                                      int64
+	LocalBytes, LocalSegments                       int64
 	RemoteStartOffset, RemoteEndOffset              int64 // -1 when nothing is remote
 	RemoteBytes, RemoteSegments                     int64
 	ManifestVersion                                 int64
 	ManifestKey                                     string
-	UploadLagBytes, UploadLagOffsets                int64
-	LastError                                       string
+	// UploadLagBytes is the size of the local segments not wholly in the
+	// bucket (the active one included); UploadLagOffsets the offsets below
+	// the high watermark past the remote end. Both are 0 while
+	// remote.storage.enable is off.
+	UploadLagBytes, UploadLagOffsets int64
+	LastError                        string
 }
 
-// Status returns the partition's status as last seen (no I/O).
+// Status returns the partition's status from what is in memory: the local
+// log now, the remote log as last loaded (no I/O; see LiveStatus).
 func (p *Partition) Status() Status {
-	s := Status{Partition: p.tp, RemoteStartOffset: -1, RemoteEndOffset: -1,
+	st := p.state.Load()
+	p.updateLag(st)
+	s := Status{Partition: p.tp, RemoteStorageEnable: p.Config().RemoteStorageEnable, RemoteStartOffset: -1, RemoteEndOffset: -1,
 		UploadLagBytes: p.lagBytes.Load(), UploadLagOffsets: p.lagOffsets.Load()}
 	if p.log != nil {
 		s.LocalStartOffset, s.LocalEndOffset, s.HighWatermark = p.log.LogStartOffset(), p.log.LogEndOffset(), p.log.HighWatermark()
 		for _, seg := range p.log.Segments() {
 			s.LocalBytes += seg.Size
+			s.LocalSegments++
 		}
 	}
-	if st := p.state.Load(); st != nil {
+	if st != nil {
 		if len(st.manifest.Segments) > 0 {
 			s.RemoteStartOffset, s.RemoteEndOffset = st.ptr.StartOffset, st.ptr.EndOffset
 		}
@@ -645,6 +668,13 @@ func (p *Partition) Status() Status {
 		s.LastError = *e
 	}
 	return s
+}
+
+// LiveStatus re-reads the committed pointer (and the manifest, if it
+// moved) before returning Status.
+func (p *Partition) LiveStatus(ctx context.Context) (Status, error) {
+	_, err := p.refresh(ctx)
+	return p.Status(), err
 }
 
 // RemoteLogStart is the first offset in the bucket, or -1 if it holds

@@ -254,6 +254,9 @@ func TestCorruptCacheFile(t *testing.T) {
 		t.Skip("cache file not writable here:", err)
 	}
 	res.Release()
+	// A chunk file younger than RecheckAfter is trusted (it was checked
+	// as it was written); an older one is checked again.
+	e.clock.Advance(2 * time.Minute)
 	res, err = e.p.Read(ctx, 0, 1<<20, e.log.HighWatermark())
 	if err != nil {
 		t.Fatal(err)
@@ -612,5 +615,51 @@ func TestDeleteRecordsBefore(t *testing.T) {
 	hdr, _ := hotlog.ParseBatchHeader(got)
 	if want := e.stampedFrom(hdr.BaseOffset); !bytes.Equal(got, want) {
 		t.Fatal("records after the cut differ")
+	}
+}
+
+// TestReadAheadRuns: a sequential reader's read-ahead fetches runs of chunks
+// with one GET each (far fewer GETs than chunks), and when those streams are
+// cut or corrupted the reader still gets exactly the produced bytes (the
+// chunks a failed run did not deliver are fetched one by one).
+func TestReadAheadRuns(t *testing.T) {
+	inner := mem.New(nil)
+	fs := faulty.Wrap(inner, 11)
+	e := newEnv(t, envOptions{store: fs, segmentBytes: 64 << 10, chunkSize: 4096, cfg: localOnlyTail(0)})
+	e.produce(400, 5, 100)
+	for i := 0; i < 20 && e.log.LogStartOffset() < e.log.HighWatermark()-100; i++ {
+		e.run()
+	}
+	end := e.log.LogStartOffset()
+	want := e.stampedFrom(0)
+	read := func(what string) {
+		t.Helper()
+		var got []byte
+		for attempt := 0; attempt < 20; attempt++ {
+			var err error
+			if got, err = e.readAll(0, end, 3000); err == nil {
+				break
+			} else if !errors.Is(err, ErrUnavailable) {
+				t.Fatalf("%s: a failed read must be ErrUnavailable: %v", what, err)
+			}
+		}
+		if !bytes.HasPrefix(want, got) || len(got) == 0 {
+			t.Fatalf("%s: read %d bytes that are not the produced ones", what, len(got))
+		}
+	}
+	e.open(envOptions{chunkSize: 4096}, e.p.Config()) // a cold cache
+	read("clean")
+	ms := e.m.Metrics()
+	if ms.CacheMisses < 40 || ms.Prefetches < ms.CacheMisses/2 || ms.Gets*3 > ms.CacheMisses*2 {
+		t.Fatalf("%d chunks downloaded (%d prefetched) with %d GETs: runs not coalesced", ms.CacheMisses, ms.Prefetches, ms.Gets)
+	}
+	t.Logf("%d chunks downloaded (%d prefetched) with %d GETs", ms.CacheMisses, ms.Prefetches, ms.Gets)
+	e.m.Close()
+	fs.SetRules(faulty.Rule{Ops: faulty.OpReadRange, Probability: 0.2, Truncate: true},
+		faulty.Rule{Ops: faulty.OpReadRange, Probability: 0.2, Corrupt: true})
+	e.open(envOptions{chunkSize: 4096}, e.p.Config())
+	read("flaky")
+	if fs.Injected(faulty.OpReadRange) == 0 {
+		t.Fatal("no fault injected")
 	}
 }

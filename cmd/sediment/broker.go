@@ -295,6 +295,7 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", b.MetricsHandler())
+		mux.Handle("/v1/tier/status", b.TierStatusHandler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {

@@ -1,11 +1,19 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -114,6 +122,157 @@ func newTierCmd() *cobra.Command {
 	if err := v.BindPFlags(f); err != nil {
 		panic(err)
 	}
-	cmd.AddCommand(ls)
+	cmd.AddCommand(ls, newTierStatusCmd())
 	return cmd
+}
+
+// newTierStatusCmd asks running brokers' admin endpoints (GET
+// /v1/tier/status) for their partitions' two tiers and prints one row per
+// partition, from its leader when a broker asked leads it.
+func newTierStatusCmd() *cobra.Command {
+	v := viper.New()
+	cmd := &cobra.Command{
+		Use:   "status [TOPIC]",
+		Short: "Show each partition's local and remote offsets, bytes per tier and upload lag, from running brokers",
+		Example: `  sediment tier status
+  sediment tier status orders --admin 10.0.0.1:9644,10.0.0.2:9644,10.0.0.3:9644
+  sediment tier status orders -o json`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := ""
+			if len(args) == 1 {
+				topic = args[0]
+			}
+			format := v.GetString("output")
+			if format != "table" && format != "json" {
+				return fmt.Errorf("--output %q: want table or json", format)
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), v.GetDuration("timeout"))
+			defer cancel()
+			rows, err := tierStatus(ctx, v.GetStringSlice("admin"), topic)
+			if err != nil {
+				return err
+			}
+			if topic != "" && len(rows) == 0 {
+				return fmt.Errorf("topic %q: no partition of it on the brokers asked", topic)
+			}
+			if format == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(rows)
+			}
+			return printTierStatus(cmd.OutOrStdout(), rows)
+		},
+	}
+	f := cmd.Flags()
+	f.StringSlice("admin", []string{"127.0.0.1:9644"}, "admin addresses (host:port, the brokers' admin-address) to ask, comma-separated; list every broker of a cluster")
+	f.StringP("output", "o", "table", "table or json")
+	f.Duration("timeout", 30*time.Second, "how long to wait for each broker")
+	v.SetEnvPrefix("SEDIMENT")
+	v.AutomaticEnv()
+	if err := v.BindPFlags(f); err != nil {
+		panic(err)
+	}
+	return cmd
+}
+
+// tierStatusRow is a partition's row: the status from the broker that
+// reported it (its leader when one of the brokers asked leads it).
+type tierStatusRow struct {
+	broker.TierPartitionStatus
+	NodeID int32 `json:"node_id"` // the broker that reported the row
+}
+
+// tierStatus gathers the rows of every admin address, one per partition.
+func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatusRow, error) {
+	type key struct {
+		topic     string
+		partition int32
+	}
+	best := map[key]tierStatusRow{}
+	enabled := false
+	var list []string // SEDIMENT_ADMIN comes as one string
+	for _, a := range addrs {
+		list = append(list, strings.Split(a, ",")...)
+	}
+	for _, addr := range list {
+		addr = strings.TrimSpace(addr)
+		if addr == "" {
+			continue
+		}
+		u := url.URL{Scheme: "http", Host: addr, Path: "/v1/tier/status"}
+		if strings.Contains(addr, "://") {
+			parsed, err := url.Parse(addr)
+			if err != nil {
+				return nil, fmt.Errorf("--admin %q: %w", addr, err)
+			}
+			u.Scheme, u.Host = parsed.Scheme, parsed.Host
+		}
+		if topic != "" {
+			u.RawQuery = url.Values{"topic": {topic}}.Encode()
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("cannot reach the admin endpoint at %s (set --admin or SEDIMENT_ADMIN): %w", addr, err)
+		}
+		var st broker.TierStatus
+		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		resp.Body.Close()
+		if err == nil && resp.StatusCode != http.StatusOK {
+			err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+		}
+		if err == nil {
+			err = json.Unmarshal(body, &st)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("admin endpoint %s: %w", u.String(), err)
+		}
+		enabled = enabled || st.Tiering
+		for _, p := range st.Partitions {
+			k := key{p.Topic, p.Partition}
+			if old, ok := best[k]; ok && (old.Leader || !p.Leader) {
+				continue
+			}
+			best[k] = tierStatusRow{TierPartitionStatus: p, NodeID: st.NodeID}
+		}
+	}
+	if !enabled {
+		return nil, errors.New("tiered storage is not enabled on the brokers asked (sediment broker --tiering)")
+	}
+	rows := make([]tierStatusRow, 0, len(best))
+	for _, r := range best {
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b tierStatusRow) int {
+		if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+			return c
+		}
+		return int(a.Partition) - int(b.Partition)
+	})
+	return rows, nil
+}
+
+func printTierStatus(w io.Writer, rows []tierStatusRow) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOPIC\tPARTITION\tLEADER\tREMOTE-STORAGE\tLOCAL-START\tLOCAL-END\tLOCAL-BYTES\tREMOTE-START\tREMOTE-END\tREMOTE-BYTES\tLAG-OFFSETS\tLAG-BYTES\tERROR")
+	for _, r := range rows {
+		leader, enabled, errText := "-", "off", "-"
+		if r.Leader {
+			leader = fmt.Sprint(r.NodeID)
+		}
+		if r.RemoteStorageEnable {
+			enabled = "on"
+		}
+		if r.LastError != "" {
+			errText = r.LastError
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", r.Topic, r.Partition, leader, enabled,
+			r.LocalStartOffset, r.LocalEndOffset, r.LocalBytes, r.RemoteStartOffset, r.RemoteEndOffset, r.RemoteBytes,
+			r.UploadLagOffsets, r.UploadLagBytes, errText)
+	}
+	return tw.Flush()
 }
