@@ -358,6 +358,13 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			cancel()
 			if err != nil {
 				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
+				if !errors.Is(err, context.DeadlineExceeded) {
+					// Refused: the followers it added stop holding the
+					// high watermark. A timed-out proposal may still
+					// commit, so they keep holding it until the next plan
+					// or the committed assignment.
+					tr.ProposalFailed()
+				}
 				p.repl.mu.Lock()
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()

@@ -10,6 +10,14 @@
 // high watermark is therefore the smallest log end offset over the ISR,
 // counting the leader's own durable end.
 //
+// While an expansion of the ISR is being proposed, the followers it adds
+// count too (Kafka's "maximal ISR", KIP-497): from the moment the leader
+// decides a follower may join, the high watermark does not pass that
+// follower's log end, so when the change commits the new member holds every
+// committed record and may be elected. Without it the high watermark could
+// move past the follower while the change travels through the metadata log,
+// and a leader elected from the new ISR would lack records consumers read.
+//
 // The Tracker knows nothing of logs, sockets or the metadata log; the broker
 // feeds it and acts on what it answers, so it is tested directly.
 package replica
@@ -39,6 +47,12 @@ type Tracker struct {
 		replicas  []int32
 		isr       []int32
 		followers map[int32]*follower
+		// adding holds the followers of a proposed, not yet committed
+		// ISR expansion; the high watermark counts them.
+		adding []int32
+		// hw is the highest high watermark this tracker answered; a
+		// follower joins only at or past it.
+		hw int64
 	}
 }
 
@@ -55,6 +69,7 @@ func (t *Tracker) Reset(replicas, isr []int32, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.mu.followers = map[int32]*follower{}
+	t.mu.hw = 0
 	t.setLocked(replicas, isr, now)
 }
 
@@ -69,6 +84,7 @@ func (t *Tracker) SetAssignment(replicas, isr []int32, now time.Time) {
 func (t *Tracker) setLocked(replicas, isr []int32, now time.Time) {
 	t.mu.replicas = slices.Clone(replicas)
 	t.mu.isr = slices.Clone(isr)
+	t.mu.adding = nil // a committed assignment ends any proposal
 	for _, r := range replicas {
 		if r == t.self {
 			continue
@@ -112,23 +128,35 @@ func (t *Tracker) RecordFetch(id int32, fetchOffset, leaderEnd int64, now time.T
 	return true
 }
 
-// HighWatermark is the smallest log end offset over the ISR, the leader's
-// own being leaderEnd (its durable end).
+// HighWatermark is the smallest log end offset over the ISR and the
+// followers a pending expansion adds, the leader's own being leaderEnd (its
+// durable end).
 func (t *Tracker) HighWatermark(leaderEnd int64) int64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	hw := leaderEnd
-	for _, r := range t.mu.isr {
-		if r == t.self {
-			continue
+	for _, set := range [][]int32{t.mu.isr, t.mu.adding} {
+		for _, r := range set {
+			if r == t.self {
+				continue
+			}
+			f, ok := t.mu.followers[r]
+			if !ok {
+				return -1
+			}
+			hw = min(hw, f.leo)
 		}
-		f, ok := t.mu.followers[r]
-		if !ok {
-			return -1
-		}
-		hw = min(hw, f.leo)
 	}
+	t.mu.hw = max(t.mu.hw, hw)
 	return hw
+}
+
+// ProposalFailed ends a proposed expansion that was not committed: its
+// followers stop holding the high watermark back.
+func (t *Tracker) ProposalFailed() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.mu.adding = nil
 }
 
 // PlanISR returns the ISR the leader should propose, and whether it differs
@@ -136,10 +164,17 @@ func (t *Tracker) HighWatermark(leaderEnd int64) int64 {
 // followers whose log end reached both the high watermark and the offset the
 // leadership began at (so they hold every record of the current epoch the
 // leader has committed) join. The leader always stays.
+//
+// The caller proposes the answer when it changed, and calls ProposalFailed
+// if the proposal is refused. The followers it adds count in the high
+// watermark from now until the change commits (SetAssignment) or fails.
+// hw is the high watermark the caller knows; the tracker's own highest
+// answer counts too, since a caller may not have applied it yet.
 func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration) ([]int32, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []int32
+	hw = max(hw, t.mu.hw)
+	var out, adding []int32
 	changed := false
 	for _, r := range t.mu.replicas {
 		if r == t.self {
@@ -158,9 +193,11 @@ func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration
 			out = append(out, r)
 		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag:
 			out = append(out, r) // expand
+			adding = append(adding, r)
 			changed = true
 		}
 	}
+	t.mu.adding = adding
 	return out, changed
 }
 

@@ -85,3 +85,72 @@ func TestCaughtUpAtPreviousFetch(t *testing.T) {
 		t.Fatalf("a follower one fetch behind was dropped: %v", isr)
 	}
 }
+
+// The shape franz-go's suite hit under rolling restarts: a follower is
+// planned into the ISR at the high watermark it has reached, and the high
+// watermark must not pass it while the change travels through the metadata
+// log, or the follower joins lacking committed records (and, elected,
+// truncates records consumers already read).
+func TestExpansionHoldsHighWatermarkUntilCommitted(t *testing.T) {
+	now := time.Unix(1000, 0)
+	lag := 10 * time.Second
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2}, []int32{1}, now)
+	tr.RecordFetch(2, 100, 100, now) // caught up
+	if hw := tr.HighWatermark(100); hw != 100 {
+		t.Fatalf("hw %d, want 100", hw)
+	}
+	isr, changed := tr.PlanISR(100, 0, now, lag)
+	if !changed || !slices.Equal(isr, []int32{1, 2}) {
+		t.Fatalf("plan %v %v, want [1 2]", isr, changed)
+	}
+	// The leader appends more while the proposal is in flight; the
+	// follower has not fetched it yet.
+	if hw := tr.HighWatermark(150); hw != 100 {
+		t.Fatalf("hw %d with an expansion pending, want 100 (the joining follower's end)", hw)
+	}
+	tr.RecordFetch(2, 120, 150, now)
+	if hw := tr.HighWatermark(150); hw != 120 {
+		t.Fatalf("hw %d, want 120", hw)
+	}
+	// Committed: the follower is an ISR member and still counts.
+	tr.SetAssignment([]int32{1, 2}, []int32{1, 2}, now)
+	if hw := tr.HighWatermark(150); hw != 120 {
+		t.Fatalf("hw %d after the commit, want 120", hw)
+	}
+}
+
+func TestRefusedExpansionStopsHoldingHighWatermark(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2}, []int32{1}, now)
+	tr.RecordFetch(2, 50, 50, now)
+	tr.HighWatermark(50)
+	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
+		t.Fatal("no expansion planned")
+	}
+	if hw := tr.HighWatermark(80); hw != 50 {
+		t.Fatalf("hw %d, want 50 while pending", hw)
+	}
+	tr.ProposalFailed()
+	if hw := tr.HighWatermark(80); hw != 80 {
+		t.Fatalf("hw %d after the refusal, want 80", hw)
+	}
+}
+
+// A follower that reached the high watermark the caller passed, but not the
+// one the tracker already answered (the caller has not applied it yet), must
+// not be planned in.
+func TestPlanISRUsesTrackersOwnHighWatermark(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2}, []int32{1}, now)
+	tr.RecordFetch(2, 90, 90, now)
+	if hw := tr.HighWatermark(100); hw != 100 {
+		t.Fatalf("hw %d, want 100", hw)
+	}
+	// The caller still reads 90 from the log.
+	if isr, changed := tr.PlanISR(90, 0, now, 10*time.Second); changed {
+		t.Fatalf("planned %v with the follower at 90 below the answered hw 100", isr)
+	}
+}
