@@ -44,12 +44,14 @@ func produceRecords(b *testing.B, cl *kgo.Client, topic string, n, txnSize int) 
 				wg.Done()
 			})
 		}
+		// kgo's EndTransaction does not flush: every record of the
+		// transaction must be acknowledged before it ends.
+		wg.Wait()
 		if txnSize > 0 {
 			if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 				b.Fatal(err)
 			}
 		}
-		wg.Wait()
 		done += size
 	}
 	return time.Since(start)
