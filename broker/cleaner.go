@@ -40,6 +40,13 @@ type CleanerConfig struct {
 	Backoff time.Duration
 	// RetentionCheckInterval (log.retention.check.interval.ms) [5m].
 	RetentionCheckInterval time.Duration
+	// RemoteInterval is how often the remote logs of tiered compacted
+	// topics are checked for tiered compaction [30s; negative: never]
+	// (tiercompact.go).
+	RemoteInterval time.Duration
+	// LeaseTTL is the duration of the leases of remote jobs [30s]; a
+	// worker renews its lease every third of it.
+	LeaseTTL time.Duration
 }
 
 // cleaner owns the broker's compaction.Manager and remembers which

@@ -127,6 +127,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 		defer g.wg.Done()
 		g.loop(ctx)
 	})
+	g.startRemoteCompaction(ctx) // tiercompact.go
 	return nil
 }
 

@@ -138,6 +138,12 @@ func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 	for _, s := range st.manifest.Segments {
 		stems[s.Stem] = true
 	}
+	graceMs := p.m.opts.Now().Add(-p.m.opts.OrphanGrace).UnixMilli()
+	for _, r := range st.manifest.Retired {
+		if r.RetiredMs >= graceMs {
+			stems[r.Stem] = true // replaced by compaction; reads in flight may still use it
+		}
+	}
 	list, err := p.m.store.List(ctx, p.prefix, "")
 	if err != nil {
 		return 0, fmt.Errorf("tiering: %s: list for orphans: %w", p.tp, err)

@@ -562,6 +562,15 @@ func (p *Partition) current(ctx context.Context) (*remoteState, error) {
 
 // commit writes nm as the next manifest and commits it.
 func (p *Partition) commit(ctx context.Context, epoch int32, st *remoteState, nm *Manifest) (*remoteState, error) {
+	return p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
+		return p.m.opts.Committer.CommitRemoteLog(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset)
+	})
+}
+
+// commitWith is commit with the metadata-log call given (a fenced one for
+// tiered compaction).
+func (p *Partition) commitWith(ctx context.Context, epoch int32, st *remoteState, nm *Manifest,
+	commitFn func(key string, expected int64) error) (*remoteState, error) {
 	nm.Format = ManifestFormat
 	nm.Topic, nm.TopicID, nm.Partition = p.tp.Topic, p.tp.TopicIDString(), p.tp.Partition
 	nm.Version = st.ptr.ManifestVersion + 1
@@ -575,7 +584,7 @@ func (p *Partition) commit(ctx context.Context, epoch int32, st *remoteState, nm
 	if err := objectstore.PutBytes(ctx, p.m.store, key, data, objectstore.CreateOptions{NoOverwrite: true}); err != nil {
 		return st, fmt.Errorf("tiering: %s: write manifest: %w", p.tp, err)
 	}
-	if err := p.m.opts.Committer.CommitRemoteLog(ctx, p.tp, epoch, st.ptr.ManifestVersion, key, nm.StartOffset, nm.EndOffset); err != nil {
+	if err := commitFn(key, st.ptr.ManifestVersion); err != nil {
 		p.state.Store(nil) // outcome unknown: re-read the pointer before going on
 		return st, fmt.Errorf("tiering: %s: commit manifest v%d: %w", p.tp, nm.Version, err)
 	}
