@@ -101,6 +101,23 @@ func (g *tierGlue) CommitRemoteLogFenced(ctx context.Context, tp tiering.TopicPa
 	return err
 }
 
+// RunLeased implements tiering.JobLeases: the remote part of retention runs
+// under the partition's "retention" lease.
+func (g *tierGlue) RunLeased(ctx context.Context, tp tiering.TopicPartition, kind string,
+	job func(ctx context.Context, fence tiering.Fence) error) error {
+	ttl := g.b.cfg.Cleaner.LeaseTTL
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	leases := g.b.leases(fmt.Sprintf("broker-%d", g.b.cfg.NodeID), ttl)
+	err := compaction.RunLeased(ctx, leases, compaction.LeaseKind(kind), tp.String(), nil,
+		func(ctx context.Context, l compaction.Lease) error { return job(ctx, fenceOf(l)) })
+	if errors.Is(err, compaction.ErrLeaseLost) {
+		g.b.leaseMetrics().lost.WithLabelValues(kind).Inc()
+	}
+	return err
+}
+
 // RemoteCleanStatus is the tiered-compaction state of one partition.
 type RemoteCleanStatus struct {
 	Range       compaction.RemoteRange

@@ -5,18 +5,21 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sediment-io/sediment/compaction"
 	"github.com/sediment-io/sediment/internal/miniotest"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
+	"github.com/sediment-io/sediment/objectstore/fs"
 	"github.com/sediment-io/sediment/objectstore/s3"
 	"github.com/sediment-io/sediment/tiering"
 )
@@ -328,5 +331,52 @@ func TestTieredCompactionLeaseRace(t *testing.T) {
 		if view[string(r.Key)] != string(r.Value) {
 			t.Fatalf("key %s: %q, want %q", r.Key, view[string(r.Key)], r.Value)
 		}
+	}
+}
+
+// TestTieredRetentionUnderLease: remote retention (retention.bytes across
+// both tiers) drops remote segments under the partition's "retention" lease:
+// the remote log start moves, the lease counter counts, and a lease another
+// worker holds stops the remote part until it is released.
+func TestTieredRetentionUnderLease(t *testing.T) {
+	dir := t.TempDir()
+	store, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, -1, time.Hour)
+	topic := "leased-retention"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
+	// Another worker holds the retention lease first.
+	ctx := testCtx(t)
+	other := b.leases("other-worker", time.Hour)
+	held, err := other.Acquire(ctx, compaction.LeaseRetention, topic+"-0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceAll(t, cl, keyedUpdates(topic, 50, 10, "t"))
+	waitTiered(t, "data tiered", func() bool { return remotePointer(t, b, topic).EndOffset > 250 })
+	adm := kadm.NewClient(newClient(t, b))
+	if _, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.bytes", Value: ptr("20000")}}, topic); err != nil {
+		t.Fatal(err)
+	}
+	// Held elsewhere: the remote start stays (retention rounds fail with
+	// ErrLeaseHeld and back off).
+	waitTiered(t, "a retention round refused for the lease", func() bool {
+		p := b.testTierPart(t, topic)
+		return p != nil && strings.Contains(p.tp.Status().LastError, "lease held")
+	})
+	if start := remotePointer(t, b, topic).StartOffset; start != 0 {
+		t.Fatalf("remote start moved to %d while another worker held the lease", start)
+	}
+	if err := other.Release(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, "remote retention under the broker's lease", func() bool { return remotePointer(t, b, topic).StartOffset > 0 })
+	if v := testutil.ToFloat64(b.leaseMetrics().held.WithLabelValues("retention")); v == 0 {
+		t.Fatal("sediment_leases_acquired_total{kind=retention} is 0")
 	}
 }

@@ -99,6 +99,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	g.mu.topics = map[metadata.UUID]int32{}
 	opts := cfg.Options
 	opts.Store, opts.Committer, opts.Leadership = cfg.Store, g, g
+	opts.Leases = g // remote retention under leases (tiercompact.go)
 	if opts.CacheDir == "" {
 		opts.CacheDir = filepath.Join(b.cfg.DataDir, "tier-cache")
 	}

@@ -37,6 +37,38 @@ type FencedCommitter interface {
 		newManifestKey string, remoteStart, remoteEnd int64, fence Fence) error
 }
 
+// JobLeases runs a remote job under the lease of kind on a partition (the
+// broker implements it with compaction.RunLeased over the metadata log).
+// RunLeased returns an error wrapping ErrLeaseLost if the lease was lost
+// while job ran, and the lease's refusal if another holder has it.
+type JobLeases interface {
+	RunLeased(ctx context.Context, tp TopicPartition, kind string, job func(ctx context.Context, fence Fence) error) error
+}
+
+// Lease kinds of remote jobs.
+const (
+	LeaseRetention = "retention"
+	LeaseCompact   = "compact"
+)
+
+// commitLeased is commit under the partition's lease of kind, when
+// Options.Leases is set.
+func (p *Partition) commitLeased(ctx context.Context, epoch int32, st *remoteState, nm *Manifest, kind string) (*remoteState, error) {
+	fc, ok := p.m.opts.Committer.(FencedCommitter)
+	if p.m.opts.Leases == nil || !ok {
+		return p.commit(ctx, epoch, st, nm)
+	}
+	ns := st
+	err := p.m.opts.Leases.RunLeased(ctx, p.tp, kind, func(ctx context.Context, fence Fence) error {
+		var err error
+		ns, err = p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
+			return fc.CommitRemoteLogFenced(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset, fence)
+		})
+		return err
+	})
+	return ns, err
+}
+
 // RetiredSegment is a segment replaced by compaction whose objects stay in
 // the bucket until RetiredMs + Options.OrphanGrace.
 type RetiredSegment struct {

@@ -61,7 +61,7 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 				nm.Segments = nm.Segments[dropRemote:]
 				nm.StartOffset = newStart
 				nm.EndOffset = max(nm.EndOffset, newStart)
-				ns, err := p.commit(ctx, epoch, st, nm)
+				ns, err := p.commitLeased(ctx, epoch, st, nm, LeaseRetention)
 				if err != nil {
 					return err // nothing deleted anywhere
 				}

@@ -132,6 +132,13 @@ type Options struct {
 	// MaxSegmentsPerCommit bounds how many segments one manifest adds [16].
 	MaxSegmentsPerCommit int
 
+	// Leases, if set, runs remote jobs under a lease of the metadata log:
+	// the remote part of retention (dropping expired segments from the
+	// manifest and the bucket) commits with the lease's Fence, so that
+	// exactly one broker acts on a partition's remote log at a time
+	// (compact.go).
+	Leases JobLeases
+
 	Now    func() time.Time // [time.Now]
 	Logger *slog.Logger     // [slog.Default()]
 }
