@@ -124,7 +124,7 @@ func (e *remoteEnv) view(t *testing.T) (remote, local []seen) {
 		remote = append(remote, decodeBatches(t, b)...)
 		off = res.NextOffset
 	}
-	for _, r := range readView(t, e.l) {
+	for _, r := range readViewFrom(t, e.l, max(ptr.EndOffset, e.l.LogStartOffset())) {
 		if r.offset >= ptr.EndOffset {
 			local = append(local, r)
 		}
@@ -167,19 +167,23 @@ func decodeBatches(t *testing.T, b []byte) []seen {
 // leaves no key in the remote log that the local log holds a newer record
 // of, and (past delete.retention.ms) brings no deleted key back.
 func TestCleanRemote(t *testing.T) {
-	for _, tc := range []testCodec{testCodecs[0], testCodecs[2], testCodecs[4], testCodecs[5]} {
+	codecs := testCodecs
+	if raceEnabled || testing.Short() {
+		codecs = []testCodec{testCodecs[0], testCodecs[5]} // none, zstd
+	}
+	for _, tc := range codecs {
 		t.Run(tc.name, func(t *testing.T) {
 			const segBytes = 4096
 			e := newRemoteEnv(t, segBytes)
 			rng := rand.New(rand.NewPCG(7, uint64(tc.codec)))
-			writeKeyed(t, e.l, e.clk, rng, tc, 300, 2500, 10)
+			writeKeyed(t, e.l, e.clk, rng, tc, 200, 1500, 10)
 			seal(t, e.l, e.clk, segBytes)
 			e.upload(t)
-			writeKeyed(t, e.l, e.clk, rng, tc, 300, 300, 10) // newer, local only
+			writeKeyed(t, e.l, e.clk, rng, tc, 200, 200, 10) // newer, local only
 			seal(t, e.l, e.clk, segBytes)
 			all := readView(t, e.l)
 			want := latest(all)
-			c := NewCleaner(CleanerConfig{DedupeBufferBytes: 120 * 24}, e.clk.now) // about 100 keys a pass
+			c := NewCleaner(CleanerConfig{DedupeBufferBytes: 80 * 24}, e.clk.now) // about 70 keys a pass
 			defer c.Close()
 			target := RemoteTarget{Remote: e.tp, Local: e.l, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 3 * segBytes}}
 			ctx := context.Background()
