@@ -25,6 +25,10 @@ cluster: build
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
 
+## compaction-kills: SIGKILL a broker during compaction 20 times (make test runs 5); every key's latest value is its last acknowledged write.
+compaction-kills:
+	SEDIMENT_COMPACTION_KILLS=$${SEDIMENT_COMPACTION_KILLS:-20} $(GO) test -race -count=1 -timeout 30m -run 'TestKillDuringCompaction' -v ./e2e/
+
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet
 	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(if $(TAGS),-tags $(TAGS)) $(PKGS)

@@ -252,7 +252,7 @@ func TestTieredCompactionLeaseRace(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	name := topic + "-0"
-	w1, w2 := b.leases("worker-1", 500*time.Millisecond), b.leases("worker-2", 500*time.Millisecond)
+	w1, w2 := b.leases("worker-1", 500*time.Millisecond), b.leases("worker-2", time.Minute)
 	c1 := compaction.NewCleaner(compaction.CleanerConfig{DedupeBufferBytes: 1 << 20}, nil)
 	defer c1.Close()
 	c2 := compaction.NewCleaner(compaction.CleanerConfig{DedupeBufferBytes: 1 << 20}, nil)

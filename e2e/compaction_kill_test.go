@@ -69,7 +69,7 @@ func TestKillDuringCompaction(t *testing.T) {
 		}
 		// Produce until killed.
 		cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0),
-			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(2048))
+			kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerBatchMaxBytes(2048), kgo.RecordDeliveryTimeout(20*time.Second))
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
@@ -106,8 +106,8 @@ func TestKillDuringCompaction(t *testing.T) {
 		})
 		b.Kill()
 		cancel()
+		cl.Close() // fails the records in flight to the dead broker
 		<-done
-		cl.Close()
 		if n := countResidues(b.DataDir); n > 0 {
 			residues++
 		}
