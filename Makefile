@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
