@@ -62,7 +62,7 @@ type remoteEnv struct {
 	clk *clock
 }
 
-func newRemoteEnv(t *testing.T, segBytes int64) *remoteEnv {
+func newRemoteEnv(t testing.TB, segBytes int64) *remoteEnv {
 	clk := &clock{}
 	clk.add(time.Hour)
 	fs := vfs.NewMem()
@@ -85,7 +85,7 @@ func newRemoteEnv(t *testing.T, segBytes int64) *remoteEnv {
 }
 
 // upload uploads every sealed segment below the high watermark.
-func (e *remoteEnv) upload(t *testing.T) {
+func (e *remoteEnv) upload(t testing.TB) {
 	t.Helper()
 	for {
 		before, _ := e.md.RemoteLog(context.Background(), tiering.TopicPartition{})
