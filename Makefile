@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos compaction-kills test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -28,6 +28,14 @@ chaos:
 ## compaction-kills: SIGKILL a broker during compaction 20 times (make test runs 5); every key's latest value is its last acknowledged write.
 compaction-kills:
 	SEDIMENT_COMPACTION_KILLS=$${SEDIMENT_COMPACTION_KILLS:-20} $(GO) test -race -count=1 -timeout 30m -run 'TestKillDuringCompaction' -v ./e2e/
+
+## pipeline: the exactly-once pipeline under SIGKILLs (two pipeline processes, three pipeline and three broker kills) with 200,000 records.
+pipeline:
+	SEDIMENT_E2E_PIPELINE_RECORDS=$${SEDIMENT_E2E_PIPELINE_RECORDS:-200000} $(GO) test -race -count=1 -timeout 30m -run 'TestTxnPipelineSIGKILL' -v ./e2e/
+
+## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
+compat-franz:
+	GO=$(GO) ./scripts/compat-franz.sh
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet

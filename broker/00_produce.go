@@ -34,6 +34,9 @@ import (
 // coordinator when that is this broker (KIP-890 part 1): a write outside
 // the producer's open transaction (a late retry after the commit) gets
 // INVALID_TXN_STATE instead of opening a transaction nobody will end.
+// v12+ (KIP-890 part 2, transaction.version 2): the client sends no
+// AddPartitionsToTxn; the first transactional batch of a producer epoch in
+// a partition adds the partition to the transaction at the coordinator.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -138,7 +141,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
-	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records); err != nil {
+	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records, r.Version >= 12); err != nil {
 		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"

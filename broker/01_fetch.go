@@ -216,7 +216,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if b.tier() != nil {
 			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
 		}
-		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total)) {
+		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total), hw, readCommitted) {
 			if fp.remote != nil {
 				total += fp.remote.Size
 			} else {
@@ -252,7 +252,15 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		fp.res = res
 		total += res.Size
 		if readCommitted {
-			rp.AbortedTransactions = fp.p.abortedTxns(fp.offset, hw)
+			// The transactions with records in what this read returns
+			// (Kafka bounds the list by the fetched data too).
+			if rp.AbortedTransactions, err = fp.p.abortedTxns(fp.offset, min(res.NextOffset, hw)); err != nil {
+				res.Release()
+				fp.res = nil
+				total -= res.Size
+				rp.ErrorCode = errCode(err)
+				failed = true
+			}
 		}
 	}
 	return total, failed

@@ -23,7 +23,9 @@ import (
 // producer state fences an old epoch), and they become the group's offsets
 // only when the commit marker is written there (txns.go). When the
 // transaction coordinator of the id is this broker, the producer is checked
-// against it first. v3+ flexible. v6 (topic ids) is not served.
+// against it first. v3+ flexible. v5 (KIP-890 part 2) comes without
+// AddOffsetsToTxn: the offsets partition is added to the transaction at its
+// coordinator here. v6 (topic ids) is not served.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3.
 
 func init() { regKey(28, 0, 5).handler = handleTxnOffsetCommit }
@@ -46,13 +48,23 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	}
 	part := b.groups.partitionFor(req.Group)
 	b.txns.ensure(req.TransactionalID)
-	code, err := b.txns.c.CheckProducer(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, txn.TopicPartition{Topic: offsetsTopic, Partition: part})
-	if err != nil {
-		return txnReply(resp, err, fill)
-	}
-	if code != 0 && code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code {
-		fill(fencedCode(code, r.Version, 3))
-		return &Reply{Msg: resp}, nil
+	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: part}
+	if r.Version >= 5 {
+		// KIP-890 part 2: no AddOffsetsToTxn came; add the group's
+		// offsets partition to the transaction here.
+		if code := b.addToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}); code != 0 {
+			fill(code)
+			return &Reply{Msg: resp}, nil
+		}
+	} else {
+		code, err := b.txns.c.CheckProducer(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp)
+		if err != nil {
+			return txnReply(resp, err, fill)
+		}
+		if code != 0 && code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code {
+			fill(fencedCode(code, r.Version, 3))
+			return &Reply{Msg: resp}, nil
+		}
 	}
 	b.groups.ensure(req.Group)
 	names := make([]string, len(req.Topics))

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -11,9 +12,11 @@ import (
 //
 // The metadata quorum (KIP-595/KIP-836) as the topic-partition
 // __cluster_metadata-0: the Raft leader and the voters. Sediment's quorum is
-// hashicorp/raft, whose term and per-voter log offsets are not exposed, so
-// the leader epoch and offsets are reported as -1. v2 adds the voters' Raft
-// endpoints as nodes.
+// hashicorp/raft: the leader epoch is the Raft term and the high watermark the
+// commit index, both as this broker sees them; the log end offset is known for
+// this broker's own voter only (hashicorp/raft does not expose the leader's
+// view of its followers), -1 for the others, as are the fetch timestamps. v2
+// adds the voters' Raft endpoints as nodes.
 
 func init() { regKey(55, 0, 2).handler = handleDescribeQuorum }
 
@@ -35,6 +38,9 @@ func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, err
 			if l, ok := b.meta.Leader(); ok {
 				rp.LeaderID = l.ID
 			}
+			term, commit, last := b.meta.RaftStatus()
+			rp.LeaderEpoch = int32(min(term, math.MaxInt32))
+			rp.HighWatermark = int64(min(commit, math.MaxInt64))
 			voters, err := b.meta.Voters()
 			if err != nil {
 				rp.ErrorCode = kerr.NotLeaderForPartition.Code
@@ -42,6 +48,9 @@ func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, err
 			for _, v := range voters {
 				rv := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
 				rv.ReplicaID, rv.LogEndOffset, rv.LastFetchTimestamp, rv.LastCaughtUpTimestamp = v.ID, -1, -1, -1
+				if v.ID == b.meta.ID() {
+					rv.LogEndOffset = int64(min(last, math.MaxInt64))
+				}
 				rp.CurrentVoters = append(rp.CurrentVoters, rv)
 				if r.Version >= 2 {
 					n := kmsg.NewDescribeQuorumResponseNode()

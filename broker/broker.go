@@ -91,6 +91,9 @@ type Config struct {
 	// means a quorum of this broker alone. A broker listed is a voter too
 	// (combined mode).
 	Voters []metadata.Peer
+	// JoinTimeout: a broker whose id is not in a non-empty Voters list joins
+	// that quorum and waits this long for a voter to add it [5m].
+	JoinTimeout time.Duration
 	// ReplicaLagTimeMax drops a follower from the ISR when it has not
 	// caught up for this long (replica.lag.time.max.ms) [30s].
 	ReplicaLagTimeMax time.Duration
@@ -212,6 +215,8 @@ type Broker struct {
 	txns    *txns // the transaction coordinator (txns.go)
 	// stopping is closed when Close begins: long polls answer at once.
 	stopping chan struct{}
+	// dirLock holds the data directory for this process (datadir_lock.go).
+	dirLock *dirLock
 }
 
 func (b *Broker) isStopping() bool {
@@ -232,6 +237,12 @@ func New(cfg Config) (*Broker, error) {
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
 	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
+	lock, err := lockDataDir(cfg.DataDir) // datadir_lock.go: first, fail fast
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	b.dirLock = lock
 	for _, l := range cfg.Listeners {
 		ln, err := cfg.ListenFn("tcp", l.Addr)
 		if err != nil {
@@ -399,7 +410,8 @@ func (b *Broker) Close() error {
 	if b.store != nil {
 		err = b.store.close()
 	}
-	b.cleaner.close() // after the store: every log is unregistered
+	b.cleaner.close()   // after the store: every log is unregistered
+	b.dirLock.release() // last: nothing of the directory is open any more
 	b.log.Info("broker stopped")
 	return err
 }

@@ -281,12 +281,13 @@ func (t partitionTxns) FirstUnstableOffset() int64 {
 }
 
 func (t partitionTxns) AbortedTransactions(from, to int64) ([]compaction.AbortedTxn, error) {
-	t.p.mu.Lock()
-	list := t.p.mu.producers.abortedIn(from, to)
-	t.p.mu.Unlock()
+	list, err := t.p.log.AbortedTxns(from, to)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]compaction.AbortedTxn, len(list))
 	for i, a := range list {
-		out[i] = compaction.AbortedTxn{ProducerID: a.producerID, FirstOffset: a.firstOffset, LastOffset: a.lastOffset}
+		out[i] = compaction.AbortedTxn{ProducerID: a.ProducerID, FirstOffset: a.FirstOffset, LastOffset: a.LastOffset}
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].FirstOffset < out[j].FirstOffset })
 	return out, nil

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"math"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -18,6 +20,12 @@ import (
 // Sessions live in one cache per broker, bounded (the least recently used
 // is evicted when full); an evicted or unknown session answers
 // FETCH_SESSION_ID_NOT_FOUND and the client starts over with a full fetch.
+//
+// Session ids are random (as Kafka's are), never a counter: a client that
+// starts over sends a full fetch carrying its old id, which closes the
+// session of that id. After a broker restart a counter would hand out the
+// same small ids again, so one client's reset would close another client's
+// brand-new session (and that one's reset the next, ...).
 
 const maxFetchSessions = 1000
 
@@ -44,9 +52,8 @@ type fetchSession struct {
 }
 
 type fetchSessions struct {
-	mu   sync.Mutex
-	next int32
-	m    map[int32]*fetchSession
+	mu sync.Mutex
+	m  map[int32]*fetchSession
 }
 
 // sessionFetch resolves a request's session. It returns the topics to read
@@ -138,16 +145,14 @@ func (fs *fetchSessions) newLocked() *fetchSession {
 		}
 		delete(fs.m, victim.id)
 	}
+	var id int32
 	for {
-		fs.next++
-		if fs.next <= 0 {
-			fs.next = 1
-		}
-		if _, used := fs.m[fs.next]; !used {
+		id = 1 + rand.Int32N(math.MaxInt32) // 1 ... MaxInt32; 0 means "no session"
+		if _, used := fs.m[id]; !used {
 			break
 		}
 	}
-	s := &fetchSession{id: fs.next, epoch: 0, parts: map[sessionKey]*sessionPart{}, lastUsed: time.Now()}
+	s := &fetchSession{id: id, epoch: 0, parts: map[sessionKey]*sessionPart{}, lastUsed: time.Now()}
 	fs.m[s.id] = s
 	return s
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"net"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,5 +96,77 @@ func TestFetchSessions(t *testing.T) {
 	}
 	if r := fetch(id, 5, nil, nil); r.ErrorCode != kerr.FetchSessionIDNotFound.Code {
 		t.Fatalf("closed session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// TestFetchSessionsAcrossRestart: after a broker restart, a client's session
+// from before is unknown (FETCH_SESSION_ID_NOT_FOUND, not another client's
+// session with a wrong epoch), and the full fetch with which that client
+// starts over (franz-go keeps its old id and sends epoch 0, which closes the
+// session of that id) must not close a session another client opened on the
+// restarted broker. With ids from a counter both clients held id 1.
+func TestFetchSessionsAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	createTopic(t, b, "sess", 1, nil)
+	prod := newClient(t, b)
+	if err := prod.ProduceSync(testCtx(t), &kgo.Record{Topic: "sess", Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	prod.Close()
+	fetch := func(nc net.Conn, corr, id, epoch int32, full bool) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		req.MaxBytes, req.MinBytes, req.MaxWaitMillis = 1<<20, 0, 0
+		req.SessionID, req.SessionEpoch = id, epoch
+		if full {
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic = "sess"
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes = 0, 0, 1<<20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+		}
+		return rawRequest(t, nc, req, corr).(*kmsg.FetchResponse)
+	}
+
+	// Client A reads with a session, then the broker restarts.
+	ncA := dial(t, b)
+	r := fetch(ncA, 1, 0, 0, true)
+	if r.ErrorCode != 0 || r.SessionID == 0 {
+		t.Fatalf("A's full fetch: %v, session %d", kerr.ErrorForCode(r.ErrorCode), r.SessionID)
+	}
+	idA := r.SessionID
+	if r := fetch(ncA, 2, idA, 1, false); r.ErrorCode != 0 {
+		t.Fatalf("A's incremental fetch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	ncA.Close()
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = startBroker(t, dir)
+
+	// Client B opens a session on the restarted broker.
+	ncB := dial(t, b)
+	r = fetch(ncB, 1, 0, 0, true)
+	if r.ErrorCode != 0 || r.SessionID == 0 {
+		t.Fatalf("B's full fetch: %v, session %d", kerr.ErrorForCode(r.ErrorCode), r.SessionID)
+	}
+	idB := r.SessionID
+
+	// A comes back with its old session: unknown here.
+	ncA = dial(t, b)
+	if r := fetch(ncA, 1, idA, 2, false); r.ErrorCode != kerr.FetchSessionIDNotFound.Code {
+		t.Fatalf("A's session from before the restart (id %d, B's is %d): got %v, want FETCH_SESSION_ID_NOT_FOUND",
+			idA, idB, kerr.ErrorForCode(r.ErrorCode))
+	}
+	// A starts over as franz-go does: its old id, epoch 0.
+	if r := fetch(ncA, 2, idA, 0, true); r.ErrorCode != 0 || r.SessionID == 0 {
+		t.Fatalf("A's new full fetch: %v, session %d", kerr.ErrorForCode(r.ErrorCode), r.SessionID)
+	}
+	// B's session is still there.
+	if r := fetch(ncB, 2, idB, 1, false); r.ErrorCode != 0 {
+		t.Fatalf("B's incremental fetch after A started over: %v (A's old id %d, B's %d)", kerr.ErrorForCode(r.ErrorCode), idA, idB)
 	}
 }

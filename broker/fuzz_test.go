@@ -95,6 +95,8 @@ func FuzzProducerSnapshot(f *testing.F) {
 	s.apply(batchInfo{producerID: 11, producerEpoch: 0, baseSequence: -1, records: 1, transactional: true, control: true}, 16, 16, 1000)
 	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: 0, records: 1, transactional: true}, 17, 17, 1000)
 	f.Add(s.marshal())
+	// A version 2 snapshot with one aborted transaction.
+	f.Add(append(append([]byte{2}, s.marshal()[1:]...), 1, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 16))
 	f.Add([]byte{1, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -8,9 +8,7 @@ import (
 	"hash/crc32"
 	"math"
 	"net"
-	"runtime/pprof"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,56 +27,12 @@ import (
 
 const offsetsTopic = "__consumer_offsets"
 
-// groups owns the coordinator and the record of which offsets partitions it
-// was given. Leadership is checked on every group request: a partition this
-// broker leads is loaded (again, on a new leader epoch); one it no longer
-// leads is unloaded.
+// groups owns the coordinator and follows leadership of
+// __consumer_offsets for it (leadership.go).
 type groups struct {
-	b *Broker
-	c *group.Coordinator
-
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // the metadata watcher
-
-	mu struct {
-		sync.Mutex
-		loads map[int32]*offsetsLoad
-	}
-}
-
-type offsetsLoad struct {
-	epoch int32
-	res   <-chan error  // the coordinator's answer: one value, then closed
-	once  sync.Once     // the receiver of that value records it:
-	done  chan struct{} // closed then; err is set before
-	err   error
-}
-
-// finished reports, without blocking, whether the load ended, and how.
-func (l *offsetsLoad) finished() (bool, error) {
-	select {
-	case <-l.done:
-		return true, l.err
-	case err, ok := <-l.res:
-		l.record(err, ok)
-		return true, l.err
-	default:
-		return false, nil
-	}
-}
-
-// record stores the result; only the one receiver that got the value
-// (ok) stores it, the others wait for it to be stored.
-func (l *offsetsLoad) record(err error, ok bool) {
-	if !ok {
-		<-l.done
-		return
-	}
-	l.once.Do(func() {
-		l.err = err
-		close(l.done)
-	})
+	b     *Broker
+	c     *group.Coordinator
+	parts *coordinatorPartitions
 }
 
 func newGroups(b *Broker) *groups {
@@ -91,143 +45,46 @@ func newGroups(b *Broker) *groups {
 		cfg.Logger = b.log
 	}
 	g := &groups{b: b, c: group.New(cfg)}
-	g.mu.loads = make(map[int32]*offsetsLoad)
+	g.parts = newCoordinatorPartitions(b, offsetsTopic, "offsets", groupLoader{g})
 	if b.metrics != nil {
 		b.metrics.reg.MustRegister(&groupCollector{b})
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g.ctx, g.cancel = ctx, cancel
 	return g
 }
+
+// groupLoader is partitionLoader for the group coordinator.
+type groupLoader struct{ g *groups }
+
+func (l groupLoader) load(p, _ int32) <-chan error {
+	return l.g.c.Load(p, &offsetsLog{b: l.g.b, part: p})
+}
+func (l groupLoader) unload(p int32)                  { l.g.c.Unload(p) }
+func (l groupLoader) partitionFor(group string) int32 { return l.g.c.PartitionFor(group) }
 
 // start begins following leadership of __consumer_offsets. New calls it
 // once both coordinators exist, since loading a partition replays pending
 // transactional offsets through b.txns.
-func (g *groups) start() {
-	g.wg.Add(1)
-	go pprof.Do(g.ctx, pprof.Labels("sediment", "group-leadership"), func(ctx context.Context) {
-		defer g.wg.Done()
-		g.watch(ctx)
-	})
-}
+func (g *groups) start() { g.parts.start() }
 
 func (g *groups) close() {
-	g.cancel()
-	g.wg.Wait()
+	g.parts.stop()
 	g.c.Close()
 }
 
-// watch follows leadership of __consumer_offsets as Kafka's coordinator
-// does on election and resignation: at start and on every metadata change
-// it loads the partitions this broker leads (so groups are ready before the
-// first request after a restart or failover) and unloads the ones it no
-// longer leads.
-func (g *groups) watch(ctx context.Context) {
-	ch := g.b.meta.Watch(ctx, g.b.meta.State().Version)
-	for {
-		if t, ok := g.b.meta.State().Topic(offsetsTopic); ok {
-			for p := range t.Partitions {
-				g.ensurePartition(t, int32(p))
-			}
-		} else {
-			g.mu.Lock()
-			loaded := g.mu.loads
-			g.mu.loads = make(map[int32]*offsetsLoad)
-			g.mu.Unlock()
-			for p := range loaded {
-				g.c.Unload(p)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		}
-	}
+// ensure loads or unloads the offsets partition of each group according to
+// the current leadership.
+func (g *groups) ensure(groupIDs ...string) { g.parts.ensure(groupIDs...) }
+
+// ensureWait is ensure, then waits (at most d) for the group's partition to
+// finish loading.
+func (g *groups) ensureWait(ctx context.Context, groupID string, d time.Duration) {
+	g.parts.ensureWait(ctx, groupID, d)
 }
 
 func (g *groups) partitionFor(groupID string) int32 { return g.c.PartitionFor(groupID) }
 
-// ensure loads or unloads the offsets partition of each group according to
-// the current leadership.
-func (g *groups) ensure(groupIDs ...string) {
-	st := g.b.meta.State()
-	t, ok := st.Topic(offsetsTopic)
-	if !ok {
-		return
-	}
-	seen := make(map[int32]bool)
-	for _, id := range groupIDs {
-		p := g.partitionFor(id)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		g.ensurePartition(t, p)
-	}
-}
-
-// ensureWait is ensure, then waits (at most d) for the group's partition to
-// finish loading, so that a JoinGroup right after FindCoordinator does not
-// get COORDINATOR_LOAD_IN_PROGRESS (librdkafka backs off seconds on it).
-func (g *groups) ensureWait(ctx context.Context, groupID string, d time.Duration) {
-	g.ensure(groupID)
-	p := g.partitionFor(groupID)
-	g.mu.Lock()
-	l := g.mu.loads[p]
-	g.mu.Unlock()
-	if l == nil {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-l.done:
-	case err, ok := <-l.res:
-		l.record(err, ok)
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // ensureAll does ensure for every offsets partition (ListGroups).
-func (g *groups) ensureAll() {
-	t, ok := g.b.meta.State().Topic(offsetsTopic)
-	if !ok {
-		return
-	}
-	for p := range t.Partitions {
-		g.ensurePartition(t, int32(p))
-	}
-}
-
-func (g *groups) ensurePartition(t *metadata.Topic, p int32) {
-	if p < 0 || int(p) >= len(t.Partitions) {
-		return
-	}
-	mp := t.Partitions[p]
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	cur := g.mu.loads[p]
-	if mp.Leader != g.b.cfg.NodeID {
-		if cur != nil {
-			delete(g.mu.loads, p)
-			g.c.Unload(p)
-		}
-		return
-	}
-	if cur != nil && cur.epoch == mp.LeaderEpoch {
-		done, err := cur.finished()
-		if !done || err == nil {
-			return // loading, or loaded
-		}
-		g.b.log.Warn("loading offsets partition failed; retrying", "partition", p, "err", err)
-	}
-	g.mu.loads[p] = &offsetsLoad{epoch: mp.LeaderEpoch, res: g.c.Load(p, &offsetsLog{b: g.b, part: p}), done: make(chan struct{})}
-}
+func (g *groups) ensureAll() { g.parts.ensureAll() }
 
 // createOffsetsTopic creates __consumer_offsets on first use, as Kafka does
 // on the first FindCoordinator.

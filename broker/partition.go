@@ -25,6 +25,13 @@ type partition struct {
 	log     *hotlog.Log
 	repl    replState // replication role and assignment (replication.go)
 
+	// logConfig is what the log was last given (store.applyLogConfigs); a
+	// leaf lock, never held while taking another.
+	logConfig struct {
+		sync.Mutex
+		applied hotlog.Config
+	}
+
 	mu struct {
 		sync.Mutex
 		leaderEpoch int32
@@ -107,6 +114,10 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 // idempotent.
 func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime bool, ordered func()) (appendResult, error) {
 	var dup *duplicateError
+	// Check, then the abort's transaction index entry (written by hotlog
+	// before the batch), then the state change once the batch is written:
+	// all under the log's append lock, so in log order. A reader that sees
+	// the transaction closed (the LSO moved) finds its index entry.
 	opts := hotlog.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch(),
 		LogAppendTime: logAppendTime,
@@ -114,11 +125,21 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 			defer ordered()
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			if err := p.mu.producers.check(info); err != nil {
-				return err
+			return p.mu.producers.check(info)
+		},
+		Aborted: func(batches []hotlog.BatchHeader) []hotlog.AbortedTxn {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if a, ok := p.mu.producers.aborts(info, batches[0].BaseOffset); ok {
+				return []hotlog.AbortedTxn{a}
 			}
-			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
 			return nil
+		},
+		Written: func(batches []hotlog.BatchHeader) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			first := batches[0].BaseOffset
+			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
 		},
 	}
 	res, err := p.log.Append(records, opts)
@@ -147,15 +168,36 @@ func (p *partition) snapshotProducers() error {
 	// Check, and an append in flight after this point is replayed from
 	// the log on open (its batches are at or after the recorded offset).
 	p.mu.Lock()
-	p.mu.producers.trimAborted(p.log.LogStartOffset())
 	data := p.mu.producers.marshal()
 	end := p.log.LogEndOffset()
 	p.mu.Unlock()
 	return p.log.WriteProducerSnapshot(end, data)
 }
 
+// batchInfoOf describes one whole batch for the producer state; ok is
+// false for batches that do not change it (no producer, or a control batch
+// that is not a transaction marker).
+func batchInfoOf(batch []byte, h hotlog.BatchHeader) (info batchInfo, ok bool) {
+	if h.ProducerID < 0 {
+		return info, false
+	}
+	info = batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
+		baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp,
+		transactional: h.IsTransactional()}
+	if h.IsControl() {
+		// A transaction marker (txns.go); other control batches change
+		// nothing.
+		info.commit, info.control = controlType(batch)
+		return info, info.control
+	}
+	return info, true
+}
+
 // loadProducers rebuilds the producer state: the latest snapshot, then the
-// batches after it.
+// batches after it. The aborts it replays are handed to the log's
+// transaction index, which adds those it lacks (hotlog writes an entry
+// before its marker, so this only matters for a damaged or lost index, and
+// for the aborted list of a version 2 snapshot).
 func (p *partition) loadProducers() error {
 	st := newProducerState()
 	from := p.log.LogStartOffset()
@@ -165,6 +207,8 @@ func (p *partition) loadProducers() error {
 			st, from = s, off
 		}
 	}
+	rebuilt := st.legacyAborted
+	st.legacyAborted = nil
 	end := p.log.LogEndOffset()
 	for from < end {
 		b, err := p.log.ReadBytes(from, 1<<20, end)
@@ -180,18 +224,11 @@ func (p *partition) loadProducers() error {
 			if err != nil || int64(len(b)) < h.Size() {
 				break
 			}
-			if h.ProducerID >= 0 {
-				info := batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
-					baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp,
-					transactional: h.IsTransactional()}
-				if h.IsControl() {
-					// A transaction marker (txns.go); other control
-					// batches change nothing.
-					info.commit, info.control = controlType(b[:h.Size()])
+			if info, ok := batchInfoOf(b[:h.Size()], h); ok {
+				if a, ok := st.aborts(info, h.BaseOffset); ok {
+					rebuilt = append(rebuilt, a)
 				}
-				if !h.IsControl() || info.control {
-					st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-				}
+				st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 			}
 			next = h.LastOffset() + 1
 			b = b[h.Size():]
@@ -200,6 +237,14 @@ func (p *partition) loadProducers() error {
 			break
 		}
 		from = next
+	}
+	for _, a := range rebuilt {
+		if a.LastOffset >= end {
+			continue
+		}
+		if _, err := p.log.AddAbortedTxn(a); err != nil {
+			return fmt.Errorf("broker: rebuilding the transaction index of %s-%d: %w", p.topic, p.id, err)
+		}
 	}
 	p.mu.Lock()
 	p.mu.producers = st

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 // Idempotent-producer state of one partition (the leader's copy).
@@ -16,16 +18,18 @@ import (
 // append lock (hotlog's AppendOptions.Check), so it follows log order.
 //
 // Snapshot format (stored through hotlog's producer snapshots, as of an
-// offset; on open the tail after that offset is replayed). Version 2 adds
-// the open transaction's first offset and the aborted transactions;
-// version 1 is still read.
+// offset; on open the tail after that offset is replayed). Version 2 added
+// the open transaction's first offset and the aborted transactions; version
+// 3 drops the aborted list, which lives in hotlog's per-segment transaction
+// index now. Versions 1 and 2 are still read (a v2 list is handed to the
+// index once, see loadProducers).
 //
 //	+---------+-----------+------------------------------------------------+
 //	| version | producers | per producer:                                  |
-//	| u8 = 2  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
+//	| u8 = 3  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
 //	|         |           |  n × [first seq i32 | last seq i32 |           |
 //	|         |           |       first offset i64 | last offset i64]      |
-//	|         |           |  txn first offset i64 (-1: none)    (v2 only)  |
+//	|         |           |  txn first offset i64 (-1: none)   (v2+ only)  |
 //	+---------+-----------+------------------------------------------------+
 //	| aborted uvarint | per aborted transaction (v2 only):                 |
 //	|                 |  producer id i64 | first offset i64 | marker i64   |
@@ -53,15 +57,6 @@ type producerEntry struct {
 	lastAppendMs int64
 }
 
-// abortedTxn is one aborted transaction of the partition (Kafka's
-// AbortedTxn without the LSO): read_committed fetches list those that
-// overlap what they return.
-type abortedTxn struct {
-	producerID  int64
-	firstOffset int64
-	lastOffset  int64 // the abort marker's offset
-}
-
 func (e *producerEntry) lastSeq() int32 {
 	if len(e.batches) == 0 {
 		return -1
@@ -71,8 +66,9 @@ func (e *producerEntry) lastSeq() int32 {
 
 type producerState struct {
 	m map[int64]*producerEntry
-	// aborted transactions in marker order (so by lastOffset).
-	aborted []abortedTxn
+	// legacyAborted is the aborted list of a version 2 snapshot, for the
+	// transaction index (loadProducers); nil otherwise.
+	legacyAborted []hotlog.AbortedTxn
 }
 
 func newProducerState() *producerState { return &producerState{m: make(map[int64]*producerEntry)} }
@@ -174,9 +170,6 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 		e.lastAppendMs = nowMs
 	}
 	if b.control {
-		if e.txnFirstOffset >= 0 && !b.commit {
-			s.aborted = append(s.aborted, abortedTxn{producerID: b.producerID, firstOffset: e.txnFirstOffset, lastOffset: firstOffset})
-		}
 		e.txnFirstOffset = -1
 		return
 	}
@@ -208,26 +201,26 @@ func (s *producerState) firstUnstable() int64 {
 	return first
 }
 
-// abortedIn returns the aborted transactions that a read of [from, to)
-// must know: those whose abort marker is at or after from and that began
-// before to.
-func (s *producerState) abortedIn(from, to int64) []abortedTxn {
-	i := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].lastOffset >= from })
-	var out []abortedTxn
-	for _, a := range s.aborted[i:] {
-		if a.firstOffset < to {
-			out = append(out, a)
+// aborts returns the transaction index entry for b, a batch about to be
+// applied at offset, if it is an abort marker that ends an open transaction:
+// the producer, the transaction's first offset, the marker, and the last
+// stable offset once it is applied (the oldest other open transaction's
+// first offset, or the offset after the marker).
+func (s *producerState) aborts(b batchInfo, offset int64) (hotlog.AbortedTxn, bool) {
+	if !b.control || b.commit || b.producerID < 0 {
+		return hotlog.AbortedTxn{}, false
+	}
+	e := s.m[b.producerID]
+	if e == nil || e.txnFirstOffset < 0 {
+		return hotlog.AbortedTxn{}, false
+	}
+	lso := offset + 1
+	for id, o := range s.m {
+		if id != b.producerID && o.txnFirstOffset >= 0 && o.txnFirstOffset < lso {
+			lso = o.txnFirstOffset
 		}
 	}
-	return out
-}
-
-// trimAborted forgets aborted transactions wholly below the log start.
-func (s *producerState) trimAborted(logStart int64) {
-	i := sort.Search(len(s.aborted), func(i int) bool { return s.aborted[i].lastOffset >= logStart })
-	if i > 0 {
-		s.aborted = append([]abortedTxn(nil), s.aborted[i:]...)
-	}
+	return hotlog.AbortedTxn{ProducerID: b.producerID, FirstOffset: e.txnFirstOffset, LastOffset: offset, LastStableOffset: lso}, true
 }
 
 // expire forgets producers that have not appended since cutoffMs (Kafka's
@@ -258,7 +251,7 @@ func (s *producerState) entries() []*producerEntry {
 }
 
 func (s *producerState) marshal() []byte {
-	out := []byte{2}
+	out := []byte{3}
 	out = binary.AppendUvarint(out, uint64(len(s.m)))
 	for _, e := range s.entries() {
 		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
@@ -273,12 +266,6 @@ func (s *producerState) marshal() []byte {
 		}
 		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
 	}
-	out = binary.AppendUvarint(out, uint64(len(s.aborted)))
-	for _, a := range s.aborted {
-		out = binary.BigEndian.AppendUint64(out, uint64(a.producerID))
-		out = binary.BigEndian.AppendUint64(out, uint64(a.firstOffset))
-		out = binary.BigEndian.AppendUint64(out, uint64(a.lastOffset))
-	}
 	return out
 }
 
@@ -286,10 +273,10 @@ var errBadSnapshot = errors.New("broker: malformed producer snapshot")
 
 func unmarshalProducerState(b []byte) (*producerState, error) {
 	s := newProducerState()
-	if len(b) < 1 || (b[0] != 1 && b[0] != 2) {
+	if len(b) < 1 || b[0] < 1 || b[0] > 3 {
 		return nil, errBadSnapshot
 	}
-	v2 := b[0] == 2
+	v2, withTxns := b[0] == 2, b[0] >= 2
 	b = b[1:]
 	n, k := binary.Uvarint(b)
 	// Each producer takes at least 19 bytes: bound the count by the input.
@@ -322,7 +309,7 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			})
 			b = b[24:]
 		}
-		if v2 {
+		if withTxns {
 			if len(b) < 8 {
 				return nil, errBadSnapshot
 			}
@@ -344,16 +331,17 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 		}
 		b = b[k:]
 		for i := uint64(0); i < n; i++ {
-			a := abortedTxn{
-				producerID:  int64(binary.BigEndian.Uint64(b)),
-				firstOffset: int64(binary.BigEndian.Uint64(b[8:])),
-				lastOffset:  int64(binary.BigEndian.Uint64(b[16:])),
+			// Version 2 kept no LSO: 0 never ends a read's index scan early.
+			a := hotlog.AbortedTxn{
+				ProducerID:  int64(binary.BigEndian.Uint64(b)),
+				FirstOffset: int64(binary.BigEndian.Uint64(b[8:])),
+				LastOffset:  int64(binary.BigEndian.Uint64(b[16:])),
 			}
 			b = b[24:]
-			if a.firstOffset < 0 || a.lastOffset < a.firstOffset || (len(s.aborted) > 0 && a.lastOffset < s.aborted[len(s.aborted)-1].lastOffset) {
+			if a.ProducerID < 0 || a.FirstOffset < 0 || a.LastOffset < a.FirstOffset || (len(s.legacyAborted) > 0 && a.LastOffset <= s.legacyAborted[len(s.legacyAborted)-1].LastOffset) {
 				return nil, errBadSnapshot
 			}
-			s.aborted = append(s.aborted, a)
+			s.legacyAborted = append(s.legacyAborted, a)
 		}
 	}
 	if len(b) != 0 {

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"encoding/binary"
 	"errors"
 	"testing"
 
@@ -81,7 +82,18 @@ func TestProducerStateTransactions(t *testing.T) {
 	if got := s.firstUnstable(); got != 10 {
 		t.Fatalf("first unstable %d, want 10", got)
 	}
-	s.apply(marker(1, 0, false), 16, 16, 1000) // abort producer 1's [10, 16]
+	// Abort producer 1's [10, 16]: the index entry, with producer 2's
+	// transaction holding the LSO at 12.
+	if a, ok := s.aborts(marker(1, 0, false), 16); !ok || a != (hotlog.AbortedTxn{ProducerID: 1, FirstOffset: 10, LastOffset: 16, LastStableOffset: 12}) {
+		t.Fatalf("abort entry %+v %v", a, ok)
+	}
+	if _, ok := s.aborts(marker(1, 0, true), 16); ok {
+		t.Fatal("a commit made an abort entry")
+	}
+	s.apply(marker(1, 0, false), 16, 16, 1000)
+	if _, ok := s.aborts(marker(1, 0, false), 17); ok {
+		t.Fatal("an abort with no open transaction made an entry")
+	}
 	if got := s.firstUnstable(); got != 12 {
 		t.Fatalf("first unstable %d, want 12", got)
 	}
@@ -89,17 +101,11 @@ func TestProducerStateTransactions(t *testing.T) {
 	if got := s.firstUnstable(); got != -1 {
 		t.Fatalf("first unstable %d after both ended", got)
 	}
-	if a := s.abortedIn(0, 100); len(a) != 1 || a[0] != (abortedTxn{1, 10, 16}) {
-		t.Fatalf("aborted %+v", a)
-	}
-	if a := s.abortedIn(17, 100); len(a) != 0 {
-		t.Fatalf("aborted after the marker %+v", a)
-	}
-	if a := s.abortedIn(0, 10); len(a) != 0 {
-		t.Fatalf("aborted before the transaction %+v", a)
-	}
 	// A marker with a bumped epoch (a fenced abort) fences the old one.
 	s.apply(data(3, 0, 0), 18, 19, 1000)
+	if a, ok := s.aborts(marker(3, 1, false), 20); !ok || a.LastStableOffset != 21 {
+		t.Fatalf("abort entry with nothing else open: %+v", a)
+	}
 	if err := s.check(marker(3, 1, false)); err != nil {
 		t.Fatal(err)
 	}
@@ -119,19 +125,29 @@ func TestProducerStateTransactions(t *testing.T) {
 	if s.expire(1500); s.m[5] != nil {
 		t.Fatal("expiry kept an idle producer without a transaction")
 	}
-	// The snapshot keeps open transactions and aborted ones.
+	// The snapshot keeps open transactions.
 	s.apply(data(4, 0, 0), 21, 22, 1000)
-	s.aborted = s.aborted[:2]
 	st, err := unmarshalProducerState(s.marshal())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.firstUnstable() != 21 || len(st.aborted) != 2 || st.aborted[1] != (abortedTxn{3, 18, 20}) {
-		t.Fatalf("snapshot round trip: first unstable %d aborted %+v", st.firstUnstable(), st.aborted)
+	if st.firstUnstable() != 21 || st.legacyAborted != nil {
+		t.Fatalf("snapshot round trip: first unstable %d aborted %+v", st.firstUnstable(), st.legacyAborted)
 	}
-	st.trimAborted(17)
-	if len(st.aborted) != 1 || st.aborted[0].producerID != 3 {
-		t.Fatalf("trim: %+v", st.aborted)
+	// A version 2 snapshot's aborted list is read for the index.
+	v2 := append([]byte{2}, s.marshal()[1:]...)
+	v2 = binary.AppendUvarint(v2, 2)
+	for _, a := range [][3]int64{{1, 10, 16}, {3, 18, 20}} {
+		for _, x := range a {
+			v2 = binary.BigEndian.AppendUint64(v2, uint64(x))
+		}
+	}
+	st, err = unmarshalProducerState(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.firstUnstable() != 21 || len(st.legacyAborted) != 2 || st.legacyAborted[1] != (hotlog.AbortedTxn{ProducerID: 3, FirstOffset: 18, LastOffset: 20}) {
+		t.Fatalf("v2 snapshot: first unstable %d aborted %+v", st.firstUnstable(), st.legacyAborted)
 	}
 }
 

@@ -182,26 +182,43 @@ func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, s
 
 // appendReplicated appends a leader's batches on a follower, keeping the
 // producer state current so that this replica can lead.
+// Transactions are followed too (markers close them, aborts go to the
+// transaction index), so that the follower's index and LSO are right when
+// it leads or its segments are uploaded.
 func (p *partition) appendReplicated(records []byte) error {
-	res, err := p.log.AppendReplicated(records)
+	applied := false
+	res, err := p.log.AppendReplicated(records, hotlog.AppendOptions{
+		// The state changes batch by batch while the entries are
+		// computed (followers serve no read_committed fetch meanwhile); a
+		// failed write reloads it from the log below.
+		Aborted: func([]hotlog.BatchHeader) []hotlog.AbortedTxn {
+			applied = true
+			var out []hotlog.AbortedTxn
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for b := records; len(b) >= hotlog.BatchHeaderSize; {
+				h, err := hotlog.ParseBatchHeader(b)
+				if err != nil || int64(len(b)) < h.Size() {
+					break
+				}
+				if info, ok := batchInfoOf(b[:h.Size()], h); ok {
+					if a, ok := p.mu.producers.aborts(info, h.BaseOffset); ok {
+						out = append(out, a)
+					}
+					p.mu.producers.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+				}
+				b = b[h.Size():]
+			}
+			return out
+		},
+	})
 	if err != nil {
+		if applied {
+			return errors.Join(err, p.loadProducers())
+		}
 		return err
 	}
 	p.noteDurableEnd(res.LastOffset + 1)
-	p.mu.Lock()
-	for b := records; len(b) >= hotlog.BatchHeaderSize; {
-		h, err := hotlog.ParseBatchHeader(b)
-		if err != nil || int64(len(b)) < h.Size() {
-			break
-		}
-		if h.ProducerID >= 0 && !h.IsControl() {
-			p.mu.producers.apply(batchInfo{producerID: h.ProducerID, producerEpoch: h.ProducerEpoch,
-				baseSequence: h.BaseSequence, records: h.NumRecords, maxTimestamp: h.MaxTimestamp},
-				h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-		}
-		b = b[h.Size():]
-	}
-	p.mu.Unlock()
 	p.wake()
 	return nil
 }

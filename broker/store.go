@@ -63,11 +63,15 @@ func openStore(b *Broker) (*store, error) {
 	if raftAddr == "" {
 		raftAddr = "127.0.0.1:0"
 	}
+	// A broker that is not in a non-empty voter list joins an existing
+	// quorum: it bootstraps nothing and waits until a voter adds it
+	// (`sediment cluster voters add`), which is when it hears from the leader.
+	joining := len(cfg.Voters) > 0 && !slices.ContainsFunc(cfg.Voters, func(p metadata.Peer) bool { return p.ID == cfg.NodeID })
 	meta, err := metadata.Open(metadata.Config{
 		NodeID:    cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "meta"),
 		RaftAddr:  raftAddr,
-		Bootstrap: true,
+		Bootstrap: !joining,
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
@@ -76,6 +80,12 @@ func openStore(b *Broker) (*store, error) {
 		return nil, err
 	}
 	s.meta = meta
+	if joining {
+		if err := waitToJoin(b, meta, cfg.JoinTimeout); err != nil {
+			meta.Close()
+			return nil, err
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := meta.WaitForLeader(ctx); err != nil {
@@ -288,7 +298,29 @@ func (s *store) reconcile(st *metadata.State) {
 		s.closePartition(p, !exists)
 	}
 	s.reconcileReplicas(st)
-	s.b.cleaner.sync(st) // AlterConfigs: new cleanup/retention settings
+	s.applyLogConfigs(st) // AlterConfigs: segment.bytes, segment.ms, … of open logs
+	s.b.cleaner.sync(st)  // AlterConfigs: new cleanup/retention settings
+}
+
+// applyLogConfigs gives every open log the settings its topic's configs now
+// ask for (hotlog.Log.SetConfig: they apply from the next append), as Kafka
+// applies an altered topic config to the live log.
+func (s *store) applyLogConfigs(st *metadata.State) {
+	for _, p := range s.b.allPartitions() {
+		t, ok := st.TopicByID(p.topicID)
+		if !ok {
+			continue
+		}
+		want := s.b.hotlogConfig(t.Configs)
+		p.logConfig.Lock()
+		if want != p.logConfig.applied {
+			p.log.SetConfig(want)
+			p.logConfig.applied = want
+			s.b.log.Debug("topic config applied to the open log", "topic", p.topic, "partition", p.id,
+				"segment_bytes", want.SegmentBytes, "segment_ms", want.SegmentMs)
+		}
+		p.logConfig.Unlock()
+	}
 }
 
 func (s *store) closePartition(p *partition, remove bool) {
@@ -423,16 +455,30 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if err := writeFileSync(idFile, []byte(t.ID.String()+"\n")); err != nil {
 		return nil, err
 	}
+	logCfg := s.b.hotlogConfig(t.Configs)
+	var p *partition
 	l, err := hotlog.Open(hotlog.Options{
 		FS:     s.fs,
 		Dir:    dir,
-		Config: s.b.hotlogConfig(t.Configs),
+		Config: logCfg,
 		Logger: s.b.log.With("topic", t.Name, "partition", idx),
+		// The producer state at every segment's end, for restarts and
+		// for tiering (uploaded with the segment). Rolls happen only in
+		// appends, which come through p once it is set below.
+		RollSnapshot: func() []byte {
+			if p == nil {
+				return nil
+			}
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.mu.producers.marshal()
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	p := &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l}
+	p.logConfig.applied = logCfg
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()
 	p.mu.waiters = make(map[chan struct{}]struct{})
@@ -560,4 +606,31 @@ func (s *store) close() error {
 		s.closePartition(p, false)
 	}
 	return s.meta.Close()
+}
+
+// waitToJoin waits until the quorum's leader contacts this node (after a voter
+// added it), logging how to add it every 10 s, for at most timeout [5m].
+func waitToJoin(b *Broker, meta *metadata.Node, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = 5 * time.Minute
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		if _, ok := meta.Leader(); ok {
+			return nil
+		}
+		b.log.Info("waiting to be added to the metadata quorum",
+			"add_with", fmt.Sprintf("sediment cluster voters add %d %s", b.cfg.NodeID, meta.Addr()))
+		wait := min(10*time.Second, time.Until(deadline))
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		err := meta.WaitForLeader(ctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker: not added to the metadata quorum within %s (run `sediment cluster voters add %d %s` on the cluster): %w",
+				timeout, b.cfg.NodeID, meta.Addr(), err)
+		}
+	}
 }

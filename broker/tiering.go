@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/tiering"
@@ -243,7 +244,10 @@ func (g *tierGlue) sync(ctx context.Context) {
 			tpart = nil
 		}
 		if tpart == nil {
-			tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: cfg})
+			// Only data below the last stable offset is uploaded: a
+			// segment holding part of an open transaction waits for
+			// its marker (the marker's index entry then goes with it).
+			tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: cfg, LastStableOffset: p.lastStableOffset})
 			if err != nil {
 				continue
 			}
@@ -311,7 +315,8 @@ func (g *tierGlue) tierPartition(p *partition) *tiering.Partition {
 	if tp2, ok := g.m.Partition(tp); ok {
 		return tp2 // the sync loop is about to replace it; its remote reads work
 	}
-	tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: tiering.TopicConfig{RetentionMs: -1, RetentionBytes: -1}})
+	tp2, err := g.m.AddPartition(tiering.PartitionOptions{TopicPartition: tp, Log: p.log, Config: tiering.TopicConfig{RetentionMs: -1, RetentionBytes: -1},
+		LastStableOffset: p.lastStableOffset})
 	if err != nil {
 		return nil
 	}
@@ -358,11 +363,13 @@ func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts 
 	return -1, -1, nil
 }
 
-// readRemote serves a fetch below the local log start from the bucket. It
-// returns false when the bucket does not hold the offset either (the caller
-// answers OFFSET_OUT_OF_RANGE); otherwise fp.remote holds the data, or
+// readRemote serves a fetch below the local log start from the bucket, up
+// to limit (the high watermark, or the LSO for read_committed, which also
+// gets the aborted transactions of what it reads). It returns false when
+// the bucket does not hold the offset either (the caller answers
+// OFFSET_OUT_OF_RANGE); otherwise fp.remote holds the data, or
 // rp.ErrorCode a retriable error.
-func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes int64) bool {
+func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes, limit int64, readCommitted bool) bool {
 	g := b.tier()
 	if g == nil {
 		return false
@@ -373,7 +380,7 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
 	defer cancel()
-	res, err := tp.Read(rctx, fp.offset, maxBytes, fp.p.log.HighWatermark())
+	res, err := tp.Read(rctx, fp.offset, maxBytes, limit)
 	if errors.Is(err, tiering.ErrOffsetOutOfRange) {
 		return false
 	}
@@ -381,11 +388,41 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 		rp.ErrorCode = errCode(err)
 		return true
 	}
+	if readCommitted {
+		list, err := remoteAborted(rctx, tp, fp.p, fp.offset, res.NextOffset)
+		if err != nil {
+			res.Release()
+			rp.ErrorCode = errCode(err)
+			return true
+		}
+		rp.AbortedTransactions = fetchAborted(list)
+	}
 	fp.remote = res
 	if start, err := tp.EarliestOffset(ctx); err == nil {
 		rp.LogStartOffset = start
 	}
 	return true
+}
+
+// remoteAborted lists the aborted transactions of a remote read of [from,
+// to): from the remote segments' transaction indexes, then, unless those
+// show that no later marker matters, from the local log's (segments in both
+// tiers have the same entries: each marker counts once).
+func remoteAborted(ctx context.Context, tp *tiering.Partition, p *partition, from, to int64) ([]hotlog.AbortedTxn, error) {
+	list, complete, err := tp.AbortedTxns(ctx, from, to)
+	if err != nil || complete {
+		return list, err
+	}
+	local, err := p.log.AbortedTxns(from, to)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range local {
+		if n := len(list); n == 0 || a.LastOffset > list[n-1].LastOffset {
+			list = append(list, a)
+		}
+	}
+	return list, nil
 }
 
 // tierCollector exports the tiering metrics to the broker's registry.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // Transactions with real franz-go clients against a real broker.
@@ -128,8 +132,14 @@ func TestTxnCommitAndAbortVisibility(t *testing.T) {
 		t.Fatalf("read_uncommitted got %v, want %v", got, want)
 	}
 	// The fetch lists the aborted transaction: it starts at offset 11
-	// (10 records and a commit marker).
-	fp := rawFetch(t, b, "tx", 1)
+	// (10 records and a commit marker). EndTxn answers once the decision
+	// is logged; the last commit marker (offset 27) is written after, so
+	// wait for the high watermark to pass it.
+	var fp kmsg.FetchResponseTopicPartition
+	testutil.WaitFor(t, 10*time.Second, "the last commit marker under the high watermark", func() bool {
+		fp = rawFetch(t, b, "tx", 1)
+		return fp.HighWatermark >= 28
+	})
 	if len(fp.AbortedTransactions) != 1 || fp.AbortedTransactions[0].FirstOffset != 11 {
 		t.Fatalf("aborted transactions %+v", fp.AbortedTransactions)
 	}
@@ -151,6 +161,32 @@ func TestTxnCommitAndAbortVisibility(t *testing.T) {
 	got = readValues(t, b, "tx", 15, true)
 	if len(got) != 15 || got[10] != "c2-0" {
 		t.Fatalf("after restart read_committed got %v", got)
+	}
+
+	// The abort is in the segment's transaction index on disk. Lost with
+	// every producer snapshot, it is rebuilt from the log on open.
+	pdir := filepath.Join(dir, "logs", "tx-0")
+	idx, err := os.ReadFile(filepath.Join(pdir, "00000000000000000000.txnindex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := hotlog.DecodeTxnIndex(idx); err != nil || len(entries) != 1 || entries[0] != (hotlog.AbortedTxn{ProducerID: entries[0].ProducerID, FirstOffset: 11, LastOffset: 21, LastStableOffset: 22}) {
+		t.Fatalf(".txnindex holds %+v (%v)", entries, err)
+	}
+	b.Close()
+	names, _ := os.ReadDir(pdir)
+	for _, n := range names {
+		if strings.HasSuffix(n.Name(), ".txnindex") || strings.HasSuffix(n.Name(), ".snapshot") {
+			os.Remove(filepath.Join(pdir, n.Name()))
+		}
+	}
+	b = txnTestBroker(t, dir)
+	fp = rawFetch(t, b, "tx", 1)
+	if len(fp.AbortedTransactions) != 1 || fp.AbortedTransactions[0].FirstOffset != 11 {
+		t.Fatalf("after losing the index: aborted %+v", fp.AbortedTransactions)
+	}
+	if _, err := os.Stat(filepath.Join(pdir, "00000000000000000000.txnindex")); err != nil {
+		t.Fatalf("index not rebuilt: %v", err)
 	}
 }
 
@@ -518,6 +554,129 @@ func TestTxnLateWriteRefused(t *testing.T) {
 	// The producer's next transaction works.
 	produceTxn(t, cl, "late", 0, true, "c")
 	if got := readValues(t, b, "late", 3, true); strings.Join(got, ",") != "a,b,c" {
+		t.Fatalf("read_committed got %v", got)
+	}
+}
+
+// TestTxnV2DelayedEndTxn is KAFKA-17754's shape under transaction.version
+// 2, with franz-go's KIP-890 part 2 flow (Produce v12+ without
+// AddPartitionsToTxn, EndTxn v5): every commit bumps the producer epoch, so
+// a delayed EndTxn (or write) of a finished transaction, arriving while the
+// next one is open, is fenced instead of ending it; the next transaction
+// commits intact. A retry of the last EndTxn, before the next transaction
+// began, gets the same answer.
+func TestTxnV2DelayedEndTxn(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "v2", 1, nil)
+	cl := txnClient(t, b, "v2-delayed")
+	ctx := testCtx(t)
+	// franz-go opts in to KIP-890 part 2 once it has seen the feature: its
+	// first transaction (begun before any ApiVersions answer) is classic,
+	// and it reloads its producer id after it.
+	produceTxn(t, cl, "v2", 0, true, "zero")
+	_, e0, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, cl, "v2", 0, true, "one")
+	pid, e1, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e1 != e0+1 {
+		t.Fatalf("epoch %d after a commit at %d: the client did not use EndTxn v5", e1, e0)
+	}
+	raw := newClient(t, b)
+	endTxn := func(epoch int16, commit bool) int16 {
+		t.Helper()
+		req := kmsg.NewPtrEndTxnRequest()
+		req.Version = 5
+		req.TransactionalID, req.ProducerID, req.ProducerEpoch, req.Commit = "v2-delayed", pid, epoch, commit
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 && (resp.ProducerID != pid || resp.ProducerEpoch != e1) {
+			t.Fatalf("retry answered producer %d epoch %d, want %d %d", resp.ProducerID, resp.ProducerEpoch, pid, e1)
+		}
+		return resp.ErrorCode
+	}
+	// The commit's retry (its answer lost) is answered the same.
+	if code := endTxn(e0, true); code != 0 {
+		t.Fatalf("retried commit: %v", kerr.ErrorForCode(code))
+	}
+	// Transaction two is open: a delayed abort and a delayed commit of
+	// transaction one are fenced.
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rec("v2", 0, "two")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for _, commit := range []bool{false, true} {
+		if code := endTxn(e0, commit); code != kerr.ProducerFenced.Code {
+			t.Fatalf("delayed EndTxn(commit=%v) of the last transaction: %v, want PRODUCER_FENCED", commit, kerr.ErrorForCode(code))
+		}
+	}
+	// A delayed write of transaction one is fenced at the partition too.
+	old := encodeBatch([]group.Record{{Value: []byte("late")}}, pid, e0, attrTransactional, time.Now().UnixMilli())
+	if code := rawProduce(t, b, raw, "v2", "v2-delayed", old); code != kerr.ProducerFenced.Code && code != kerr.InvalidProducerEpoch.Code {
+		t.Fatalf("delayed write of the last transaction: %v", kerr.ErrorForCode(code))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("commit of transaction two: %v", err)
+	}
+	if got := readValues(t, b, "v2", 3, true); strings.Join(got, ",") != "zero,one,two" {
+		t.Fatalf("read_committed got %v", got)
+	}
+	if _, e, _ := cl.ProducerID(ctx); e != e1+1 {
+		t.Fatalf("epoch %d after the second commit", e)
+	}
+}
+
+// rawProduce sends one batch with Produce v12+ and returns the partition's
+// error code.
+func rawProduce(t *testing.T, b *Broker, cl *kgo.Client, topic, txnID string, batch []byte) int16 {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Version = 12
+	req.TransactionID = &txnID
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, topicID(t, b, topic) // v13 names topics by id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0].ErrorCode
+}
+
+// TestTxnClassicOnly: with Transactions.ClassicOnly the broker finalizes
+// transaction.version 0, and franz-go keeps the classic flow (no epoch bump
+// per transaction).
+func TestTxnClassicOnly(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.Transactions = txn.Config{Partitions: 4, AbortInterval: 100 * time.Millisecond, ClassicOnly: true}
+	})
+	createTopic(t, b, "classic", 1, nil)
+	cl := txnClient(t, b, "classic")
+	ctx := testCtx(t)
+	for i := range 3 {
+		produceTxn(t, cl, "classic", 0, true, fmt.Sprint(i))
+	}
+	_, e0, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produceTxn(t, cl, "classic", 0, true, "3")
+	if _, e1, _ := cl.ProducerID(ctx); e1 != e0 {
+		t.Fatalf("epoch %d -> %d under the classic flow", e0, e1)
+	}
+	if got := readValues(t, b, "classic", 4, true); strings.Join(got, ",") != "0,1,2,3" {
 		t.Fatalf("read_committed got %v", got)
 	}
 }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
-	"runtime/pprof"
 	"sync"
 	"time"
 
@@ -31,30 +30,22 @@ import (
 // the transactional offsets of __consumer_offsets that wait for their
 // marker. Handler files 22 and 24-28, 65, 66 call into it.
 
-// txns owns the coordinator and the load state of its partitions.
+// txns owns the coordinator, follows leadership of __transaction_state
+// for it (leadership.go), and holds the transactional offsets waiting for
+// their marker.
 type txns struct {
-	b *Broker
-	c *txn.Coordinator
+	b     *Broker
+	c     *txn.Coordinator
+	parts *coordinatorPartitions
 
 	mu struct {
 		sync.Mutex
-		loads map[int32]*txnLoad
 		// offsets holds, per __consumer_offsets partition and producer
 		// id, the transactional offset records written and not yet
 		// ended by a marker.
 		offsets map[int32]map[int64][]group.Record
 		client  *kgo.Client // for WriteTxnMarkers to other brokers
 	}
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-type txnLoad struct {
-	epoch int32
-	res   <-chan error
-	err   error
-	done  bool
 }
 
 func newTxns(b *Broker) *txns {
@@ -64,28 +55,29 @@ func newTxns(b *Broker) *txns {
 		cfg.Logger = b.log
 	}
 	t := &txns{b: b, c: txn.New(cfg)}
-	t.mu.loads = make(map[int32]*txnLoad)
+	t.parts = newCoordinatorPartitions(b, txn.StateTopic, "transaction state", txnLoader{t})
 	t.mu.offsets = make(map[int32]map[int64][]group.Record)
-	ctx, cancel := context.WithCancel(context.Background())
-	t.ctx, t.cancel = ctx, cancel
 	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
 	return t
 }
 
-// start begins following leadership of __transaction_state. New calls it
-// once both coordinators exist, since completing a transaction writes its
-// offsets through b.groups.
-func (t *txns) start() {
-	t.wg.Add(1)
-	go pprof.Do(t.ctx, pprof.Labels("sediment", "txn-leadership"), func(ctx context.Context) {
-		defer t.wg.Done()
-		t.leadershipLoop(ctx)
-	})
+// txnLoader is partitionLoader for the transaction coordinator.
+type txnLoader struct{ t *txns }
+
+func (l txnLoader) load(p, leaderEpoch int32) <-chan error {
+	return l.t.c.Load(p, leaderEpoch, &txnStateLog{b: l.t.b, part: p})
 }
+func (l txnLoader) unload(p int32)               { l.t.c.Unload(p) }
+func (l txnLoader) partitionFor(id string) int32 { return l.t.c.PartitionFor(id) }
+
+// start begins following leadership of __transaction_state, so that
+// timeouts fire and a new leader finishes what the previous one prepared
+// even when no request arrives. New calls it once both coordinators exist,
+// since completing a transaction writes its offsets through b.groups.
+func (t *txns) start() { t.parts.start() }
 
 func (t *txns) close() {
-	t.cancel()
-	t.wg.Wait()
+	t.parts.stop()
 	t.c.Close()
 	t.mu.Lock()
 	cl := t.mu.client
@@ -96,112 +88,16 @@ func (t *txns) close() {
 	}
 }
 
-// leadershipLoop loads the transaction partitions this broker leads even
-// when no request arrives, so that timeouts fire and a new leader finishes
-// what the previous one prepared; and unloads those it stops leading. It
-// follows metadata changes, and retries failed loads every few seconds.
-func (t *txns) leadershipLoop(ctx context.Context) {
-	ch := t.b.meta.Watch(ctx, t.b.meta.State().Version)
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		t.ensureAll()
-		select {
-		case <-ctx.Done():
-			return
-		case _, ok := <-ch:
-			if !ok {
-				return
-			}
-		case <-tick.C:
-		}
-	}
-}
-
-func (t *txns) ensureAll() {
-	st := t.b.meta.State()
-	tp, ok := st.Topic(txn.StateTopic)
-	if !ok {
-		t.mu.Lock()
-		for p := range t.mu.loads {
-			delete(t.mu.loads, p)
-			t.c.Unload(p)
-		}
-		t.mu.Unlock()
-		return
-	}
-	for p := range tp.Partitions {
-		t.ensurePartition(tp, int32(p))
-	}
-}
+func (t *txns) ensureAll() { t.parts.ensureAll() }
 
 // ensure loads or unloads the partition of a transactional id by the
 // current leadership.
-func (t *txns) ensure(id string) {
-	tp, ok := t.b.meta.State().Topic(txn.StateTopic)
-	if !ok {
-		return
-	}
-	t.ensurePartition(tp, t.c.PartitionFor(id))
-}
+func (t *txns) ensure(id string) { t.parts.ensure(id) }
 
 // ensureWait is ensure, then a short wait for the load, so the request
 // that follows FindCoordinator is not told COORDINATOR_LOAD_IN_PROGRESS.
 func (t *txns) ensureWait(ctx context.Context, id string, d time.Duration) {
-	t.ensure(id)
-	t.mu.Lock()
-	l := t.mu.loads[t.c.PartitionFor(id)]
-	t.mu.Unlock()
-	if l == nil {
-		return
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if _, ready, ok := t.c.Loaded(t.c.PartitionFor(id)); !ok || ready {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			return
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-func (t *txns) ensurePartition(tp *metadata.Topic, p int32) {
-	if p < 0 || int(p) >= len(tp.Partitions) {
-		return
-	}
-	mp := tp.Partitions[p]
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := t.mu.loads[p]
-	if mp.Leader != t.b.cfg.NodeID {
-		if cur != nil {
-			delete(t.mu.loads, p)
-			t.c.Unload(p)
-		}
-		return
-	}
-	if cur != nil && cur.epoch == mp.LeaderEpoch {
-		if !cur.done {
-			select {
-			case err := <-cur.res:
-				cur.done, cur.err = true, err
-			default:
-				return
-			}
-		}
-		if cur.err == nil {
-			return
-		}
-		t.b.log.Warn("loading transaction state partition failed; retrying", "partition", p, "err", cur.err)
-	}
-	t.mu.loads[p] = &txnLoad{epoch: mp.LeaderEpoch, res: t.c.Load(p, mp.LeaderEpoch, &txnStateLog{b: t.b, part: p})}
+	t.parts.ensureWait(ctx, id, d)
 }
 
 // createStateTopic creates __transaction_state on first use.
@@ -680,15 +576,22 @@ func (p *partition) lastStableOffset() int64 {
 }
 
 // abortedTxns lists the aborted transactions a read_committed fetch of
-// [from, to) must know.
-func (p *partition) abortedTxns(from, to int64) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
-	p.mu.Lock()
-	list := p.mu.producers.abortedIn(from, to)
-	p.mu.Unlock()
+// [from, to) must know, from the log's transaction index (hotlog).
+func (p *partition) abortedTxns(from, to int64) ([]kmsg.FetchResponseTopicPartitionAbortedTransaction, error) {
+	list, err := p.log.AbortedTxns(from, to)
+	if err != nil {
+		return nil, err
+	}
+	return fetchAborted(list), nil
+}
+
+// fetchAborted renders index entries for a Fetch response (never null:
+// an empty list tells read_committed clients there is nothing to drop).
+func fetchAborted(list []hotlog.AbortedTxn) []kmsg.FetchResponseTopicPartitionAbortedTransaction {
 	out := make([]kmsg.FetchResponseTopicPartitionAbortedTransaction, 0, len(list))
 	for _, a := range list {
 		at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
-		at.ProducerID, at.FirstOffset = a.producerID, a.firstOffset
+		at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 		out = append(out, at)
 	}
 	return out
@@ -717,6 +620,81 @@ func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
 
 var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")
 
+// addToTxn adds partitions to the open transaction of id (starting it) at
+// the id's coordinator, for KIP-890 part 2's implicit adds (Produce v12+,
+// TxnOffsetCommit v5+): in process when this broker is the coordinator,
+// otherwise with AddPartitionsToTxn v4 (the broker-to-broker form) to the
+// leader of the id's __transaction_state partition. It returns a Kafka
+// error code (COORDINATOR_NOT_AVAILABLE when the coordinator is unknown or
+// unreachable: retriable).
+func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition) int16 {
+	b.txns.ensure(id)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	part := b.txns.c.PartitionFor(id)
+	st := b.meta.State()
+	top, ok := st.Topic(txn.StateTopic)
+	if !ok || int(part) >= len(top.Partitions) || top.Partitions[part].Leader == metadata.NoLeader {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	leader := top.Partitions[part].Leader
+	worst := func(codes []int16) int16 {
+		for _, c := range codes {
+			if c != 0 {
+				return c
+			}
+		}
+		return 0
+	}
+	if leader == b.cfg.NodeID {
+		codes, err := b.txns.c.AddPartitions(ctx, id, producerID, epoch, tps)
+		if err != nil {
+			return kerr.CoordinatorNotAvailable.Code
+		}
+		return worst(codes)
+	}
+	cl, err := b.txns.client()
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	req := kmsg.NewPtrAddPartitionsToTxnRequest()
+	req.Version = 4
+	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, producerID, epoch
+	byTopic := map[string]int{}
+	for _, tp := range tps {
+		i, ok := byTopic[tp.Topic]
+		if !ok {
+			i = len(tr.Topics)
+			byTopic[tp.Topic] = i
+			rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+			rt.Topic = tp.Topic
+			tr.Topics = append(tr.Topics, rt)
+		}
+		tr.Topics[i].Partitions = append(tr.Topics[i].Partitions, tp.Partition)
+	}
+	req.Transactions = append(req.Transactions, tr)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	if resp.ErrorCode != 0 {
+		return resp.ErrorCode
+	}
+	var codes []int16
+	for _, rt := range resp.Transactions {
+		for _, t := range rt.Topics {
+			for _, p := range t.Partitions {
+				codes = append(codes, p.ErrorCode)
+			}
+		}
+	}
+	if len(codes) == 0 {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return worst(codes)
+}
+
 // verifyTxnWrite is KIP-890 part 1's check of a transactional batch, made
 // when the id's coordinator is on this broker: the producer's first batch
 // in a partition must belong to its open transaction, which must include
@@ -724,7 +702,11 @@ var errTxnNotOpen = errors.New("broker: transactional write outside the producer
 // retry) is refused instead of opening a transaction that no marker will
 // end. A coordinator elsewhere, or one still loading, is not asked.
 // (Left open: an EndTxn that completes between this check and the append.)
-func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) error {
+//
+// With implicitAdd (Produce v12+, KIP-890 part 2) the first batch instead
+// adds the partition to the transaction at the coordinator (wherever it
+// is), as the client sends no AddPartitionsToTxn.
+func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, implicitAdd bool) error {
 	if txnID == nil || len(records) < hotlog.BatchHeaderSize {
 		return nil
 	}
@@ -738,6 +720,17 @@ func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte) err
 	p.mu.Unlock()
 	if open {
 		return nil
+	}
+	if implicitAdd {
+		code := b.addToTxn(context.Background(), *txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
+		switch {
+		case code == 0:
+			return nil
+		case code == kerr.ProducerFenced.Code:
+			return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+		default:
+			return kerr.ErrorForCode(code)
+		}
 	}
 	if _, ready, ok := b.txns.c.Loaded(b.txns.c.PartitionFor(*txnID)); !ok || !ready {
 		return nil

@@ -505,7 +505,7 @@ func FuzzCleanBatch(f *testing.F) {
 		clk := &clock{}
 		l := openLog(t, vfs.NewMem(), 1<<10, clk)
 		defer l.Close()
-		if _, err := l.AppendReplicated(b); err != nil {
+		if _, err := l.AppendReplicated(b, hotlog.AppendOptions{}); err != nil {
 			return // refused at the door
 		}
 		seal(t, l, clk, 1<<10)

@@ -72,13 +72,32 @@ func TestMain(m *testing.M) {
 // freePort returns a loopback TCP port that nothing listens on right now.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	givenPorts.Lock()
+	defer givenPorts.Unlock()
+	// The kernel may hand the same ephemeral port out again once it is
+	// closed; a port given to one broker of this run is never given twice
+	// (two voters on one Raft address cannot bootstrap).
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		if !givenPorts.m[port] {
+			givenPorts.m[port] = true
+			return port
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("free port: no new port in 100 tries")
+	return 0
 }
+
+// givenPorts are the ports freePort has handed out in this run.
+var givenPorts = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 // syncBuffer is a goroutine-safe log sink for a broker's stdout and stderr.
 type syncBuffer struct {
@@ -536,9 +555,27 @@ func (b *Broker) startSediment(t testing.TB, args ...string) *bgCommand {
 			c.cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
 			<-c.done
 		}
+		if t.Failed() {
+			c.mu.Lock()
+			t.Logf("%s: %d lines printed, exit: %v; its stderr:\n%s", c.name, len(c.lines), c.err, c.stderr.String())
+			c.mu.Unlock()
+		}
 	})
 	return c
 }
+
+// Exited reports whether the process has exited (and its output is read).
+func (c *bgCommand) Exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stderr returns what the process wrote to standard error so far.
+func (c *bgCommand) Stderr() string { return c.stderr.String() }
 
 // Lines returns a copy of the lines printed so far.
 func (c *bgCommand) Lines() []string {

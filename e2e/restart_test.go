@@ -132,6 +132,17 @@ func testRestartMidStream(t *testing.T, graceful bool) {
 	defer stopAll()
 
 	waitFor(t, 60*time.Second, "300 acknowledged records before the restart", func() bool { return ackedCount() >= 300 })
+	// The command line must be consuming before the broker goes away: a
+	// sediment process that is still starting up (a race-enabled binary
+	// on a loaded machine takes seconds) checks that the broker answers
+	// and, by design, exits at once on a refused connection. Restarting
+	// under it would test that check, not a consumer riding out a restart.
+	waitFor(t, 90*time.Second, "sediment consume to print its first record", func() bool {
+		if cli.Exited() {
+			t.Fatalf("sediment consume exited before the restart; stderr:\n%s", cli.Stderr())
+		}
+		return len(cli.Lines()) > 0
+	})
 	before := ackedCount()
 	// Two restarts in a row: the second one finds the state the first
 	// recovery (or clean shutdown) left behind.
@@ -163,6 +174,9 @@ func testRestartMidStream(t *testing.T, graceful bool) {
 	stopConsuming()
 	<-consumerDone
 	waitFor(t, 60*time.Second, "sediment consume to print every acknowledged record", func() bool {
+		if cli.Exited() {
+			t.Fatalf("sediment consume exited after %d lines; stderr:\n%s", len(cli.Lines()), cli.Stderr())
+		}
 		printed := make(map[string]bool)
 		for _, line := range cli.Lines() {
 			var r jsonRecord

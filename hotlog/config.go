@@ -94,4 +94,12 @@ type Options struct {
 	Config Config
 	Now    func() time.Time // [time.Now]
 	Logger *slog.Logger     // [slog.Default()]
+	// RollSnapshot, if set, is called under the append lock each time a
+	// segment rolls, before the new segment takes any batch; what it
+	// returns (nil: nothing) is written as the producer snapshot at the new
+	// segment's base, so every sealed segment has the producer state at
+	// its end beside it (as Kafka does; tiering uploads it with the
+	// segment). Such snapshots stay while their segment is in the log. It
+	// must not call back into the Log.
+	RollSnapshot func() []byte
 }

@@ -18,7 +18,7 @@
 //	00000000000000000000.log        v2 record batches, as appended
 //	00000000000000000000.index      sparse offset index
 //	00000000000000000000.timeindex  sparse time index
-//	00000000000000000000.txnindex   (reserved: aborted transactions, see below)
+//	00000000000000000000.txnindex   aborted transactions (only if any; see below)
 //	00000000000000001234.log        the next segment: its name is its base offset
 //	...
 //	00000000000000001200.snapshot   producer state as of offset 1200 (opaque)
@@ -89,15 +89,27 @@
 // it finds and removes .cleaned files without one, so a crash leaves either
 // the old segments or the new one. See replace.go.
 //
-// # Transaction index (designed, not built)
+// # Transaction index
 //
-// For read_committed fetches each segment will get a .txnindex file of
-// Kafka's AbortedTxn entries, 34 bytes each: version int16 (0) | producerId
-// int64 | firstOffset int64 | lastOffset int64 | lastStableOffset int64, one
-// per aborted transaction whose abort marker lies in the segment, appended
-// when the marker is appended, synced when the segment seals, rebuilt by the
-// recovery scan of the active segment from control batches (with the producer
-// state snapshot giving the open transactions at the segment's start). The
-// file name and suffix are reserved now: deletion, renaming and the orphan
-// cleanup of Open already treat .txnindex as a segment file.
+// For read_committed fetches a segment has a .txnindex file of Kafka's
+// AbortedTxn entries, 34 bytes each, in marker order:
+//
+//	+0  version int16 = 0
+//	+2  producerId int64
+//	+10 firstOffset int64       first offset of the aborted transaction
+//	+18 lastOffset int64        its abort marker's offset (in this segment)
+//	+26 lastStableOffset int64  the partition's LSO once the abort completed
+//
+// hotlog does not interpret control batches: the appender's
+// AppendOptions.Aborted hook says which transactions an append's abort
+// markers end. The entries are written and fsynced before the batch (so a
+// marker that survives a crash has its entry; Open drops entries past the
+// recovered end and a torn last entry), kept in memory (small, never
+// evicted; a segment without the file has none and costs no read), cut by
+// TruncateTo, carried through ReplaceSegments for the markers the cleaner
+// kept, and deleted with their segment. AbortedTxns(from, to) collects the
+// entries a read of [from, to) needs from the segment holding from onwards,
+// stopping at an entry whose lastStableOffset reaches to. AddAbortedTxn
+// adds a missing entry (the broker's replay of the log on open rebuilds a
+// lost or damaged index through it).
 package hotlog

@@ -11,7 +11,7 @@ import (
 
 // Dump writes a human-readable listing of one hotlog file to w, chosen by its
 // suffix: a .log (one line per batch header, with a CRC check), a .index or
-// .timeindex (one line per entry), a .snapshot, the leader-epoch checkpoint,
+// .timeindex or .txnindex (one line per entry), a .snapshot, the leader-epoch checkpoint,
 // the log-start checkpoint or the clean-shutdown marker. It is the dump tool
 // for the formats of doc.go (the CLI can wire it as `sediment dump FILE`).
 func Dump(w io.Writer, fs vfs.FS, path string) error {
@@ -42,6 +42,20 @@ func Dump(w io.Writer, fs vfs.FS, path string) error {
 		for i := 0; i < x.len(); i++ {
 			ts, rel := x.entry(i)
 			fmt.Fprintf(w, "timestamp=%d relativeOffset=%d\n", ts, rel)
+		}
+		return nil
+	}
+	if strings.HasSuffix(name, txnIndexSuffix) {
+		data, err := vfs.ReadFile(fs, path, maxIndexFileBytes)
+		if err != nil {
+			return err
+		}
+		entries, n := decodeTxnIndexPrefix(data)
+		for _, a := range entries {
+			fmt.Fprintf(w, "producerId=%d firstOffset=%d lastOffset=%d lastStableOffset=%d\n", a.ProducerID, a.FirstOffset, a.LastOffset, a.LastStableOffset)
+		}
+		if n != len(data) {
+			fmt.Fprintf(w, "warning: damaged from byte %d of %d\n", n, len(data))
 		}
 		return nil
 	}

@@ -23,7 +23,7 @@ import (
 type Log struct {
 	fs     vfs.FS
 	dir    string
-	cfg    Config
+	cfg    atomic.Pointer[Config] // replaced whole by SetConfig; read with config()
 	now    func() time.Time
 	logger *slog.Logger
 
@@ -56,8 +56,9 @@ type Log struct {
 		syncing bool  // an fsync is running (its caller leads the group)
 		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
 	}
-	cache   *indexCache
-	closeCh chan struct{}
+	cache        *indexCache
+	rollSnapshot func() []byte
+	closeCh      chan struct{}
 	wg      sync.WaitGroup
 }
 
@@ -80,6 +81,14 @@ type AppendOptions struct {
 	// broker can update producer state in log order without a window between
 	// Check and its update. It must not call back into the Log.
 	Written func(batches []BatchHeader)
+	// Aborted, if set, runs under the append lock after Check, with the
+	// headers, and returns the transactions that abort markers among them
+	// end (each LastOffset one of the appended offsets, in order). They are
+	// added to the active segment's transaction index, durably, before the
+	// batches are written and before Written runs: a reader that learns of
+	// an abort from state updated in Written finds its entry. It must not
+	// call back into the Log.
+	Aborted func(batches []BatchHeader) []AbortedTxn
 }
 
 // AppendResult describes an append.
@@ -100,12 +109,14 @@ func Open(opts Options) (*Log, error) {
 	l := &Log{
 		fs:      opts.FS,
 		dir:     filepath.Clean(opts.Dir),
-		cfg:     opts.Config.withDefaults(),
 		now:     opts.Now,
 		logger:  opts.Logger,
 		closeCh: make(chan struct{}),
 		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
+	cfg := opts.Config.withDefaults()
+	l.cfg.Store(&cfg)
+	l.rollSnapshot = opts.RollSnapshot
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -121,11 +132,39 @@ func Open(opts Options) (*Log, error) {
 		l.releaseAll()
 		return nil, err
 	}
-	if l.cfg.Flush == FlushInterval {
+	if l.config().Flush == FlushInterval {
 		l.wg.Add(1)
 		go pprof.Do(context.Background(), pprof.Labels("hotlog", "syncer"), func(context.Context) { l.syncLoop() })
 	}
 	return l, nil
+}
+
+// config returns the log's current settings (never modified in place).
+func (l *Log) config() *Config { return l.cfg.Load() }
+
+// Config returns the log's current settings, defaults filled in.
+func (l *Log) Config() Config { return *l.config() }
+
+// SetConfig changes the settings of an open log, as Kafka applies a topic's
+// altered configs without reopening it. Each takes effect at its next use:
+// SegmentBytes, SegmentMs and MaxIndexBytes at the roll check of the next
+// append (a smaller segment.bytes rolls the active segment at that append if
+// it is already larger, never rewrites it); IndexIntervalBytes for the next
+// index entry of the active segment and for indexes rebuilt later;
+// MaxMessageBytes and the timestamp windows for the next append. Flush and
+// FlushInterval are the broker's, fixed when the log opens: c's are ignored.
+// Zero fields take the defaults, as in Options. Safe to call concurrently
+// with appends and reads.
+func (l *Log) SetConfig(c Config) {
+	c = c.withDefaults()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := l.config()
+	c.Flush, c.FlushInterval = cur.Flush, cur.FlushInterval
+	l.cfg.Store(&c)
+	if l.builder != nil {
+		l.builder.interval = c.IndexIntervalBytes
+	}
 }
 
 func (l *Log) path(name string) string { return filepath.Join(l.dir, name) }
@@ -215,12 +254,21 @@ func (l *Log) open() error {
 	if len(bases) == 0 {
 		bases = []int64{start}
 	}
+	hasTxnIndex := map[int64]bool{}
+	for _, name := range others {
+		if base, suffix, _ := parseBaseName(name); suffix == txnIndexSuffix {
+			hasTxnIndex[base] = true
+		}
+	}
 	segs := make([]*segment, len(bases))
 	for i, b := range bases {
 		segs[i] = newSegment(l.fs, l.dir, b, l.cache)
 		if i+1 < len(bases) {
 			segs[i].relLimit = bases[i+1] - b
 		}
+		// Without a .txnindex a segment has no aborted transactions: no
+		// read is needed to know it.
+		segs[i].txnsLoaded = !hasTxnIndex[b]
 	}
 	l.segs.Store(&segs)
 	active := segs[len(segs)-1]
@@ -251,7 +299,7 @@ func (l *Log) open() error {
 			last = epochs[k-1].Epoch
 		}
 		var valid int64
-		b, valid, err = scanSegment(f, active.base, size, l.cfg.IndexIntervalBytes, true, func(h *BatchHeader) {
+		b, valid, err = scanSegment(f, active.base, size, l.config().IndexIntervalBytes, true, func(h *BatchHeader) {
 			if h.PartitionLeaderEpoch > last {
 				epochs, _ = assignEpoch(epochs, h.PartitionLeaderEpoch, h.BaseOffset)
 				last = h.PartitionLeaderEpoch
@@ -281,6 +329,11 @@ func (l *Log) open() error {
 		l.activeCreated = time.UnixMilli(marker.ActiveCreated) // segment.ms counts across restarts
 	}
 	l.logEnd.Store(b.next)
+	// Entries are written before their markers: drop those of a lost tail
+	// (and a torn last entry).
+	if err := l.cutTxnsLocked(active, b.next); err != nil {
+		return fmt.Errorf("hotlog: recover transaction index: %w", err)
+	}
 	if start > b.next {
 		start = b.next
 	}
@@ -329,7 +382,7 @@ func (l *Log) loadActiveIndexes(active *segment, size int64, m cleanShutdown) *i
 	if ierr != nil || terr != nil || !validOffsetIndex(idx, size, m.LogEnd-active.base) || !validTimeIndex(tidx, m.LogEnd-active.base) {
 		return nil
 	}
-	b := newIndexBuilder(active.base, l.cfg.IndexIntervalBytes)
+	b := newIndexBuilder(active.base, l.config().IndexIntervalBytes)
 	b.idx, b.tidx = idx, tidx
 	b.maxTs, b.maxTsOffset = m.MaxTimestamp, m.MaxTimestampOffset
 	if ts, _, ok := timeIndex(tidx).last(); ok {
@@ -395,30 +448,32 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 // leader epochs (the follower path). It validates them with
 // ValidateReplicatedBatches (compacted batches pass); the first base offset
 // must be the log end offset (ErrUnexpectedOffset otherwise) and later batches
-// must follow in order (gaps, from compaction, are allowed).
-func (l *Log) AppendReplicated(records []byte) (AppendResult, error) {
+// must follow in order (gaps, from compaction, are allowed). Of opts only
+// Check, Written and Aborted are used.
+func (l *Log) AppendReplicated(records []byte, opts AppendOptions) (AppendResult, error) {
 	hdrs, err := ValidateReplicatedBatches(records)
 	if err != nil {
 		return AppendResult{}, err
 	}
-	return l.append(records, hdrs, &AppendOptions{}, true)
+	opts.LeaderEpoch, opts.LogAppendTime = 0, false
+	return l.append(records, hdrs, &opts, true)
 }
 
 func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time) error {
 	nowMs := now.UnixMilli()
 	for i := range hdrs {
 		h := &hdrs[i]
-		if l.cfg.MaxMessageBytes > 0 && h.Size() > int64(l.cfg.MaxMessageBytes) {
-			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), l.cfg.MaxMessageBytes)
+		if l.config().MaxMessageBytes > 0 && h.Size() > int64(l.config().MaxMessageBytes) {
+			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), l.config().MaxMessageBytes)
 		}
 		if h.LogAppendTime() {
 			continue
 		}
 		for _, ts := range []int64{h.BaseTimestamp, h.MaxTimestamp} {
-			if before := l.cfg.TimestampBeforeMax; before > 0 && ts < nowMs-before.Milliseconds() {
+			if before := l.config().TimestampBeforeMax; before > 0 && ts < nowMs-before.Milliseconds() {
 				return fmt.Errorf("%w: timestamp %d more than %v before now", ErrInvalidTimestamp, ts, before)
 			}
-			if after := l.cfg.TimestampAfterMax; after > 0 && ts > nowMs+after.Milliseconds() {
+			if after := l.config().TimestampAfterMax; after > 0 && ts > nowMs+after.Milliseconds() {
 				return fmt.Errorf("%w: timestamp %d more than %v after now", ErrInvalidTimestamp, ts, after)
 			}
 		}
@@ -439,7 +494,7 @@ func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, re
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if l.cfg.Flush == FlushEveryCommit {
+	if l.config().Flush == FlushEveryCommit {
 		if err := l.syncTo(target); err != nil {
 			return AppendResult{}, err
 		}
@@ -510,10 +565,24 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	if err := l.updateEpochsLocked(hdrs); err != nil {
 		return 0, AppendResult{}, err
 	}
+	var aborted []AbortedTxn
+	if opts.Aborted != nil {
+		aborted = opts.Aborted(hdrs)
+	}
+	var oldTxns []AbortedTxn
+	if len(aborted) > 0 {
+		var err error
+		if oldTxns, err = l.appendTxnsLocked(aborted, first, last); err != nil {
+			return 0, AppendResult{}, err
+		}
+	}
 
 	seg := l.active
 	oldSize := seg.size.Load()
 	if _, err := seg.file.Write(records); err != nil {
+		if len(aborted) > 0 {
+			l.undoTxnsLocked(oldTxns)
+		}
 		// Take back whatever part was written; if that fails too the file's
 		// tail is unknown and the log must be reopened (recovery cuts it).
 		if terr := seg.file.Truncate(oldSize); terr != nil {
@@ -547,9 +616,9 @@ func (l *Log) shouldRollLocked(n int64, last int64, now time.Time) bool {
 	if size == 0 {
 		return false
 	}
-	return size+n > l.cfg.SegmentBytes ||
-		now.Sub(l.activeCreated) >= l.cfg.SegmentMs ||
-		l.builder.full(l.cfg.MaxIndexBytes) ||
+	return size+n > l.config().SegmentBytes ||
+		now.Sub(l.activeCreated) >= l.config().SegmentMs ||
+		l.builder.full(l.config().MaxIndexBytes) ||
 		last-l.active.base > 1<<31-1 ||
 		size+n > 1<<32-1
 }
@@ -609,6 +678,15 @@ func (l *Log) rollLocked(base int64) error {
 	l.segs.Store(&set)
 	sealed := l.active
 	l.setActiveLocked(seg, base)
+	if l.rollSnapshot != nil {
+		// The producer state as of the sealed segment's end. A failure
+		// costs only the snapshot: the broker replays from an older one.
+		if data := l.rollSnapshot(); data != nil {
+			if err := l.writeSnapshotLocked(base, data); err != nil {
+				l.logger.Warn("hotlog: producer snapshot at roll", "offset", base, "err", err)
+			}
+		}
+	}
 	// The sealed segment's indexes may now be evicted like any other's.
 	sealed.cache.add(sealed, len(sealed.idx)+len(sealed.tidx))
 	return nil
@@ -634,6 +712,10 @@ func (l *Log) createSegmentLocked(base int64) (*segment, error) {
 	seg.file = f
 	seg.size.Store(0)
 	seg.loaded, seg.maxTsKnown = true, true
+	// No transaction index yet (a stale file of a segment once at this
+	// base would be wrong).
+	l.fs.Remove(seg.path(txnIndexSuffix))
+	seg.txnsLoaded = true
 	return seg, nil
 }
 
@@ -645,7 +727,7 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 	}
 	seg.active.Store(true)
 	l.active = seg
-	l.builder = newIndexBuilder(base, l.cfg.IndexIntervalBytes)
+	l.builder = newIndexBuilder(base, l.config().IndexIntervalBytes)
 	l.activeCreated = l.now()
 	l.sync.mu.Lock()
 	l.sync.seg = seg
@@ -658,7 +740,7 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 // segment on a ticker.
 func (l *Log) syncLoop() {
 	defer l.wg.Done()
-	t := time.NewTicker(l.cfg.FlushInterval)
+	t := time.NewTicker(l.config().FlushInterval)
 	defer t.Stop()
 	for {
 		select {
@@ -819,6 +901,9 @@ type SegmentInfo struct {
 	LogFile       string
 	IndexFile     string
 	TimeIndexFile string
+	// TxnIndexFile is the .txnindex path, or "" if the segment has no
+	// aborted transaction.
+	TxnIndexFile string
 }
 
 // Segments describes the current segments, oldest first. Sealed segments
@@ -837,7 +922,10 @@ func (l *Log) Segments() []SegmentInfo {
 			info.NextOffset = set[i+1].base
 		}
 		info.Size, _ = s.visibleSize()
-		if ts, err := s.maxTimestamp(l.cfg.IndexIntervalBytes); err == nil {
+		if txns, err := s.txnEntries(); err != nil || len(txns) > 0 {
+			info.TxnIndexFile = s.path(txnIndexSuffix) // a damaged one fails its reader
+		}
+		if ts, err := s.maxTimestamp(l.config().IndexIntervalBytes); err == nil {
 			info.MaxTimestamp = ts
 		}
 		s.unref()

@@ -499,7 +499,7 @@ func TestEpochsAndReplication(t *testing.T) {
 		var buf bytes.Buffer
 		res.WriteTo(&buf)
 		res.Release()
-		if _, err := follower.AppendReplicated(buf.Bytes()); err != nil {
+		if _, err := follower.AppendReplicated(buf.Bytes(), AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		off = res.NextOffset
@@ -512,7 +512,7 @@ func TestEpochsAndReplication(t *testing.T) {
 	}
 	b := simpleBatch(1, 1, 1)
 	putBaseOffset(b, 5)
-	if _, err := follower.AppendReplicated(b); !errors.Is(err, ErrUnexpectedOffset) {
+	if _, err := follower.AppendReplicated(b, AppendOptions{}); !errors.Is(err, ErrUnexpectedOffset) {
 		t.Fatalf("non-contiguous replicated append: %v", err)
 	}
 }
@@ -730,7 +730,7 @@ func TestReplicatedCompactedSurvivesRecovery(t *testing.T) {
 		putBaseOffset(b, []int64{0, 3, 9}[i])
 		putLeaderEpoch(b, 4)
 		fixCRC(b)
-		if _, err := l.AppendReplicated(b); err != nil {
+		if _, err := l.AppendReplicated(b, AppendOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		all = append(all, b...)
@@ -785,5 +785,48 @@ func TestDump(t *testing.T) {
 	}
 	if err := Dump(&out, fs, "/p/nothing.txt"); err == nil {
 		t.Fatal("dumped a foreign file")
+	}
+}
+
+// TestRollSnapshots: with Options.RollSnapshot every roll writes the
+// producer snapshot at the new segment's base, kept (unlike other
+// snapshots) while that segment is in the log.
+func TestRollSnapshots(t *testing.T) {
+	mem := vfs.NewMem()
+	n := 0
+	l, err := Open(Options{FS: mem, Dir: "/p", Config: Config{SegmentBytes: 1000}, Logger: quiet,
+		RollSnapshot: func() []byte { n++; return []byte{byte(n)} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 60 {
+		if _, err := l.Append(simpleBatch(1, 40, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if i%7 == 0 {
+			if err := l.WriteProducerSnapshot(l.LogEndOffset(), []byte("periodic")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	segs := l.Segments()
+	if len(segs) < 4 || n != len(segs)-1 {
+		t.Fatalf("%d segments, %d roll snapshots", len(segs), n)
+	}
+	has := func(off int64) bool {
+		_, err := mem.Stat("/p/" + baseName(off) + snapshotSuffix)
+		return err == nil
+	}
+	for _, s := range segs[1:] {
+		if !has(s.BaseOffset) {
+			t.Fatalf("no snapshot at segment base %d", s.BaseOffset)
+		}
+	}
+	if err := l.DeleteBefore(segs[2].BaseOffset); err != nil {
+		t.Fatal(err)
+	}
+	if has(segs[1].BaseOffset) || !has(segs[2].BaseOffset) || !has(segs[3].BaseOffset) {
+		t.Fatal("DeleteBefore kept the wrong snapshots")
 	}
 }

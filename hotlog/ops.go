@@ -80,7 +80,7 @@ func (l *Log) TruncateTo(offset int64) error {
 		return l.fail(err)
 	}
 	// Find the cut: the first batch whose last offset reaches offset.
-	idx, _, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
+	idx, _, _, err := seg.indexes(l.config().IndexIntervalBytes)
 	if err != nil {
 		return l.fail(err)
 	}
@@ -104,7 +104,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	// rewritten when it seals, and recovery rebuilds its index anyway.
 	l.fs.Remove(seg.path(indexSuffix))
 	l.fs.Remove(seg.path(timeIndexSuffix))
-	b, _, err := scanSegment(f, seg.base, cut, l.cfg.IndexIntervalBytes, false, nil)
+	b, _, err := scanSegment(f, seg.base, cut, l.config().IndexIntervalBytes, false, nil)
 	if err != nil {
 		return l.fail(err)
 	}
@@ -116,6 +116,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	seg.relLimit = -1
 	seg.mu.Unlock()
 	seg.size.Store(cut)
+	if err := l.cutTxnsLocked(seg, newEnd); err != nil {
+		return l.fail(fmt.Errorf("hotlog: truncate transaction index: %w", err))
+	}
 	l.setActiveLocked(seg, seg.base)
 	l.builder = b
 	l.logEnd.Store(newEnd)
@@ -240,13 +243,18 @@ const maxSnapshotBytes = 256 << 20
 
 // WriteProducerSnapshot durably stores data (opaque producer state owned by the
 // broker) as the snapshot at offset, which must not pass the log end. The two
-// newest snapshots are kept; older ones are removed.
+// newest snapshots are kept, and those at a segment's base (written at rolls,
+// see Options.RollSnapshot); older ones are removed.
 func (l *Log) WriteProducerSnapshot(offset int64, data []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return ErrClosed
 	}
+	return l.writeSnapshotLocked(offset, data)
+}
+
+func (l *Log) writeSnapshotLocked(offset int64, data []byte) error {
 	if offset < 0 || offset > l.logEnd.Load() {
 		return fmt.Errorf("%w: snapshot at %d past log end %d", ErrOffsetOutOfRange, offset, l.logEnd.Load())
 	}
@@ -257,7 +265,11 @@ func (l *Log) WriteProducerSnapshot(offset int64, data []byte) error {
 		return fmt.Errorf("hotlog: write producer snapshot: %w", err)
 	}
 	offs := l.snapshotOffsets()
+	set := *l.segs.Load()
 	for i := 0; i+2 < len(offs); i++ {
+		if j := segmentFor(set, offs[i]); set[j].base == offs[i] && offs[i] > l.logStart.Load() {
+			continue // the state at the end of the segment before it
+		}
 		l.fs.Remove(l.snapshotPath(offs[i]))
 	}
 	return nil

@@ -144,7 +144,7 @@ func (l *Log) readFrom(res *ReadResult, set []*segment, offset, maxBytes, maxOff
 		if err != nil {
 			return true, err
 		}
-		idx, _, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
+		idx, _, _, err := seg.indexes(l.config().IndexIntervalBytes)
 		if err != nil {
 			return true, err
 		}
@@ -267,14 +267,14 @@ func (l *Log) offsetForTimestampIn(seg *segment, ts, start int64) (int64, int64,
 	if err != nil {
 		return 0, 0, false, err
 	}
-	if maxTs, err := seg.maxTimestamp(l.cfg.IndexIntervalBytes); err != nil || maxTs < ts {
+	if maxTs, err := seg.maxTimestamp(l.config().IndexIntervalBytes); err != nil || maxTs < ts {
 		return 0, 0, false, err
 	}
 	size, err := seg.visibleSize()
 	if err != nil {
 		return 0, 0, false, err
 	}
-	idx, tidx, _, err := seg.indexes(l.cfg.IndexIntervalBytes)
+	idx, tidx, _, err := seg.indexes(l.config().IndexIntervalBytes)
 	if err != nil {
 		return 0, 0, false, err
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"sort"
 	"strings"
 
 	"github.com/sediment-io/sediment/internal/vfs"
@@ -105,6 +106,10 @@ type SegmentWriter struct {
 	gen  int64 // the log's rewrites count when the writer was made
 	crc  uint32
 	done bool
+	// markers are the offsets of the control batches written, increasing:
+	// the old segments' transaction index entries whose marker is among
+	// them carry over to the new segment.
+	markers []int64
 }
 
 // NewSegmentWriter starts a replacement segment with base offset base (the
@@ -124,7 +129,7 @@ func (l *Log) NewSegmentWriter(base int64) (*SegmentWriter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hotlog: create cleaned segment: %w", err)
 	}
-	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.cfg.IndexIntervalBytes), last: base - 1, gen: gen}, nil
+	return &SegmentWriter{l: l, base: base, f: f, b: newIndexBuilder(base, l.config().IndexIntervalBytes), last: base - 1, gen: gen}, nil
 }
 
 // Write appends whole v2 batches (one or more, concatenated) whose offsets
@@ -155,6 +160,9 @@ func (w *SegmentWriter) Write(batches []byte) error {
 		}
 		last = h.LastOffset()
 		hdrs = append(hdrs, h)
+		if h.IsControl() {
+			w.markers = append(w.markers, h.BaseOffset)
+		}
 		pos += int(h.Size())
 	}
 	if _, err := w.f.Write(batches); err != nil {
@@ -186,7 +194,7 @@ func (w *SegmentWriter) Abort() {
 		w.f.Close()
 		w.f = nil
 	}
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		w.l.fs.Remove(w.l.path(baseName(w.base) + suf + cleanedSuffix))
 	}
 }
@@ -275,8 +283,30 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 		if _, err := s.logFile(); err != nil {
 			return fmt.Errorf("hotlog: open segment %d: %w", s.base, err)
 		}
-		if _, _, _, err := s.indexes(l.cfg.IndexIntervalBytes); err != nil {
+		if _, _, _, err := s.indexes(l.config().IndexIntervalBytes); err != nil {
 			return fmt.Errorf("hotlog: load indexes of segment %d: %w", s.base, err)
+		}
+	}
+	// The aborted transactions whose markers the cleaner kept stay indexed
+	// (one whose marker it dropped must go: a client told of it would drop
+	// the producer's later records until a marker that no longer exists).
+	var txns []AbortedTxn
+	for _, s := range group {
+		entries, err := s.txnEntries()
+		if err != nil {
+			return err
+		}
+		for _, a := range entries {
+			k := sort.Search(len(w.markers), func(k int) bool { return w.markers[k] >= a.LastOffset })
+			if k < len(w.markers) && w.markers[k] == a.LastOffset {
+				txns = append(txns, a)
+			}
+		}
+	}
+	if len(txns) > 0 {
+		// Made durable by the marker write's directory sync below.
+		if err := writeIndexFile(l.fs, l.path(baseName(w.base)+txnIndexSuffix+cleanedSuffix), AppendTxnIndex(nil, txns)); err != nil {
+			return fmt.Errorf("hotlog: write cleaned transaction index: %w", err)
 		}
 	}
 	marker := l.path(baseName(w.base) + swapSuffix)
@@ -308,7 +338,10 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 		s.deleted.Store(true)
 	}
 	name := baseName(w.base)
-	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
+		if suf == txnIndexSuffix && len(txns) == 0 {
+			continue
+		}
 		if err := l.fs.Rename(l.path(name+suf+cleanedSuffix), l.path(name+suf)); err != nil {
 			return l.fail(fmt.Errorf("hotlog: rename cleaned segment: %w", err))
 		}
@@ -320,6 +353,7 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	seg.relLimit = end - w.base
 	seg.size.Store(w.b.size)
 	seg.idx, seg.tidx, seg.maxTs, seg.loaded, seg.maxTsKnown = w.b.idx, w.b.tidx, w.b.maxTs, true, true
+	seg.txns, seg.txnsLoaded = txns, true
 	next := make([]*segment, 0, len(set)-len(group)+1)
 	next = append(append(append(next, set[:i]...), seg), set[j:]...)
 	l.segs.Store(&next)
@@ -396,8 +430,12 @@ func (l *Log) recoverSwaps() error {
 			if !ok || !isSegmentFile(osuf) || ob < base || ob >= m.End {
 				continue
 			}
-			if ob == base && osuf != txnIndexSuffix {
-				continue // replaced by the rename below, or already the new file
+			// At base the files are replaced by the renames below, or are
+			// already the new ones; but an old .txnindex stays in place (the
+			// new segment may have none) until the old files were renamed
+			// away, which happens before the .log.cleaned rename.
+			if ob == base && (osuf != txnIndexSuffix || !has[name+logSuffix+cleanedSuffix]) {
+				continue
 			}
 			if err := l.fs.Remove(l.path(o)); err != nil && !vfs.IsNotExist(err) {
 				return fmt.Errorf("hotlog: complete swap: %w", err)
@@ -405,7 +443,7 @@ func (l *Log) recoverSwaps() error {
 		}
 		// The .cleaned files are renamed log first: one still there replaces
 		// the old file of its name (Rename replaces), one gone was renamed.
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			if !has[name+suf+cleanedSuffix] {
 				continue
 			}

@@ -19,7 +19,7 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
-	txnIndexSuffix  = ".txnindex" // reserved; see doc.go
+	txnIndexSuffix  = ".txnindex" // see txnindex.go
 	snapshotSuffix  = ".snapshot"
 	deletedSuffix   = ".deleted"
 	tmpSuffix       = ".tmp"
@@ -82,6 +82,10 @@ type segment struct {
 	cache  *indexCache
 	// relLimit bounds relative offsets for index validation (-1: unknown).
 	relLimit int64
+	// txns is the transaction index (copy-on-write; see txnindex.go), valid
+	// when txnsLoaded. It is small and never evicted.
+	txns       []AbortedTxn
+	txnsLoaded bool
 	// renamed is set once the files were renamed with the .deleted suffix.
 	renamed atomic.Bool
 }

@@ -132,13 +132,14 @@ func Open(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	hlog := newHCLogger(n.logger)
-	// We own the meta store: WAL.Close does not close it (raft-wal v0.4.0).
-	n.meta = &metadb.BoltMetaDB{}
-	w, err := wal.Open(filepath.Join(cfg.Dir, "wal"), wal.WithLogger(hlog), wal.WithMetaStore(n.meta))
+	w, meta, err := openWAL(filepath.Join(cfg.Dir, "wal"), hlog, nil, 0)
+	if errors.Is(err, ErrLogDamaged) {
+		return nil, fmt.Errorf("%w; %s", err, logDamagedHelp(cfg.Dir))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open raft log: %w", err)
 	}
-	n.wal = w
+	n.wal, n.meta = w, meta
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open snapshot store: %w", err)
@@ -517,6 +518,12 @@ func (n *Node) Voters() ([]Peer, error) {
 		out = append(out, Peer{ID: int32(id), Addr: string(s.Address)})
 	}
 	return out, nil
+}
+
+// RaftStatus is this node's view of the Raft log: the current term, the
+// commit index and the index of its last entry.
+func (n *Node) RaftStatus() (term, commitIndex, lastIndex uint64) {
+	return n.raft.CurrentTerm(), n.raft.CommitIndex(), n.raft.LastIndex()
 }
 
 // AddVoter adds a voter (it catches up from the leader's log or a snapshot);

@@ -36,6 +36,8 @@
 //	                                                  end (hotlog format), if the log had one
 //	    s/<base:020d>-e<epoch>-<unique>.epochs        leader-epoch checkpoint up to the
 //	                                                  segment's end (Kafka's text format)
+//	    s/<base:020d>-e<epoch>-<unique>.txnindex      the segment's aborted transactions
+//	                                                  (hotlog format), if it has any
 //	    m/<version:020d>-e<epoch>-<unique>.manifest   manifest version <version> (JSON)
 //
 // <topic-id> is 32 hex digits, <epoch> the uploading leader's epoch and
@@ -72,6 +74,11 @@
 // committed, is never in a manifest. Failures back off exponentially with
 // jitter (Options.BaseBackoff..MaxBackoff); local data stays and the upload
 // lag (Status, Metrics) grows.
+//
+// read_committed reads of remote ranges get their aborted transactions
+// from the .txnindex objects (Partition.AbortedTxns, txnindex.go); since
+// only segments below the LSO go up, a segment's index is complete when it
+// is uploaded.
 //
 // # Retention
 //

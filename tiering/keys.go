@@ -55,6 +55,7 @@ const (
 	SuffixTimeIndex = ".timeindex"
 	SuffixSnapshot  = ".snapshot"
 	SuffixEpochs    = ".epochs"
+	SuffixTxnIndex  = ".txnindex"
 	SuffixManifest  = ".manifest"
 )
 
@@ -144,7 +145,7 @@ func ParseKey(key string) (ParsedKey, error) {
 	switch {
 	case k.Kind == 'm' && k.Suffix != SuffixManifest,
 		k.Kind == 's' && k.Suffix != SuffixLog && k.Suffix != SuffixIndex && k.Suffix != SuffixTimeIndex &&
-			k.Suffix != SuffixSnapshot && k.Suffix != SuffixEpochs:
+			k.Suffix != SuffixSnapshot && k.Suffix != SuffixEpochs && k.Suffix != SuffixTxnIndex:
 		return bad("suffix " + k.Suffix)
 	}
 	k.Stem = key[:len(key)-len(k.Suffix)]

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/objectstore"
 )
 
@@ -22,6 +23,7 @@ const (
 	maxManifestEntries = 1 << 20
 	maxChunksPerSeg    = 1 << 16
 	maxEpochsPerSeg    = 1 << 16
+	maxTxnIndexBytes   = 64 << 20
 )
 
 // Manifest lists a partition's remote segments. Each version is a new object
@@ -75,6 +77,9 @@ type SegmentMeta struct {
 	TimeIndexSize int64 `json:"time_index_size"`
 	SnapshotSize  int64 `json:"snapshot_size"`
 	EpochsSize    int64 `json:"epochs_size"`
+	// TxnIndexSize is the size of the segment's aborted-transaction index
+	// (hotlog's .txnindex format), absent when it has none.
+	TxnIndexSize int64 `json:"txn_index_size,omitempty"`
 	// UploadEpoch is the epoch of the leader that uploaded it.
 	UploadEpoch int32 `json:"upload_epoch"`
 	UploadedMs  int64 `json:"uploaded_ms"`
@@ -109,7 +114,7 @@ func (s *SegmentMeta) Keys() []string {
 	for _, c := range []struct {
 		size   int64
 		suffix string
-	}{{s.IndexSize, SuffixIndex}, {s.TimeIndexSize, SuffixTimeIndex}, {s.SnapshotSize, SuffixSnapshot}, {s.EpochsSize, SuffixEpochs}} {
+	}{{s.IndexSize, SuffixIndex}, {s.TimeIndexSize, SuffixTimeIndex}, {s.SnapshotSize, SuffixSnapshot}, {s.EpochsSize, SuffixEpochs}, {s.TxnIndexSize, SuffixTxnIndex}} {
 		if c.size > 0 {
 			keys = append(keys, s.Stem+c.suffix)
 		}
@@ -205,6 +210,8 @@ func (m *Manifest) Validate() error {
 			return bad("segment %d: time index size %d", i, s.TimeIndexSize)
 		case s.SnapshotSize < 0 || s.SnapshotSize > 1<<30 || s.EpochsSize < 0 || s.EpochsSize > 1<<20:
 			return bad("segment %d: companion sizes", i)
+		case s.TxnIndexSize < 0 || s.TxnIndexSize%hotlog.TxnIndexEntrySize != 0 || s.TxnIndexSize > maxTxnIndexBytes:
+			return bad("segment %d: transaction index size %d", i, s.TxnIndexSize)
 		case len(s.LeaderEpochs) > maxEpochsPerSeg:
 			return bad("segment %d: %d epochs", i, len(s.LeaderEpochs))
 		}

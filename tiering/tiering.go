@@ -217,8 +217,10 @@ type Manager struct {
 	store   *countingStore
 	cache   *chunkCache
 	indexes indexCache
-	readers *readerCache
-	metrics Metrics
+	// txnIndexes caches decoded .txnindex objects (txnindex.go).
+	txnIndexes txnIndexCache
+	readers    *readerCache
+	metrics    Metrics
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -241,6 +243,7 @@ func New(opts Options) (*Manager, error) {
 	}
 	m := &Manager{opts: opts}
 	m.indexes.max = 4096
+	m.txnIndexes.max = 4096
 	m.store = &countingStore{Store: opts.Store, m: &m.metrics}
 	m.mu.parts = map[TopicPartition]*Partition{}
 	m.ctx, m.cancel = context.WithCancel(context.Background())

@@ -168,7 +168,22 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 	if err != nil && !vfs.IsNotExist(err) {
 		return meta, err
 	}
+	// The aborted-transaction index: read_committed cold reads need it.
+	var txns []byte
+	if s.TxnIndexFile != "" {
+		if txns, err = vfs.ReadFile(p.fs, s.TxnIndexFile, maxTxnIndexBytes); err != nil && !vfs.IsNotExist(err) {
+			return meta, err
+		}
+		entries, err := hotlog.DecodeTxnIndex(txns)
+		if err != nil {
+			return meta, err
+		}
+		if n := len(entries); n > 0 && (entries[0].LastOffset < s.BaseOffset || entries[n-1].LastOffset >= s.NextOffset) {
+			return meta, fmt.Errorf("%w: transaction index of segment %d has markers outside [%d, %d)", hotlog.ErrCorruptBatch, s.BaseOffset, s.BaseOffset, s.NextOffset)
+		}
+	}
 	meta.IndexSize, meta.TimeIndexSize, meta.SnapshotSize = int64(len(sc.idx.offsets)), int64(len(sc.idx.times)), int64(len(snap))
+	meta.TxnIndexSize = int64(len(txns))
 	put := func(suffix string, data []byte) func() error {
 		return func() error {
 			if len(data) == 0 {
@@ -177,7 +192,7 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 			return objectstore.PutBytes(ctx, p.m.store, stem+suffix, data, objectstore.CreateOptions{NoOverwrite: true})
 		}
 	}
-	return meta, parallel(put(SuffixIndex, sc.idx.offsets), put(SuffixTimeIndex, sc.idx.times), put(SuffixSnapshot, snap))
+	return meta, parallel(put(SuffixIndex, sc.idx.offsets), put(SuffixTimeIndex, sc.idx.times), put(SuffixSnapshot, snap), put(SuffixTxnIndex, txns))
 }
 
 // parallel runs fns at once and returns their errors joined.

@@ -999,13 +999,47 @@ func (g *group) cgValidateCommit(req *kmsg.OffsetCommitRequest, names []string, 
 				if pre[i][j] != 0 {
 					continue
 				}
-				tp := topicPartition{names[i], p.Partition}
-				e, ok := m.assigned[tp]
-				if _, r := m.revoking[tp]; r {
-					ok, e = true, -1
-				}
-				if !ok || e > req.Generation {
+				if !m.ownedSince(topicPartition{names[i], p.Partition}, req.Generation) {
 					return kerr.StaleMemberEpoch.Code
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// ownedSince tells whether the member has owned tp since member epoch
+// epoch or before (a partition being revoked counts as owned since ever).
+func (m *cmember) ownedSince(tp topicPartition, epoch int32) bool {
+	if _, r := m.revoking[tp]; r {
+		return true
+	}
+	e, ok := m.assigned[tp]
+	return ok && e <= epoch
+}
+
+// cgValidateTxnCommit is cgValidateCommit for TxnOffsetCommit (Kafka's
+// OffsetMetadataManager.validateTransactionalOffsetCommit): no version
+// floor, the instance id is not checked, and a stale member epoch answers
+// ILLEGAL_GENERATION, which transactional clients take as "abort and
+// retry after the rejoin".
+func (g *group) cgValidateTxnCommit(req *kmsg.TxnOffsetCommitRequest, names []string) int16 {
+	cg := g.cg
+	if req.Generation < 0 && len(cg.members) == 0 {
+		return 0
+	}
+	m := cg.members[req.MemberID]
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if req.Generation > m.epoch {
+		return kerr.FencedMemberEpoch.Code
+	}
+	if req.Generation < m.epoch {
+		for i, t := range req.Topics {
+			for _, p := range t.Partitions {
+				if !m.ownedSince(topicPartition{names[i], p.Partition}, req.Generation) {
+					return kerr.IllegalGeneration.Code
 				}
 			}
 		}

@@ -44,6 +44,8 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 			switch {
 			case g.state == stateDead:
 				code = kerr.CoordinatorNotAvailable.Code
+			case g.cg != nil:
+				code = g.cgValidateTxnCommit(req, names)
 			case req.Generation >= 0 && req.MemberID != "" && g.validateMember(req.MemberID, req.InstanceID) != 0:
 				code = g.validateMember(req.MemberID, req.InstanceID)
 			case req.Generation >= 0 && req.Generation != g.generation:

@@ -100,6 +100,11 @@ type Config struct {
 	AbortInterval time.Duration
 	// MarkerRetry is the pause between failed marker rounds (default 100ms).
 	MarkerRetry time.Duration
+	// ClassicOnly makes the broker advertise the transaction.version
+	// feature at level 0 instead of 2 (KIP-890 part 2), so that clients
+	// use the classic flow (AddPartitionsToTxn, AddOffsetsToTxn, EndTxn
+	// without epoch bumps). The coordinator itself serves both.
+	ClassicOnly bool
 	Broker      Broker
 	Clock       Clock
 	Logger      *slog.Logger
@@ -158,6 +163,15 @@ type txnMeta struct {
 	parts      []TopicPartition
 	startMs    int64 // -1 when no transaction is open
 	updateMs   int64
+
+	// endBumped: the last epoch bump was an EndTxn's (transaction.version
+	// 2), so an EndTxn of the same kind at lastEpoch is a retry whose
+	// answer was lost. Not logged: after a takeover such a retry is fenced.
+	endBumped bool
+	// nextProducerID is the producer id the transaction being ended under
+	// transaction.version 2 hands over to when its epoch is exhausted
+	// (-1 or 0: none); it takes effect when the end is logged complete.
+	nextProducerID int64
 
 	// pending: an append or a marker round is in flight.
 	pending bool
@@ -542,6 +556,11 @@ func (c *Coordinator) sendMarkers(p *partition, t *txnMeta) {
 		next.parts = nil
 		next.startMs = -1
 		next.updateMs = c.nowMs()
+		if t.nextProducerID > 0 {
+			// The epoch was exhausted: the producer goes on with the
+			// id it was handed at EndTxn (transaction.version 2).
+			next.producerID, next.epoch, next.lastEpoch, next.nextProducerID = t.nextProducerID, 0, -1, 0
+		}
 		c.write(p, t, next, func(err error) {
 			if err != nil {
 				if !p.gone {
@@ -596,6 +615,7 @@ func (c *Coordinator) fenceAbort(p *partition, t *txnMeta, done func(error)) {
 	next := *t
 	next.lastEpoch = t.epoch
 	next.epoch = t.epoch + 1
+	next.endBumped = false
 	next.state = kmsg.TransactionStatePrepareAbort
 	next.updateMs = c.nowMs()
 	c.write(p, t, next, func(err error) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -207,7 +208,8 @@ func (e *env) add(id string, r InitResult, tps ...TopicPartition) int16 {
 
 func (e *env) end(id string, r InitResult, commit bool) int16 {
 	e.t.Helper()
-	code, err := e.c.EndTxn(ctx, id, r.ProducerID, r.Epoch, commit)
+	res, err := e.c.EndTxn(ctx, id, r.ProducerID, r.Epoch, commit, false)
+	code := res.ErrorCode
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -514,4 +516,98 @@ func TestParkedRequests(t *testing.T) {
 			t.Fatal("parked EndTxn never answered")
 		}
 	}
+}
+
+// TestEndTxnBump: transaction.version 2 (EndTxn v5). Every end bumps the
+// epoch (prepare record and markers carry it, the producer gets it), a
+// retry of the end gets the same answer, and a delayed EndTxn of the
+// previous transaction cannot end the next one (KAFKA-17754).
+func TestEndTxnBump(t *testing.T) {
+	e := newEnv(t)
+	r := e.init("a", -1, -1)
+	tp := TopicPartition{"t", 0}
+	end := func(epoch int16, commit bool) EndResult {
+		t.Helper()
+		res, err := e.c.EndTxn(ctx, "a", r.ProducerID, epoch, commit, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	wantCode(t, e.add("a", r, tp), nil)
+	res := end(r.Epoch, true)
+	if res.ErrorCode != 0 || res.ProducerID != r.ProducerID || res.Epoch != r.Epoch+1 {
+		t.Fatalf("commit: %+v", res)
+	}
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	if m := e.br.markerList(); len(m) != 1 || m[0].ProducerEpoch != r.Epoch+1 || !m[0].Commit {
+		t.Fatalf("markers %+v", m)
+	}
+	// The retry of the commit (its answer lost) succeeds with the same
+	// answer; an abort at the old epoch does not.
+	if again := end(r.Epoch, true); again != res {
+		t.Fatalf("retried commit: %+v, want %+v", again, res)
+	}
+	wantCode(t, end(r.Epoch, false).ErrorCode, kerr.ProducerFenced)
+
+	// The next transaction runs at the bumped epoch.
+	r2 := InitResult{ProducerID: res.ProducerID, Epoch: res.Epoch}
+	wantCode(t, e.add("a", r2, tp), nil)
+	// A delayed EndTxn of the first transaction, either kind, is fenced
+	// and leaves the second one open.
+	wantCode(t, end(r.Epoch, false).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, end(r.Epoch, true).ErrorCode, kerr.ProducerFenced)
+	e.waitState(e.c, "a", kmsg.TransactionStateOngoing)
+	// So is a write of the old epoch: AddPartitions.
+	wantCode(t, e.add("a", r, TopicPartition{"t", 1}), kerr.ProducerFenced)
+	res = end(r2.Epoch, false)
+	if res.ErrorCode != 0 || res.Epoch != r2.Epoch+1 {
+		t.Fatalf("abort: %+v", res)
+	}
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	// An abort with nothing open is legal and bumps; a commit is not.
+	res = end(r2.Epoch+1, false)
+	if res.ErrorCode != 0 || res.Epoch != r2.Epoch+2 {
+		t.Fatalf("empty abort: %+v", res)
+	}
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	wantCode(t, end(r2.Epoch+2, true).ErrorCode, kerr.InvalidTxnState)
+	// Without bump (v0-v4) the epoch stays.
+	r3 := InitResult{ProducerID: res.ProducerID, Epoch: res.Epoch}
+	wantCode(t, e.add("a", r3, tp), nil)
+	wantCode(t, e.end("a", r3, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	if s, _ := e.c.Describe(ctx, []string{"a"}); s[0].Epoch != r3.Epoch {
+		t.Fatalf("classic end bumped the epoch: %+v", s[0])
+	}
+}
+
+// TestEndTxnBumpExhaustsEpoch: at the last epoch the markers take it and
+// the producer goes on with a new producer id at epoch 0.
+func TestEndTxnBumpExhaustsEpoch(t *testing.T) {
+	e := newEnv(t)
+	e.c.Close()
+	log := &memLog{}
+	log.Append(ctx, []Record{{Key: encodeKey("o"), Value: encodeValue(&txnMeta{id: "o", producerID: 77, epoch: math.MaxInt16 - 1,
+		timeoutMs: 60000, state: kmsg.TransactionStateCompleteCommit, startMs: -1})}})
+	e.log = log
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+	r := InitResult{ProducerID: 77, Epoch: math.MaxInt16 - 1}
+	wantCode(t, e.add("o", r, TopicPartition{"t", 2}), nil)
+	res, err := e.c.EndTxn(ctx, "o", 77, r.Epoch, true, true)
+	if err != nil || res.ErrorCode != 0 || res.ProducerID == 77 || res.Epoch != 0 {
+		t.Fatalf("end at the last epoch: %+v %v", res, err)
+	}
+	e.waitState(e.c, "o", kmsg.TransactionStateCompleteCommit)
+	if m := e.br.markerList(); len(m) != 1 || m[0].ProducerID != 77 || m[0].ProducerEpoch != math.MaxInt16 {
+		t.Fatalf("markers %+v", m)
+	}
+	s, _ := e.c.Describe(ctx, []string{"o"})
+	if s[0].ProducerID != res.ProducerID || s[0].Epoch != 0 {
+		t.Fatalf("after the end: %+v, want producer %d epoch 0", s[0], res.ProducerID)
+	}
+	// The new id works.
+	wantCode(t, e.add("o", InitResult{ProducerID: res.ProducerID, Epoch: 0}, TopicPartition{"t", 2}), nil)
 }

@@ -117,6 +117,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 		next := *t
 		next.lastEpoch = t.epoch
 		next.epoch = t.epoch + 1
+		next.endBumped, next.nextProducerID = false, 0
 		next.timeoutMs = timeoutMs
 		next.state = kmsg.TransactionStateEmpty
 		next.parts = nil
@@ -153,6 +154,7 @@ func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, r
 		}
 		next := *t
 		next.producerID, next.epoch, next.lastEpoch = pid, 0, -1
+		next.endBumped, next.nextProducerID = false, 0
 		next.timeoutMs = timeoutMs
 		next.state = kmsg.TransactionStateEmpty
 		next.parts = nil
@@ -244,29 +246,64 @@ func (c *Coordinator) addPartitions(id string, producerID int64, epoch int16, pa
 	c.write(p, t, next, func(err error) { reply(appendErrCode(err)) })
 }
 
+// EndResult answers EndTxn.
+type EndResult struct {
+	ErrorCode int16
+	// ProducerID and Epoch are what the producer goes on with after an
+	// EndTxn with bump (v5): the epoch after the one it ended with, or a
+	// new producer id at epoch 0 once the epoch is exhausted. -1 otherwise.
+	ProducerID int64
+	Epoch      int16
+}
+
 // EndTxn commits or aborts the open transaction of id. It answers once the
 // decision (PrepareCommit/PrepareAbort) is in the log; the markers follow.
-func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit bool) (int16, error) {
-	return submit(ctx, c, func(reply func(int16)) {
+//
+// With bump (EndTxn v5, transaction.version 2, KIP-890 part 2) the epoch is
+// bumped by every end: the prepare record and the markers carry epoch+1,
+// which the producer gets in the answer and uses for its next transaction,
+// so a delayed EndTxn or write of this transaction can never land in the
+// next one (PRODUCER_FENCED). An abort with no transaction open is then
+// legal and bumps the epoch too; an EndTxn at the previous epoch right after
+// an EndTxn bump is a retry and gets the same answer.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, producerID int64, epoch int16, commit, bump bool) (EndResult, error) {
+	return submit(ctx, c, func(reply func(EndResult)) {
 		var body func()
-		body = func() { c.endTxn(id, producerID, epoch, commit, reply, body) }
+		body = func() { c.endTxn(id, producerID, epoch, commit, bump, reply, body) }
 		body()
 	})
 }
 
-func (c *Coordinator) endTxn(id string, producerID int64, epoch int16, commit bool, reply func(int16), body func()) {
+func (c *Coordinator) endTxn(id string, producerID int64, epoch int16, commit, bump bool, reply func(EndResult), body func()) {
+	fail := func(code int16) { reply(EndResult{ErrorCode: code, ProducerID: -1, Epoch: -1}) }
 	p, t, code := c.lookup(id)
 	if code == 0 {
 		code = checkProducer(t, producerID, epoch)
 	}
 	if code == kerr.ConcurrentTransactions.Code {
-		c.park(p, id, body, func() { reply(code) })
+		c.park(p, id, body, func() { fail(code) })
 		return
+	}
+	if bump && code == kerr.ProducerFenced.Code && t.endBumped && epoch == t.lastEpoch && t.epoch == epoch+1 {
+		// A retry of the EndTxn that bumped the epoch (its answer was
+		// lost): the same answer if it asks the same, never an end of
+		// the transaction that may have begun since.
+		switch {
+		case commit && (t.state == kmsg.TransactionStatePrepareCommit || t.state == kmsg.TransactionStateCompleteCommit),
+			!commit && (t.state == kmsg.TransactionStatePrepareAbort || t.state == kmsg.TransactionStateCompleteAbort):
+			reply(c.endAnswer(t))
+			return
+		}
 	}
 	if code != 0 {
-		reply(code)
+		fail(code)
 		return
 	}
+	if bump {
+		c.endTxnBump(p, t, commit, reply, fail)
+		return
+	}
+	ok := func(code int16) { reply(EndResult{ErrorCode: code, ProducerID: -1, Epoch: -1}) }
 	switch t.state {
 	case kmsg.TransactionStateOngoing:
 		next := *t
@@ -277,31 +314,105 @@ func (c *Coordinator) endTxn(id string, producerID int64, epoch int16, commit bo
 		next.updateMs = c.nowMs()
 		c.write(p, t, next, func(err error) {
 			if err != nil {
-				reply(appendErrCode(err))
+				fail(appendErrCode(err))
 				return
 			}
-			reply(0)
+			ok(0)
 			c.sendMarkers(p, t)
 		})
 	case kmsg.TransactionStateCompleteCommit:
-		reply(okIf(commit))
+		ok(okIf(commit))
 	case kmsg.TransactionStateCompleteAbort:
-		reply(okIf(!commit))
+		ok(okIf(!commit))
 	case kmsg.TransactionStatePrepareCommit:
 		if commit {
-			reply(kerr.ConcurrentTransactions.Code)
+			fail(kerr.ConcurrentTransactions.Code)
 		} else {
-			reply(kerr.InvalidTxnState.Code)
+			fail(kerr.InvalidTxnState.Code)
 		}
 	case kmsg.TransactionStatePrepareAbort:
 		if !commit {
-			reply(kerr.ConcurrentTransactions.Code)
+			fail(kerr.ConcurrentTransactions.Code)
 		} else {
-			reply(kerr.InvalidTxnState.Code)
+			fail(kerr.InvalidTxnState.Code)
 		}
 	default:
-		reply(kerr.InvalidTxnState.Code)
+		fail(kerr.InvalidTxnState.Code)
 	}
+}
+
+// endAnswer is what the producer goes on with after an EndTxn bump of t.
+func (c *Coordinator) endAnswer(t *txnMeta) EndResult {
+	if t.nextProducerID > 0 {
+		return EndResult{ProducerID: t.nextProducerID, Epoch: 0}
+	}
+	return EndResult{ProducerID: t.producerID, Epoch: t.epoch}
+}
+
+// endTxnBump is EndTxn under transaction.version 2: the prepare record and
+// the markers carry the next epoch. t is not pending and the producer
+// matches.
+func (c *Coordinator) endTxnBump(p *partition, t *txnMeta, commit bool, reply func(EndResult), fail func(int16)) {
+	switch t.state {
+	case kmsg.TransactionStateOngoing:
+	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
+		if commit {
+			fail(kerr.InvalidTxnState.Code)
+			return
+		}
+		// An abort with nothing open: legal under KIP-890 part 2 (a
+		// client that is unsure whether its produces registered the
+		// partitions aborts to be sure); it bumps the epoch like any end.
+	case kmsg.TransactionStatePrepareCommit, kmsg.TransactionStatePrepareAbort:
+		fail(kerr.ConcurrentTransactions.Code)
+		return
+	default:
+		fail(kerr.InvalidTxnState.Code)
+		return
+	}
+	prepare := func(nextPID int64) {
+		next := *t
+		next.lastEpoch = t.epoch
+		next.epoch = t.epoch + 1
+		next.endBumped = true
+		next.nextProducerID = nextPID
+		next.state = kmsg.TransactionStatePrepareAbort
+		if commit {
+			next.state = kmsg.TransactionStatePrepareCommit
+		}
+		if t.state != kmsg.TransactionStateOngoing {
+			next.parts = nil
+		}
+		next.updateMs = c.nowMs()
+		c.write(p, t, next, func(err error) {
+			if err != nil {
+				fail(appendErrCode(err))
+				return
+			}
+			reply(c.endAnswer(t))
+			c.sendMarkers(p, t)
+		})
+	}
+	if t.epoch < math.MaxInt16-1 {
+		prepare(0)
+		return
+	}
+	// The markers take the last epoch; the producer goes on with a new id.
+	t.pending = true
+	var pid int64
+	c.goAsync(p, "txn-producer-id", func(ctx context.Context) error {
+		var err error
+		pid, err = c.cfg.Broker.ProducerID(ctx)
+		return err
+	}, func(err error) {
+		t.pending = false
+		if err != nil {
+			fail(appendErrCode(err))
+			c.wake(p, t.id, false)
+			return
+		}
+		prepare(pid)
+	})
 }
 
 func okIf(ok bool) int16 {

@@ -44,6 +44,7 @@ var brokerSettings = []brokerSetting{
 	{"admin-address", "127.0.0.1:9644", "HTTP address of /metrics (empty disables)"},
 	{"raft-address", "127.0.0.1:9093", "address of the metadata quorum's Raft transport"},
 	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
+	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum and waits this long to be added (sediment cluster voters add)"},
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"log-level", "info", "debug, info, warn or error"},
@@ -88,7 +89,15 @@ func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
 		Short: "Run a broker (one broker on localhost:9092 with data under ./data by default)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// A misspelt key is an error, never a silent default
+			// (config_check.go).
+			if err := checkEnv(os.Environ()); err != nil {
+				return err
+			}
 			if f := v.GetString("config"); f != "" {
+				if err := checkConfigFile(f); err != nil {
+					return err
+				}
 				v.SetConfigFile(f)
 				if err := v.ReadInConfig(); err != nil {
 					return fmt.Errorf("reading config %s: %w", f, err)
@@ -191,6 +200,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	}
 	return broker.Config{
 		Voters:                   voters,
+		JoinTimeout:              v.GetDuration("join-timeout"),
 		ReplicaLagTimeMax:        v.GetDuration("replica-lag-time-max"),
 		ReplicaFetchMaxWait:      v.GetDuration("replica-fetch-wait-max"),
 		NodeID:                   v.GetInt32("node-id"),

@@ -21,7 +21,7 @@ func newClusterCmd() *cobra.Command {
 		Short: "Inspect the cluster",
 	}
 	opts := addClientFlags(cmd)
-	cmd.AddCommand(newClusterStatusCmd(opts))
+	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts))
 	return cmd
 }
 

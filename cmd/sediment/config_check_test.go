@@ -1,0 +1,274 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sediment-io/sediment/internal/testutil"
+)
+
+// TestMain lets a test run this package's main() as a real process: the
+// test binary re-executes itself with wantMainEnv set (see sedimentProc).
+const wantMainEnv = "GO_WANT_SEDIMENT_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(wantMainEnv) == "1" {
+		os.Args = append([]string{"sediment"}, strings.Fields(os.Getenv("GO_SEDIMENT_ARGS"))...)
+		main()
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// proc is a `sediment` process started from the test binary.
+type proc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stderr bytes.Buffer
+	done   chan struct{}
+	err    error
+}
+
+func (p *proc) Write(b []byte) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.Write(b)
+}
+
+func (p *proc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// sedimentProc starts `sediment args...` with the environment env (plus
+// what the re-execution needs, and no SEDIMENT_* of the test's own).
+func sedimentProc(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SEDIMENT_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, append(env, wantMainEnv+"=1", "GO_SEDIMENT_ARGS="+strings.Join(args, " "))...)
+	p := &proc{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = io.Discard, p
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait waits for the process to exit and returns its exit code.
+func (p *proc) wait(t *testing.T, timeout time.Duration) int {
+	t.Helper()
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		t.Fatalf("process still running after %v; stderr:\n%s", timeout, p.output())
+	}
+	if p.err == nil {
+		return 0
+	}
+	if ee, ok := p.err.(*exec.ExitError); ok {
+		return ee.ExitCode()
+	}
+	t.Fatalf("wait: %v", p.err)
+	return -1
+}
+
+// localArgs are flags for a broker that binds only free loopback ports.
+func localArgs(dataDir string) []string {
+	return []string{"broker", "--data-dir", dataDir, "--listeners", "PLAINTEXT://127.0.0.1:0",
+		"--raft-address", "127.0.0.1:0", "--admin-address=", "--offsets-topic-num-partitions", "1",
+		"--transaction-state-log-num-partitions", "1"}
+}
+
+// runBrokerCmd executes `sediment broker args...` in-process through cobra
+// and returns its error. A broker that wrongly starts stops when ctx ends,
+// so a missed check fails the test instead of hanging it.
+func runBrokerCmd(t *testing.T, args ...string) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := newRootCmd()
+	cmd.SetArgs(args)
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetContext(ctx)
+	return cmd.Execute()
+}
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "sediment.yaml")
+	if err := os.WriteFile(file, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func TestUnknownConfigKeysAreErrors(t *testing.T) {
+	for _, c := range []struct {
+		yaml    string
+		key     string
+		closest string
+	}{
+		{"node_id: 2\n", `"node_id"`, `"node-id"`},
+		{"node:\n  id: 2\n", `"node.id"`, `"node-id"`},
+		{"log-segment-byte: 1048576\n", `"log-segment-byte"`, `"log-segment-bytes"`},
+		{"auto-create-topic-enable: false\n", `"auto-create-topic-enable"`, `"auto-create-topics-enable"`},
+		{"listners: PLAINTEXT://127.0.0.1:0\n", `"listners"`, `"listeners"`},
+		{"bootstrap-servers-of-mars: x\n", `"bootstrap-servers-of-mars"`, ""},
+	} {
+		dir := t.TempDir()
+		// Valid keys too, so that a broker started by mistake binds
+		// nothing fixed and writes only to the test's directory.
+		file := writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\n"+c.yaml)
+		err := runBrokerCmd(t, "broker", "--config", file)
+		if err == nil {
+			t.Fatalf("%q: the broker started", c.yaml)
+		}
+		msg := err.Error()
+		if !strings.Contains(msg, "unknown key "+c.key) || !strings.Contains(msg, file) {
+			t.Errorf("%q: error %q does not name key %s in %s", c.yaml, msg, c.key, file)
+		}
+		if c.closest != "" && !strings.Contains(msg, "did you mean "+c.closest) {
+			t.Errorf("%q: error %q does not suggest %s", c.yaml, msg, c.closest)
+		}
+		if c.closest == "" && strings.Contains(msg, "did you mean") {
+			t.Errorf("%q: error %q suggests a key far from the typo", c.yaml, msg)
+		}
+		if _, err := os.Stat(filepath.Join(dir, "meta")); err == nil {
+			t.Errorf("%q: the broker opened its data directory before failing", c.yaml)
+		}
+	}
+	// Every key of a valid file passes (and all broker settings are keys).
+	var all strings.Builder
+	for _, s := range brokerSettings {
+		all.WriteString(s.name + ": \"\"\n")
+	}
+	if err := checkConfigFile(writeConfig(t, all.String())); err != nil {
+		t.Fatalf("valid keys refused: %v", err)
+	}
+}
+
+func TestUnknownEnvironmentVariablesAreErrors(t *testing.T) {
+	t.Setenv("SEDIMENT_NODEID", "2")
+	t.Setenv("SEDIMENT_LOG_SEGMENT_BYTE", "1048576")
+	t.Setenv("SEDIMENT_DATA_DIR", t.TempDir())
+	t.Setenv("SEDIMENT_LISTENERS", "PLAINTEXT://127.0.0.1:0")
+	t.Setenv("SEDIMENT_RAFT_ADDRESS", "127.0.0.1:0")
+	t.Setenv("SEDIMENT_ADMIN_ADDRESS", "")
+	err := runBrokerCmd(t, "broker")
+	if err == nil {
+		t.Fatal("the broker started")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		"unknown environment variable SEDIMENT_NODEID (did you mean \"SEDIMENT_NODE_ID\"?)",
+		"unknown environment variable SEDIMENT_LOG_SEGMENT_BYTE (did you mean \"SEDIMENT_LOG_SEGMENT_BYTES\"?)",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error %q lacks %q", msg, want)
+		}
+	}
+	for _, good := range []string{"SEDIMENT_DATA_DIR", "SEDIMENT_LISTENERS"} {
+		if strings.Contains(msg, good) {
+			t.Errorf("error %q names the valid %s", msg, good)
+		}
+	}
+	// The client commands' variables and --config's are not errors.
+	if err := checkEnv([]string{"SEDIMENT_BROKERS=x:9092", "SEDIMENT_TIMEOUT=3s", "SEDIMENT_CLIENT_LOG_LEVEL=info",
+		"SEDIMENT_CONFIG=/etc/sediment.yaml", "SEDIMENT_NODE_ID=3", "SEDIMENTARY=rock", "PATH=/bin"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestConfigTypoExitsNonZero: the real binary exits with status 1 and the
+// message on stderr.
+func TestConfigTypoExitsNonZero(t *testing.T) {
+	file := writeConfig(t, "data-dir: "+t.TempDir()+"\nnode-idd: 3\n")
+	p := sedimentProc(t, nil, "broker", "--config", file)
+	if code := p.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, p.output())
+	}
+	if out := p.output(); !strings.Contains(out, `unknown key "node-idd"`) || !strings.Contains(out, `did you mean "node-id"`) {
+		t.Fatalf("stderr:\n%s", out)
+	}
+	p = sedimentProc(t, []string{"SEDIMENT_LISTENER=PLAINTEXT://127.0.0.1:0"}, "broker", "--data-dir", t.TempDir())
+	if code := p.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, p.output())
+	}
+	if out := p.output(); !strings.Contains(out, `SEDIMENT_LISTENER (did you mean "SEDIMENT_LISTENERS"?)`) {
+		t.Fatalf("stderr:\n%s", out)
+	}
+}
+
+// TestSecondBrokerOnSameDataDirFailsFast: two processes, one data
+// directory. The second exits at once naming the first one's pid; after the
+// first is killed (SIGKILL: no clean release), a third starts.
+func TestSecondBrokerOnSameDataDirFailsFast(t *testing.T) {
+	dir := t.TempDir()
+	first := sedimentProc(t, nil, localArgs(dir)...)
+	testutil.WaitFor(t, 60*time.Second, "the first broker to start", func() bool {
+		select {
+		case <-first.done:
+			t.Fatalf("first broker exited: %v\n%s", first.err, first.output())
+		default:
+		}
+		return strings.Contains(first.output(), "broker started")
+	})
+
+	second := sedimentProc(t, nil, localArgs(dir)...)
+	start := time.Now()
+	if code := second.wait(t, 20*time.Second); code != 1 {
+		t.Fatalf("second broker: exit status %d, want 1; stderr:\n%s", code, second.output())
+	}
+	want := "is in use by pid " + strconv.Itoa(first.cmd.Process.Pid)
+	if out := second.output(); !strings.Contains(out, want) || !strings.Contains(out, dir) {
+		t.Fatalf("second broker's stderr lacks %q and %s:\n%s", want, dir, out)
+	}
+	t.Logf("second broker refused in %v", time.Since(start))
+	select {
+	case <-first.done:
+		t.Fatalf("the first broker exited: %v\n%s", first.err, first.output())
+	default:
+	}
+
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	first.wait(t, 20*time.Second)
+	third := sedimentProc(t, nil, localArgs(dir)...)
+	testutil.WaitFor(t, 60*time.Second, "a broker to start after the holder was killed", func() bool {
+		select {
+		case <-third.done:
+			t.Fatalf("third broker exited: %v\n%s", third.err, third.output())
+		default:
+		}
+		return strings.Contains(third.output(), "broker started")
+	})
+	third.cmd.Process.Signal(syscall.SIGTERM)
+	if code := third.wait(t, 60*time.Second); code != 0 {
+		t.Fatalf("SIGTERM: exit status %d; stderr:\n%s", code, third.output())
+	}
+}

@@ -1,0 +1,146 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestClusterVoters changes the metadata quorum of a running 3-broker cluster
+// with `sediment cluster voters`: a 4th broker started with the three voters
+// in --voters joins (it bootstraps nothing and waits), `voters add` makes it a
+// voter, it registers and learns the metadata (a topic created afterwards);
+// DescribeQuorum on every broker then lists four voters. Adding it again is
+// DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND; `voters remove`
+// takes it out again and the quorum is back to three.
+func TestClusterVoters(t *testing.T) {
+	c := StartCluster(t, 3)
+	var voters []string
+	for _, b := range c.Brokers {
+		voters = append(voters, fmt.Sprintf("%d@%s", b.NodeID, b.RaftAddr))
+	}
+	list := func(via *Broker) string {
+		t.Helper()
+		return via.sediment(t, "", "cluster", "voters", "list").Stdout
+	}
+	if out := list(c.Broker(1)); strings.Count(out, "true") != 1 || len(parseVoterList(out)) != 3 || parseVoterList(out)["3"] != c.Broker(3).RaftAddr ||
+		!strings.Contains(out, "commit index") {
+		t.Fatalf("voters list, three voters and one leader expected:\n%s", out)
+	}
+
+	// The joining broker.
+	b4 := &Broker{t: t, NodeID: 4, DataDir: filepath.Join(t.TempDir(), "broker4", "data"), log: &syncBuffer{}}
+	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
+		b4.log.tee = os.Stderr
+	}
+	os.MkdirAll(filepath.Dir(b4.DataDir), 0o755)
+	b4.pickPorts()
+	b4.extra = []string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}
+	t.Cleanup(func() {
+		b4.Stop()
+		if t.Failed() {
+			t.Logf("broker 4 log (%s, data %s):\n%s", b4.Addr, b4.DataDir, b4.log.String())
+		}
+	})
+	started := make(chan error, 1)
+	go func() { started <- b4.start() }()
+	waitFor(t, 60*time.Second, "broker 4 waiting to be added", func() bool {
+		return strings.Contains(b4.log.String(), "waiting to be added to the metadata quorum")
+	})
+	select {
+	case err := <-started:
+		t.Fatalf("broker 4 finished starting before it was added: %v", err)
+	default:
+	}
+
+	out := c.Broker(2).sediment(t, "", "cluster", "voters", "add", "4", b4.RaftAddr).Stdout
+	if !strings.Contains(out, "added voter 4") {
+		t.Fatalf("voters add: %s", out)
+	}
+	select {
+	case err := <-started:
+		if err != nil {
+			t.Fatalf("broker 4 did not come up after it was added: %v", err)
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatal("broker 4 did not come up within 90 s of being added")
+	}
+	// Every broker, the new one too, reports four voters.
+	for _, b := range append(c.Brokers, b4) {
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list four voters", b.NodeID), func() bool {
+			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
+			vs := parseVoterList(r.Stdout)
+			return r.Err == nil && len(vs) == 4 && vs["4"] == b4.RaftAddr
+		})
+	}
+	if status := b4.sediment(t, "", "cluster", "status").Stdout; !strings.Contains(status, "voters: [1 2 3 4]") {
+		t.Errorf("cluster status through broker 4:\n%s", status)
+	}
+	// The new voter has the metadata log: a topic created through broker 1
+	// shows up in broker 4's own Metadata answer.
+	adm := kadm.NewClient(c.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "after-join"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic: %v %v", err, resp.Err)
+	}
+	cl4, err := kgo.NewClient(kgo.SeedBrokers(b4.Addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl4.Close()
+	adm4 := kadm.NewClient(cl4)
+	waitFor(t, 30*time.Second, "broker 4 to know the new topic", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		md, err := adm4.Metadata(ctx, "after-join")
+		return err == nil && md.Topics["after-join"].Err == nil && len(md.Topics["after-join"].Partitions) == 1
+	})
+
+	// Refusals.
+	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "add", "4", b4.RaftAddr); r.Err == nil || !strings.Contains(r.Stderr, "DUPLICATE_VOTER") {
+		t.Errorf("adding voter 4 twice: err %v, stderr %s", r.Err, r.Stderr)
+	}
+	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "remove", "9"); r.Err == nil || !strings.Contains(r.Stderr, "VOTER_NOT_FOUND") {
+		t.Errorf("removing voter 9: err %v, stderr %s", r.Err, r.Stderr)
+	}
+
+	// Remove it again, through the new voter itself.
+	if out := b4.sediment(t, "", "cluster", "voters", "remove", "4").Stdout; !strings.Contains(out, "removed voter 4") {
+		t.Fatalf("voters remove: %s", out)
+	}
+	for _, b := range c.Brokers {
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list three voters", b.NodeID), func() bool {
+			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
+			vs := parseVoterList(r.Stdout)
+			return r.Err == nil && len(vs) == 3 && vs["4"] == ""
+		})
+	}
+	if err := b4.Stop(); err != nil {
+		t.Errorf("stopping the removed broker: %v", err)
+	}
+	// Three voters, two needed: the quorum still commits.
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	if resp, err := adm.CreateTopic(ctx2, 1, 1, nil, "after-remove"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic after the removal: %v %v", err, resp.Err)
+	}
+}
+
+// parseVoterList reads `sediment cluster voters list`: voter id → Raft address.
+func parseVoterList(out string) map[string]string {
+	vs := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] != "VOTER" {
+			vs[f[0]] = f[1]
+		}
+	}
+	return vs
+}
