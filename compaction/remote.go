@@ -48,6 +48,7 @@ type RemoteLog interface {
 	OpenSegment(ctx context.Context, seg tiering.SegmentMeta) (io.ReadCloser, error)
 	NewSegmentUpload(ctx context.Context, epoch int32) *tiering.SegmentUpload
 	ReadSnapshot(ctx context.Context, seg tiering.SegmentMeta) ([]byte, error)
+	ReadTxnIndex(ctx context.Context, seg tiering.SegmentMeta) ([]byte, error)
 	ReplaceSegments(ctx context.Context, reps []tiering.Replacement, cleanedUpTo int64, fence tiering.Fence) error
 	DeleteSegments(ctx context.Context, segs []tiering.SegmentMeta) error
 }
@@ -304,7 +305,17 @@ func (c *Cleaner) rewriteRemoteGroup(ctx context.Context, t RemoteTarget, pl *Re
 		if err != nil {
 			return fmt.Errorf("compaction: read producer snapshot: %w", err)
 		}
-		meta, err := up.Finish(group[len(group)-1].EndOffset, m.Segments[:i], snap)
+		// The aborted transactions of the group stay (the remote cleaner
+		// keeps transactional data), so its transaction indexes carry over.
+		var txnIndex []byte
+		for _, s := range group {
+			b, err := t.Remote.ReadTxnIndex(ctx, s)
+			if err != nil {
+				return fmt.Errorf("compaction: read transaction index: %w", err)
+			}
+			txnIndex = append(txnIndex, b...)
+		}
+		meta, err := up.Finish(group[len(group)-1].EndOffset, m.Segments[:i], snap, txnIndex)
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/objectstore"
 )
 
@@ -197,12 +198,16 @@ func (u *SegmentUpload) Empty() bool { return u.w == nil }
 // end (exclusive; at least its last batch's end) and returns its manifest
 // entry. The leader-epoch checkpoint uploaded with it continues before's
 // epochs (the manifest's segments that precede it); snapshot, if not nil, is
-// uploaded as its producer snapshot.
-func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot []byte) (SegmentMeta, error) {
+// uploaded as its producer snapshot, txnIndex (hotlog's .txnindex format:
+// the replaced segments' aborted transactions) as its transaction index.
+func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot, txnIndex []byte) (SegmentMeta, error) {
 	if u.w == nil {
 		return SegmentMeta{}, errors.New("tiering: finishing an empty segment upload")
 	}
 	u.done = true
+	if _, err := hotlog.DecodeTxnIndex(txnIndex); err != nil || int64(len(txnIndex)) > maxTxnIndexBytes {
+		return SegmentMeta{}, errors.Join(fmt.Errorf("%w: transaction index of a compacted segment: %v", ErrCorruptObject, err), u.w.Abort())
+	}
 	sc := u.sc
 	if err := sc.finish(); err != nil {
 		return SegmentMeta{}, errors.Join(err, u.w.Abort())
@@ -219,6 +224,7 @@ func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot []byte)
 		ChunkSize: p.m.opts.ChunkSize, ChunkCRC32C: hex.EncodeToString(sc.chunkCRCs), MaxTimestamp: sc.idx.maxTs,
 		LeaderEpochs: sc.epochs, UploadEpoch: u.epoch, UploadedMs: p.m.opts.Now().UnixMilli(),
 		IndexSize: int64(len(sc.idx.offsets)), TimeIndexSize: int64(len(sc.idx.times)), SnapshotSize: int64(len(snapshot)),
+		TxnIndexSize: int64(len(txnIndex)),
 	}
 	epochs := epochCheckpoint(&Manifest{Segments: before}, nil, meta.LeaderEpochs)
 	meta.EpochsSize = int64(len(epochs))
@@ -231,7 +237,7 @@ func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot []byte)
 		}
 	}
 	if err := parallel(put(SuffixIndex, sc.idx.offsets), put(SuffixTimeIndex, sc.idx.times), put(SuffixSnapshot, snapshot),
-		put(SuffixEpochs, epochs)); err != nil {
+		put(SuffixEpochs, epochs), put(SuffixTxnIndex, txnIndex)); err != nil {
 		return SegmentMeta{}, fmt.Errorf("tiering: %s: upload compacted segment: %w", p.tp, err)
 	}
 	p.m.metrics.BytesUploaded.Add(meta.Size)
@@ -254,6 +260,15 @@ func (p *Partition) ReadSnapshot(ctx context.Context, seg SegmentMeta) ([]byte, 
 		return nil, nil
 	}
 	return objectstore.ReadAll(ctx, p.m.store, seg.Stem+SuffixSnapshot, 1<<30)
+}
+
+// ReadTxnIndex returns a remote segment's transaction index object (nil if
+// it has none).
+func (p *Partition) ReadTxnIndex(ctx context.Context, seg SegmentMeta) ([]byte, error) {
+	if seg.TxnIndexSize == 0 {
+		return nil, nil
+	}
+	return objectstore.ReadAll(ctx, p.m.store, seg.Stem+SuffixTxnIndex, seg.TxnIndexSize)
 }
 
 // DeleteSegments deletes the objects of uploaded segments that were never
