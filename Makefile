@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos pipeline compat-franz tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -24,6 +24,10 @@ cluster: build
 ## chaos: the long fault run under an idempotent acks=all producer: SIGKILLs of partition leaders, SIGSTOP pauses and network partitions (toxiproxy).
 chaos:
 	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
+
+## compaction-kills: SIGKILL a broker during compaction 20 times (make test runs 5); every key's latest value is its last acknowledged write.
+compaction-kills:
+	SEDIMENT_COMPACTION_KILLS=$${SEDIMENT_COMPACTION_KILLS:-20} $(GO) test -race -count=1 -timeout 30m -run 'TestKillDuringCompaction' -v ./e2e/
 
 ## pipeline: the exactly-once pipeline under SIGKILLs (two pipeline processes, three pipeline and three broker kills) with 200,000 records.
 pipeline:

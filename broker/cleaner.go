@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sediment-io/sediment/compaction"
@@ -40,14 +41,22 @@ type CleanerConfig struct {
 	Backoff time.Duration
 	// RetentionCheckInterval (log.retention.check.interval.ms) [5m].
 	RetentionCheckInterval time.Duration
+	// RemoteInterval is how often the remote logs of tiered compacted
+	// topics are checked for tiered compaction [30s; negative: never]
+	// (tiercompact.go).
+	RemoteInterval time.Duration
+	// LeaseTTL is the duration of the leases of remote jobs [30s]; a
+	// worker renews its lease every third of it.
+	LeaseTTL time.Duration
 }
 
 // cleaner owns the broker's compaction.Manager and remembers which
 // partition holds each registered name and with which settings.
 type cleaner struct {
-	b       *Broker
-	m       *compaction.Manager
-	metrics *compaction.PrometheusMetrics // nil if registration failed
+	b        *Broker
+	m        *compaction.Manager
+	metrics  *compaction.PrometheusMetrics // nil if registration failed
+	retained atomic.Int64                  // local segments deleted by retention
 
 	mu struct {
 		sync.Mutex
@@ -72,7 +81,11 @@ func newCleaner(b *Broker) *cleaner {
 		} else {
 			c.metrics, mm = pm, pm
 		}
+		if err := b.metrics.reg.Register(&retentionCollector{b: b}); err != nil {
+			b.log.Warn("retention metrics not registered", "err", err)
+		}
 	}
+	mm = &countingMetrics{Metrics: mm, c: c}
 	cc := b.cfg.Cleaner
 	c.m = compaction.NewManager(compaction.Config{
 		Cleaner: compaction.CleanerConfig{
@@ -288,4 +301,36 @@ func (t partitionTxns) ProducerLastOffset(producerID int64) (int64, bool) {
 		return 0, false
 	}
 	return e.batches[len(e.batches)-1].lastOffset, true
+}
+
+// countingMetrics counts the local segments retention deleted (for
+// sediment_retention_segments_deleted_total) and passes every event on.
+type countingMetrics struct {
+	compaction.Metrics // nil: none
+	c                  *cleaner
+}
+
+func (m *countingMetrics) Cleaned(p string, st compaction.Stats) {
+	if m.Metrics != nil {
+		m.Metrics.Cleaned(p, st)
+	}
+}
+
+func (m *countingMetrics) CleanFailed(p string, err error) {
+	if m.Metrics != nil {
+		m.Metrics.CleanFailed(p, err)
+	}
+}
+
+func (m *countingMetrics) Lag(p string, dirty int64, ratio float64) {
+	if m.Metrics != nil {
+		m.Metrics.Lag(p, dirty, ratio)
+	}
+}
+
+func (m *countingMetrics) RetentionDeleted(p string, r compaction.RetentionResult) {
+	m.c.retained.Add(int64(r.SegmentsDeleted))
+	if m.Metrics != nil {
+		m.Metrics.RetentionDeleted(p, r)
+	}
 }

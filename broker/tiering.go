@@ -100,6 +100,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	g.mu.topics = map[metadata.UUID]int32{}
 	opts := cfg.Options
 	opts.Store, opts.Committer, opts.Leadership = cfg.Store, g, g
+	opts.Leases = g // remote retention under leases (tiercompact.go)
 	if opts.CacheDir == "" {
 		opts.CacheDir = filepath.Join(b.cfg.DataDir, "tier-cache")
 	}
@@ -128,6 +129,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 		defer g.wg.Done()
 		g.loop(ctx)
 	})
+	g.startRemoteCompaction(ctx) // tiercompact.go
 	return nil
 }
 

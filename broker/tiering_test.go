@@ -150,7 +150,12 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 
 func listOffset(t *testing.T, b *Broker, topic string, ts int64) int64 {
 	t.Helper()
-	cl := newClient(t, b)
+	// Closed here, not at cleanup: polls call this thousands of times.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
 	req := kmsg.NewPtrListOffsetsRequest()
 	rt := kmsg.NewListOffsetsRequestTopic()
 	rt.Topic = topic

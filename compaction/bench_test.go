@@ -14,6 +14,7 @@ import (
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/tiering"
 )
 
 // benchKeys is the number of keys of BenchmarkClean: 100 000 by default (10
@@ -202,3 +203,80 @@ func BenchmarkClean(b *testing.B) {
 }
 
 var benchFS vfs.FS = vfs.Default
+
+// BenchmarkCleanRemote: tiered compaction of a remote log (an in-memory
+// bucket) of benchKeys()/10 keys with 10 updates each (100-record batches,
+// 1 MiB segments): MB/s of remote log compacted (download, rewrite, upload,
+// swap) beside a plain download of the same segments, and the bucket bytes
+// before and after.
+func BenchmarkCleanRemote(b *testing.B) {
+	keys := benchKeys() / 10
+	var cleanTime, readTime time.Duration
+	var cleaned, read, before, after int64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		e := newRemoteEnv(b, 1<<20)
+		rng := rand.New(rand.NewPCG(1, 1))
+		order := rng.Perm(keys)
+		var batch []kv
+		for round := range 10 {
+			for _, k := range order {
+				batch = append(batch, kv{[]byte(fmt.Sprintf("key-%010d", k)), []byte(fmt.Sprintf("value-%d-%024d", round, k))})
+				if len(batch) == 100 {
+					if _, err := e.l.Append(makeBatch(b, testCodecs[0], e.clk.now().UnixMilli(), batchOpts{}, batch...), hotlog.AppendOptions{}); err != nil {
+						b.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+		}
+		seal(b, e.l, e.clk, 1<<20)
+		e.upload(b)
+		ctx := context.Background()
+		m, err := e.tp.Manifest(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		buf := make([]byte, 1<<20)
+		for _, s := range m.Segments {
+			r, err := e.tp.OpenSegment(ctx, s)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for {
+				n, err := r.Read(buf)
+				read += int64(n)
+				if err != nil {
+					break
+				}
+			}
+			r.Close()
+		}
+		readTime += time.Since(start)
+		c := NewCleaner(CleanerConfig{DedupeBufferBytes: int64(float64(keys)*offsetMapSlotBytes/offsetMapLoad) + 64<<10}, e.clk.now)
+		b.StartTimer()
+		start = time.Now()
+		pl, err := c.CleanRemote(ctx, RemoteTarget{Remote: e.tp, Config: TopicConfig{Policy: Policy{Compact: true}}}, tiering.Fence{Token: 1})
+		cleanTime += time.Since(start)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		m2, err := e.tp.Manifest(ctx)
+		if err != nil || m2.CleanedUpTo != m2.EndOffset {
+			b.Fatalf("one pass: %v, checkpoint %d of %d (%+v)", err, m2.CleanedUpTo, m2.EndOffset, pl.Stats)
+		}
+		cleaned += m.Size()
+		before, after = m.Size(), m2.Size()
+		c.Close()
+		b.StartTimer()
+	}
+	cleanMBs := float64(cleaned) / 1e6 / cleanTime.Seconds()
+	readMBs := float64(read) / 1e6 / readTime.Seconds()
+	b.ReportMetric(cleanMBs, "clean-MB/s")
+	b.ReportMetric(readMBs, "download-MB/s")
+	b.ReportMetric(cleanMBs/readMBs, "ratio-of-download")
+	b.ReportMetric(float64(before)/1e6, "bucket-MB-before")
+	b.ReportMetric(float64(after)/1e6, "bucket-MB-after")
+}

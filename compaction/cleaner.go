@@ -187,6 +187,10 @@ type Cleaner struct {
 	keys  []keyOffset
 	recs  []recInfo
 	stats *Stats
+	// remote is set while cleaning a remote log (remote.go): transaction
+	// state is not known there, so markers and transactional tombstones
+	// are kept and transactional data does not enter the key map.
+	remote bool
 }
 
 // NewCleaner makes a cleaner with its key map (cfg.DedupeBufferBytes). now
@@ -371,34 +375,43 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			end = h.LastOffset() + 1
 			return true, nil
 		}
-		if c.omap.entries+int(h.NumRecords) > c.omap.maxEntry {
-			if c.omap.entries == 0 {
-				return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, c.omap.maxEntry)
-			}
-			return false, nil // full: the next pass continues here
+		more, err := c.mapBatch(h, batch)
+		if more {
+			end = h.LastOffset() + 1
 		}
-		// Hash the batch's keys first, then probe: the probes (cache misses
-		// in a large map) are independent and overlap.
-		c.keys = c.keys[:0]
-		payload, err := c.payload(h, batch)
-		if err != nil {
-			return false, err
-		}
-		err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte) {
-			if key != nil {
-				c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), h.BaseOffset + int64(od)})
-			}
-		})
-		if err != nil {
-			return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
-		}
-		for _, k := range c.keys {
-			c.omap.putHash(k.digest, k.offset)
-		}
-		end = h.LastOffset() + 1
-		return true, nil
+		return more, err
 	})
 	return end, err
+}
+
+// mapBatch puts the keys of one data batch into the key map; more is false
+// (and nothing is put) when the map has no room for the batch.
+func (c *Cleaner) mapBatch(h *hotlog.BatchHeader, batch []byte) (more bool, err error) {
+	if c.omap.entries+int(h.NumRecords) > c.omap.maxEntry {
+		if c.omap.entries == 0 {
+			return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, c.omap.maxEntry)
+		}
+		return false, nil // full: the next pass continues here
+	}
+	// Hash the batch's keys first, then probe: the probes (cache misses
+	// in a large map) are independent and overlap.
+	c.keys = c.keys[:0]
+	payload, err := c.payload(h, batch)
+	if err != nil {
+		return false, err
+	}
+	err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte) {
+		if key != nil {
+			c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), h.BaseOffset + int64(od)})
+		}
+	})
+	if err != nil {
+		return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+	}
+	for _, k := range c.keys {
+		c.omap.putHash(k.digest, k.offset)
+	}
+	return true, nil
 }
 
 // controlKey returns a control batch's marker type.
@@ -503,7 +516,7 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	var discardAll bool
 	if h.IsControl() {
 		typ, ok := c.controlKey(h, batch)
-		discardAll = tr.onControl(h.ProducerID, h.LastOffset(), typ, ok) && horizonPassed
+		discardAll = tr.onControl(h.ProducerID, h.LastOffset(), typ, ok) && horizonPassed && !c.remote
 	} else {
 		discardAll = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
 	}
@@ -545,7 +558,10 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 			if !ri.hasKey {
 				keep = false // a compacted topic cannot hold keyless records (Kafka drops them)
 			} else {
-				keep = ri.offset >= ri.latest && (!ri.tombstone || !horizonPassed)
+				// Remote logs (c.remote) keep transactional tombstones: the
+				// key map leaves transactional data out there, so an
+				// older value of the key may not be dropped.
+				keep = ri.offset >= ri.latest && (!ri.tombstone || !horizonPassed || (c.remote && h.IsTransactional()))
 				if keep && ri.tombstone {
 					needHorizon = true
 				}

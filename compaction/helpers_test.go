@@ -204,8 +204,13 @@ type seen struct {
 // the test's own decompression.
 func readView(t testing.TB, l *hotlog.Log) []seen {
 	t.Helper()
+	return readViewFrom(t, l, l.LogStartOffset())
+}
+
+// readViewFrom is readView from offset off.
+func readViewFrom(t testing.TB, l *hotlog.Log, off int64) []seen {
+	t.Helper()
 	var out []seen
-	off := l.LogStartOffset()
 	for off < l.LogEndOffset() {
 		b, err := l.ReadBytes(off, 1<<20, l.LogEndOffset())
 		if err != nil {

@@ -34,9 +34,14 @@ func init() {
 	register(TypeChangeLeaderAndISR, commandInfo{name: "ChangeLeaderAndISR", version: 1, decode: func(_ uint8, d *decoder) Command {
 		return &ChangeLeaderAndISR{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32(), Leader: d.int32(), ISR: d.int32s()}
 	}})
-	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 1, decode: func(_ uint8, d *decoder) Command {
-		return &CommitRemoteLog{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), ExpectedManifestVersion: d.varint(),
+	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 2, decode: func(v uint8, d *decoder) Command {
+		c := &CommitRemoteLog{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), ExpectedManifestVersion: d.varint(),
 			ManifestKey: d.str(), StartOffset: d.varint(), EndOffset: d.varint()}
+		if v >= 2 {
+			c.Lease = LeaseFence{Kind: d.str(), Resource: d.str(), Holder: d.str(), Token: d.uvarint()}
+			c.NowMs = d.varint()
+		}
+		return c
 	}})
 }
 
@@ -452,6 +457,12 @@ func findPartition(s *State, id UUID, index int32) (*Topic, *Partition, error) {
 // partition's current leader epoch (a deposed leader cannot move it), and with
 // ErrManifestConflict unless ExpectedManifestVersion is the current version.
 // Offsets never move backwards. The new version is the expected one plus one.
+//
+// A commit made under a lease (tiered compaction, remote retention: Lease.Token
+// not zero) is also refused, with ErrLeaseLost, unless Lease names the lease
+// on (Kind, Resource) as it stands: same holder, same fencing token, not
+// expired at NowMs. A worker whose lease was taken over (or ran out while it
+// was paused) can therefore not commit what it prepared under it.
 type CommitRemoteLog struct {
 	TopicID                 UUID
 	Partition               int32
@@ -460,6 +471,15 @@ type CommitRemoteLog struct {
 	ManifestKey             string
 	StartOffset             int64
 	EndOffset               int64
+	// Version 2.
+	Lease LeaseFence // zero: not under a lease
+	NowMs int64      // set by the proposer when zero and Lease is set
+}
+
+// LeaseFence names the lease a command is made under.
+type LeaseFence struct {
+	Kind, Resource, Holder string
+	Token                  uint64
 }
 
 func (*CommitRemoteLog) Type() CommandType { return TypeCommitRemoteLog }
@@ -471,12 +491,33 @@ func (c *CommitRemoteLog) encode(e *encoder) {
 	e.str(c.ManifestKey)
 	e.varint(c.StartOffset)
 	e.varint(c.EndOffset)
+	e.str(c.Lease.Kind)
+	e.str(c.Lease.Resource)
+	e.str(c.Lease.Holder)
+	e.uvarint(c.Lease.Token)
+	e.varint(c.NowMs)
+}
+
+func (c *CommitRemoteLog) prepare(p *prepareContext) error {
+	if c.NowMs == 0 && c.Lease.Token != 0 {
+		c.NowMs = p.nowMs
+	}
+	return nil
 }
 
 func (c *CommitRemoteLog) apply(s *State, _ uint64) (Result, error) {
 	t, p, err := findPartition(s, c.TopicID, c.Partition)
 	if err != nil {
 		return Result{}, err
+	}
+	if c.Lease.Token != 0 {
+		l, err := heldLease(s, c.Lease.Kind, c.Lease.Resource, c.Lease.Holder, c.Lease.Token)
+		if err != nil {
+			return Result{}, err
+		}
+		if l.ExpiresMs <= c.NowMs {
+			return Result{}, reject(ErrLeaseLost, "%s/%s expired at %d, now %d", c.Lease.Kind, c.Lease.Resource, l.ExpiresMs, c.NowMs)
+		}
 	}
 	if c.LeaderEpoch != p.LeaderEpoch {
 		return Result{}, reject(ErrStaleEpoch, "%s-%d: leader epoch %d, current %d", t.Name, p.Index, c.LeaderEpoch, p.LeaderEpoch)

@@ -23,7 +23,7 @@ import (
 //	delete-topic name=  create-partitions name= count= (input: new replica lists)
 //	alter-configs type=topic|broker name= [replace] (input: "set k v" / "delete k")
 //	isr topic= p= [le=] [pe=] leader= isr=1,2
-//	commit-remote topic= p= [le=] expect= key= start= end=
+//	commit-remote topic= p= [le=] expect= key= start= end= [lkind= lres= lholder= ltoken= now=]
 //	alloc-pids id= [epoch=] count=
 //	acquire kind= res= holder= now= ttl=   renew ... token=   release kind= res= holder= token=
 //	raw hex=    state    plan now= [since=]    snapshot-roundtrip
@@ -179,7 +179,8 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 	case "commit-remote":
 		tp, p := partition()
 		return h.run(&CommitRemoteLog{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
-			ExpectedManifestVersion: num("expect", 0), ManifestKey: str("key"), StartOffset: num("start", 0), EndOffset: num("end", 0)})
+			ExpectedManifestVersion: num("expect", 0), ManifestKey: str("key"), StartOffset: num("start", 0), EndOffset: num("end", 0),
+			Lease: LeaseFence{Kind: str("lkind"), Resource: str("lres"), Holder: str("lholder"), Token: uint64(num("ltoken", 0))}, NowMs: num("now", 0)})
 	case "alloc-pids":
 		return h.run(&AllocateProducerIDs{BrokerID: int32(num("id", 0)), BrokerEpoch: brokerEpoch(), Count: int32(num("count", 0))})
 	case "acquire":

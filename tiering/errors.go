@@ -21,6 +21,9 @@ var (
 	// ErrConflict: the committer refused a commit because the manifest
 	// version moved (metadata.ErrManifestConflict).
 	ErrConflict = errors.New("tiering: manifest version conflict")
+	// ErrLeaseLost: the committer refused a commit made under a lease
+	// (Fence) that no longer stands (metadata.ErrLeaseLost).
+	ErrLeaseLost = errors.New("tiering: lease lost")
 	// ErrNotLeader: this broker does not lead the partition.
 	ErrNotLeader = errors.New("tiering: not the partition leader")
 	// ErrClosed: the Manager is closed or the partition was removed.

@@ -22,6 +22,15 @@ func FuzzDecodeManifest(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(good)
+	// With compaction's fields: a checkpoint and a retired segment.
+	withRetired := st.manifest.clone()
+	withRetired.CleanedUpTo = withRetired.EndOffset
+	withRetired.Retired = []RetiredSegment{{Stem: segmentStem(e.p.prefix, 0, 0), RetiredMs: 1}}
+	retired, err := withRetired.Encode()
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(retired)
 	f.Add([]byte(`{"format":1}`))
 	f.Add([]byte(`{"format":2,"segments":[]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {

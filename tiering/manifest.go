@@ -43,6 +43,13 @@ type Manifest struct {
 	EndOffset   int64         `json:"end_offset"`
 	CreatedMs   int64         `json:"created_ms"`
 	Segments    []SegmentMeta `json:"segments"`
+	// CleanedUpTo is tiered compaction's checkpoint: the remote log below
+	// it has been compacted (0: never).
+	CleanedUpTo int64 `json:"cleaned_up_to,omitempty"`
+	// Retired lists segments that compaction replaced, no longer read by
+	// new readers but kept in the bucket for readers in flight until
+	// RetiredMs + the orphan grace (ReplaceSegments, CleanOrphans).
+	Retired []RetiredSegment `json:"retired,omitempty"`
 }
 
 // SegmentMeta describes one uploaded segment.
@@ -169,6 +176,18 @@ func (m *Manifest) Validate() error {
 		return bad("%d segments", len(m.Segments))
 	}
 	prefix := PartitionPrefix(topicID, m.Partition)
+	if m.CleanedUpTo < 0 || m.CleanedUpTo > m.EndOffset {
+		return bad("cleaned up to %d", m.CleanedUpTo)
+	}
+	if len(m.Retired) > maxManifestEntries {
+		return bad("%d retired segments", len(m.Retired))
+	}
+	for i, r := range m.Retired {
+		k, err := ParseKey(r.Stem + SuffixLog)
+		if err != nil || k.Kind != 's' || k.Stem != r.Stem || r.Stem[:len(prefix)] != prefix {
+			return bad("retired segment %d: stem %q", i, r.Stem)
+		}
+	}
 	prevEnd := int64(-1)
 	for i := range m.Segments {
 		s := &m.Segments[i]
@@ -228,6 +247,7 @@ func (m *Manifest) find(offset int64) int {
 func (m *Manifest) clone() *Manifest {
 	c := *m
 	c.Segments = append([]SegmentMeta(nil), m.Segments...)
+	c.Retired = append([]RetiredSegment(nil), m.Retired...)
 	return &c
 }
 

@@ -61,7 +61,7 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 				nm.Segments = nm.Segments[dropRemote:]
 				nm.StartOffset = newStart
 				nm.EndOffset = max(nm.EndOffset, newStart)
-				ns, err := p.commit(ctx, epoch, st, nm)
+				ns, err := p.commitLeased(ctx, epoch, st, nm, LeaseRetention)
 				if err != nil {
 					return err // nothing deleted anywhere
 				}
@@ -137,6 +137,12 @@ func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 	stems := map[string]bool{}
 	for _, s := range st.manifest.Segments {
 		stems[s.Stem] = true
+	}
+	graceMs := p.m.opts.Now().Add(-p.m.opts.OrphanGrace).UnixMilli()
+	for _, r := range st.manifest.Retired {
+		if r.RetiredMs >= graceMs {
+			stems[r.Stem] = true // replaced by compaction; reads in flight may still use it
+		}
 	}
 	list, err := p.m.store.List(ctx, p.prefix, "")
 	if err != nil {

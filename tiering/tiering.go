@@ -139,6 +139,13 @@ type Options struct {
 	// MaxSegmentsPerCommit bounds how many segments one manifest adds [16].
 	MaxSegmentsPerCommit int
 
+	// Leases, if set, runs remote jobs under a lease of the metadata log:
+	// the remote part of retention (dropping expired segments from the
+	// manifest and the bucket) commits with the lease's Fence, so that
+	// exactly one broker acts on a partition's remote log at a time
+	// (compact.go).
+	Leases JobLeases
+
 	Now    func() time.Time // [time.Now]
 	Logger *slog.Logger     // [slog.Default()]
 }
@@ -579,6 +586,15 @@ func (p *Partition) current(ctx context.Context) (*remoteState, error) {
 
 // commit writes nm as the next manifest and commits it.
 func (p *Partition) commit(ctx context.Context, epoch int32, st *remoteState, nm *Manifest) (*remoteState, error) {
+	return p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
+		return p.m.opts.Committer.CommitRemoteLog(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset)
+	})
+}
+
+// commitWith is commit with the metadata-log call given (a fenced one for
+// tiered compaction).
+func (p *Partition) commitWith(ctx context.Context, epoch int32, st *remoteState, nm *Manifest,
+	commitFn func(key string, expected int64) error) (*remoteState, error) {
 	nm.Format = ManifestFormat
 	nm.Topic, nm.TopicID, nm.Partition = p.tp.Topic, p.tp.TopicIDString(), p.tp.Partition
 	nm.Version = st.ptr.ManifestVersion + 1
@@ -592,7 +608,7 @@ func (p *Partition) commit(ctx context.Context, epoch int32, st *remoteState, nm
 	if err := objectstore.PutBytes(ctx, p.m.store, key, data, objectstore.CreateOptions{NoOverwrite: true}); err != nil {
 		return st, fmt.Errorf("tiering: %s: write manifest: %w", p.tp, err)
 	}
-	if err := p.m.opts.Committer.CommitRemoteLog(ctx, p.tp, epoch, st.ptr.ManifestVersion, key, nm.StartOffset, nm.EndOffset); err != nil {
+	if err := commitFn(key, st.ptr.ManifestVersion); err != nil {
 		p.state.Store(nil) // outcome unknown: re-read the pointer before going on
 		return st, fmt.Errorf("tiering: %s: commit manifest v%d: %w", p.tp, nm.Version, err)
 	}

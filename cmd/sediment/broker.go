@@ -74,6 +74,9 @@ var brokerSettings = []brokerSetting{
 	{"log-cleaner-dedupe-buffer-size", int64(128 << 20), "log.cleaner.dedupe.buffer.size: key map bytes of each cleaner thread"},
 	{"log-cleaner-io-max-bytes-per-second", int64(0), "log.cleaner.io.max.bytes.per.second: cleaner read+write throttle (0: no limit)"},
 	{"log-retention-check-interval", 5 * time.Minute, "log.retention.check.interval.ms: how often retention.ms/retention.bytes are applied"},
+	{"log-cleaner-backoff", 15 * time.Second, "log.cleaner.backoff.ms: how long an idle log cleaner waits before it looks for dirty logs again"},
+	{"tiered-compaction-interval", 30 * time.Second, "how often the remote logs of tiered compacted topics are checked for compaction (negative: never)"},
+	{"lease-ttl", 30 * time.Second, "duration of the metadata-log leases of remote jobs (tiered compaction, remote retention)"},
 	{"transaction-state-log-num-partitions", 50, "transaction.state.log.num.partitions: partitions of __transaction_state (fixed once created)"},
 	{"transaction-max-timeout", 15 * time.Minute, "transaction.max.timeout.ms: the largest transaction.timeout.ms a producer may ask for"},
 	{"transaction-abort-interval", 10 * time.Second, "transaction.abort.timed.out.transaction.cleanup.interval.ms: how often open transactions are checked for timeout"},
@@ -231,6 +234,9 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			DedupeBufferSize:       v.GetInt64("log-cleaner-dedupe-buffer-size"),
 			IOMaxBytesPerSecond:    float64(v.GetInt64("log-cleaner-io-max-bytes-per-second")),
 			RetentionCheckInterval: v.GetDuration("log-retention-check-interval"),
+			Backoff:                v.GetDuration("log-cleaner-backoff"),
+			RemoteInterval:         v.GetDuration("tiered-compaction-interval"),
+			LeaseTTL:               v.GetDuration("lease-ttl"),
 		},
 		Groups: group.Config{
 			Partitions:            v.GetInt32("offsets-topic-num-partitions"),
@@ -296,6 +302,7 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", b.MetricsHandler())
 		mux.Handle("/v1/tier/status", b.TierStatusHandler())
+		mux.Handle("/v1/cleaner", b.CleanerStatusHandler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {

@@ -8,18 +8,24 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker"
 )
 
 func newTopicCmd() *cobra.Command {
@@ -174,6 +180,7 @@ func replicationFactor(t kadm.TopicDetail) int {
 
 func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 	var allConfigs bool
+	var admins []string
 	cmd := &cobra.Command{
 		Use:   "describe TOPIC...",
 		Short: "Show a topic's partitions (leader, replicas, ISR, offsets) and configs",
@@ -193,6 +200,8 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 				var buf bytes.Buffer
 				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
 					failed = append(failed, err)
+				} else if len(admins) > 0 {
+					printCleaner(ctx, &buf, admins, topic, !cmd.Flags().Changed("admin-address"))
 				}
 				if buf.Len() == 0 {
 					continue
@@ -209,6 +218,8 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config with its source, not only the ones set on the topic")
+	cmd.Flags().StringSliceVar(&admins, "admin-address", []string{"127.0.0.1:9644"},
+		"admin endpoints (host:port, as the brokers' --admin-address) asked for the cleaner state: cleanup policy, dirty ratio, last cleaned; empty: skip")
 	return cmd
 }
 
@@ -476,4 +487,65 @@ func newTopicDeleteCmd(opts *clientOptions) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&ifExists, "if-exists", false, "succeed when the topic does not exist")
 	return cmd
+}
+
+// printCleaner prints the cleaner state of topic's partitions as the admin
+// endpoints report it (GET /v1/cleaner?topic=T): each broker reports the
+// logs it cleans (local) and the remote logs it compacts as leader (remote).
+// An endpoint that does not answer is noted (not at all when quiet and none
+// answered: the default endpoint is only a guess), never an error.
+func printCleaner(ctx context.Context, w io.Writer, admins []string, topic string, quiet bool) {
+	var all []broker.CleanerStatus
+	var notes []string
+	for _, a := range admins {
+		st, err := fetchCleaner(ctx, a, topic)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("%s: %v", a, err))
+			continue
+		}
+		all = append(all, st...)
+	}
+	if len(all) == 0 && quiet {
+		return
+	}
+	fmt.Fprintln(w)
+	if len(all) == 0 {
+		fmt.Fprintf(w, "Cleaner: no state reported (%s)\n", strings.Join(append(notes, "no partition of the topic on these brokers"), "; "))
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tTIER\tCLEANUP.POLICY\tDIRTY-RATIO\tDIRTY-BYTES\tFIRST-DIRTY\tLAST-CLEANED\tERROR")
+	for _, s := range all {
+		last := "never"
+		if s.LastCleaned != nil {
+			last = s.LastCleaned.UTC().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.3f\t%d\t%d\t%s\t%s\n", s.Partition, s.Tier, s.Policy, s.DirtyRatio, s.DirtyBytes, s.FirstDirty, last, s.LastError)
+	}
+	tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintf(w, "(not reached: %s)\n", n)
+	}
+}
+
+func fetchCleaner(ctx context.Context, addr, topic string) ([]broker.CleanerStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/cleaner?topic="+url.QueryEscape(topic), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("HTTP %s", resp.Status)
+	}
+	var out []broker.CleanerStatus
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
