@@ -81,37 +81,67 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 					errs = append(errs, fmt.Errorf("tiering: %s: total retention: %w", p.tp, err))
 				}
 			}
-			segs = p.log.Segments()
 		}
 	}
 
-	// Local retention, only below the committed remote end.
-	if cfg.RemoteStorageEnable {
-		lms, lbytes := cfg.localMs(), cfg.localBytes()
-		var size int64
-		for _, s := range segs {
-			size += s.Size
-		}
-		deleteTo := int64(-1)
-		for _, s := range segs {
-			if !s.Sealed || s.NextOffset > st.ptr.EndOffset {
-				break
-			}
-			if !((lbytes >= 0 && size-s.Size >= lbytes) || (lms >= 0 && s.MaxTimestamp >= 0 && s.MaxTimestamp < now-lms)) {
-				break
-			}
-			size -= s.Size
-			deleteTo = s.NextOffset
-		}
-		if deleteTo > p.log.LogStartOffset() {
-			if err := p.log.DeleteBefore(deleteTo); err != nil {
-				errs = append(errs, fmt.Errorf("tiering: %s: local retention: %w", p.tp, err))
-			} else {
-				p.m.metrics.LocalSegmentsDeleted.Add(1)
-			}
-		}
+	if err := p.localRetention(st, cfg, now); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// localRetention deletes local segments past local.retention.* that lie
+// wholly below the committed remote end offset (st). The leader runs it after
+// its uploads; a follower runs it alone (followerRound), so that its copy is
+// trimmed as the leader's is, and never above what the bucket holds.
+func (p *Partition) localRetention(st *remoteState, cfg TopicConfig, now int64) error {
+	if !cfg.RemoteStorageEnable {
+		return nil
+	}
+	segs := p.log.Segments()
+	lms, lbytes := cfg.localMs(), cfg.localBytes()
+	var size int64
+	for _, s := range segs {
+		size += s.Size
+	}
+	deleteTo := int64(-1)
+	for _, s := range segs {
+		if !s.Sealed || s.NextOffset > st.ptr.EndOffset {
+			break
+		}
+		if !((lbytes >= 0 && size-s.Size >= lbytes) || (lms >= 0 && s.MaxTimestamp >= 0 && s.MaxTimestamp < now-lms)) {
+			break
+		}
+		size -= s.Size
+		deleteTo = s.NextOffset
+	}
+	if deleteTo > p.log.LogStartOffset() {
+		if err := p.log.DeleteBefore(deleteTo); err != nil {
+			return fmt.Errorf("tiering: %s: local retention: %w", p.tp, err)
+		}
+		p.m.metrics.LocalSegmentsDeleted.Add(1)
+	}
+	return nil
+}
+
+// followerRound is a round on a partition this broker follows: it uploads
+// nothing and commits nothing (only the leader does, fenced by its epoch),
+// but applies local retention below the remote end the leader committed in
+// the metadata log, as Kafka's followers do. It returns ErrNotLeader when it
+// did its work, so that callers that need the leader still see it.
+func (p *Partition) followerRound(ctx context.Context) error {
+	cfg := p.Config()
+	if !cfg.RemoteStorageEnable {
+		return ErrNotLeader
+	}
+	st, err := p.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if err := p.localRetention(st, cfg, p.m.opts.Now().UnixMilli()); err != nil {
+		return err
+	}
+	return ErrNotLeader
 }
 
 // CleanOrphans deletes the partition's objects that the committed manifest

@@ -496,9 +496,10 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 	p.m.opts.Logger.Warn("tiering: round failed; retrying", "partition", p.tp.String(), "in", wait, "err", err)
 }
 
-// RunOnce runs one round for the partition, if this broker leads it: upload
-// the sealed segments below the high watermark (when remote storage is
-// enabled), commit a new manifest, then apply total and local retention.
+// RunOnce runs one round for the partition. On the leader: upload the
+// sealed segments below the high watermark (when remote storage is enabled),
+// commit a new manifest, then apply total and local retention. On a follower:
+// local retention below the committed remote end only, then ErrNotLeader.
 // Safe to call concurrently with reads; rounds of one partition serialise.
 func (p *Partition) RunOnce(ctx context.Context) error {
 	p.runMu.Lock()
@@ -511,7 +512,7 @@ func (p *Partition) RunOnce(ctx context.Context) error {
 	}
 	epoch, ok := p.m.opts.Leadership.LeaderEpoch(p.tp)
 	if !ok {
-		return ErrNotLeader
+		return p.followerRound(ctx)
 	}
 	st, err := p.refresh(ctx)
 	if err != nil {

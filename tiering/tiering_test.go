@@ -663,3 +663,53 @@ func TestReadAheadRuns(t *testing.T) {
 		t.Fatal("no fault injected")
 	}
 }
+
+// TestFollowerLocalRetention: a follower uploads and commits nothing, but
+// trims its local copy of a tiered partition below the remote end the leader
+// committed, and keeps everything above it.
+func TestFollowerLocalRetention(t *testing.T) {
+	cfg := *localOnlyTail(-1) // keep everything locally while leading
+	e := newEnv(t, envOptions{cfg: &cfg})
+	e.produce(200, 5, 40)
+	e.run()
+	remoteEnd := e.p.Status().RemoteEndOffset
+	if remoteEnd <= 0 || e.log.LogStartOffset() != 0 {
+		t.Fatalf("setup: remote end %d, local start %d", remoteEnd, e.log.LogStartOffset())
+	}
+	// Leadership moves away; more data arrives (replicated).
+	e.com.mu.Lock()
+	delete(e.com.epochs, testTP)
+	commits := e.com.commits
+	e.com.mu.Unlock()
+	e.produce(200, 5, 40)
+	objects := len(e.objects())
+
+	cfg.LocalRetentionBytes = 0
+	e.p.SetConfig(cfg)
+	if err := e.p.RunOnce(context.Background()); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("follower round: %v, want ErrNotLeader", err)
+	}
+	if start := e.log.LogStartOffset(); start == 0 || start > remoteEnd {
+		t.Fatalf("follower's local start %d, want in (0, %d] (the committed remote end)", start, remoteEnd)
+	}
+	e.com.mu.Lock()
+	nowCommits := e.com.commits
+	e.com.mu.Unlock()
+	if nowCommits != commits || len(e.objects()) != objects {
+		t.Fatalf("a follower committed (%d → %d) or uploaded (%d → %d objects)", commits, nowCommits, objects, len(e.objects()))
+	}
+	// Everything is still readable across the tiers.
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatalf("read after the follower's retention: %v", err)
+	}
+
+	// With remote storage off, a follower deletes nothing.
+	start := e.log.LogStartOffset()
+	cfg.RemoteStorageEnable = false
+	e.p.SetConfig(cfg)
+	e.p.RunOnce(context.Background())
+	if e.log.LogStartOffset() != start {
+		t.Fatal("deleted local data with remote storage off")
+	}
+}
