@@ -236,7 +236,7 @@ func (s *store) snapshotLoop(ctx context.Context) {
 		}
 		seen := map[*partition]bool{}
 		cutoff := time.Now().Add(-s.b.cfg.ProducerIDExpiration).UnixMilli()
-		for _, p := range s.b.allPartitions() {
+		for _, p := range s.partitions() {
 			seen[p] = true
 			p.mu.Lock()
 			expired := p.mu.producers.expire(cutoff)
@@ -314,7 +314,7 @@ func (s *store) reconcile(st *metadata.State) {
 // ask for (hotlog.Log.SetConfig: they apply from the next append), as Kafka
 // applies an altered topic config to the live log.
 func (s *store) applyLogConfigs(st *metadata.State) {
-	for _, p := range s.b.allPartitions() {
+	for _, p := range s.partitions() {
 		t, ok := st.TopicByID(p.topicID)
 		if !ok {
 			continue

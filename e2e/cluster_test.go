@@ -581,10 +581,18 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	pp := kmsg.NewProduceRequestTopicPartition()
 	pt.Partitions = append(pt.Partitions, pp)
 	preq.Topics = append(preq.Topics, pt)
-	presp, err := preq.RequestWith(ctx, cl.Broker(follower.NodeID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// A new topic's ISR is full from its creation, so the follower may not
+	// have applied the topic yet: until it has, it answers
+	// UNKNOWN_TOPIC_ID, as Kafka's brokers do.
+	var presp *kmsg.ProduceResponse
+	waitFor(t, 10*time.Second, "the follower to know the topic", func() bool {
+		presp, err = preq.RequestWith(ctx, cl.Broker(follower.NodeID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := presp.Topics[0].Partitions[0].ErrorCode
+		return code != kerr.UnknownTopicID.Code && code != kerr.UnknownTopicOrPartition.Code
+	})
 	if presp.Version < 10 {
 		t.Fatalf("produce answered with v%d", presp.Version)
 	}
@@ -617,10 +625,14 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	if fr := fresp.Topics[0].Partitions[0]; fr.ErrorCode != 0 {
 		t.Fatalf("a consumer fetch from a follower: error %d, want it served", fr.ErrorCode)
 	}
-	fresp, err = freq.RequestWith(ctx, cl.Broker(outsider.NodeID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	waitFor(t, 10*time.Second, "the broker without a replica to know the topic", func() bool {
+		fresp, err = freq.RequestWith(ctx, cl.Broker(outsider.NodeID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := fresp.Topics[0].Partitions[0].ErrorCode
+		return code != kerr.UnknownTopicID.Code && code != kerr.UnknownTopicOrPartition.Code
+	})
 	if fresp.Version < 16 {
 		t.Fatalf("fetch answered with v%d", fresp.Version)
 	}

@@ -136,16 +136,24 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 	defer cancel()
 	producer := b.Client(t, kgo.DefaultProduceTopic("pin"), kgo.ProducerLinger(5*time.Millisecond))
 	seq := make([]int, keys)
-	var recs []*kgo.Record
+	input := make([]*kgo.Record, 0, n)
 	for i := 0; i < n; i++ {
 		k := i % keys
-		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprintf("k%02d-%06d", k, seq[k]))})
+		input = append(input, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprintf("k%02d-%06d", k, seq[k]))})
 		seq[k]++
-		if len(recs) == 5000 || i == n-1 {
-			if err := producer.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+	}
+	// The input is produced in stages, ahead of the pipeline by at most
+	// two steps, so that every event below lands while records are being
+	// copied (a pipeline faster than the events once finished before the
+	// fourth and the test waited for records that did not exist).
+	sent := 0
+	sendTo := func(upTo int64) {
+		for sent < int(min(upTo, int64(n))) {
+			end := min(sent+5000, int(min(upTo, int64(n))))
+			if err := producer.ProduceSync(ctx, input[sent:end]...).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			recs = recs[:0]
+			sent = end
 		}
 	}
 
@@ -180,10 +188,15 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 		return sum
 	}
 	total := int64(n)
-	step := total / 8 // six events by about three quarters of the way
+	// Six events, each after at least step more records were copied; the
+	// pipeline runs at most one step past a target (sendTo), so the last
+	// target is below 11 steps: before the end.
+	step := total / 16
+	sendTo(2 * step)
 	last := int64(0)
 	for i := 0; i < 6; i++ {
-		target := last + step
+		target := min(last+step, total)
+		sendTo(target + step)
 		testutil.WaitFor(t, 3*time.Minute, fmt.Sprintf("the pipeline to copy %d records (event %d)", target, i), func() bool {
 			return progress() >= target
 		})
@@ -198,6 +211,7 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 			b.Restart(false)
 		}
 	}
+	sendTo(total)
 	testutil.WaitFor(t, 5*time.Minute, "the pipeline to copy everything", func() bool { return progress() >= total })
 	for _, p := range pipes {
 		p.kill()
