@@ -53,6 +53,12 @@ type replState struct {
 		tracker        *replica.Tracker // non-nil while this broker leads
 		epochStart     int64            // log end when this leadership began
 		isrPending     bool             // an ISR change is being proposed
+		// isrProposal is the last ISR change proposed whose fate the
+		// leader does not know yet (no answer, or refused as stale before
+		// this broker applied the change that made it stale). It may
+		// still commit, so it is proposed again, unchanged, until it
+		// commits or is refused, or the partition epoch moves past it.
+		isrProposal *metadata.ChangeLeaderAndISR
 	}
 }
 
@@ -343,29 +349,45 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				p.repl.mu.Unlock()
 				continue
 			}
-			isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
-			if !changed {
-				p.repl.mu.Unlock()
-				continue
+			cmd := p.repl.mu.isrProposal
+			if isrProposalDecided(cmd, p.repl.mu.leaderEpoch, p.repl.mu.partitionEpoch) {
+				cmd, p.repl.mu.isrProposal = nil, nil
 			}
-			cmd := &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
-				PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+			if cmd == nil {
+				// The tracker holds the high watermark for the followers of
+				// an expansion it plans until the next plan; a proposal
+				// whose fate is unknown is therefore proposed again as it
+				// was (Kafka retries AlterPartition likewise), not planned
+				// anew.
+				isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
+				if !changed {
+					p.repl.mu.Unlock()
+					continue
+				}
+				cmd = &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
+					PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+			}
+			isr := cmd.ISR
 			old := slices.Clone(p.repl.mu.isr)
 			p.repl.mu.isrPending = true
+			p.repl.mu.isrProposal = cmd
 			p.repl.mu.Unlock()
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := r.s.meta.Propose(pctx, cmd)
 			cancel()
 			if err != nil {
 				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
-				if !errors.Is(err, context.DeadlineExceeded) {
-					// Refused: the followers it added stop holding the
-					// high watermark. A timed-out proposal may still
-					// commit, so they keep holding it until the next plan
-					// or the committed assignment.
-					tr.ProposalFailed()
-				}
 				p.repl.mu.Lock()
+				if isrChangeRefused(err) {
+					// Refused by the state machine at the partition epoch
+					// it was made for: nothing committed, and nothing of it
+					// can. The followers it added stop holding the high
+					// watermark.
+					tr.ProposalFailed()
+					if p.repl.mu.isrProposal == cmd {
+						p.repl.mu.isrProposal = nil
+					}
+				}
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()
 			} else {
@@ -373,6 +395,25 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// isrProposalDecided reports whether an ISR change proposed at its epochs
+// can no longer be pending, the partition being at leaderEpoch and
+// partitionEpoch: it committed (which moved the partition epoch) or never
+// can (the state machine refuses other epochs).
+func isrProposalDecided(cmd *metadata.ChangeLeaderAndISR, leaderEpoch, partitionEpoch int32) bool {
+	return cmd != nil && (cmd.LeaderEpoch != leaderEpoch || cmd.PartitionEpoch < partitionEpoch)
+}
+
+// isrChangeRefused reports whether a ChangeLeaderAndISR proposal was
+// refused by the metadata state machine with the partition at the epochs it
+// was made for (so neither it nor an earlier copy of it committed). A stale
+// epoch is not such a refusal: an earlier copy may be what moved the epoch.
+// Any other error (no answer in time, no quorum, a forwarding failure) leaves
+// the proposal's fate unknown.
+func isrChangeRefused(err error) bool {
+	return errors.Is(err, metadata.ErrIneligibleReplica) || errors.Is(err, metadata.ErrInvalidRequest) ||
+		errors.Is(err, metadata.ErrUnknownTopic) || errors.Is(err, metadata.ErrUnknownPartition)
 }
 
 // followTarget is whom a follower partition fetches from.
