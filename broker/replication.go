@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime/pprof"
 	"slices"
@@ -164,6 +165,12 @@ func (p *partition) recordFollowerFetch(id int32, offset int64) {
 // while this broker leads in epoch. It fails with NOT_LEADER_OR_FOLLOWER
 // when leadership moves, REQUEST_TIMED_OUT at the deadline.
 func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, stopping <-chan struct{}) error {
+	return p.waitCommittedCtx(nil, last, epoch, deadline, stopping)
+}
+
+// waitCommittedCtx is waitCommitted that also ends (with the context's
+// error) when done is closed; a nil done never is.
+func (p *partition) waitCommittedCtx(done <-chan struct{}, last int64, epoch int32, deadline time.Time, stopping <-chan struct{}) error {
 	wake := make(chan struct{}, 1)
 	p.addWaiter(wake)
 	defer p.removeWaiter(wake)
@@ -182,8 +189,48 @@ func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, s
 			return kerr.RequestTimedOut
 		case <-stopping:
 			return errNotLeader
+		case <-done:
+			return context.Canceled
 		}
 	}
+}
+
+// internalWriteTimeout bounds how long a write of the broker's own (group
+// and transaction coordinator records, transaction markers) waits for the
+// ISR when its context has no earlier deadline.
+const internalWriteTimeout = 30 * time.Second
+
+// appendInternal appends one batch the broker writes itself to a partition
+// it leads and waits until the ISR has it (the high watermark passed it), as
+// Kafka's coordinators write with acks=-1. Answering a client, or moving a
+// transaction on, after a local append only let a leader change drop an
+// acknowledged offset commit or transaction state (the new leader, an ISR
+// member, need not have the tail), so committed offsets and producer epochs
+// went back (franz-go's TestTxnEtl under rolling restarts: PRODUCER_FENCED,
+// records consumed twice). Waiting fails with errNotLeader when the
+// leadership moves, kerr.RequestTimedOut at the deadline; the batch may stay
+// in the log then, as in Kafka.
+func (p *partition) appendInternal(ctx context.Context, batch []byte, stopping <-chan struct{}) error {
+	epoch := p.leaderEpoch()
+	res, err := p.appendBatch(batch, math.MaxInt32, false, func() {})
+	if err != nil {
+		return err
+	}
+	return p.waitInternal(ctx, epoch, res.baseOffset, batch, stopping)
+}
+
+// waitInternal waits until the ISR has batch, appended at base while this
+// broker led in epoch (see appendInternal).
+func (p *partition) waitInternal(ctx context.Context, epoch int32, base int64, batch []byte, stopping <-chan struct{}) error {
+	h, err := hotlog.ParseBatchHeader(batch)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(internalWriteTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return p.waitCommittedCtx(ctx.Done(), base+int64(h.LastOffsetDelta), epoch, deadline, stopping)
 }
 
 // appendReplicated appends a leader's batches on a follower, keeping the
