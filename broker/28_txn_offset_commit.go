@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -85,16 +84,22 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
 	if err == nil {
 		batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
-		_, err = p.appendBatch(batch, math.MaxInt32, false, func() {})
+		// Answered once the ISR has it (acks=-1, replication.go).
+		err = p.appendInternal(ctx, batch, b.stopping)
 	}
 	if err != nil {
-		// Nothing was written: release the pending counts.
+		// Nothing was written, or not replicated: release the pending
+		// counts (the client retries or aborts).
 		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		b.groups.c.EndTxnOffsets(ectx, part, records, false)
 		cancel()
 		code := errCode(err)
-		if code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code {
+		switch {
+		case code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code:
 			code = kerr.NotCoordinator.Code
+		case code == kerr.RequestTimedOut.Code || errors.Is(err, context.Canceled):
+			// Not replicated in time (Kafka answers the same).
+			code = kerr.CoordinatorNotAvailable.Code
 		}
 		code = fencedCode(code, r.Version, 3)
 		for i := range gresp.Topics {

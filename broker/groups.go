@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"net"
 	"strconv"
 	"time"
@@ -233,13 +232,14 @@ func (l *offsetsLog) partition() (*partition, error) {
 }
 
 // Append writes the records as one uncompressed batch.
-func (l *offsetsLog) Append(_ context.Context, records []group.Record) error {
+func (l *offsetsLog) Append(ctx context.Context, records []group.Record) error {
 	p, err := l.partition()
 	if err != nil {
 		return err
 	}
-	_, err = p.appendBatch(encodeOffsetsBatch(records, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
-	if errors.Is(err, hotlog.ErrClosed) {
+	// Answered once the ISR has it (acks=-1, replication.go).
+	err = p.appendInternal(ctx, encodeOffsetsBatch(records, time.Now().UnixMilli()), l.b.stopping)
+	if errors.Is(err, hotlog.ErrClosed) || errors.Is(err, errNotLeader) {
 		return fmt.Errorf("%w: %v", group.ErrNotLeader, err)
 	}
 	return err

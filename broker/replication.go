@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"runtime/pprof"
 	"slices"
@@ -53,6 +54,12 @@ type replState struct {
 		tracker        *replica.Tracker // non-nil while this broker leads
 		epochStart     int64            // log end when this leadership began
 		isrPending     bool             // an ISR change is being proposed
+		// isrProposal is the last ISR change proposed whose fate the
+		// leader does not know yet (no answer, or refused as stale before
+		// this broker applied the change that made it stale). It may
+		// still commit, so it is proposed again, unchanged, until it
+		// commits or is refused, or the partition epoch moves past it.
+		isrProposal *metadata.ChangeLeaderAndISR
 	}
 }
 
@@ -158,6 +165,12 @@ func (p *partition) recordFollowerFetch(id int32, offset int64) {
 // while this broker leads in epoch. It fails with NOT_LEADER_OR_FOLLOWER
 // when leadership moves, REQUEST_TIMED_OUT at the deadline.
 func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, stopping <-chan struct{}) error {
+	return p.waitCommittedCtx(nil, last, epoch, deadline, stopping)
+}
+
+// waitCommittedCtx is waitCommitted that also ends (with the context's
+// error) when done is closed; a nil done never is.
+func (p *partition) waitCommittedCtx(done <-chan struct{}, last int64, epoch int32, deadline time.Time, stopping <-chan struct{}) error {
 	wake := make(chan struct{}, 1)
 	p.addWaiter(wake)
 	defer p.removeWaiter(wake)
@@ -176,8 +189,48 @@ func (p *partition) waitCommitted(last int64, epoch int32, deadline time.Time, s
 			return kerr.RequestTimedOut
 		case <-stopping:
 			return errNotLeader
+		case <-done:
+			return context.Canceled
 		}
 	}
+}
+
+// internalWriteTimeout bounds how long a write of the broker's own (group
+// and transaction coordinator records, transaction markers) waits for the
+// ISR when its context has no earlier deadline.
+const internalWriteTimeout = 30 * time.Second
+
+// appendInternal appends one batch the broker writes itself to a partition
+// it leads and waits until the ISR has it (the high watermark passed it), as
+// Kafka's coordinators write with acks=-1. Answering a client, or moving a
+// transaction on, after a local append only let a leader change drop an
+// acknowledged offset commit or transaction state (the new leader, an ISR
+// member, need not have the tail), so committed offsets and producer epochs
+// went back (franz-go's TestTxnEtl under rolling restarts: PRODUCER_FENCED,
+// records consumed twice). Waiting fails with errNotLeader when the
+// leadership moves, kerr.RequestTimedOut at the deadline; the batch may stay
+// in the log then, as in Kafka.
+func (p *partition) appendInternal(ctx context.Context, batch []byte, stopping <-chan struct{}) error {
+	epoch := p.leaderEpoch()
+	res, err := p.appendBatch(batch, math.MaxInt32, false, func() {})
+	if err != nil {
+		return err
+	}
+	return p.waitInternal(ctx, epoch, res.baseOffset, batch, stopping)
+}
+
+// waitInternal waits until the ISR has batch, appended at base while this
+// broker led in epoch (see appendInternal).
+func (p *partition) waitInternal(ctx context.Context, epoch int32, base int64, batch []byte, stopping <-chan struct{}) error {
+	h, err := hotlog.ParseBatchHeader(batch)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(internalWriteTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	return p.waitCommittedCtx(ctx.Done(), base+int64(h.LastOffsetDelta), epoch, deadline, stopping)
 }
 
 // appendReplicated appends a leader's batches on a follower, keeping the
@@ -343,29 +396,45 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				p.repl.mu.Unlock()
 				continue
 			}
-			isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
-			if !changed {
-				p.repl.mu.Unlock()
-				continue
+			cmd := p.repl.mu.isrProposal
+			if isrProposalDecided(cmd, p.repl.mu.leaderEpoch, p.repl.mu.partitionEpoch) {
+				cmd, p.repl.mu.isrProposal = nil, nil
 			}
-			cmd := &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
-				PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+			if cmd == nil {
+				// The tracker holds the high watermark for the followers of
+				// an expansion it plans until the next plan; a proposal
+				// whose fate is unknown is therefore proposed again as it
+				// was (Kafka retries AlterPartition likewise), not planned
+				// anew.
+				isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
+				if !changed {
+					p.repl.mu.Unlock()
+					continue
+				}
+				cmd = &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
+					PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+			}
+			isr := cmd.ISR
 			old := slices.Clone(p.repl.mu.isr)
 			p.repl.mu.isrPending = true
+			p.repl.mu.isrProposal = cmd
 			p.repl.mu.Unlock()
 			pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			_, err := r.s.meta.Propose(pctx, cmd)
 			cancel()
 			if err != nil {
 				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
-				if !errors.Is(err, context.DeadlineExceeded) {
-					// Refused: the followers it added stop holding the
-					// high watermark. A timed-out proposal may still
-					// commit, so they keep holding it until the next plan
-					// or the committed assignment.
-					tr.ProposalFailed()
-				}
 				p.repl.mu.Lock()
+				if isrChangeRefused(err) {
+					// Refused by the state machine at the partition epoch
+					// it was made for: nothing committed, and nothing of it
+					// can. The followers it added stop holding the high
+					// watermark.
+					tr.ProposalFailed()
+					if p.repl.mu.isrProposal == cmd {
+						p.repl.mu.isrProposal = nil
+					}
+				}
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()
 			} else {
@@ -373,6 +442,25 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// isrProposalDecided reports whether an ISR change proposed at its epochs
+// can no longer be pending, the partition being at leaderEpoch and
+// partitionEpoch: it committed (which moved the partition epoch) or never
+// can (the state machine refuses other epochs).
+func isrProposalDecided(cmd *metadata.ChangeLeaderAndISR, leaderEpoch, partitionEpoch int32) bool {
+	return cmd != nil && (cmd.LeaderEpoch != leaderEpoch || cmd.PartitionEpoch < partitionEpoch)
+}
+
+// isrChangeRefused reports whether a ChangeLeaderAndISR proposal was
+// refused by the metadata state machine with the partition at the epochs it
+// was made for (so neither it nor an earlier copy of it committed). A stale
+// epoch is not such a refusal: an earlier copy may be what moved the epoch.
+// Any other error (no answer in time, no quorum, a forwarding failure) leaves
+// the proposal's fate unknown.
+func isrChangeRefused(err error) bool {
+	return errors.Is(err, metadata.ErrIneligibleReplica) || errors.Is(err, metadata.ErrInvalidRequest) ||
+		errors.Is(err, metadata.ErrUnknownTopic) || errors.Is(err, metadata.ErrUnknownPartition)
 }
 
 // followTarget is whom a follower partition fetches from.

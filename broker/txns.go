@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
 	"sync"
 	"time"
 
@@ -159,7 +158,7 @@ func (l *txnStateLog) partition() (*partition, error) {
 	return p, err
 }
 
-func (l *txnStateLog) Append(_ context.Context, records []txn.Record) error {
+func (l *txnStateLog) Append(ctx context.Context, records []txn.Record) error {
 	p, err := l.partition()
 	if err != nil {
 		return err
@@ -168,8 +167,9 @@ func (l *txnStateLog) Append(_ context.Context, records []txn.Record) error {
 	for i, r := range records {
 		kv[i] = group.Record{Key: r.Key, Value: r.Value}
 	}
-	_, err = p.appendBatch(encodeOffsetsBatch(kv, time.Now().UnixMilli()), math.MaxInt32, false, func() {})
-	if errors.Is(err, hotlog.ErrClosed) {
+	// Answered once the ISR has it (acks=-1, replication.go).
+	err = p.appendInternal(ctx, encodeOffsetsBatch(kv, time.Now().UnixMilli()), l.b.stopping)
+	if errors.Is(err, hotlog.ErrClosed) || errors.Is(err, errNotLeader) {
 		return fmt.Errorf("%w: %v", txn.ErrNotLeader, err)
 	}
 	return err
@@ -277,7 +277,7 @@ func (t *txns) writeMarker(st *metadata.State, tp txn.TopicPartition, producerID
 	if err != nil {
 		return err
 	}
-	err = p.appendMarker(producerID, epoch, commit, coordinatorEpoch)
+	err = p.appendMarker(producerID, epoch, commit, coordinatorEpoch, t.b.stopping)
 	if errors.Is(err, errTxnProducerFenced) {
 		// A marker older than what the partition saw: the producer moved
 		// on (a newer epoch ended this transaction already).
@@ -551,7 +551,10 @@ func controlType(batch []byte) (commit, ok bool) {
 // appendMarker appends a transaction marker: it ends the producer's open
 // transaction here (recording it as aborted, or not) and fences older
 // epochs.
-func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
+// It returns once the ISR has the marker (as Kafka appends markers with
+// acks=-1), so that the coordinator completes the transaction only when no
+// leader change can lose them.
+func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coordinatorEpoch int32, stopping <-chan struct{}) error {
 	batch := encodeMarkerBatch(producerID, epoch, commit, coordinatorEpoch, time.Now().UnixMilli())
 	h, err := hotlog.ParseBatchHeader(batch)
 	if err != nil {
@@ -559,8 +562,12 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 	}
 	info := batchInfo{producerID: producerID, producerEpoch: epoch, baseSequence: -1, records: 1,
 		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit}
-	_, err = p.appendChecked(batch, info, h, false, func() {})
-	return err
+	leaderEpoch := p.leaderEpoch()
+	res, err := p.appendChecked(batch, info, h, false, func() {})
+	if err != nil {
+		return err
+	}
+	return p.waitInternal(context.Background(), leaderEpoch, res.baseOffset, batch, stopping)
 }
 
 // lastStableOffset is the first offset of the oldest open transaction, or

@@ -70,6 +70,7 @@ func (t *Tracker) Reset(replicas, isr []int32, now time.Time) {
 	defer t.mu.Unlock()
 	t.mu.followers = map[int32]*follower{}
 	t.mu.hw = 0
+	t.mu.adding = nil
 	t.setLocked(replicas, isr, now)
 }
 
@@ -84,7 +85,15 @@ func (t *Tracker) SetAssignment(replicas, isr []int32, now time.Time) {
 func (t *Tracker) setLocked(replicas, isr []int32, now time.Time) {
 	t.mu.replicas = slices.Clone(replicas)
 	t.mu.isr = slices.Clone(isr)
-	t.mu.adding = nil // a committed assignment ends any proposal
+	// The broker applies every metadata version, most of which (broker
+	// heartbeats, other partitions) leave this partition as it was, while
+	// the proposal is still in flight. So the followers of a pending
+	// expansion keep holding the high watermark until they are in the
+	// committed ISR, stop being replicas, the proposal fails
+	// (ProposalFailed) or the next plan replaces it.
+	t.mu.adding = slices.DeleteFunc(t.mu.adding, func(r int32) bool {
+		return slices.Contains(isr, r) || !slices.Contains(replicas, r)
+	})
 	for _, r := range replicas {
 		if r == t.self {
 			continue
@@ -167,7 +176,8 @@ func (t *Tracker) ProposalFailed() {
 //
 // The caller proposes the answer when it changed, and calls ProposalFailed
 // if the proposal is refused. The followers it adds count in the high
-// watermark from now until the change commits (SetAssignment) or fails.
+// watermark from now until the change commits (a SetAssignment whose ISR
+// lists them; one that leaves the ISR as it was keeps them holding) or fails.
 // hw is the high watermark the caller knows; the tracker's own highest
 // answer counts too, since a caller may not have applied it yet.
 func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration) ([]int32, bool) {

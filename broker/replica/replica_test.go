@@ -154,3 +154,60 @@ func TestPlanISRUsesTrackersOwnHighWatermark(t *testing.T) {
 		t.Fatalf("planned %v with the follower at 90 below the answered hw 100", isr)
 	}
 }
+
+// The broker applies every metadata version to every partition it leads, so
+// SetAssignment with the ISR unchanged (another broker's heartbeat, another
+// partition's change) arrives while the expansion is still in flight. It
+// must not release the joining follower's hold on the high watermark: that
+// let the high watermark pass the follower again, which then joined the ISR
+// lacking records consumers had read (franz-go's suite under rolling
+// restarts, after the first maximal-ISR fix).
+func TestUnrelatedAssignmentKeepsExpansionHold(t *testing.T) {
+	now := time.Unix(1000, 0)
+	lag := 10 * time.Second
+	tr := NewTracker(3)
+	tr.Reset([]int32{3, 1}, []int32{3}, now)
+	tr.RecordFetch(1, 7543, 7543, now)
+	if hw := tr.HighWatermark(7543); hw != 7543 {
+		t.Fatalf("hw %d, want 7543", hw)
+	}
+	isr, changed := tr.PlanISR(7543, 0, now, lag)
+	if !changed || !slices.Equal(isr, []int32{3, 1}) {
+		t.Fatalf("plan %v %v, want [3 1]", isr, changed)
+	}
+	// A metadata version that leaves the partition as it was.
+	tr.SetAssignment([]int32{3, 1}, []int32{3}, now)
+	if hw := tr.HighWatermark(7544); hw != 7543 {
+		t.Fatalf("hw %d after an unrelated metadata change, want 7543 (the joining follower's end)", hw)
+	}
+	// The expansion commits: the follower now holds it as an ISR member.
+	tr.SetAssignment([]int32{3, 1}, []int32{3, 1}, now)
+	if hw := tr.HighWatermark(7544); hw != 7543 {
+		t.Fatalf("hw %d after the commit, want 7543", hw)
+	}
+	tr.RecordFetch(1, 7544, 7544, now)
+	if hw := tr.HighWatermark(7544); hw != 7544 {
+		t.Fatalf("hw %d, want 7544", hw)
+	}
+}
+
+// A follower of a pending expansion that stops being a replica (a
+// reassignment) stops holding the high watermark; one refused releases it.
+func TestExpansionHoldEndsWithReplicaOrRefusal(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2}, []int32{1}, now)
+	tr.RecordFetch(2, 50, 50, now)
+	tr.HighWatermark(50)
+	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
+		t.Fatal("no expansion planned")
+	}
+	tr.SetAssignment([]int32{1, 2}, []int32{1}, now)
+	if hw := tr.HighWatermark(80); hw != 50 {
+		t.Fatalf("hw %d, want 50 while pending", hw)
+	}
+	tr.SetAssignment([]int32{1}, []int32{1}, now)
+	if hw := tr.HighWatermark(80); hw != 80 {
+		t.Fatalf("hw %d once the follower is no replica, want 80", hw)
+	}
+}
