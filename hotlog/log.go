@@ -59,7 +59,7 @@ type Log struct {
 	cache        *indexCache
 	rollSnapshot func() []byte
 	closeCh      chan struct{}
-	wg      sync.WaitGroup
+	wg           sync.WaitGroup
 }
 
 // AppendOptions tune one Append.
