@@ -301,17 +301,10 @@ func (t *txns) sendMarkers(ctx context.Context, leader int32, m txn.Marker, tps 
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	rm := kmsg.NewWriteTxnMarkersRequestMarker()
 	rm.ProducerID, rm.ProducerEpoch, rm.Committed, rm.CoordinatorEpoch = m.ProducerID, m.ProducerEpoch, m.Commit, m.CoordinatorEpoch
-	byTopic := map[string]int{}
-	for _, tp := range tps {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(rm.Topics)
-			byTopic[tp.Topic] = i
-			rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
-			rt.Topic = tp.Topic
-			rm.Topics = append(rm.Topics, rt)
-		}
-		rm.Topics[i].Partitions = append(rm.Topics[i].Partitions, tp.Partition)
+	for _, g := range groupByTopic(tps) {
+		rt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		rt.Topic, rt.Partitions = g.topic, g.partitions
+		rm.Topics = append(rm.Topics, rt)
 	}
 	req.Markers = append(req.Markers, rm)
 	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
@@ -668,17 +661,10 @@ func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoc
 	req.Version = 4
 	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
 	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, producerID, epoch
-	byTopic := map[string]int{}
-	for _, tp := range tps {
-		i, ok := byTopic[tp.Topic]
-		if !ok {
-			i = len(tr.Topics)
-			byTopic[tp.Topic] = i
-			rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
-			rt.Topic = tp.Topic
-			tr.Topics = append(tr.Topics, rt)
-		}
-		tr.Topics[i].Partitions = append(tr.Topics[i].Partitions, tp.Partition)
+	for _, g := range groupByTopic(tps) {
+		rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
+		rt.Topic, rt.Partitions = g.topic, g.partitions
+		tr.Topics = append(tr.Topics, rt)
 	}
 	req.Transactions = append(req.Transactions, tr)
 	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
@@ -753,4 +739,27 @@ func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, imp
 	default:
 		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, *txnID, p.topic, p.id)
 	}
+}
+
+// topicPartitions is one topic's partitions of a request.
+type topicPartitions struct {
+	topic      string
+	partitions []int32
+}
+
+// groupByTopic groups partitions by topic, topics in first-seen order, as
+// the requests that name a topic once with its partitions want them.
+func groupByTopic(tps []txn.TopicPartition) []topicPartitions {
+	var out []topicPartitions
+	index := map[string]int{}
+	for _, tp := range tps {
+		i, ok := index[tp.Topic]
+		if !ok {
+			i = len(out)
+			index[tp.Topic] = i
+			out = append(out, topicPartitions{topic: tp.Topic})
+		}
+		out[i].partitions = append(out[i].partitions, tp.Partition)
+	}
+	return out
 }
