@@ -115,7 +115,12 @@ func FuzzParseKey(f *testing.F) {
 // (with chunk checksums that match them, so they reach the cache): a read
 // never panics and returns only whole batches whose CRC-32C holds.
 func FuzzRemoteRead(f *testing.F) {
-	e := newEnv(f, envOptions{store: mem.New(nil), cfg: localOnlyTail(-1), chunkSize: 4096})
+	// The fuzzed bytes are the object and its manifest CRCs are computed
+	// over them, so a fresh chunk passes its chunk check however broken its
+	// batches are (in the broker, uploads come from a validated log). Every
+	// read re-checks its batches here (RecheckAfter -1), the path this
+	// target is about.
+	e := newEnv(f, envOptions{store: mem.New(nil), cfg: localOnlyTail(-1), chunkSize: 4096, recheckAfter: -1})
 	good := append(makeBatch(3, 50, 1, 1), makeBatch(2, 5000, 2, 2)...)
 	binary.BigEndian.PutUint64(good[len(good)-len(makeBatch(2, 5000, 2, 2)):], 3)
 	f.Add(good, int64(0), int64(100))

@@ -153,6 +153,7 @@ type envOptions struct {
 	cfg          *TopicConfig
 	chunkSize    int64
 	cacheBytes   int64
+	recheckAfter time.Duration // Options.RecheckAfter (0: its default)
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -194,7 +195,7 @@ func (e *env) open(o envOptions, cfg TopicConfig) {
 	}
 	m, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache"),
 		ChunkSize: o.chunkSize, CacheBytes: o.cacheBytes, Interval: -1, Now: e.clock.Now, Logger: quietLogger(),
-		IndexIntervalBytes: 1024, OrphanGrace: time.Hour, ReadWorkers: 4})
+		IndexIntervalBytes: 1024, OrphanGrace: time.Hour, ReadWorkers: 4, RecheckAfter: o.recheckAfter})
 	if err != nil {
 		e.t.Fatal(err)
 	}
