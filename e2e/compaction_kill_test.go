@@ -99,8 +99,9 @@ func TestKillDuringCompaction(t *testing.T) {
 		}()
 		// Let it write and clean for a while, then kill it.
 		produced := func() int { mu.Lock(); defer mu.Unlock(); return seq }
-		start := produced()
-		target := start + 300 + rng.IntN(900)
+		mu.Lock() // rng is the producer goroutine's too
+		target := seq + 300 + rng.IntN(900)
+		mu.Unlock()
 		waitFor(t, 2*time.Minute, "writes and a cleaning pass before the kill", func() bool {
 			return produced() >= target && cleanerPasses(b) >= 1
 		})
