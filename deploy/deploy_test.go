@@ -894,6 +894,10 @@ func TestSingleBrokerStarts(t *testing.T) {
 			defer cl.Close()
 			adm = kadm.NewClient(cl)
 			b.waitReady(t, adm)
+			// A deadline of its own: the first one also covered the
+			// stop and the restart, which a loaded machine makes slow.
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
 			td, err := adm.ListTopics(ctx, topic)
 			if err != nil || td[topic].Err != nil || len(td[topic].Partitions) != 2 {
 				t.Fatalf("after restart: %v %+v", err, td[topic])
