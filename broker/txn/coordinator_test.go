@@ -501,7 +501,15 @@ func TestParkedRequests(t *testing.T) {
 	wantCode(t, e.end("a", r, true), nil)
 	// The markers are blocked: the next AddPartitions waits for them.
 	res := make(chan int16, 1)
-	go func() { res <- e.add("a", r, TopicPartition{"t", 1}) }()
+	go func() { // e.add would call t.Fatal off the test goroutine
+		codes, err := e.c.AddPartitions(ctx, "a", r.ProducerID, r.Epoch, []TopicPartition{{"t", 1}})
+		if err != nil {
+			t.Error(err)
+			res <- -1
+			return
+		}
+		res <- codes[0]
+	}()
 	select {
 	case code := <-res:
 		t.Fatalf("AddPartitions answered %v while the markers were pending", kerr.ErrorForCode(code))
@@ -518,7 +526,15 @@ func TestParkedRequests(t *testing.T) {
 	e.br.block = block
 	e.br.mu.Unlock()
 	wantCode(t, e.end("a", r, false), nil)
-	go func() { res <- e.end("a", r, false) }()
+	go func() { // e.end would call t.Fatal off the test goroutine
+		r, err := e.c.EndTxn(ctx, "a", r.ProducerID, r.Epoch, false, false)
+		if err != nil {
+			t.Error(err)
+			res <- -1
+			return
+		}
+		res <- r.ErrorCode
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		e.clock.Advance(parkTimeout)
