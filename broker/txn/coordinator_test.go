@@ -482,7 +482,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// What decodes re-encodes to something that decodes the same.
 		_, again, err := decodeRecord(encodeKey(id), encodeValue(got))
-		if err != nil || again.producerID != got.producerID || again.state != got.state || len(again.parts) != len(got.parts) {
+		if err != nil || again.producerID != got.producerID || again.state != got.state || len(again.parts) != len(got.parts) ||
+			again.endBumped != got.endBumped || again.nextProducerID != got.nextProducerID {
 			t.Fatalf("round trip: %+v vs %+v (%v)", got, again, err)
 		}
 	})
