@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -53,25 +54,37 @@ func newClient(t testing.TB, b *Broker, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-// rawRequest sends one request frame built by kmsg and reads one response.
+// rawRequest sends one request frame built by kmsg and reads one response,
+// failing the test on any error. Call it from the test goroutine only; a
+// goroutine the test starts uses roundTrip and hands the error back.
 func rawRequest(t testing.TB, nc net.Conn, req kmsg.Request, corr int32) kmsg.Response {
 	t.Helper()
+	resp, err := roundTrip(nc, req, corr, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// roundTrip sends one request frame built by kmsg and reads one response
+// within timeout.
+func roundTrip(nc net.Conn, req kmsg.Request, corr int32, timeout time.Duration) (kmsg.Response, error) {
 	var f kmsg.RequestFormatter
 	frame := f.AppendRequest(nil, req, corr)
 	if _, err := nc.Write(frame); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
-	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	nc.SetReadDeadline(time.Now().Add(timeout))
 	var sz [4]byte
 	if _, err := io.ReadFull(nc, sz[:]); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	body := make([]byte, binary.BigEndian.Uint32(sz[:]))
 	if _, err := io.ReadFull(nc, body); err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	if got := int32(binary.BigEndian.Uint32(body)); got != corr {
-		t.Fatalf("correlation id %d, want %d", got, corr)
+		return nil, fmt.Errorf("correlation id %d, want %d", got, corr)
 	}
 	body = body[4:]
 	resp := req.ResponseKind()
@@ -79,9 +92,9 @@ func rawRequest(t testing.TB, nc net.Conn, req kmsg.Request, corr int32) kmsg.Re
 		body = body[1:] // empty header tags
 	}
 	if err := resp.ReadFrom(body); err != nil {
-		t.Fatalf("decode %s response: %v", kmsg.NameForKey(req.Key()), err)
+		return nil, fmt.Errorf("decode %s response: %w", kmsg.NameForKey(req.Key()), err)
 	}
-	return resp
+	return resp, nil
 }
 
 func TestApiVersions(t *testing.T) {

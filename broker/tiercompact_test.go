@@ -252,7 +252,9 @@ func TestTieredCompactionLeaseRace(t *testing.T) {
 	}
 	ctx := testCtx(t)
 	name := topic + "-0"
-	w1, w2 := b.leases("worker-1", 500*time.Millisecond), b.leases("worker-2", time.Minute)
+	// Worker 1's lease must outlast the next acquire (a metadata round
+	// trip, slow on a loaded machine) and then expire for the takeover.
+	w1, w2 := b.leases("worker-1", 2*time.Second), b.leases("worker-2", time.Minute)
 	c1 := compaction.NewCleaner(compaction.CleanerConfig{DedupeBufferBytes: 1 << 20}, nil)
 	defer c1.Close()
 	c2 := compaction.NewCleaner(compaction.CleanerConfig{DedupeBufferBytes: 1 << 20}, nil)

@@ -373,7 +373,9 @@ func TestTxnConsumeTransformProduce(t *testing.T) {
 	var copied sync.Map
 	var total sync.WaitGroup
 	ctx, cancel := context.WithCancel(testCtx(t))
-	defer cancel()
+	// Stop and wait for the copiers however the test ends: they log
+	// through t, which must not outlive the test.
+	defer func() { cancel(); total.Wait() }()
 	run := func(name string, stopAfter int) {
 		defer total.Done()
 		s, err := kgo.NewGroupTransactSession(

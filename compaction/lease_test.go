@@ -64,7 +64,10 @@ func (f *fakeLeases) Release(_ context.Context, l Lease) error {
 }
 
 func TestRunLeasedRenewsAndReleases(t *testing.T) {
-	f := newFakeLeases("b1", 300*time.Millisecond)
+	// The lease must still be held (by wall clock) when the job tries the
+	// second acquire: a TTL with room for a stalled goroutine on a loaded
+	// machine.
+	f := newFakeLeases("b1", time.Second)
 	err := RunLeased(context.Background(), f, LeaseCompact, "t-0", nil, func(ctx context.Context, l Lease) error {
 		if l.Token != 1 {
 			t.Errorf("token %d", l.Token)

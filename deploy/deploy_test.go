@@ -743,18 +743,38 @@ func freeAddr(t *testing.T) string {
 
 // broker is a started `sediment broker` process.
 type broker struct {
-	cmd   *exec.Cmd
-	kafka string
-	admin string
-	out   *bytes.Buffer
-	done  chan error
+	cmd    *exec.Cmd
+	kafka  string
+	admin  string
+	out    *lockedBuffer
+	exited chan struct{} // closed once Wait returned
+	err    error         // Wait's result, read after exited is closed
+}
+
+// lockedBuffer collects the process's output, which exec copies in a
+// goroutine of its own while the test may print it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // startBroker runs the binary with a config file, moved to free local ports
 // and dataDir through SEDIMENT_* variables (which override the file).
 func startBroker(t *testing.T, config, dataDir string) *broker {
 	t.Helper()
-	b := &broker{kafka: freeAddr(t), admin: freeAddr(t), out: new(bytes.Buffer), done: make(chan error, 1)}
+	b := &broker{kafka: freeAddr(t), admin: freeAddr(t), out: &lockedBuffer{}, exited: make(chan struct{})}
 	b.cmd = exec.Command(sedimentBinary(t), "broker", "--config", config)
 	b.cmd.Env = append(os.Environ(),
 		"SEDIMENT_LISTENERS=PLAINTEXT://"+b.kafka,
@@ -767,11 +787,13 @@ func startBroker(t *testing.T, config, dataDir string) *broker {
 	if err := b.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	go func() { b.done <- b.cmd.Wait() }()
+	go func() { b.err = b.cmd.Wait(); close(b.exited) }()
 	t.Cleanup(func() {
-		if b.cmd.ProcessState == nil {
+		select {
+		case <-b.exited:
+		default:
 			b.cmd.Process.Kill()
-			<-b.done
+			<-b.exited
 		}
 	})
 	return b
@@ -782,9 +804,9 @@ func (b *broker) stop(t *testing.T, within time.Duration) {
 	t.Helper()
 	b.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case err := <-b.done:
-		if err != nil {
-			t.Fatalf("broker exited with %v after SIGTERM:\n%s", err, b.out)
+	case <-b.exited:
+		if b.err != nil {
+			t.Fatalf("broker exited with %v after SIGTERM:\n%s", b.err, b.out)
 		}
 	case <-time.After(within):
 		t.Fatalf("broker still running %v after SIGTERM:\n%s", within, b.out)
@@ -801,8 +823,8 @@ func (b *broker) waitReady(t *testing.T, adm *kadm.Client) {
 	var last error
 	for {
 		select {
-		case err := <-b.done:
-			t.Fatalf("broker exited (%v) before answering:\n%s", err, b.out)
+		case <-b.exited:
+			t.Fatalf("broker exited (%v) before answering:\n%s", b.err, b.out)
 		case <-ctx.Done():
 			t.Fatalf("broker not ready: %v\n%s", last, b.out)
 		case <-tick.C:
@@ -872,6 +894,10 @@ func TestSingleBrokerStarts(t *testing.T) {
 			defer cl.Close()
 			adm = kadm.NewClient(cl)
 			b.waitReady(t, adm)
+			// A deadline of its own: the first one also covered the
+			// stop and the restart, which a loaded machine makes slow.
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
 			td, err := adm.ListTopics(ctx, topic)
 			if err != nil || td[topic].Err != nil || len(td[topic].Partitions) != 2 {
 				t.Fatalf("after restart: %v %+v", err, td[topic])

@@ -192,6 +192,10 @@ func TestReplicationNetworkPartition(t *testing.T) {
 	var isoMu sync.Mutex
 	isoDone := make(chan struct{})
 	isoStop := make(chan struct{})
+	// Stopped however the test ends: the writer logs through t, which
+	// must not outlive the test.
+	stopIso := sync.OnceFunc(func() { close(isoStop); <-isoDone })
+	defer stopIso()
 	go func() {
 		defer close(isoDone)
 		for i := 0; ; i++ {
@@ -232,8 +236,7 @@ func TestReplicationNetworkPartition(t *testing.T) {
 	if st, err := leaderSeenBy(t, iso, topic); err == nil {
 		t.Logf("the isolated broker's own view: leader %d, ISR %v", st.Leader, st.ISR)
 	}
-	close(isoStop)
-	<-isoDone
+	stopIso()
 	isoMu.Lock()
 	t.Logf("the isolated leader refused %d acks=all writes", len(refused))
 	if len(refused) == 0 {

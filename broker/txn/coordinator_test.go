@@ -431,9 +431,28 @@ func TestRecordRoundTrip(t *testing.T) {
 	if got.producerID != 5 || got.epoch != 3 || got.state != m.state || len(got.parts) != 3 || got.startMs != 10 || got.updateMs != 20 {
 		t.Fatalf("%+v", got)
 	}
+	// What only value version 1 holds: an EndTxn bump and the next
+	// producer id.
+	b := *m
+	b.state, b.epoch, b.endBumped, b.nextProducerID = kmsg.TransactionStatePrepareCommit, 4, true, 9
+	if _, got, err := decodeRecord(encodeKey("x"), encodeValue(&b)); err != nil || !got.endBumped || got.lastEpoch != 3 || got.nextProducerID != 9 {
+		t.Fatalf("version 1: %+v %v", got, err)
+	}
+	if _, got, _ := decodeRecord(encodeKey("x"), encodeValue(m)); got.endBumped || got.lastEpoch != -1 || got.nextProducerID != 0 {
+		t.Fatalf("version 0: %+v", got)
+	}
 	mm := map[string]*txnMeta{}
 	if err := replayRecord(mm, encodeKey("x"), encodeValue(m)); err != nil || mm["x"] == nil {
 		t.Fatal(err)
+	}
+	// A bump sets the previous epoch; a record at the same epoch keeps it.
+	bumped := *m
+	bumped.epoch, bumped.state = 4, kmsg.TransactionStateEmpty
+	replayRecord(mm, encodeKey("x"), encodeValue(&bumped))
+	bumped.state = kmsg.TransactionStateOngoing
+	replayRecord(mm, encodeKey("x"), encodeValue(&bumped))
+	if got := mm["x"]; got.epoch != 4 || got.lastEpoch != 3 {
+		t.Fatalf("replayed: epoch %d, last epoch %d; want 4, 3", got.epoch, got.lastEpoch)
 	}
 	if err := replayRecord(mm, encodeKey("x"), nil); err != nil || mm["x"] != nil {
 		t.Fatal("tombstone kept the id", err)
@@ -463,7 +482,8 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		// What decodes re-encodes to something that decodes the same.
 		_, again, err := decodeRecord(encodeKey(id), encodeValue(got))
-		if err != nil || again.producerID != got.producerID || again.state != got.state || len(again.parts) != len(got.parts) {
+		if err != nil || again.producerID != got.producerID || again.state != got.state || len(again.parts) != len(got.parts) ||
+			again.endBumped != got.endBumped || again.nextProducerID != got.nextProducerID {
 			t.Fatalf("round trip: %+v vs %+v (%v)", got, again, err)
 		}
 	})
@@ -482,7 +502,15 @@ func TestParkedRequests(t *testing.T) {
 	wantCode(t, e.end("a", r, true), nil)
 	// The markers are blocked: the next AddPartitions waits for them.
 	res := make(chan int16, 1)
-	go func() { res <- e.add("a", r, TopicPartition{"t", 1}) }()
+	go func() { // e.add would call t.Fatal off the test goroutine
+		codes, err := e.c.AddPartitions(ctx, "a", r.ProducerID, r.Epoch, []TopicPartition{{"t", 1}})
+		if err != nil {
+			t.Error(err)
+			res <- -1
+			return
+		}
+		res <- codes[0]
+	}()
 	select {
 	case code := <-res:
 		t.Fatalf("AddPartitions answered %v while the markers were pending", kerr.ErrorForCode(code))
@@ -499,7 +527,15 @@ func TestParkedRequests(t *testing.T) {
 	e.br.block = block
 	e.br.mu.Unlock()
 	wantCode(t, e.end("a", r, false), nil)
-	go func() { res <- e.end("a", r, false) }()
+	go func() { // e.end would call t.Fatal off the test goroutine
+		r, err := e.c.EndTxn(ctx, "a", r.ProducerID, r.Epoch, false, false)
+		if err != nil {
+			t.Error(err)
+			res <- -1
+			return
+		}
+		res <- r.ErrorCode
+	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		e.clock.Advance(parkTimeout)
@@ -609,5 +645,107 @@ func TestEndTxnBumpExhaustsEpoch(t *testing.T) {
 		t.Fatalf("after the end: %+v, want producer %d epoch 0", s[0], res.ProducerID)
 	}
 	// The new id works.
+	wantCode(t, e.add("o", InitResult{ProducerID: res.ProducerID, Epoch: 0}, TopicPartition{"t", 2}), nil)
+}
+
+// TestEndTxnBumpRetryAfterTakeover: the coordinator dies after logging a
+// transaction.version 2 end and before the producer reads the answer (a
+// broker SIGKILL); the producer retries the EndTxn at its old epoch with the
+// coordinator that replayed the log. The retry gets the answer it lost, as
+// with Kafka, instead of PRODUCER_FENCED (franz-go's GroupTransactSession
+// fails on that, and TestTxnPipelineSIGKILL's pipeline with it). A producer
+// fenced by a timeout stays fenced across the takeover.
+func TestEndTxnBumpRetryAfterTakeover(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		commit bool
+		state  kmsg.TransactionState
+	}{
+		{"commit", true, kmsg.TransactionStateCompleteCommit},
+		{"abort", false, kmsg.TransactionStateCompleteAbort},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.init("a", -1, -1)
+			tp := TopicPartition{"t", 0}
+			wantCode(t, e.add("a", r, tp), nil)
+			res, err := e.c.EndTxn(ctx, "a", r.ProducerID, r.Epoch, tc.commit, true)
+			if err != nil || res.ErrorCode != 0 || res.Epoch != r.Epoch+1 {
+				t.Fatalf("end: %+v %v", res, err)
+			}
+			e.waitState(e.c, "a", tc.state)
+			e.c.Close()
+			c2 := New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+			defer c2.Close()
+			e.c = c2
+			e.load(c2, 1)
+			again, err := c2.EndTxn(ctx, "a", r.ProducerID, r.Epoch, tc.commit, true)
+			if err != nil || again != res {
+				t.Fatalf("retried end after the takeover: %+v %v, want %+v", again, err, res)
+			}
+			// The other kind at the old epoch is still fenced, and the
+			// producer goes on at the bumped epoch.
+			wantCode(t, func() int16 {
+				res, _ := c2.EndTxn(ctx, "a", r.ProducerID, r.Epoch, !tc.commit, true)
+				return res.ErrorCode
+			}(), kerr.ProducerFenced)
+			wantCode(t, e.add("a", InitResult{ProducerID: res.ProducerID, Epoch: res.Epoch}, tp), nil)
+		})
+	}
+	t.Run("timeout fence", func(t *testing.T) {
+		e := newEnv(t)
+		r, _ := e.c.InitProducerID(ctx, "a", 1000, -1, -1)
+		wantCode(t, e.add("a", r, TopicPartition{"t", 0}), nil)
+		e.clock.Advance(DefaultAbortInterval)
+		e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+		e.c.Close()
+		c2 := New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+		defer c2.Close()
+		e.load(c2, 1)
+		for _, commit := range []bool{false, true} {
+			res, err := c2.EndTxn(ctx, "a", r.ProducerID, r.Epoch, commit, true)
+			if err != nil || res.ErrorCode != kerr.ProducerFenced.Code {
+				t.Fatalf("end (commit %v) of the timed-out producer after the takeover: %+v %v, want PRODUCER_FENCED", commit, res, err)
+			}
+		}
+	})
+}
+
+// TestEndTxnBumpExhaustsEpochTakeover: the coordinator dies between the
+// prepare record of an end at the last epoch and its completion; the new
+// coordinator completes it with the producer id the producer was handed.
+func TestEndTxnBumpExhaustsEpochTakeover(t *testing.T) {
+	e := newEnv(t)
+	e.c.Close()
+	log := &memLog{}
+	log.Append(ctx, []Record{{Key: encodeKey("o"), Value: encodeValue(&txnMeta{id: "o", producerID: 77, epoch: math.MaxInt16 - 1,
+		timeoutMs: 60000, state: kmsg.TransactionStateCompleteCommit, startMs: -1})}})
+	e.log = log
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	e.load(e.c, 0)
+	block := make(chan struct{})
+	e.br.mu.Lock()
+	e.br.block = block
+	e.br.mu.Unlock()
+	r := InitResult{ProducerID: 77, Epoch: math.MaxInt16 - 1}
+	wantCode(t, e.add("o", r, TopicPartition{"t", 2}), nil)
+	res, err := e.c.EndTxn(ctx, "o", 77, r.Epoch, true, true)
+	if err != nil || res.ErrorCode != 0 || res.ProducerID == 77 || res.Epoch != 0 {
+		t.Fatalf("end at the last epoch: %+v %v", res, err)
+	}
+	// The coordinator dies with its markers unwritten.
+	e.c.Close()
+	e.br.mu.Lock()
+	e.br.block = nil
+	e.br.mu.Unlock()
+	c2 := New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	defer c2.Close()
+	e.c = c2
+	e.load(c2, 1)
+	e.waitState(c2, "o", kmsg.TransactionStateCompleteCommit)
+	s, _ := c2.Describe(ctx, []string{"o"})
+	if s[0].ProducerID != res.ProducerID || s[0].Epoch != 0 {
+		t.Fatalf("after the takeover: %+v, want producer %d epoch 0", s[0], res.ProducerID)
+	}
 	wantCode(t, e.add("o", InitResult{ProducerID: res.ProducerID, Epoch: 0}, TopicPartition{"t", 2}), nil)
 }

@@ -48,6 +48,11 @@
 //
 // States: 0 Empty, 1 Ongoing, 2 PrepareCommit, 3 PrepareAbort,
 // 4 CompleteCommit, 5 CompleteAbort, 6 Dead (7 PrepareEpochFence is read
-// as PrepareAbort). Version 1 values (flexible, with tagged fields) are read
-// too.
+// as PrepareAbort). Version 1 values (flexible, Kafka 4's) are read too, and
+// written when a tagged field is needed:
+//
+//	tag 1 NextProducerId (int64): the id an end at the last epoch hands over to
+//	tag 2 ClientTransactionVersion (int16): 2 when the last epoch bump was an
+//	      EndTxn's (transaction.version 2), so that a retry of that EndTxn,
+//	      its answer lost with the coordinator, gets it from the next one
 package txn

@@ -15,10 +15,24 @@ func encodeKey(id string) []byte {
 	return k.AppendTo(nil)
 }
 
-// encodeValue writes value version 0 (Kafka's classic, non-flexible form).
+// encodeValue writes value version 0 (Kafka's classic, non-flexible form),
+// or version 1 (flexible, Kafka 4's) when t carries what only its tagged
+// fields hold: ClientTransactionVersion 2 when the last epoch bump was an
+// EndTxn's (transaction.version 2), so that the coordinator that replays the
+// record still answers a retry of that EndTxn; NextProducerId while an end
+// at the last epoch hands the producer over to a new id.
 func encodeValue(t *txnMeta) []byte {
 	v := kmsg.NewTxnMetadataValue()
 	v.Version = 0
+	if t.endBumped || t.nextProducerID > 0 {
+		v.Version = 1
+		if t.endBumped {
+			v.ClientTransactionVersion = 2
+		}
+		if t.nextProducerID > 0 {
+			v.NextProducerID = t.nextProducerID
+		}
+	}
 	v.ProducerID = t.producerID
 	v.ProducerEpoch = t.epoch
 	v.TimeoutMillis = t.timeoutMs
@@ -66,6 +80,17 @@ func decodeRecord(key, value []byte) (id string, meta *txnMeta, err error) {
 		id: k.TransactionalID, producerID: v.ProducerID, epoch: v.ProducerEpoch, lastEpoch: -1,
 		timeoutMs: v.TimeoutMillis, state: v.State, startMs: v.StartTimestamp, updateMs: v.LastUpdateTimestamp,
 	}
+	if v.Version >= 1 {
+		// An EndTxn bump always moves the epoch by one (an exhausted
+		// epoch goes on at epoch 0 of a new id, with no previous epoch).
+		t.endBumped = v.ClientTransactionVersion >= 2
+		if t.endBumped && t.epoch > 0 {
+			t.lastEpoch = t.epoch - 1
+		}
+		if v.NextProducerID > 0 {
+			t.nextProducerID = v.NextProducerID
+		}
+	}
 	if t.state == kmsg.TransactionStatePrepareEpochFence {
 		t.state = kmsg.TransactionStatePrepareAbort
 	}
@@ -87,8 +112,17 @@ func replayRecord(m map[string]*txnMeta, key, value []byte) error {
 		delete(m, id)
 		return nil
 	}
-	if old := m[id]; old != nil && old.producerID == t.producerID && old.epoch != t.epoch {
-		t.lastEpoch = old.epoch
+	if old := m[id]; old != nil && old.producerID == t.producerID {
+		// The epoch before the last bump, as the coordinator that wrote
+		// these records had it: a record at the same epoch (the
+		// completion after a prepare, the next transaction's
+		// AddPartitions) keeps it.
+		switch {
+		case old.epoch != t.epoch:
+			t.lastEpoch = old.epoch
+		case t.lastEpoch < 0:
+			t.lastEpoch = old.lastEpoch
+		}
 	}
 	m[id] = t
 	return nil

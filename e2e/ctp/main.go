@@ -12,10 +12,16 @@
 // new instance's InitProducerId fences the old one and aborts what it left
 // open, and its static group membership (--id as group.instance.id) takes
 // the old member's partitions back at once.
+//
+// A transaction that fails to begin or end (the broker died under it: its
+// outcome is unknown) ends the session; the process opens a new one with
+// the same --id, which recovers the same way a restarted process does.
+// franz-go documents no retry of a GroupTransactSession's failed End.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -41,11 +47,26 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, strings.Split(*brokers, ","), *in, *out, *group, *id, *batch); err != nil && ctx.Err() == nil {
-		fmt.Fprintln(os.Stderr, "ctp:", err)
-		os.Exit(1)
+	for ctx.Err() == nil {
+		err := run(ctx, strings.Split(*brokers, ","), *in, *out, *group, *id, *batch)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, errSetup) {
+			fmt.Fprintln(os.Stderr, "ctp:", err)
+			os.Exit(1)
+		}
+		fmt.Fprintf(os.Stderr, "ctp %s: %v; opening a new session\n", *id, err)
+		select { // a pause between sessions, not a synchronisation
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
 	}
 }
+
+// errSetup marks a session that could not be created (bad options): a new
+// one would fail the same way.
+var errSetup = errors.New("cannot create the session")
 
 func run(ctx context.Context, brokers []string, in, out, group, id string, batch int) error {
 	s, err := kgo.NewGroupTransactSession(
@@ -63,7 +84,7 @@ func run(ctx context.Context, brokers []string, in, out, group, id string, batch
 		kgo.RetryTimeout(2*time.Minute),
 	)
 	if err != nil {
-		return err
+		return fmt.Errorf("%w: %v", errSetup, err)
 	}
 	defer s.Close()
 	for ctx.Err() == nil {
@@ -90,7 +111,7 @@ func run(ctx context.Context, brokers []string, in, out, group, id string, batch
 		committed, err := s.End(ctx, kgo.TryCommit)
 		switch {
 		case err != nil:
-			fmt.Fprintf(os.Stderr, "ctp %s: end: %v\n", id, err)
+			return fmt.Errorf("end: %w", err)
 		case committed:
 			fmt.Printf("committed %d\n", len(recs))
 		default:

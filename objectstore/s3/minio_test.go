@@ -475,7 +475,10 @@ func TestResponseTimeoutRetried(t *testing.T) {
 	s, err := s3.New(t.Context(), s3.Config{
 		Bucket: bucket, Endpoint: front.URL, Region: miniotest.Region, PathStyle: true,
 		AccessKeyID: srv.AccessKey, SecretAccessKey: srv.SecretKey,
-		ResponseTimeout: 200 * time.Millisecond, BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
+		// Long enough that MinIO's own answer (through the proxy, on a
+		// loaded machine with the race detector) is never taken for a
+		// hang: the count below is exact.
+		ResponseTimeout: 2 * time.Second, BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
