@@ -182,7 +182,7 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 	pl.Stats.FirstDirty = firstDirty
 
 	// The key map: the remote dirty part, then the local data above it.
-	c.omap.clear()
+	c.clearMap()
 	mapEnd, full := firstDirty, false
 	for _, seg := range m.Segments {
 		if seg.EndOffset <= firstDirty {
@@ -193,13 +193,14 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 				return true, nil
 			}
 			if !h.IsControl() && !h.IsTransactional() {
-				more, err := c.mapBatch(h, batch)
+				more, err := c.mapBatch(h, batch, false)
 				if err != nil || !more {
 					full = true
 					return false, err
 				}
 			}
 			mapEnd = h.LastOffset() + 1
+			c.mapPrev = mapEnd
 			return true, nil
 		})
 		if err != nil {
@@ -219,9 +220,10 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 		if r.FirstDirty == from && from < r.FirstUncleanable {
 			err = c.scan(ctx, t.Local, from, r.FirstUncleanable, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
 				if h.IsControl() || h.IsTransactional() {
+					c.mapPrev = h.LastOffset() + 1
 					return true, nil
 				}
-				return c.mapBatch(h, batch)
+				return c.mapBatch(h, batch, false)
 			})
 			if err != nil && !errors.Is(err, hotlog.ErrOffsetOutOfRange) {
 				return pl, err
@@ -229,7 +231,7 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 		}
 	}
 	pl.mapEnd = mapEnd
-	pl.Stats.MapEnd, pl.Stats.MapEntries, pl.Stats.MapBytes = mapEnd, c.omap.entries, c.omap.bytes()
+	pl.Stats.MapEnd, pl.Stats.MapEntries, pl.Stats.MapSlots, pl.Stats.MapBytes = mapEnd, c.omap.entries, c.omap.slots(), c.omap.bytes()
 	pl.changed = mapEnd > m.CleanedUpTo
 
 	// Rewrite the groups below the mapped end.
