@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/tiering"
@@ -92,6 +93,54 @@ func RemoteCleanableRange(m *tiering.Manifest) RemoteRange {
 		}
 	}
 	return r
+}
+
+// RemoteDirtyTimestamp returns the max timestamp of the remote log's first
+// dirty batch (the first batch at or past the manifest's CleanedUpTo: its
+// oldest uncleaned data), as CleanableRange reads the local log's for
+// max.compaction.lag.ms, with the segment that holds it (stem "" and -1 if
+// nothing is dirty). It reads the first dirty segment's .log object from its
+// start up to that batch's header only (the first batch, unless a pass
+// stopped inside the segment), checking each header it passes.
+func RemoteDirtyTimestamp(ctx context.Context, remote RemoteLog, m *tiering.Manifest) (stem string, ts int64, err error) {
+	firstDirty := max(m.CleanedUpTo, m.StartOffset)
+	for _, seg := range m.Segments {
+		if seg.EndOffset <= firstDirty {
+			continue
+		}
+		r, err := remote.OpenSegment(ctx, seg)
+		if err != nil {
+			return "", -1, err
+		}
+		defer r.Close()
+		var hdr [headerSize]byte
+		for pos := int64(0); pos < seg.Size; {
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				return "", -1, fmt.Errorf("compaction: read remote segment %s: %w", seg.Stem, err)
+			}
+			h, err := hotlog.ParseBatchHeader(hdr[:])
+			if err != nil || pos+h.Size() > seg.Size {
+				return "", -1, fmt.Errorf("%w: remote segment %s at %d: %v", ErrCorrupt, seg.Stem, pos, err)
+			}
+			if h.LastOffset() >= firstDirty {
+				return seg.Stem, h.MaxTimestamp, nil
+			}
+			if _, err := io.CopyN(io.Discard, r, h.Size()-headerSize); err != nil {
+				return "", -1, fmt.Errorf("compaction: read remote segment %s: %w", seg.Stem, err)
+			}
+			pos += h.Size()
+		}
+		return "", -1, nil
+	}
+	return "", -1, nil
+}
+
+// RemoteForced reports whether max.compaction.lag.ms forces a remote pass
+// at now, whatever the remote dirty ratio: the remote log's oldest
+// uncleaned batch (dirtyTs, from RemoteDirtyTimestamp) is older than
+// now - cfg.MaxCompactionLag.
+func RemoteForced(cfg TopicConfig, dirtyTs int64, now time.Time) bool {
+	return cfg.MaxCompactionLag > 0 && dirtyTs >= 0 && dirtyTs < now.Add(-cfg.MaxCompactionLag).UnixMilli()
 }
 
 // RemotePlan is a prepared remote pass: uploaded segments waiting for their
