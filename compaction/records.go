@@ -182,10 +182,15 @@ func controlType(key []byte) (int16, bool) {
 // malformed or passes end. One-byte varints (lengths and deltas under 64,
 // most of them) take the inlined fast path.
 func varintAt(b []byte, p, end int) (v int64, np int) {
+	if p < end && b[p] < 0x80 {
+		c := b[p]
+		return int64(c>>1) ^ -int64(c&1), p + 1
+	}
+	return varintSlow(b, p, end)
+}
+
+func varintSlow(b []byte, p, end int) (v int64, np int) {
 	if p < end {
-		if c := b[p]; c < 0x80 {
-			return int64(c>>1) ^ -int64(c&1), p + 1
-		}
 		v, n := binary.Varint(b[p:end])
 		if n > 0 {
 			return v, p + n
@@ -221,42 +226,69 @@ func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelt
 	}
 	prev := int64(-1)
 	p := 0
+	// One-byte varints (most lengths and deltas) are decoded inline.
 	for i := int32(0); i < count; i++ {
-		length, q := varintAt(b, p, len(b))
-		if q == 0 || length <= 0 || length > int64(len(b)-q) {
+		var length int64
+		if p < len(b) && b[p] < 0x80 {
+			length, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if length, p = varintSlow(b, p, len(b)); p == 0 {
 			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
 		}
-		end := q + int(length)
-		p = q + 1 // after the attributes byte
+		if length <= 0 || length > int64(len(b)-p) {
+			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
+		}
+		end := p + int(length)
+		p++ // the attributes byte
+		var od, kl, vl int64
 		bad := false
-		if _, p = varintAt(b, p, end); p == 0 { // timestamp delta
+		if p < end && b[p] < 0x80 { // timestamp delta
+			p++
+		} else if _, p = varintSlow(b, p, end); p == 0 {
 			bad = true
 		}
-		var od int64
-		if !bad {
-			if od, p = varintAt(b, p, end); p == 0 {
-				bad = true
-			}
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			od, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if od, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			kl, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if kl, p = varintSlow(b, p, end); p == 0 {
+			bad = true
 		}
 		var key []byte
-		tombstone := false
-		if !bad {
-			var ks int
-			var null bool
-			if p, ks, null = skipNullable(b, p, end); p == 0 {
+		if !bad && kl != -1 {
+			if kl < 0 || kl > int64(end-p) {
 				bad = true
-			} else if !null {
-				key = b[ks:p:p]
+			} else {
+				key = b[p : p+int(kl) : p+int(kl)]
+				p += int(kl)
 			}
 		}
-		if !bad {
-			if p, _, tombstone = skipNullable(b, p, end); p == 0 {
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			vl, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if vl, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		tombstone := vl == -1
+		if !bad && !tombstone {
+			if vl < 0 || vl > int64(end-p) {
 				bad = true
+			} else {
+				p += int(vl)
 			}
 		}
 		if !bad {
 			var nh int64
-			if nh, p = varintAt(b, p, end); p == 0 || nh < 0 || nh > int64(end-p) {
+			if p < end && b[p] < 0x80 {
+				nh, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+			} else if nh, p = varintSlow(b, p, end); p == 0 {
+				bad = true
+			}
+			if nh < 0 || nh > int64(end-p) {
 				bad = true
 			}
 			for h := int64(0); h < nh && !bad; h++ {
@@ -279,7 +311,6 @@ func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelt
 		}
 		prev = od
 		fn(int32(od), key, tombstone)
-		p = end
 	}
 	if p != len(b) {
 		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(b)-p)
