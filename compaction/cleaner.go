@@ -288,11 +288,11 @@ func (c *Cleaner) scan(ctx context.Context, l *hotlog.Log, from, to int64, fn fu
 	return c.scanSkip(ctx, l, from, to, nil, fn)
 }
 
-// scanSkip is scan that does not read what skip says it may pass over:
-// skip(o) returns the first offset at or after o that must be read (o if
-// o must). Where the rest of a chunk may be passed over, the next read
-// starts at the skip target instead. onSkip(from, to) is called for each
-// stretch of offsets passed over ([from, to) held no batch that was read).
+// scanSkip is scan that does not read what sk says it may pass over:
+// sk.next(o) is the first offset at or after o that must be read (o if o
+// must). Where the rest of a chunk may be passed over, the next read starts
+// at that offset instead. sk.passed(from, to) is told of each stretch of
+// offsets passed over ([from, to) held no batch that was read).
 func (c *Cleaner) scanSkip(ctx context.Context, l *hotlog.Log, from, to int64, sk *skipper,
 	fn func(h *hotlog.BatchHeader, batch []byte) (bool, error)) error {
 	off := max(from, l.LogStartOffset())
