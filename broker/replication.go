@@ -429,7 +429,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			_, err := r.s.meta.Propose(pctx, cmd)
 			cancel()
 			if err != nil {
-				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
+				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "broker_epochs", cmd.BrokerEpochs, "err", err)
 				p.repl.mu.Lock()
 				if isrChangeRefused(err) {
 					// Refused by the state machine at the partition epoch
@@ -444,7 +444,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()
 			} else {
-				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr)
+				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr, "broker_epochs", cmd.BrokerEpochs)
 			}
 		}
 	}
