@@ -80,7 +80,10 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	segBytes, localBytes, enable := "32768", "0", "true"
 	createTopic(t, b, "history", 1, map[string]*string{"segment.bytes": &segBytes, "local.retention.bytes": &localBytes,
 		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
-	cl := newClient(t, b, kgo.ProducerLinger(0))
+	// Small batches: on a loaded machine kgo gathers records while a
+	// request is in flight, and one big batch makes one segment (a batch
+	// never spans two), which never seals: nothing would be tiered.
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10))
 	const n = 5000
 	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
 	if len(produced) != n {
