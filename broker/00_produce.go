@@ -148,7 +148,10 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if err := b.checkCompactedKeys(topic, pt.Records); err != nil { // cleaner.go
 		return err
 	}
-	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, ordered)
+	// acks=1 and acks=0 are answered once the batch is written, before its
+	// fsync (as Kafka and Redpanda do); acks=-1 waits for the ISR's
+	// durable copies (the high watermark, which counts only fsynced ends).
+	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, acks != -1, ordered)
 	if err != nil {
 		return err
 	}

@@ -62,8 +62,10 @@ type Config struct {
 	MessageMaxBytes          int32 // message.max.bytes: the default max.message.bytes
 	LogSegmentBytes          int64 // log.segment.bytes
 	LogRetentionMs           int64 // log.retention.ms
-	// LogFlush selects the fsync policy: "commit" (default: group-commit
-	// fsync before acknowledging), "interval", or "os" (page cache only).
+	// LogFlush selects the fsync policy: "commit" (default: a group-commit
+	// fsync of every append, before acknowledging acks=all, before the high
+	// watermark passes it for acks=1/0), "interval", or "os" (page cache
+	// only).
 	LogFlush         string
 	LogFlushInterval time.Duration
 

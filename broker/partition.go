@@ -79,7 +79,12 @@ type appendResult struct {
 // appendBatch appends one client batch: validation and offset assignment
 // in hotlog, idempotence checks here, under the log's append lock.
 // ordered is called once the batch has its place in the log (or failed).
-func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime bool, ordered func()) (appendResult, error) {
+//
+// noSyncWait (acks=1 and acks=0 produce requests) returns once the batch is
+// written, before the group-commit fsync that the flush policy runs; the
+// high watermark passes the batch only once that fsync is done
+// (onDurable).
+func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
 	defer ordered()
 	if int64(len(records)) > int64(maxMessageBytes) {
 		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
@@ -106,13 +111,13 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 		maxTimestamp:  h.MaxTimestamp,
 		transactional: h.IsTransactional(),
 	}
-	return p.appendChecked(records, info, h, logAppendTime, ordered)
+	return p.appendChecked(records, info, h, logAppendTime, noSyncWait, ordered)
 }
 
 // appendChecked appends one validated batch with the producer-state check
 // (also the path of transaction markers, txns.go). ordered must be
 // idempotent.
-func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime bool, ordered func()) (appendResult, error) {
+func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
 	var dup *duplicateError
 	// Check, then the abort's transaction index entry (written by hotlog
 	// before the batch), then the state change once the batch is written:
@@ -121,6 +126,7 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 	opts := hotlog.AppendOptions{
 		LeaderEpoch:   p.leaderEpoch(),
 		LogAppendTime: logAppendTime,
+		NoSyncWait:    noSyncWait,
 		Check: func(first int64, batches []hotlog.BatchHeader) error {
 			defer ordered()
 			p.mu.Lock()
@@ -149,10 +155,13 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 	if err != nil {
 		return appendResult{}, err
 	}
-	// The log is durable to here (group commit flushed every earlier
-	// offset too); the high watermark follows over the ISR.
-	p.noteDurableEnd(res.LastOffset + 1)
-	p.advanceHighWatermark()
+	if !res.SyncPending {
+		// The log is durable to here (group commit flushed every earlier
+		// offset too); the high watermark follows over the ISR.
+		p.noteDurableEnd(res.LastOffset + 1)
+		p.advanceHighWatermark()
+	}
+	// Followers read to the log end: they need not wait for the fsync.
 	p.wake()
 	lat := int64(-1)
 	if logAppendTime {

@@ -43,6 +43,9 @@ type replState struct {
 	// durableEnd is the local log end that the flush policy has made
 	// durable (what the leader counts for itself in the high watermark).
 	durableEnd atomic.Int64
+	// durableMu orders onDurable's raise of durableEnd against
+	// resetDurableEnd (a leaf lock).
+	durableMu sync.Mutex
 
 	mu struct {
 		sync.Mutex
@@ -125,7 +128,23 @@ func (p *partition) noteDurableEnd(end int64) {
 }
 
 // resetDurableEnd sets the durable end after opening or truncating the log.
-func (p *partition) resetDurableEnd() { p.repl.durableEnd.Store(p.log.LogEndOffset()) }
+func (p *partition) resetDurableEnd() {
+	p.repl.durableMu.Lock()
+	defer p.repl.durableMu.Unlock()
+	p.repl.durableEnd.Store(p.log.LogEndOffset())
+}
+
+// onDurable is the log's report that a background fsync (started by an
+// acks=1 or acks=0 append) made it durable to end: the high watermark may
+// move. It re-reads the log's durable end under durableMu, as
+// resetDurableEnd does, so that a report computed before a truncation
+// cannot raise the durable end past the truncated log's.
+func (p *partition) onDurable(int64) {
+	p.repl.durableMu.Lock()
+	p.noteDurableEnd(p.log.DurableEnd())
+	p.repl.durableMu.Unlock()
+	p.advanceHighWatermark()
+}
 
 // advanceHighWatermark raises the leader's high watermark to the smallest
 // durable log end over the ISR, waking waiters when it moved.
@@ -213,7 +232,7 @@ const internalWriteTimeout = 30 * time.Second
 // in the log then, as in Kafka.
 func (p *partition) appendInternal(ctx context.Context, batch []byte, stopping <-chan struct{}) error {
 	epoch := p.leaderEpoch()
-	res, err := p.appendBatch(batch, math.MaxInt32, false, func() {})
+	res, err := p.appendBatch(batch, math.MaxInt32, false, false, func() {})
 	if err != nil {
 		return err
 	}

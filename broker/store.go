@@ -485,6 +485,13 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 			defer p.mu.Unlock()
 			return p.mu.producers.marshal()
 		},
+		// A background fsync of acks=1 appends, which come through p
+		// once it is set below, finished (replication.go).
+		OnDurable: func(end int64) {
+			if p != nil {
+				p.onDurable(end)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err

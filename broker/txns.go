@@ -556,7 +556,7 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 	info := batchInfo{producerID: producerID, producerEpoch: epoch, baseSequence: -1, records: 1,
 		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit}
 	leaderEpoch := p.leaderEpoch()
-	res, err := p.appendChecked(batch, info, h, false, func() {})
+	res, err := p.appendChecked(batch, info, h, false, false, func() {})
 	if err != nil {
 		return err
 	}

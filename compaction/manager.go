@@ -299,8 +299,15 @@ func (m *Manager) pick() (*partitionState, Target, context.Context) {
 
 func (m *Manager) cleanLoop() {
 	defer m.wg.Done()
-	c := newCleaner(m.cfg.Cleaner, m.now, m.throttle)
-	defer c.Close()
+	// The cleaner, with its key map of log.cleaner.dedupe.buffer.size
+	// (128 MiB by default), is made for the first job: a broker without
+	// compacted topics never allocates (and zeroes) it.
+	var c *Cleaner
+	defer func() {
+		if c != nil {
+			c.Close()
+		}
+	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -319,6 +326,9 @@ func (m *Manager) cleanLoop() {
 			case <-t.C:
 			}
 			continue
+		}
+		if c == nil {
+			c = newCleaner(m.cfg.Cleaner, m.now, m.throttle)
 		}
 		st, err := c.Clean(ctx, target)
 		name := ps.p.Name

@@ -102,4 +102,9 @@ type Options struct {
 	// segment). Such snapshots stay while their segment is in the log. It
 	// must not call back into the Log.
 	RollSnapshot func() []byte
+	// OnDurable, if set, is called by the log's background syncer after
+	// the fsync that a NoSyncWait append started, with DurableEnd. It must
+	// not call back into the Log's writers (Close waits for the syncer
+	// while holding the append lock); the reading methods are fine.
+	OnDurable func(end int64)
 }

@@ -55,11 +55,21 @@ type Log struct {
 		closed  bool
 		syncing bool  // an fsync is running (its caller leads the group)
 		count   int64 // fsyncs done by syncTo (benchmarks report the cadence)
+		// writtenEnd and syncedEnd are the log end offsets as of written
+		// and synced; gen counts resets of them (rolls, truncations), so
+		// that an fsync that started before one does not move syncedEnd.
+		writtenEnd, syncedEnd int64
+		gen                   uint64
 	}
 	cache        *indexCache
 	rollSnapshot func() []byte
-	closeCh      chan struct{}
-	wg           sync.WaitGroup
+	onDurable    func(end int64)
+	// kick wakes the background syncer of NoSyncWait appends (started by
+	// the first one, under the append lock; stopped by Close).
+	kick          chan struct{}
+	syncerStarted bool // guarded by mu
+	closeCh       chan struct{}
+	wg            sync.WaitGroup
 }
 
 // AppendOptions tune one Append.
@@ -89,6 +99,13 @@ type AppendOptions struct {
 	// an abort from state updated in Written finds its entry. It must not
 	// call back into the Log.
 	Aborted func(batches []BatchHeader) []AbortedTxn
+	// NoSyncWait returns once the batches are written (in the page cache)
+	// instead of after FlushEveryCommit's fsync: the log's background
+	// syncer starts that fsync at once (group-committed with every other
+	// appender's) and then reports the durable end to Options.OnDurable.
+	// For acks=1 and acks=0 produce requests, which Kafka acknowledges
+	// without an fsync. The other flush policies do not wait anyway.
+	NoSyncWait bool
 }
 
 // AppendResult describes an append.
@@ -97,6 +114,10 @@ type AppendResult struct {
 	LastOffset    int64 // offset of the last record
 	MaxTimestamp  int64 // the largest batch max timestamp
 	LogAppendTime int64 // the append time stamped, or -1
+	// SyncPending is set when the append returned before the flush
+	// policy's fsync (NoSyncWait under FlushEveryCommit): Options.OnDurable
+	// reports when it is durable.
+	SyncPending bool
 }
 
 // Open opens (creating if needed) the partition log in opts.Dir, recovering it
@@ -112,11 +133,13 @@ func Open(opts Options) (*Log, error) {
 		now:     opts.Now,
 		logger:  opts.Logger,
 		closeCh: make(chan struct{}),
+		kick:    make(chan struct{}, 1),
 		cache:   &indexCache{maxBytes: defaultIndexCacheBytes},
 	}
 	cfg := opts.Config.withDefaults()
 	l.cfg.Store(&cfg)
 	l.rollSnapshot = opts.RollSnapshot
+	l.onDurable = opts.OnDurable
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -371,6 +394,7 @@ func (l *Log) open() error {
 		return fmt.Errorf("hotlog: sync %s: %w", l.dir, err)
 	}
 	l.sync.seg = active
+	l.sync.writtenEnd, l.sync.syncedEnd = l.logEnd.Load(), l.logEnd.Load()
 	return nil
 }
 
@@ -490,9 +514,23 @@ func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, re
 	}
 	l.mu.Lock()
 	target, res, err := l.appendLocked(records, hdrs, opts, replicated, now)
+	async := err == nil && opts.NoSyncWait && l.config().Flush == FlushEveryCommit
+	if async && !l.syncerStarted {
+		l.syncerStarted = true
+		l.wg.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("hotlog", "syncer"), func(context.Context) { l.asyncSyncLoop() })
+	}
 	l.mu.Unlock()
 	if err != nil {
 		return AppendResult{}, err
+	}
+	if async {
+		select {
+		case l.kick <- struct{}{}:
+		default: // a pass is pending; it covers this append
+		}
+		res.SyncPending = true
+		return res, nil
 	}
 	if l.config().Flush == FlushEveryCommit {
 		if err := l.syncTo(target); err != nil {
@@ -606,6 +644,7 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 
 	l.sync.mu.Lock()
 	l.sync.written += uint64(len(records))
+	l.sync.writtenEnd = last + 1
 	target := l.sync.written
 	l.sync.mu.Unlock()
 	return target, res, nil
@@ -677,7 +716,7 @@ func (l *Log) rollLocked(base int64) error {
 	set := append(append(make([]*segment, 0, len(old)+1), old...), seg)
 	l.segs.Store(&set)
 	sealed := l.active
-	l.setActiveLocked(seg, base)
+	l.setActiveLocked(seg, base, base)
 	if l.rollSnapshot != nil {
 		// The producer state as of the sealed segment's end. A failure
 		// costs only the snapshot: the broker replays from an older one.
@@ -720,8 +759,8 @@ func (l *Log) createSegmentLocked(base int64) (*segment, error) {
 }
 
 // setActiveLocked makes seg the active segment; everything written before is
-// durable.
-func (l *Log) setActiveLocked(seg *segment, base int64) {
+// durable, and the log ends at end.
+func (l *Log) setActiveLocked(seg *segment, base, end int64) {
 	if l.active != nil {
 		l.active.active.Store(false)
 	}
@@ -732,6 +771,8 @@ func (l *Log) setActiveLocked(seg *segment, base int64) {
 	l.sync.mu.Lock()
 	l.sync.seg = seg
 	l.sync.synced = l.sync.written
+	l.sync.writtenEnd, l.sync.syncedEnd = end, end
+	l.sync.gen++
 	l.sync.cond.Broadcast()
 	l.sync.mu.Unlock()
 }
@@ -750,6 +791,34 @@ func (l *Log) syncLoop() {
 			return
 		}
 	}
+}
+
+// asyncSyncLoop is the background syncer of NoSyncWait appends: each kick
+// runs one group-commit fsync covering everything written so far, then
+// reports the durable end.
+func (l *Log) asyncSyncLoop() {
+	defer l.wg.Done()
+	for {
+		select {
+		case <-l.kick:
+		case <-l.closeCh:
+			return
+		}
+		if err := l.syncTo(0); err != nil {
+			continue // the log has failed or closed: appends report it
+		}
+		if l.onDurable != nil {
+			l.onDurable(l.DurableEnd())
+		}
+	}
+}
+
+// DurableEnd is the offset below which the log's fsyncs (by the flush policy,
+// Sync, rolls) have made it durable.
+func (l *Log) DurableEnd() int64 {
+	l.sync.mu.Lock()
+	defer l.sync.mu.Unlock()
+	return l.sync.syncedEnd
 }
 
 // syncTo returns once everything written up to target (0: everything written
@@ -776,7 +845,7 @@ func (l *Log) syncTo(target uint64) error {
 			s.cond.Wait()
 			continue
 		}
-		upTo, seg := s.written, s.seg
+		upTo, upToEnd, gen, seg := s.written, s.writtenEnd, s.gen, s.seg
 		if !seg.tryRef() {
 			return ErrClosed
 		}
@@ -795,8 +864,13 @@ func (l *Log) syncTo(target uint64) error {
 				s.err = err
 			}
 			l.fail(err)
-		} else if upTo > s.synced {
-			s.synced = upTo
+		} else {
+			if upTo > s.synced {
+				s.synced = upTo
+			}
+			if gen == s.gen && upToEnd > s.syncedEnd {
+				s.syncedEnd = upToEnd
+			}
 		}
 		s.cond.Broadcast()
 	}
@@ -839,6 +913,7 @@ func (l *Log) Close() error {
 	l.sync.mu.Lock()
 	if err == nil {
 		l.sync.synced = l.sync.written
+		l.sync.syncedEnd = l.sync.writtenEnd
 	}
 	l.sync.closed = true
 	l.sync.cond.Broadcast()

@@ -119,7 +119,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.cutTxnsLocked(seg, newEnd); err != nil {
 		return l.fail(fmt.Errorf("hotlog: truncate transaction index: %w", err))
 	}
-	l.setActiveLocked(seg, seg.base)
+	l.setActiveLocked(seg, seg.base, newEnd)
 	l.builder = b
 	l.logEnd.Store(newEnd)
 	if l.logStart.Load() > newEnd {
@@ -335,7 +335,7 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	for _, s := range set {
 		s.unref()
 	}
-	l.setActiveLocked(seg, offset)
+	l.setActiveLocked(seg, offset, offset)
 	l.logEnd.Store(offset)
 	l.logStart.Store(offset)
 	l.hw.Store(offset)

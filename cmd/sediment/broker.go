@@ -57,7 +57,7 @@ var brokerSettings = []brokerSetting{
 	{"message-max-bytes", 1048588, "message.max.bytes: default max.message.bytes of topics"},
 	{"log-segment-bytes", 1 << 30, "log.segment.bytes: default segment.bytes of topics"},
 	{"log-retention-ms", int64(7 * 24 * 3600 * 1000), "log.retention.ms: default retention.ms of topics"},
-	{"log-flush", "commit", "commit (fsync before acknowledging, group-committed), interval, or os (page cache only)"},
+	{"log-flush", "commit", "commit (every append fsynced, group-committed; acks=all answered after it), interval, or os (page cache only)"},
 	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
