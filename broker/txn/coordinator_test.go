@@ -80,9 +80,20 @@ type memLog struct {
 	mu      sync.Mutex
 	records []Record
 	fail    error
+	gate    chan struct{} // if set, Append waits for it to close
 }
 
-func (l *memLog) Append(_ context.Context, recs []Record) error {
+func (l *memLog) Append(ctx context.Context, recs []Record) error {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -838,4 +849,42 @@ func TestTransactionalIDExpiration(t *testing.T) {
 	c2.ExpireIdle()
 	e.waitGone(c2, "c")
 	e.waitGone(c2, "a")
+}
+
+// An InitProducerId that arrives while the id's tombstone is being written
+// waits for it and then starts the id afresh.
+func TestTransactionalIDExpirationParksInit(t *testing.T) {
+	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{}, log: &memLog{}}
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, IDExpiration: time.Minute, ExpireInterval: time.Hour})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+	old := e.init("a", -1, -1)
+	gate := make(chan struct{})
+	e.log.mu.Lock()
+	e.log.gate = gate
+	e.log.mu.Unlock()
+	e.clock.Advance(2 * time.Minute)
+	e.c.ExpireIdle() // the tombstone's append waits at the gate
+	got := make(chan InitResult, 1)
+	go func() {
+		r, _ := e.c.InitProducerID(ctx, "a", 60000, -1, -1)
+		got <- r
+	}()
+	// The init is parked on the pending id: nothing answers it yet.
+	select {
+	case r := <-got:
+		t.Fatalf("init answered while the tombstone was pending: %+v", r)
+	default:
+	}
+	e.log.mu.Lock()
+	e.log.gate = nil
+	e.log.mu.Unlock()
+	close(gate)
+	r := <-got
+	if r.ErrorCode != 0 || r.ProducerID == old.ProducerID || r.Epoch != 0 {
+		t.Fatalf("init after expiry: %+v (before %+v)", r, old)
+	}
+	if s := e.c.Stats(); s.Expired != 1 {
+		t.Fatalf("stats %+v", s)
+	}
 }
