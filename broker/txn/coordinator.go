@@ -733,6 +733,3 @@ func (c *Coordinator) tombstone(p *partition, ts []*txnMeta) {
 		}
 	})
 }
-
-// ExpireIdle runs the expiry check now (tests).
-func (c *Coordinator) ExpireIdle() { c.inLoop(c.expireIdle) }

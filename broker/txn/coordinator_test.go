@@ -797,8 +797,7 @@ func TestTransactionalIDExpiration(t *testing.T) {
 	wantCode(t, e.add("c", long, TopicPartition{"t", 1}), nil) // Ongoing
 
 	// Not idle long enough yet.
-	e.clock.Advance(30 * time.Second)
-	e.c.ExpireIdle()
+	e.clock.Advance(30 * time.Second) // the check runs (every 10s)
 	if l, _ := e.c.List(ctx, ListFilter{}); len(l) != 3 {
 		t.Fatalf("before the expiration: %+v", l)
 	}
@@ -846,7 +845,6 @@ func TestTransactionalIDExpiration(t *testing.T) {
 	wantCode(t, e.end("c", long, false), nil)
 	e.waitState(c2, "c", kmsg.TransactionStateCompleteAbort)
 	e.clock.Advance(61 * time.Second)
-	c2.ExpireIdle()
 	e.waitGone(c2, "c")
 	e.waitGone(c2, "a")
 }
@@ -855,7 +853,7 @@ func TestTransactionalIDExpiration(t *testing.T) {
 // waits for it and then starts the id afresh.
 func TestTransactionalIDExpirationParksInit(t *testing.T) {
 	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{}, log: &memLog{}}
-	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, IDExpiration: time.Minute, ExpireInterval: time.Hour})
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, IDExpiration: time.Minute, ExpireInterval: time.Minute})
 	t.Cleanup(func() { e.c.Close() })
 	e.load(e.c, 0)
 	old := e.init("a", -1, -1)
@@ -863,8 +861,7 @@ func TestTransactionalIDExpirationParksInit(t *testing.T) {
 	e.log.mu.Lock()
 	e.log.gate = gate
 	e.log.mu.Unlock()
-	e.clock.Advance(2 * time.Minute)
-	e.c.ExpireIdle() // the tombstone's append waits at the gate
+	e.clock.Advance(time.Minute) // the check: the tombstone's append waits at the gate
 	got := make(chan InitResult, 1)
 	go func() {
 		r, _ := e.c.InitProducerID(ctx, "a", 60000, -1, -1)
