@@ -88,6 +88,10 @@ type Config struct {
 	// ProducerIDExpiration forgets idempotent producers that have not
 	// appended for this long (producer.id.expiration.ms) [24h].
 	ProducerIDExpiration time.Duration
+	// ProducerIDExpirationCheckInterval is how often partitions drop
+	// their expired producers (producer.id.expiration.check.interval.ms)
+	// [10m].
+	ProducerIDExpirationCheckInterval time.Duration
 
 	// Voters are the metadata quorum's voters (id and Raft address); empty
 	// means a quorum of this broker alone. A broker listed is a voter too
@@ -155,6 +159,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProducerIDExpiration <= 0 {
 		c.ProducerIDExpiration = 24 * time.Hour
+	}
+	if c.ProducerIDExpirationCheckInterval <= 0 {
+		c.ProducerIDExpirationCheckInterval = 10 * time.Minute
 	}
 	if c.ProducerSnapshotInterval <= 0 {
 		c.ProducerSnapshotInterval = time.Minute

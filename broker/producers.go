@@ -119,9 +119,12 @@ func (s *producerState) check(b batchInfo) error {
 		return nil
 	}
 	if e == nil {
-		if b.baseSequence != 0 {
-			return fmt.Errorf("%w: unknown producer %d must start at sequence 0, got %d", errOutOfOrderSequence, b.producerID, b.baseSequence)
-		}
+		// A producer this partition has no state of (expired, or its
+		// records all deleted) is accepted at any sequence and goes on
+		// from there, as Kafka does since 2.5 (ProducerAppendInfo's
+		// checkSequence): refusing it would make an idempotent client
+		// reset its producer and resend, which is where duplicates
+		// come from.
 		return nil
 	}
 	switch {
@@ -224,10 +227,11 @@ func (s *producerState) aborts(b batchInfo, offset int64) (hotlog.AbortedTxn, bo
 }
 
 // expire forgets producers that have not appended since cutoffMs (Kafka's
-// producer.id.expiration.ms): the state, and its snapshots, stay bounded by
-// the producers active recently. An expired producer's next batch must
-// start a new sequence (its client gets OUT_OF_ORDER_SEQUENCE_NUMBER and
-// bumps its epoch, as with Kafka).
+// producer.id.expiration.ms, KIP-854): the state, and its snapshots, stay
+// bounded by the producers active recently. An expired producer that writes
+// again is accepted at whatever sequence it goes on with (check), as by
+// Kafka, so its client carries on unaware; only a retry of a batch written
+// before the expiry is no longer recognised as a duplicate.
 func (s *producerState) expire(cutoffMs int64) int {
 	n := 0
 	for id, e := range s.m {

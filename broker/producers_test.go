@@ -13,7 +13,8 @@ func TestProducerStateSequences(t *testing.T) {
 	b := func(epoch int16, seq, n int32) batchInfo {
 		return batchInfo{producerID: 1, producerEpoch: epoch, baseSequence: seq, records: n}
 	}
-	if err := s.check(b(0, 3, 1)); !errors.Is(err, errOutOfOrderSequence) {
+	// An unknown producer (expired, say) is accepted at any sequence.
+	if err := s.check(b(0, 3, 1)); err != nil {
 		t.Fatalf("unknown producer at seq 3: %v", err)
 	}
 	off := int64(0)
@@ -62,6 +63,18 @@ func TestProducerStateSequences(t *testing.T) {
 	s.apply(batchInfo{producerID: 2, baseSequence: 0, records: 1}, 50, 50, 1000)
 	if n := s.expire(1500); n != 1 || s.m[1] == nil || s.m[2] != nil {
 		t.Fatalf("expire(1500) removed %d, left %v", n, s.m)
+	}
+	// Producer 2 goes on after its expiry with its next sequence: accepted,
+	// and the sequence after it is checked again.
+	if err := s.check(batchInfo{producerID: 2, baseSequence: 1, records: 2}); err != nil {
+		t.Fatalf("expired producer resuming: %v", err)
+	}
+	s.apply(batchInfo{producerID: 2, baseSequence: 1, records: 2}, 51, 52, 3000)
+	if err := s.check(batchInfo{producerID: 2, baseSequence: 5, records: 1}); !errors.Is(err, errOutOfOrderSequence) {
+		t.Fatalf("gap after resuming: %v", err)
+	}
+	if err := s.check(batchInfo{producerID: 2, baseSequence: 3, records: 1}); err != nil {
+		t.Fatalf("next after resuming: %v", err)
 	}
 }
 

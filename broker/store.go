@@ -223,26 +223,38 @@ func (s *store) heartbeatLoop(ctx context.Context) {
 
 // snapshotLoop writes producer-state snapshots of partitions that grew, so
 // that opening a log after a crash replays only the tail after the latest
-// snapshot (clean shutdowns snapshot every partition on close).
+// snapshot (clean shutdowns snapshot every partition on close). Every
+// ProducerIDExpirationCheckInterval it also forgets the producers idle for
+// ProducerIDExpiration (producer.id.expiration.ms) and snapshots at once
+// the partitions that lost some, so the state and its snapshots stay
+// bounded and a restart does not bring them back.
 func (s *store) snapshotLoop(ctx context.Context) {
 	t := time.NewTicker(s.b.cfg.ProducerSnapshotInterval)
 	defer t.Stop()
+	x := time.NewTicker(s.b.cfg.ProducerIDExpirationCheckInterval)
+	defer x.Stop()
 	last := map[*partition]int64{}
 	for {
+		expire := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-x.C:
+			expire = true
 		}
 		seen := map[*partition]bool{}
 		cutoff := time.Now().Add(-s.b.cfg.ProducerIDExpiration).UnixMilli()
 		for _, p := range s.partitions() {
 			seen[p] = true
-			p.mu.Lock()
-			expired := p.mu.producers.expire(cutoff)
-			p.mu.Unlock()
-			if expired > 0 {
-				last[p] = -1 // snapshot the smaller state
+			if expire {
+				p.mu.Lock()
+				expired := p.mu.producers.expire(cutoff)
+				p.mu.Unlock()
+				if expired == 0 {
+					continue
+				}
+				last[p] = -1 // snapshot the smaller state now
 			}
 			end := p.log.LogEndOffset()
 			if end == last[p] {

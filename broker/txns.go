@@ -601,13 +601,15 @@ func fetchAborted(list []hotlog.AbortedTxn) []kmsg.FetchResponseTopicPartitionAb
 type txnCollector struct{ c *txn.Coordinator }
 
 var (
-	txnOpenDesc  = prometheus.NewDesc("sediment_transactions_open", "Transactions open (ongoing or preparing) on this coordinator.", nil, nil)
-	txnEndedDesc = prometheus.NewDesc("sediment_transactions_total", "Transactions ended by this coordinator since start, by outcome (timed_out is also counted in aborted).", []string{"outcome"}, nil)
+	txnOpenDesc    = prometheus.NewDesc("sediment_transactions_open", "Transactions open (ongoing or preparing) on this coordinator.", nil, nil)
+	txnEndedDesc   = prometheus.NewDesc("sediment_transactions_total", "Transactions ended by this coordinator since start, by outcome (timed_out is also counted in aborted).", []string{"outcome"}, nil)
+	txnExpiredDesc = prometheus.NewDesc("sediment_transactional_ids_expired_total", "Transactional ids removed by this coordinator since start after transactional.id.expiration.ms idle.", nil, nil)
 )
 
 func (tc *txnCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- txnOpenDesc
 	ch <- txnEndedDesc
+	ch <- txnExpiredDesc
 }
 
 func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
@@ -616,6 +618,7 @@ func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
 	for outcome, n := range map[string]int64{"committed": s.Committed, "aborted": s.Aborted, "timed_out": s.TimedOut} {
 		ch <- prometheus.MustNewConstMetric(txnEndedDesc, prometheus.CounterValue, float64(n), outcome)
 	}
+	ch <- prometheus.MustNewConstMetric(txnExpiredDesc, prometheus.CounterValue, float64(s.Expired))
 }
 
 var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")

@@ -14,11 +14,16 @@ import (
 
 // Defaults, Kafka's names in comments.
 const (
-	StateTopic           = "__transaction_state"
-	DefaultPartitions    = 50               // transaction.state.log.num.partitions
-	DefaultMaxTimeout    = 15 * time.Minute // transaction.max.timeout.ms
-	DefaultAbortInterval = 10 * time.Second // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	StateTopic            = "__transaction_state"
+	DefaultPartitions     = 50                 // transaction.state.log.num.partitions
+	DefaultMaxTimeout     = 15 * time.Minute   // transaction.max.timeout.ms
+	DefaultAbortInterval  = 10 * time.Second   // transaction.abort.timed.out.transaction.cleanup.interval.ms
+	DefaultIDExpiration   = 7 * 24 * time.Hour // transactional.id.expiration.ms
+	DefaultExpireInterval = time.Hour          // transaction.remove.expired.transaction.cleanup.interval.ms
 )
+
+// expireBatch bounds the tombstones of one append when ids expire.
+const expireBatch = 500
 
 var (
 	// ErrClosed is returned by every method once Close has begun.
@@ -98,6 +103,14 @@ type Config struct {
 	MaxTimeout time.Duration
 	// AbortInterval is how often open transactions are checked for timeout.
 	AbortInterval time.Duration
+	// IDExpiration removes a transactional id whose last transaction has
+	// ended (or that never began one: Empty, CompleteCommit,
+	// CompleteAbort) and whose state has not changed for this long
+	// (transactional.id.expiration.ms). An open transaction never expires.
+	IDExpiration time.Duration
+	// ExpireInterval is how often ids are checked for expiry
+	// (transaction.remove.expired.transaction.cleanup.interval.ms).
+	ExpireInterval time.Duration
 	// MarkerRetry is the pause between failed marker rounds (default 100ms).
 	MarkerRetry time.Duration
 	// ClassicOnly makes the broker advertise the transaction.version
@@ -112,8 +125,10 @@ type Config struct {
 
 // Stats counts transactions since start (for metrics).
 type Stats struct {
-	Open                          int
-	Committed, Aborted, TimedOut  int64
+	Open                         int
+	Committed, Aborted, TimedOut int64
+	// Expired counts transactional ids removed by IDExpiration.
+	Expired                       int64
 	LoadedPartitions, Transaction int
 }
 
@@ -133,6 +148,8 @@ type Coordinator struct {
 	// Owned by run.
 	partitions map[int32]*partition
 	tickStop   func() bool
+	expireStop func() bool
+	expired    int64
 	committed  int64
 	aborted    int64
 	timedOut   int64
@@ -199,6 +216,12 @@ func New(cfg Config) *Coordinator {
 	if cfg.AbortInterval <= 0 {
 		cfg.AbortInterval = DefaultAbortInterval
 	}
+	if cfg.IDExpiration <= 0 {
+		cfg.IDExpiration = DefaultIDExpiration
+	}
+	if cfg.ExpireInterval <= 0 {
+		cfg.ExpireInterval = DefaultExpireInterval
+	}
 	if cfg.MarkerRetry <= 0 {
 		cfg.MarkerRetry = 100 * time.Millisecond
 	}
@@ -260,6 +283,7 @@ func PartitionFor(id string, partitions int32) int32 {
 func (c *Coordinator) run() {
 	defer close(c.stopped)
 	c.tickStop = c.after(c.cfg.AbortInterval, c.tick)
+	c.expireStop = c.after(c.cfg.ExpireInterval, c.expireTick)
 	for {
 		select {
 		case fn := <-c.events:
@@ -267,6 +291,9 @@ func (c *Coordinator) run() {
 		case <-c.stop:
 			if c.tickStop != nil {
 				c.tickStop()
+			}
+			if c.expireStop != nil {
+				c.expireStop()
 			}
 			for _, p := range c.partitions {
 				c.drop(p)
@@ -488,7 +515,7 @@ func (c *Coordinator) wake(p *partition, id string, force bool) {
 func (c *Coordinator) Stats() Stats {
 	var s Stats
 	c.inLoop(func() {
-		s.Committed, s.Aborted, s.TimedOut = c.committed, c.aborted, c.timedOut
+		s.Committed, s.Aborted, s.TimedOut, s.Expired = c.committed, c.aborted, c.timedOut, c.expired
 		s.LoadedPartitions = len(c.partitions)
 		for _, p := range c.partitions {
 			s.Transaction += len(p.txns)
@@ -632,3 +659,77 @@ func (c *Coordinator) fenceAbort(p *partition, t *txnMeta, done func(error)) {
 func (c *Coordinator) AbortTimedOut() { c.inLoop(c.checkTimeouts) }
 
 func isNotLeader(err error) bool { return errors.Is(err, ErrNotLeader) }
+
+// expireTick removes idle transactional ids (transactional.id.expiration.ms).
+func (c *Coordinator) expireTick() {
+	c.expireIdle()
+	c.expireStop = c.after(c.cfg.ExpireInterval, c.expireTick)
+}
+
+// expirable: t's last transaction has ended (or none began) and its state
+// has not changed since cutoffMs. Kafka's shouldExpire.
+func expirable(t *txnMeta, cutoffMs int64) bool {
+	if t.pending || t.producerID < 0 || t.updateMs > cutoffMs {
+		return false
+	}
+	switch t.state {
+	case kmsg.TransactionStateEmpty, kmsg.TransactionStateCompleteCommit, kmsg.TransactionStateCompleteAbort:
+		return true
+	}
+	return false
+}
+
+// expireIdle logs a tombstone for every expirable id of the loaded
+// partitions (at most expireBatch per append) and forgets each id once
+// its tombstone is in the log, so the id stays gone after a replay (a
+// restart or a new coordinator) and compaction drops its records. While
+// the tombstone is written the id is pending: its requests wait, then find
+// it gone (InitProducerId starts it afresh with a new producer id).
+func (c *Coordinator) expireIdle() {
+	cutoff := c.nowMs() - c.cfg.IDExpiration.Milliseconds()
+	for _, p := range c.partitions {
+		if !p.ready {
+			continue
+		}
+		var batch []*txnMeta
+		for _, t := range p.txns {
+			if !expirable(t, cutoff) {
+				continue
+			}
+			batch = append(batch, t)
+			if len(batch) == expireBatch {
+				c.tombstone(p, batch)
+				batch = nil
+			}
+		}
+		if len(batch) > 0 {
+			c.tombstone(p, batch)
+		}
+	}
+}
+
+func (c *Coordinator) tombstone(p *partition, ts []*txnMeta) {
+	recs := make([]Record, len(ts))
+	for i, t := range ts {
+		t.pending = true
+		recs[i] = Record{Key: encodeKey(t.id)}
+	}
+	c.goAsync(p, "txn-expire", func(ctx context.Context) error {
+		return p.log.Append(ctx, recs)
+	}, func(err error) {
+		if err != nil && !isNotLeader(err) {
+			c.logger.Warn("txn: logging expired transactional ids failed; next check retries", "partition", p.id, "ids", len(ts), "err", err)
+		}
+		for _, t := range ts {
+			t.pending = false
+			if err == nil && p.txns[t.id] == t {
+				delete(p.txns, t.id)
+				c.expired++
+			}
+			c.wake(p, t.id, false)
+		}
+		if err == nil {
+			c.logger.Info("txn: expired idle transactional ids", "partition", p.id, "ids", len(ts))
+		}
+	})
+}

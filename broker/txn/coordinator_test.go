@@ -80,9 +80,20 @@ type memLog struct {
 	mu      sync.Mutex
 	records []Record
 	fail    error
+	gate    chan struct{} // if set, Append waits for it to close
 }
 
-func (l *memLog) Append(_ context.Context, recs []Record) error {
+func (l *memLog) Append(ctx context.Context, recs []Record) error {
+	l.mu.Lock()
+	gate := l.gate
+	l.mu.Unlock()
+	if gate != nil {
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.fail != nil {
@@ -748,4 +759,129 @@ func TestEndTxnBumpExhaustsEpochTakeover(t *testing.T) {
 		t.Fatalf("after the takeover: %+v, want producer %d epoch 0", s[0], res.ProducerID)
 	}
 	wantCode(t, e.add("o", InitResult{ProducerID: res.ProducerID, Epoch: 0}, TopicPartition{"t", 2}), nil)
+}
+
+// waitGone polls (with a deadline) until id is unknown to c.
+func (e *env) waitGone(c *Coordinator, id string) {
+	e.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := c.Describe(ctx, []string{id})
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if s[0].ErrorCode == kerr.TransactionalIDNotFound.Code {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%s still known: %+v", id, s[0])
+		}
+		time.Sleep(time.Millisecond) // polling a condition, not synchronising
+	}
+}
+
+func TestTransactionalIDExpiration(t *testing.T) {
+	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{}, log: &memLog{}}
+	cfg := Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond,
+		IDExpiration: time.Minute, ExpireInterval: 10 * time.Second}
+	e.c = New(cfg)
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+
+	a := e.init("a", -1, -1)
+	wantCode(t, e.add("a", a, TopicPartition{"t", 0}), nil)
+	wantCode(t, e.end("a", a, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	e.init("b", -1, -1) // Empty
+	long, _ := e.c.InitProducerID(ctx, "c", int32(DefaultMaxTimeout/time.Millisecond), -1, -1)
+	wantCode(t, e.add("c", long, TopicPartition{"t", 1}), nil) // Ongoing
+
+	// Not idle long enough yet.
+	e.clock.Advance(30 * time.Second) // the check runs (every 10s)
+	if l, _ := e.c.List(ctx, ListFilter{}); len(l) != 3 {
+		t.Fatalf("before the expiration: %+v", l)
+	}
+	// Past it: the ended and the empty id go, the open transaction stays.
+	e.clock.Advance(31 * time.Second)
+	e.waitGone(e.c, "a")
+	e.waitGone(e.c, "b")
+	l, _ := e.c.List(ctx, ListFilter{})
+	if len(l) != 1 || l[0].TransactionalID != "c" || l[0].State != "Ongoing" {
+		t.Fatalf("after the expiration: %+v", l)
+	}
+	if s := e.c.Stats(); s.Expired != 2 {
+		t.Fatalf("stats %+v", s)
+	}
+	// Their tombstones are in the log.
+	tombs := map[string]bool{}
+	e.log.mu.Lock()
+	for _, r := range e.log.records {
+		if id, m, err := decodeRecord(r.Key, r.Value); err == nil && m == nil {
+			tombs[id] = true
+		}
+	}
+	e.log.mu.Unlock()
+	if len(tombs) != 2 || !tombs["a"] || !tombs["b"] {
+		t.Fatalf("tombstones %v", tombs)
+	}
+	// The old producer's requests find no id.
+	wantCode(t, e.add("a", a, TopicPartition{"t", 0}), kerr.InvalidProducerIDMapping)
+
+	// A coordinator that takes over replays the tombstones.
+	e.c.Close()
+	c2 := New(cfg)
+	defer c2.Close()
+	e.load(c2, 1)
+	e.c = c2
+	e.waitGone(c2, "a")
+	e.waitGone(c2, "b")
+	e.waitState(c2, "c", kmsg.TransactionStateOngoing)
+	// The expired id starts afresh: a new producer id at epoch 0.
+	a2 := e.init("a", -1, -1)
+	if a2.ErrorCode != 0 || a2.ProducerID == a.ProducerID || a2.Epoch != 0 {
+		t.Fatalf("init after expiry: %+v (before %+v)", a2, a)
+	}
+	// The open transaction, once ended, expires too.
+	wantCode(t, e.end("c", long, false), nil)
+	e.waitState(c2, "c", kmsg.TransactionStateCompleteAbort)
+	e.clock.Advance(61 * time.Second)
+	e.waitGone(c2, "c")
+	e.waitGone(c2, "a")
+}
+
+// An InitProducerId that arrives while the id's tombstone is being written
+// waits for it and then starts the id afresh.
+func TestTransactionalIDExpirationParksInit(t *testing.T) {
+	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{}, log: &memLog{}}
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, IDExpiration: time.Minute, ExpireInterval: time.Minute})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+	old := e.init("a", -1, -1)
+	gate := make(chan struct{})
+	e.log.mu.Lock()
+	e.log.gate = gate
+	e.log.mu.Unlock()
+	e.clock.Advance(time.Minute) // the check: the tombstone's append waits at the gate
+	got := make(chan InitResult, 1)
+	go func() {
+		r, _ := e.c.InitProducerID(ctx, "a", 60000, -1, -1)
+		got <- r
+	}()
+	// The init is parked on the pending id: nothing answers it yet.
+	select {
+	case r := <-got:
+		t.Fatalf("init answered while the tombstone was pending: %+v", r)
+	default:
+	}
+	e.log.mu.Lock()
+	e.log.gate = nil
+	e.log.mu.Unlock()
+	close(gate)
+	r := <-got
+	if r.ErrorCode != 0 || r.ProducerID == old.ProducerID || r.Epoch != 0 {
+		t.Fatalf("init after expiry: %+v (before %+v)", r, old)
+	}
+	if s := e.c.Stats(); s.Expired != 1 {
+		t.Fatalf("stats %+v", s)
+	}
 }

@@ -34,6 +34,11 @@
 // longer than its timeout is aborted the same way, which fences the
 // producer that stalled.
 //
+// Expiry (transactional.id.expiration.ms): an id with no open transaction
+// whose state has not changed for Config.IDExpiration is removed by a
+// tombstone (its key with a null value) in its partition; the id is
+// forgotten once the tombstone is logged, and a replay drops it too.
+//
 // # Records
 //
 // Records are Kafka's own (kmsg.TxnMetadataKey / TxnMetadataValue), so
