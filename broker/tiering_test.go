@@ -80,7 +80,11 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	segBytes, localBytes, enable := "32768", "0", "true"
 	createTopic(t, b, "history", 1, map[string]*string{"segment.bytes": &segBytes, "local.retention.bytes": &localBytes,
 		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
-	cl := newClient(t, b, kgo.ProducerLinger(0))
+	// Small uncompressed batches: ProduceSync hands kgo all records at
+	// once, and how many it packs into a batch depends on timing (on a
+	// loaded machine all 5000, 155 KB, went in one or two, so the log
+	// never rolled a segment to upload).
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const n = 5000
 	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
 	if len(produced) != n {
