@@ -73,9 +73,9 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	st := b.meta.State()
 	// A follower's fetch (replica id set) reads to the log end and reports
 	// its own log end (replication.go).
-	replicaID := req.ReplicaID
+	replicaID, replicaEpoch := req.ReplicaID, int64(-1)
 	if r.Version >= 15 {
-		replicaID = req.ReplicaState.ID
+		replicaID, replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
 	var parts []*fetchPart
 	redirected := false // a partition answers with a preferred read replica
@@ -129,7 +129,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				redirected = true
 			} else {
 				if replicaID >= 0 {
-					p.recordFollowerFetch(replicaID, pt.FetchOffset)
+					p.recordFollowerFetch(replicaID, replicaEpoch, pt.FetchOffset)
 				}
 				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0})
 			}

@@ -104,11 +104,11 @@ func TestAppendInternalWaitsForISR(t *testing.T) {
 
 	t.Run("replicated", func(t *testing.T) {
 		p := newLeaderPartition(t)
-		p.recordFollowerFetch(2, 0)
+		p.recordFollowerFetch(2, -1, 0)
 		done := make(chan error, 1)
 		go func() { done <- p.appendInternal(context.Background(), batch(), stopping) }()
 		testutil.WaitFor(t, 10*time.Second, "the append", func() bool { return p.log.LogEndOffset() == 1 })
-		p.recordFollowerFetch(2, 1) // the follower has it
+		p.recordFollowerFetch(2, -1, 1) // the follower has it
 		select {
 		case err := <-done:
 			if err != nil {

@@ -148,15 +148,16 @@ func (p *partition) advanceHighWatermark() {
 	}
 }
 
-// recordFollowerFetch notes a follower's fetch offset (its durable log end).
-func (p *partition) recordFollowerFetch(id int32, offset int64) {
+// recordFollowerFetch notes a follower's fetch offset (its durable log end),
+// sent by its incarnation brokerEpoch (-1 unknown).
+func (p *partition) recordFollowerFetch(id int32, brokerEpoch, offset int64) {
 	p.repl.mu.Lock()
 	tr := p.repl.mu.tracker
 	p.repl.mu.Unlock()
 	if tr == nil {
 		return
 	}
-	if tr.RecordFetch(id, offset, p.log.LogEndOffset(), time.Now()) {
+	if tr.RecordFetch(id, brokerEpoch, offset, p.log.LogEndOffset(), time.Now()) {
 		p.advanceHighWatermark()
 	}
 }
@@ -413,6 +414,11 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				}
 				cmd = &metadata.ChangeLeaderAndISR{TopicID: p.topicID, Partition: p.id, LeaderEpoch: p.repl.mu.leaderEpoch,
 					PartitionEpoch: p.repl.mu.partitionEpoch, Leader: self, ISR: isr}
+				// KIP-841: each follower added with the broker epoch its
+				// fetches carried; refused if it registered again since.
+				if epochs := tr.PlannedBrokerEpochs(isr); slices.ContainsFunc(epochs, func(e int64) bool { return e >= 0 }) {
+					cmd.BrokerEpochs = epochs
+				}
 			}
 			isr := cmd.ISR
 			old := slices.Clone(p.repl.mu.isr)
@@ -423,7 +429,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			_, err := r.s.meta.Propose(pctx, cmd)
 			cancel()
 			if err != nil {
-				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "err", err)
+				r.s.b.log.Info("ISR change refused", "topic", p.topic, "partition", p.id, "isr", isr, "broker_epochs", cmd.BrokerEpochs, "err", err)
 				p.repl.mu.Lock()
 				if isrChangeRefused(err) {
 					// Refused by the state machine at the partition epoch
@@ -438,7 +444,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()
 			} else {
-				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr)
+				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr, "broker_epochs", cmd.BrokerEpochs)
 			}
 		}
 	}

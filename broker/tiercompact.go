@@ -126,6 +126,15 @@ type RemoteCleanStatus struct {
 	LastStats   compaction.Stats
 	BytesBefore int64 // of the groups replaced by the last pass
 	BytesAfter  int64
+	// Forced is set when the last look found max.compaction.lag.ms
+	// forcing a pass below min.cleanable.dirty.ratio.
+	Forced bool
+
+	// The oldest uncleaned batch's timestamp, kept while the remote log's
+	// first dirty offset and segment stay the same (it is read from the
+	// bucket).
+	dirtyStem          string
+	dirtyFrom, dirtyTs int64
 }
 
 // remoteCompactor runs tiered compaction for the partitions this broker
@@ -268,14 +277,19 @@ func (rc *remoteCompactor) cleanPartition(ctx context.Context, tp *tierPart, cfg
 		s = &RemoteCleanStatus{}
 		rc.mu.status[name] = s
 	}
-	s.Range = r
+	s.Range, s.Forced = r, false
 	rc.mu.Unlock()
 	ratio := cfg.MinCleanableDirtyRatio
 	if ratio <= 0 {
 		ratio = 0.5
 	}
 	if !force && (r.DirtyBytes == 0 || r.DirtyRatio() < ratio) {
-		return nil
+		// max.compaction.lag.ms forces a pass whatever the ratio once the
+		// oldest uncleaned data is older than it, as for the local log.
+		forced, err := rc.lagForced(ctx, tp, m, r, cfg, s)
+		if err != nil || !forced {
+			return err
+		}
 	}
 	if rc.cleaner == nil {
 		cc := rc.g.b.cfg.Cleaner
@@ -313,6 +327,46 @@ func (rc *remoteCompactor) cleanPartition(ctx context.Context, tp *tierPart, cfg
 		s.Range = compaction.RemoteCleanableRange(m2)
 	}
 	return nil
+}
+
+// lagForced reports whether max.compaction.lag.ms forces a remote pass of
+// tp: its first dirty segment is older than the lag as a whole (no read), or
+// the first dirty batch is (compaction.RemoteDirtyTimestamp, one read of the
+// segment's beginning, remembered in s while the first dirty offset and
+// segment stay).
+func (rc *remoteCompactor) lagForced(ctx context.Context, tp *tierPart, m *tiering.Manifest, r compaction.RemoteRange,
+	cfg compaction.TopicConfig, s *RemoteCleanStatus) (bool, error) {
+	if cfg.MaxCompactionLag <= 0 || r.DirtyBytes == 0 {
+		return false, nil
+	}
+	now := time.Now()
+	for _, seg := range m.Segments {
+		if seg.EndOffset <= r.FirstDirty {
+			continue
+		}
+		forced := compaction.RemoteForced(cfg, seg.MaxTimestamp, now)
+		if !forced {
+			rc.mu.Lock()
+			stem, from, ts := s.dirtyStem, s.dirtyFrom, s.dirtyTs
+			rc.mu.Unlock()
+			if stem != seg.Stem || from != r.FirstDirty {
+				var err error
+				if stem, ts, err = compaction.RemoteDirtyTimestamp(ctx, tp.tp, m); err != nil {
+					return false, err
+				}
+				from = r.FirstDirty
+			}
+			forced = compaction.RemoteForced(cfg, ts, now)
+			rc.mu.Lock()
+			s.dirtyStem, s.dirtyFrom, s.dirtyTs = stem, from, ts
+			rc.mu.Unlock()
+		}
+		rc.mu.Lock()
+		s.Forced = forced
+		rc.mu.Unlock()
+		return forced, nil
+	}
+	return false, nil
 }
 
 // leaseMetrics counts the leases this broker took and lost, by kind.

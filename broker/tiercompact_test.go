@@ -382,3 +382,55 @@ func TestTieredRetentionUnderLease(t *testing.T) {
 		t.Fatal("sediment_leases_acquired_total{kind=retention} is 0")
 	}
 }
+
+// TestTieredCompactionMaxCompactionLag: with min.cleanable.dirty.ratio=1 the
+// remote log's ratio asks for a pass only while nothing of it is compacted;
+// once a pass compacted it to its end, newer uploaded data is compacted
+// only because max.compaction.lag.ms (1 s) forces it when the oldest
+// uncleaned batch is older than that.
+func TestTieredCompactionMaxCompactionLag(t *testing.T) {
+	dir := t.TempDir()
+	store, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, 50*time.Millisecond, time.Minute)
+	topic := "tiered-max-lag"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "cleanup.policy": ptr("compact"),
+		"min.cleanable.dirty.ratio": ptr("1"), "max.compaction.lag.ms": ptr("1000"), "min.insync.replicas": ptr("1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	manifest := func() *tiering.Manifest {
+		tp := b.testTierPart(t, topic)
+		if tp == nil {
+			return nil
+		}
+		m, err := tp.tp.Manifest(context.Background())
+		if err != nil {
+			return nil
+		}
+		return m
+	}
+	compactedPast := func(end int64) (m *tiering.Manifest) {
+		t.Helper()
+		waitTiered(t, fmt.Sprintf("remote log compacted to its end, past %d", end), func() bool {
+			m = manifest()
+			return m != nil && m.EndOffset > end && m.CleanedUpTo == m.EndOffset
+		})
+		return m
+	}
+	first := produceAll(t, cl, keyedUpdates(topic, 100, 5, "a"))[0]
+	m1 := compactedPast(first[len(first)-1].Offset - 300)
+	second := produceAll(t, cl, keyedUpdates(topic, 100, 5, "b"))[0]
+	// The new uploads leave the dirty ratio below 1 from the first one on:
+	// only the lag can bring the checkpoint to the new end.
+	m2 := compactedPast(max(m1.EndOffset, second[len(second)-1].Offset-300))
+	if r := compaction.RemoteCleanableRange(m2); r.DirtyBytes != 0 {
+		t.Fatalf("remote range after the forced pass: %+v", r)
+	}
+	st, ok := b.RemoteCleanStatus(topic, 0)
+	if !ok || st.LastCleaned.IsZero() {
+		t.Fatalf("no remote clean status: %+v", st)
+	}
+}

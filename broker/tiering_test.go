@@ -82,9 +82,10 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
 	// Small uncompressed batches: ProduceSync hands kgo all records at
 	// once, and how many it packs into a batch depends on timing (on a
-	// loaded machine all 5000, 155 KB, went in one or two, so the log
-	// never rolled a segment to upload).
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	// loaded machine all 5000, 155 KB, went into one batch, one segment
+	// that never sealed: nothing would be tiered). Uncompressed, so that
+	// the 155 KB make several segments whatever the codec would save.
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const n = 5000
 	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
 	if len(produced) != n {

@@ -146,17 +146,23 @@ type Stats struct {
 	SegmentsAfter      int // segments that replaced them
 	SegmentsUnchanged  int // single-segment groups that lost nothing (not swapped)
 	MapEntries         int
-	MapBytes           int64
+	MapSlots           int   // the key map's slots (MapEntries/MapSlots is its load)
+	MapBytes           int64 // the key map's memory, bitmaps included
 	// NextDeleteHorizon is the earliest delete horizon (Unix ms) of a
 	// tombstone or marker the pass kept, or -1: the log must be cleaned again
 	// then to drop it, dirty or not.
 	NextDeleteHorizon int64
 	Duration          time.Duration
+	MapDuration       time.Duration // of Duration, building the key map
+	// OffsetsSkipped counts the offsets the rewrite passed over without
+	// reading them (runs of superseded records and gaps).
+	OffsetsSkipped int64
 }
 
 type keyOffset struct {
-	digest xxh3.Uint128
-	offset int64
+	digest    xxh3.Uint128
+	offset    int64
+	tombstone bool
 }
 
 // recInfo is what filterBatch needs of one record.
@@ -191,6 +197,13 @@ type Cleaner struct {
 	// state is not known there, so markers and transactional tombstones
 	// are kept and transactional data does not enter the key map.
 	remote bool
+	// mapPrev is the end of the last batch the map phase scanned (-1 at
+	// first): the gap up to the next mapped batch is marked dead.
+	mapPrev int64
+	// skipped counts the offsets the rewrite passed over without reading.
+	skipped int64
+	// touchSink keeps offsetMap.touch's loads.
+	touchSink uint32
 }
 
 // NewCleaner makes a cleaner with its key map (cfg.DedupeBufferBytes). now
@@ -204,7 +217,7 @@ func NewCleaner(cfg CleanerConfig, now func() time.Time) *Cleaner {
 }
 
 func newCleaner(cfg CleanerConfig, now func() time.Time, th *throttler) *Cleaner {
-	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes)}
+	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes), mapPrev: -1}
 }
 
 // Close releases the cleaner's codec resources.
@@ -231,13 +244,14 @@ func (c *Cleaner) Clean(ctx context.Context, t Target) (Stats, error) {
 	st.FirstDirty, st.MapEnd = r.FirstDirty, r.FirstDirty
 	cfg := t.Config.withDefaults()
 	mapEnd := r.FirstDirty
-	c.omap.clear()
+	c.clearMap()
 	if r.FirstDirty < r.FirstUncleanable {
 		if mapEnd, err = c.buildMap(ctx, t, r.FirstDirty, r.FirstUncleanable); err != nil {
 			return st, err
 		}
 	}
-	st.MapEnd, st.MapEntries, st.MapBytes = mapEnd, c.omap.entries, c.omap.bytes()
+	st.MapEnd, st.MapEntries, st.MapSlots, st.MapBytes = mapEnd, c.omap.entries, c.omap.slots(), c.omap.bytes()
+	st.MapDuration = c.now().Sub(begin)
 	// Tombstones and markers whose horizon passed go; new ones get one.
 	nowMs := begin.UnixMilli()
 	for _, group := range groupSegments(t.Log.Segments(), mapEnd, cfg.SegmentBytes) {
@@ -271,14 +285,43 @@ func groupSegments(segs []hotlog.SegmentInfo, end int64, maxBytes int64) [][]hot
 // scan calls fn with each whole batch of l in [from, to) (batch aliases a
 // buffer reused after fn returns); fn returns false to stop.
 func (c *Cleaner) scan(ctx context.Context, l *hotlog.Log, from, to int64, fn func(h *hotlog.BatchHeader, batch []byte) (bool, error)) error {
+	return c.scanSkip(ctx, l, from, to, nil, fn)
+}
+
+// scanSkip is scan that does not read what sk says it may pass over:
+// sk.next(o) is the first offset at or after o that must be read (o if o
+// must). Where the rest of a chunk may be passed over, the next read starts
+// at that offset instead. sk.passed(from, to) is told of each stretch of
+// offsets passed over ([from, to) held no batch that was read).
+func (c *Cleaner) scanSkip(ctx context.Context, l *hotlog.Log, from, to int64, sk *skipper,
+	fn func(h *hotlog.BatchHeader, batch []byte) (bool, error)) error {
 	off := max(from, l.LogStartOffset())
+	skipFrom := int64(-1) // start of a stretch passed over, until the next read lands
 	for off < to {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if sk != nil {
+			if t := sk.next(off); t > off {
+				if skipFrom < 0 {
+					skipFrom = off
+				}
+				if off = t; off >= to {
+					break
+				}
+			}
+		}
 		res, err := l.Read(off, c.cfg.ReadChunk, to)
 		if err != nil {
 			return err
+		}
+		if skipFrom >= 0 {
+			landed := to
+			if res.FirstOffset >= 0 {
+				landed = res.FirstOffset
+			}
+			sk.passed(skipFrom, landed)
+			skipFrom = -1
 		}
 		if res.Size == 0 {
 			res.Release()
@@ -316,13 +359,60 @@ func (c *Cleaner) scan(ctx context.Context, l *hotlog.Log, from, to int64, fn fu
 				return err
 			}
 			buf = buf[h.Size():]
+			if sk != nil && len(buf) > 0 {
+				// Pass over the rest of the chunk if it may all be skipped.
+				if t := sk.next(h.LastOffset() + 1); t >= next {
+					skipFrom, next = h.LastOffset()+1, t
+					break
+				}
+			}
 		}
 		if next <= off {
 			return fmt.Errorf("compaction: read at %d made no progress", off)
 		}
 		off = next
 	}
+	if skipFrom >= 0 {
+		sk.passed(skipFrom, to)
+	}
 	return nil
+}
+
+// skipper tells the rewrite which offsets it need not read: runs of mapped
+// records that were superseded and of gaps (the key map's bitmaps), up to
+// limit. It remembers the last run found, so asking again inside it is
+// free.
+type skipper struct {
+	c           *Cleaner
+	limit       int64
+	from, until int64
+}
+
+func (s *skipper) next(o int64) int64 {
+	if o >= s.from && o < s.until {
+		return s.until
+	}
+	t := s.c.omap.nextLook(o, s.limit)
+	if t > o {
+		s.from, s.until = o, t
+	}
+	return t
+}
+
+// passed counts the records of [from, to) that the scan passed over: each
+// one mapped and superseded (gaps are not records), all dropped.
+func (s *skipper) passed(from, to int64) {
+	om := s.c.omap
+	a, ok := om.rel(from)
+	if !ok || to <= from {
+		return
+	}
+	b := min(to-om.base, om.cover) - 1
+	n := int64(om.countMappedDead(a, b))
+	s.c.stats.RecordsRead += n
+	s.c.stats.RecordsDropped += n
+	s.c.skipped += to - from
+	s.c.stats.OffsetsSkipped += to - from
 }
 
 // payload returns a batch's record bytes, decompressed into c.dbuf if needed.
@@ -357,7 +447,7 @@ func (c *Cleaner) records(h *hotlog.BatchHeader, batch []byte, fn func(*Record) 
 // aborted transactions and control batches, until the map is full. It
 // returns the end of the mapped range (a batch boundary).
 func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64, error) {
-	c.omap.clear()
+	c.clearMap()
 	txns, err := abortedTxns(t, from, to)
 	if err != nil {
 		return from, err
@@ -369,13 +459,22 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			key, ok := c.controlKey(h, batch)
 			tr.onControl(h.ProducerID, h.LastOffset(), key, ok)
 			end = h.LastOffset() + 1
+			c.mapPrev = end
 			return true, nil
 		}
 		if tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset()) {
 			end = h.LastOffset() + 1
+			c.mapPrev = end
 			return true, nil
 		}
-		more, err := c.mapBatch(h, batch)
+		// A transactional batch and a producer's last batch are always read
+		// by the rewrite (the transaction tracker, the kept header).
+		whole := h.IsTransactional()
+		if !whole && t.Txn != nil && h.ProducerID >= 0 {
+			last, ok := t.Txn.ProducerLastOffset(h.ProducerID)
+			whole = ok && last == h.LastOffset()
+		}
+		more, err := c.mapBatch(h, batch, whole)
 		if more {
 			end = h.LastOffset() + 1
 		}
@@ -384,32 +483,46 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 	return end, err
 }
 
-// mapBatch puts the keys of one data batch into the key map; more is false
-// (and nothing is put) when the map has no room for the batch.
-func (c *Cleaner) mapBatch(h *hotlog.BatchHeader, batch []byte) (more bool, err error) {
-	if c.omap.entries+int(h.NumRecords) > c.omap.maxEntry {
-		if c.omap.entries == 0 {
-			return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, c.omap.maxEntry)
+// clearMap empties the key map before a pass.
+func (c *Cleaner) clearMap() {
+	c.omap.clear()
+	c.mapPrev = -1
+}
+
+// mapBatch puts the keys of one data batch into the key map and marks its
+// offsets in the map's bitmaps (whole: the rewrite must read the batch);
+// more is false (and nothing is put) when the map has no room for the batch.
+func (c *Cleaner) mapBatch(h *hotlog.BatchHeader, batch []byte, whole bool) (more bool, err error) {
+	om := c.omap
+	if !om.room(h.BaseOffset, h.LastOffset(), int(h.NumRecords)) {
+		if om.entries == 0 && int(h.NumRecords) > om.maxEntry {
+			return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, om.maxEntry)
 		}
 		return false, nil // full: the next pass continues here
 	}
-	// Hash the batch's keys first, then probe: the probes (cache misses
-	// in a large map) are independent and overlap.
+	// Hash the batch's keys first, then touch their buckets, then probe:
+	// the cache misses of a large map overlap.
 	c.keys = c.keys[:0]
 	payload, err := c.payload(h, batch)
 	if err != nil {
 		return false, err
 	}
-	err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte) {
+	base := h.BaseOffset
+	err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte, tombstone bool) {
 		if key != nil {
-			c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), h.BaseOffset + int64(od)})
+			c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), base + int64(od), tombstone})
 		}
 	})
 	if err != nil {
 		return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
 	}
-	for _, k := range c.keys {
-		c.omap.putHash(k.digest, k.offset)
+	om.markBatch(c.mapPrev, base, h.LastOffset(), whole || h.NumRecords == 0)
+	c.mapPrev = h.LastOffset() + 1
+	c.touchSink += om.touch(c.keys)
+	for i := range c.keys {
+		k := &c.keys[i]
+		old, _ := om.putHash(k.digest, k.offset)
+		om.markRecord(k.offset, old, k.tombstone)
 	}
 	return true, nil
 }
@@ -451,7 +564,7 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 	if err != nil {
 		return err
 	}
-	rewritten, dropped := c.stats.BatchesRewritten, c.stats.RecordsDropped
+	rewritten, dropped, skipped := c.stats.BatchesRewritten, c.stats.RecordsDropped, c.skipped
 	c.out = c.out[:0]
 	flush := func() error {
 		if len(c.out) == 0 {
@@ -465,7 +578,12 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 		c.out = c.out[:0]
 		return err
 	}
-	err = c.scan(ctx, l, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+	// Runs of superseded records are not read at all (the key map's
+	// bitmaps); a transactional batch or a producer's last batch is never in
+	// such a run, so the transaction tracker and the kept headers see every
+	// batch they need.
+	sk := &skipper{c: c, limit: min(to, mapEnd), until: -1}
+	err = c.scanSkip(ctx, l, from, to, sk, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
 		if err := c.filterBatch(t, tr, h, batch, mapEnd, nowMs, newHorizon); err != nil {
 			return false, err
 		}
@@ -481,7 +599,8 @@ func (c *Cleaner) cleanGroup(ctx context.Context, t Target, group []hotlog.Segme
 		w.Abort()
 		return err
 	}
-	if len(group) == 1 && c.stats.BatchesRewritten == rewritten && c.stats.RecordsDropped == dropped {
+	if len(group) == 1 && c.stats.BatchesRewritten == rewritten && c.stats.RecordsDropped == dropped &&
+		c.skipped == skipped && w.Size() == group[0].Size {
 		// Nothing changed and nothing merges: keep the segment as it is.
 		w.Abort()
 		c.stats.SegmentsUnchanged++
@@ -520,19 +639,50 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	} else {
 		discardAll = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
 	}
+	control := h.IsControl()
+	om := c.omap
+	if !control && !discardAll && h.NumRecords > 0 && h.LastOffset() < mapEnd && om.covers(h.BaseOffset, h.LastOffset()) {
+		// Whole-batch decisions from the bitmaps, without decoding: every
+		// record mapped and superseded (dropped), or every record mapped,
+		// live and no tombstone and no reason to look (copied as it is).
+		a, b := h.BaseOffset-om.base, h.LastOffset()-om.base
+		if countRange(om.mapped, a, b) == int(h.NumRecords) {
+			if countRange(om.dead, a, b) == int(b-a+1) {
+				c.stats.RecordsRead += int64(h.NumRecords)
+				c.stats.RecordsDropped += int64(h.NumRecords)
+				c.stats.BatchesRewritten++
+				c.keepProducerHeader(t, h, batch)
+				return nil
+			}
+			if countRange(om.look, a, b) == 0 && om.countMappedDead(a, b) == 0 {
+				c.stats.RecordsRead += int64(h.NumRecords)
+				c.out = append(c.out, batch...)
+				return nil
+			}
+		}
+	}
 	c.rec = c.rec[:0]
 	kept, dropped := 0, 0
 	needHorizon := false
 	maxTs := int64(-1)
-	// First walk: the records' fields and key digests; then the map probes,
-	// together (they overlap); then the decisions.
+	// First walk: the records' fields, and the key digests of records the
+	// bitmaps do not decide; then the map probes, together (they overlap);
+	// then the decisions.
 	c.recs = c.recs[:0]
-	control := h.IsControl()
+	probes := false
 	err := c.records(h, batch, func(rec *Record) error {
 		ri := recInfo{framed: rec.Framed, tsDelta: rec.TimestampDelta, offset: h.BaseOffset + int64(rec.OffsetDelta),
-			hasKey: rec.Key != nil, tombstone: rec.Value == nil}
+			hasKey: rec.Key != nil, tombstone: rec.Value == nil, latest: -2}
 		if ri.hasKey && !control && !discardAll {
-			ri.digest = xxh3.Hash128(rec.Key)
+			if r, ok := om.rel(ri.offset); ok && bitGet(om.mapped, r) {
+				ri.latest = ri.offset // mapped: the latest unless superseded
+				if bitGet(om.dead, r) {
+					ri.latest++
+				}
+			} else {
+				ri.digest = xxh3.Hash128(rec.Key)
+				probes = true
+			}
 		}
 		c.recs = append(c.recs, ri)
 		return nil
@@ -540,10 +690,10 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	if err != nil {
 		return err
 	}
-	if !control && !discardAll {
+	if probes {
 		for i := range c.recs {
-			if ri := &c.recs[i]; ri.hasKey {
-				ri.latest = c.omap.getHash(ri.digest)
+			if ri := &c.recs[i]; ri.hasKey && ri.latest == -2 {
+				ri.latest = om.getHash(ri.digest)
 			}
 		}
 	}
@@ -593,11 +743,7 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	}
 	c.stats.BatchesRewritten++
 	if kept == 0 {
-		if t.Txn != nil {
-			if last, ok := t.Txn.ProducerLastOffset(h.ProducerID); ok && h.ProducerID >= 0 && last == h.LastOffset() {
-				c.appendEmptyHeader(batch)
-			}
-		}
+		c.keepProducerHeader(t, h, batch)
 		return nil
 	}
 	baseTs := h.BaseTimestamp
@@ -640,6 +786,16 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	be.PutUint32(nb[offNumRecords:], uint32(kept))
 	be.PutUint32(nb[offCRC:], crc32.Checksum(nb[offAttributes:], castagnoli))
 	return nil
+}
+
+// keepProducerHeader keeps the header of a batch that lost every record if
+// it is its producer's last batch.
+func (c *Cleaner) keepProducerHeader(t Target, h *hotlog.BatchHeader, batch []byte) {
+	if t.Txn != nil && h.ProducerID >= 0 {
+		if last, ok := t.Txn.ProducerLastOffset(h.ProducerID); ok && last == h.LastOffset() {
+			c.appendEmptyHeader(batch)
+		}
+	}
 }
 
 // appendEmptyHeader keeps a batch's header with no records (and no codec).

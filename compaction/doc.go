@@ -19,10 +19,14 @@
 //     min.compaction.lag.ms.
 //  2. The key map: every keyed record of the dirty range, outside aborted
 //     transactions and control batches, puts xxh3-128(key) → offset into a
-//     fixed-size open-addressing table (24 bytes a slot, double hashing over
-//     a prime number of slots, 90% load, sized by
-//     log.cleaner.dedupe.buffer.size). When it is full the pass stops
-//     mapping at that batch; the next pass continues from there.
+//     fixed-size open-addressing table (16-byte slots, four to a 64-byte
+//     bucket, linear over buckets, 90% load; offsets relative to the first
+//     mapped batch), and marks three bitmaps, one bit an offset: mapped,
+//     dead (superseded, or a gap) and look (tombstones, transactional
+//     batches, producers' last batches). log.cleaner.dedupe.buffer.size sizes
+//     both (a quarter for the bitmaps; see offsetmap.go). When the table is
+//     full the pass stops mapping at that batch; the next pass continues
+//     from there.
 //  3. The rewrite: the segments from the log start to the end of the mapped
 //     range, in groups of adjacent segments whose sizes add up to at most
 //     segment.bytes, are each rewritten into one segment: a record stays if
@@ -31,6 +35,10 @@
 //     horizon passed. Control markers stay until their transaction has no
 //     data left and their horizon passed. Records past the mapped range are
 //     kept as they are (tombstones too: the map does not know them). A
+//     mapped record is decided by its dead bit (no hashing, no probe); a
+//     batch whose records are all mapped is dropped whole or copied whole
+//     from popcounts of its offsets' bits without being decoded; a run of
+//     dead offsets without a look bit is not read at all. A
 //     batch that loses records is
 //     re-encoded: same base offset, last offset delta, producer id, epoch,
 //     base sequence, leader epoch and codec (gzip, snappy raw or xerial as it

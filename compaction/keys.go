@@ -41,7 +41,7 @@ func CheckKeys(batch []byte, maxBytes int) error {
 		payload = buf
 	}
 	missing := false
-	if err := recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(_ int32, key []byte) {
+	if err := recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(_ int32, key []byte, _ bool) {
 		missing = missing || key == nil
 	}); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)

@@ -65,8 +65,8 @@ func (m *PrometheusMetrics) Cleaned(_ string, st Stats) {
 	m.recordsDropped.Add(float64(st.RecordsDropped))
 	m.segmentsReplaced.Add(float64(st.SegmentsBefore))
 	m.lastPassSeconds.Set(st.Duration.Seconds())
-	if st.MapBytes > 0 {
-		m.bufferUtilization.Set(float64(st.MapEntries) * offsetMapSlotBytes / float64(st.MapBytes))
+	if st.MapSlots > 0 {
+		m.bufferUtilization.Set(float64(st.MapEntries) / float64(st.MapSlots))
 	}
 }
 

@@ -14,7 +14,7 @@ func TestPrometheusMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.Cleaned("t-0", Stats{BytesRead: 100, BytesWritten: 40, RecordsRead: 10, RecordsDropped: 6, SegmentsBefore: 3, MapEntries: 9, MapBytes: 24 * 10, Duration: 2 * time.Second})
+	m.Cleaned("t-0", Stats{BytesRead: 100, BytesWritten: 40, RecordsRead: 10, RecordsDropped: 6, SegmentsBefore: 3, MapEntries: 9, MapSlots: 10, MapBytes: 16 * 10, Duration: 2 * time.Second})
 	m.Cleaned("t-1", Stats{BytesRead: 50, RecordsDropped: 1})
 	m.CleanFailed("t-0", errors.New("x"))
 	m.Lag("t-0", 1234, 0.75)

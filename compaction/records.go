@@ -178,50 +178,142 @@ func controlType(key []byte) (int16, bool) {
 	return int16(binary.BigEndian.Uint16(key[2:])), true
 }
 
+// varintAt decodes the zigzag varint at b[p:end]; np is 0 if it is
+// malformed or passes end. One-byte varints (lengths and deltas under 64,
+// most of them) take the inlined fast path.
+func varintAt(b []byte, p, end int) (v int64, np int) {
+	if p < end && b[p] < 0x80 {
+		c := b[p]
+		return int64(c>>1) ^ -int64(c&1), p + 1
+	}
+	return varintSlow(b, p, end)
+}
+
+func varintSlow(b []byte, p, end int) (v int64, np int) {
+	if p < end {
+		v, n := binary.Varint(b[p:end])
+		if n > 0 {
+			return v, p + n
+		}
+	}
+	return 0, 0
+}
+
+// skipNullable skips a varint length (-1: null) and that many bytes at
+// b[p:end]; null reports a null; np is 0 if it is malformed.
+func skipNullable(b []byte, p, end int) (np int, start int, null bool) {
+	n, p := varintAt(b, p, end)
+	if p == 0 {
+		return 0, 0, false
+	}
+	if n == -1 {
+		return p, p, true
+	}
+	if n < 0 || n > int64(end-p) {
+		return 0, 0, false
+	}
+	return p + int(n), p, false
+}
+
 // recordKeys walks records as decodeRecords does, with the same checks (it
 // accepts exactly what decodeRecords accepts, so a malformed batch fails a
 // pass before anything is written), but hands fn only each record's offset
-// delta and key, the key map's needs.
-func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelta int32, key []byte)) error {
+// delta, key and whether it is a tombstone (null value), the key map's
+// needs, and jumps over values and headers by their lengths.
+func recordKeys(b []byte, count int32, lastOffsetDelta int32, fn func(offsetDelta int32, key []byte, tombstone bool)) error {
 	if count < 0 {
 		return fmt.Errorf("%w: record count %d", errBadRecord, count)
 	}
-	r := reader{b: b}
 	prev := int64(-1)
+	p := 0
+	// One-byte varints (most lengths and deltas) are decoded inline.
 	for i := int32(0); i < count; i++ {
-		length := r.varint()
-		if r.bad || length <= 0 || length > int64(len(r.b)) {
+		var length int64
+		if p < len(b) && b[p] < 0x80 {
+			length, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if length, p = varintSlow(b, p, len(b)); p == 0 {
 			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
 		}
-		body := reader{b: r.b[1:length]} // after the attributes byte
-		r.b = r.b[length:]
-		body.varint() // timestamp delta
-		od := body.varint()
-		key := body.nullable()
-		body.nullable() // value
-		nh := body.varint()
-		if nh < 0 || nh > int64(len(body.b)) {
-			body.bad = true
+		if length <= 0 || length > int64(len(b)-p) {
+			return fmt.Errorf("%w: record %d: bad length", errBadRecord, i)
 		}
-		for h := int64(0); h < nh && !body.bad; h++ {
-			if k := body.varint(); k < 0 {
-				body.bad = true
+		end := p + int(length)
+		p++ // the attributes byte
+		var od, kl, vl int64
+		bad := false
+		if p < end && b[p] < 0x80 { // timestamp delta
+			p++
+		} else if _, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			od, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if od, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			kl, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if kl, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		var key []byte
+		if !bad && kl != -1 {
+			if kl < 0 || kl > int64(end-p) {
+				bad = true
 			} else {
-				body.take(k)
+				key = b[p : p+int(kl) : p+int(kl)]
+				p += int(kl)
 			}
-			body.nullable()
 		}
-		if body.bad || len(body.b) != 0 {
+		if bad {
+		} else if p < end && b[p] < 0x80 {
+			vl, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+		} else if vl, p = varintSlow(b, p, end); p == 0 {
+			bad = true
+		}
+		tombstone := vl == -1
+		if !bad && !tombstone {
+			if vl < 0 || vl > int64(end-p) {
+				bad = true
+			} else {
+				p += int(vl)
+			}
+		}
+		if !bad {
+			var nh int64
+			if p < end && b[p] < 0x80 {
+				nh, p = int64(b[p]>>1)^-int64(b[p]&1), p+1
+			} else if nh, p = varintSlow(b, p, end); p == 0 {
+				bad = true
+			}
+			if nh < 0 || nh > int64(end-p) {
+				bad = true
+			}
+			for h := int64(0); h < nh && !bad; h++ {
+				var k int64
+				if k, p = varintAt(b, p, end); p == 0 || k < 0 || k > int64(end-p) {
+					bad = true
+					break
+				}
+				p += int(k)
+				if p, _, _ = skipNullable(b, p, end); p == 0 {
+					bad = true
+				}
+			}
+		}
+		if bad || p != end {
 			return fmt.Errorf("%w: record %d: fields do not fit its length", errBadRecord, i)
 		}
 		if od <= prev || od > int64(lastOffsetDelta) {
 			return fmt.Errorf("%w: record %d: offset delta %d after %d (last %d)", errBadRecord, i, od, prev, lastOffsetDelta)
 		}
 		prev = od
-		fn(int32(od), key)
+		fn(int32(od), key, tombstone)
 	}
-	if len(r.b) != 0 {
-		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(r.b))
+	if p != len(b) {
+		return fmt.Errorf("%w: %d bytes after the last record", errBadRecord, len(b)-p)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"hash/crc32"
 	"io"
 	"math"
+	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/tiering"
@@ -92,6 +93,54 @@ func RemoteCleanableRange(m *tiering.Manifest) RemoteRange {
 		}
 	}
 	return r
+}
+
+// RemoteDirtyTimestamp returns the max timestamp of the remote log's first
+// dirty batch (the first batch at or past the manifest's CleanedUpTo: its
+// oldest uncleaned data), as CleanableRange reads the local log's for
+// max.compaction.lag.ms, with the segment that holds it (stem "" and -1 if
+// nothing is dirty). It reads the first dirty segment's .log object from its
+// start up to that batch's header only (the first batch, unless a pass
+// stopped inside the segment), checking each header it passes.
+func RemoteDirtyTimestamp(ctx context.Context, remote RemoteLog, m *tiering.Manifest) (stem string, ts int64, err error) {
+	firstDirty := max(m.CleanedUpTo, m.StartOffset)
+	for _, seg := range m.Segments {
+		if seg.EndOffset <= firstDirty {
+			continue
+		}
+		r, err := remote.OpenSegment(ctx, seg)
+		if err != nil {
+			return "", -1, err
+		}
+		defer r.Close()
+		var hdr [headerSize]byte
+		for pos := int64(0); pos < seg.Size; {
+			if _, err := io.ReadFull(r, hdr[:]); err != nil {
+				return "", -1, fmt.Errorf("compaction: read remote segment %s: %w", seg.Stem, err)
+			}
+			h, err := hotlog.ParseBatchHeader(hdr[:])
+			if err != nil || pos+h.Size() > seg.Size {
+				return "", -1, fmt.Errorf("%w: remote segment %s at %d: %v", ErrCorrupt, seg.Stem, pos, err)
+			}
+			if h.LastOffset() >= firstDirty {
+				return seg.Stem, h.MaxTimestamp, nil
+			}
+			if _, err := io.CopyN(io.Discard, r, h.Size()-headerSize); err != nil {
+				return "", -1, fmt.Errorf("compaction: read remote segment %s: %w", seg.Stem, err)
+			}
+			pos += h.Size()
+		}
+		return "", -1, nil
+	}
+	return "", -1, nil
+}
+
+// RemoteForced reports whether max.compaction.lag.ms forces a remote pass
+// at now, whatever the remote dirty ratio: the remote log's oldest
+// uncleaned batch (dirtyTs, from RemoteDirtyTimestamp) is older than
+// now - cfg.MaxCompactionLag.
+func RemoteForced(cfg TopicConfig, dirtyTs int64, now time.Time) bool {
+	return cfg.MaxCompactionLag > 0 && dirtyTs >= 0 && dirtyTs < now.Add(-cfg.MaxCompactionLag).UnixMilli()
 }
 
 // RemotePlan is a prepared remote pass: uploaded segments waiting for their
@@ -182,7 +231,7 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 	pl.Stats.FirstDirty = firstDirty
 
 	// The key map: the remote dirty part, then the local data above it.
-	c.omap.clear()
+	c.clearMap()
 	mapEnd, full := firstDirty, false
 	for _, seg := range m.Segments {
 		if seg.EndOffset <= firstDirty {
@@ -193,13 +242,14 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 				return true, nil
 			}
 			if !h.IsControl() && !h.IsTransactional() {
-				more, err := c.mapBatch(h, batch)
+				more, err := c.mapBatch(h, batch, false)
 				if err != nil || !more {
 					full = true
 					return false, err
 				}
 			}
 			mapEnd = h.LastOffset() + 1
+			c.mapPrev = mapEnd
 			return true, nil
 		})
 		if err != nil {
@@ -219,9 +269,10 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 		if r.FirstDirty == from && from < r.FirstUncleanable {
 			err = c.scan(ctx, t.Local, from, r.FirstUncleanable, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
 				if h.IsControl() || h.IsTransactional() {
+					c.mapPrev = h.LastOffset() + 1
 					return true, nil
 				}
-				return c.mapBatch(h, batch)
+				return c.mapBatch(h, batch, false)
 			})
 			if err != nil && !errors.Is(err, hotlog.ErrOffsetOutOfRange) {
 				return pl, err
@@ -229,7 +280,7 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 		}
 	}
 	pl.mapEnd = mapEnd
-	pl.Stats.MapEnd, pl.Stats.MapEntries, pl.Stats.MapBytes = mapEnd, c.omap.entries, c.omap.bytes()
+	pl.Stats.MapEnd, pl.Stats.MapEntries, pl.Stats.MapSlots, pl.Stats.MapBytes = mapEnd, c.omap.entries, c.omap.slots(), c.omap.bytes()
 	pl.changed = mapEnd > m.CleanedUpTo
 
 	// Rewrite the groups below the mapped end.

@@ -327,3 +327,84 @@ func TestCleanRemoteStaleLease(t *testing.T) {
 		t.Fatalf("commit of replaced groups: %v, want ErrConflict", err)
 	}
 }
+
+// TestRemoteMaxCompactionLag: RemoteDirtyTimestamp finds the remote log's
+// oldest uncleaned batch (none once a pass compacted it to its end, the
+// first newly uploaded batch after), and RemoteForced turns it into
+// max.compaction.lag.ms's verdict, below min.cleanable.dirty.ratio too.
+func TestRemoteMaxCompactionLag(t *testing.T) {
+	const segBytes = 4096
+	e := newRemoteEnv(t, segBytes)
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(9, 9))
+	firstTs := func(from int64) int64 {
+		t.Helper()
+		b, err := e.l.ReadBytes(from, 1, e.l.LogEndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := hotlog.ParseBatchHeader(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.MaxTimestamp
+	}
+	writeKeyed(t, e.l, e.clk, rng, testCodecs[0], 50, 600, 0)
+	want := firstTs(0)
+	seal(t, e.l, e.clk, segBytes)
+	e.upload(t)
+	m, err := e.tp.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stem, ts, err := RemoteDirtyTimestamp(ctx, e.tp, m)
+	if err != nil || stem != m.Segments[0].Stem || ts != want {
+		t.Fatalf("dirty timestamp %s %d (%v), want %s %d", stem, ts, err, m.Segments[0].Stem, want)
+	}
+	// A checkpoint inside a segment (a pass whose map filled there): the
+	// headers before it are passed over.
+	mid := *m
+	mid.CleanedUpTo = (m.Segments[1].BaseOffset + m.Segments[1].EndOffset) / 2
+	if stem, ts, err := RemoteDirtyTimestamp(ctx, e.tp, &mid); err != nil || stem != m.Segments[1].Stem || ts != firstTs(mid.CleanedUpTo) {
+		t.Fatalf("dirty timestamp from %d: %s %d (%v), want %d", mid.CleanedUpTo, stem, ts, err, firstTs(mid.CleanedUpTo))
+	}
+	c := NewCleaner(CleanerConfig{}, e.clk.now)
+	defer c.Close()
+	cfg := TopicConfig{Policy: Policy{Compact: true}, MaxCompactionLag: time.Minute}
+	if _, err := c.CleanRemote(ctx, RemoteTarget{Remote: e.tp, Config: cfg}, tiering.Fence{Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ = e.tp.Manifest(ctx); m.CleanedUpTo != m.EndOffset {
+		t.Fatalf("cleaned up to %d of %d", m.CleanedUpTo, m.EndOffset)
+	}
+	if stem, ts, err := RemoteDirtyTimestamp(ctx, e.tp, m); err != nil || stem != "" || ts != -1 {
+		t.Fatalf("nothing dirty: %s %d %v", stem, ts, err)
+	}
+	// Newer data, uploaded: a little dirty (below the default ratio 0.5).
+	// (The first dirty batch is the seal's tail record, left in the active
+	// segment by the first upload.)
+	e.clk.add(10 * time.Minute)
+	want = firstTs(m.EndOffset)
+	writeKeyed(t, e.l, e.clk, rng, testCodecs[0], 50, 30, 0)
+	seal(t, e.l, e.clk, segBytes)
+	e.upload(t)
+	if m, err = e.tp.Manifest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := RemoteCleanableRange(m); r.DirtyBytes == 0 || r.DirtyRatio() >= 0.5 {
+		t.Fatalf("remote range %+v: want a little dirty", r)
+	}
+	stem, ts, err = RemoteDirtyTimestamp(ctx, e.tp, m)
+	if err != nil || ts != want || stem == "" {
+		t.Fatalf("dirty timestamp %s %d (%v), want %d", stem, ts, err, want)
+	}
+	if RemoteForced(cfg, ts, time.UnixMilli(ts+30_000)) {
+		t.Fatal("forced before max.compaction.lag.ms passed")
+	}
+	if !RemoteForced(cfg, ts, time.UnixMilli(ts+120_000)) {
+		t.Fatal("not forced after max.compaction.lag.ms passed")
+	}
+	if RemoteForced(TopicConfig{}, ts, time.UnixMilli(ts+120_000)) {
+		t.Fatal("forced without max.compaction.lag.ms")
+	}
+}

@@ -6,14 +6,16 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/testutil"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 )
@@ -274,11 +276,12 @@ func TestThrottler(t *testing.T) {
 }
 
 func TestOffsetMap(t *testing.T) {
-	m := newOffsetMap(100 * offsetMapSlotBytes)
-	if len(m.slots) != 97 || m.maxEntry != 87 {
-		t.Fatalf("%d slots, max entries %d; want the prime 97 and 87", len(m.slots), m.maxEntry)
+	m := newOffsetMap(offsetMapBytes(100, 1000))
+	if m.slots() < 112 || m.maxEntry < 100 || m.cover < 1000 {
+		t.Fatalf("%d slots, max entries %d, cover %d; want room for 100 keys and 1000 offsets", m.slots(), m.maxEntry, m.cover)
 	}
-	for i := range 87 {
+	n := m.maxEntry
+	for i := range n {
 		if !m.put(keyOf(i), int64(i)) {
 			t.Fatalf("put %d refused", i)
 		}
@@ -295,6 +298,73 @@ func TestOffsetMap(t *testing.T) {
 	m.clear()
 	if m.get(keyOf(3)) != -1 || m.entries != 0 {
 		t.Fatal("clear left entries")
+	}
+	// Offsets are relative to the first put: 2³²-2 past it is refused.
+	if !m.put(keyOf(1), 1<<40) || m.put(keyOf(2), 1<<40+maxRelOffset) || m.get(keyOf(1)) != 1<<40 {
+		t.Fatal("relative offsets wrong")
+	}
+}
+
+// TestOffsetMapBitmaps: markBatch and markRecord leave superseded records
+// and gaps dead, tombstones and whole batches marked look, and nextLook
+// passes over exactly the dead offsets that are not marked look.
+func TestOffsetMapBitmaps(t *testing.T) {
+	m := newOffsetMap(offsetMapBytes(100, 1000))
+	put := func(off int64, key int, tomb bool) {
+		t.Helper()
+		if !m.room(off, off, 1) {
+			t.Fatal("no room")
+		}
+		old, ok := m.putHash(xxh3.Hash128(keyOf(key)), off)
+		if !ok {
+			t.Fatal("put refused")
+		}
+		m.markRecord(off, old, tomb)
+	}
+	// Batch [10, 14]: keys 0..3 at 10, 11, 13, 14 (12 a gap).
+	m.room(10, 14, 4)
+	m.markBatch(-1, 10, 14, false)
+	put(10, 0, false)
+	put(11, 1, false)
+	put(13, 2, true)
+	put(14, 3, false)
+	// Batch [20, 22] after a gap [15, 20): keys 0, 1, 2 again.
+	m.markBatch(15, 20, 22, false)
+	put(20, 0, false)
+	put(21, 1, false)
+	put(22, 2, false)
+	// Batch [23, 24], whole: key 3.
+	m.markBatch(23, 23, 24, true)
+	put(23, 3, false)
+	put(24, 5, false)
+	dead := func(o int64) bool { return bitGet(m.dead, o-m.base) }
+	// Superseded (10, 11, 13; 14 by 23) and gaps (12, 15-19).
+	for _, o := range []int64{10, 11, 12, 13, 14, 15, 19} {
+		if !dead(o) {
+			t.Errorf("offset %d not dead", o)
+		}
+	}
+	for _, o := range []int64{20, 21, 22, 23, 24} {
+		if dead(o) {
+			t.Errorf("live offset %d dead", o)
+		}
+	}
+	// 13 is a dead tombstone (look), so the run from 10 stops there; from
+	// 14 it runs to 20.
+	if got := m.nextLook(10, 100); got != 13 {
+		t.Errorf("nextLook(10) = %d, want 13", got)
+	}
+	if got := m.nextLook(14, 100); got != 20 {
+		t.Errorf("nextLook(14) = %d, want 20", got)
+	}
+	if got := m.nextLook(14, 18); got != 18 {
+		t.Errorf("nextLook(14, limit 18) = %d, want 18", got)
+	}
+	if got := m.countMappedDead(0, 30-m.base); got != 4 {
+		t.Errorf("%d mapped dead records, want 4 (10, 11, 13, 14)", got)
+	}
+	if countRange(m.look, 23-m.base, 24-m.base) != 2 {
+		t.Error("whole batch not marked look")
 	}
 }
 
@@ -344,7 +414,7 @@ func FuzzDecodeRecords(f *testing.F) {
 			recs = append(recs, cp)
 			return nil
 		})
-		keysErr := recordKeys(data, count, lastDelta, func(int32, []byte) {})
+		keysErr := recordKeys(data, count, lastDelta, func(int32, []byte, bool) {})
 		if (err == nil) != (keysErr == nil) {
 			t.Fatalf("decodeRecords: %v; recordKeys: %v", err, keysErr)
 		}
@@ -353,8 +423,9 @@ func FuzzDecodeRecords(f *testing.F) {
 		}
 		// The key-only walker sees the same keys.
 		j := 0
-		if err := recordKeys(data, count, lastDelta, func(od int32, key []byte) {
-			if j >= len(recs) || recs[j].OffsetDelta != od || !bytes.Equal(recs[j].Key, key) || (key == nil) != (recs[j].Key == nil) {
+		if err := recordKeys(data, count, lastDelta, func(od int32, key []byte, tombstone bool) {
+			if j >= len(recs) || recs[j].OffsetDelta != od || !bytes.Equal(recs[j].Key, key) || (key == nil) != (recs[j].Key == nil) ||
+				tombstone != (recs[j].Value == nil) {
 				t.Fatalf("recordKeys disagrees at record %d", j)
 			}
 			j++

@@ -180,4 +180,5 @@ func TestCompat(t *testing.T) {
 	t.Run("kafka-go", func(t *testing.T) { testKafkaGo(t, b) })
 	t.Run("kafkajs", func(t *testing.T) { testKafkaJS(t, b) })
 	t.Run("kcat", func(t *testing.T) { testKcatMore(t, b) })
+	t.Run("confluent-python", func(t *testing.T) { testConfluentEOS(t, b) })
 }

@@ -142,6 +142,9 @@ func EncodeCommand(cmd Command) []byte {
 		panic(fmt.Sprintf("metadata: command type %d not registered", cmd.Type()))
 	}
 	flags := info.version
+	if v, ok := cmd.(versionedCommand); ok {
+		flags = v.encodeVersion()
+	}
 	if info.ignorable {
 		flags |= flagIgnorable
 	}
@@ -150,6 +153,13 @@ func EncodeCommand(cmd Command) []byte {
 	e.u8(flags)
 	cmd.encode(&e)
 	return e.buf
+}
+
+// versionedCommand is a command that writes an older version when it uses
+// none of the newer fields, so that a binary that knows only that version
+// still applies it (a rolling upgrade).
+type versionedCommand interface {
+	encodeVersion() uint8
 }
 
 // errIgnored is returned by DecodeCommand for an unknown entry flagged

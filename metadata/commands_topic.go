@@ -31,8 +31,15 @@ func init() {
 		}
 		return c
 	}})
-	register(TypeChangeLeaderAndISR, commandInfo{name: "ChangeLeaderAndISR", version: 1, decode: func(_ uint8, d *decoder) Command {
-		return &ChangeLeaderAndISR{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32(), Leader: d.int32(), ISR: d.int32s()}
+	register(TypeChangeLeaderAndISR, commandInfo{name: "ChangeLeaderAndISR", version: 2, decode: func(v uint8, d *decoder) Command {
+		c := &ChangeLeaderAndISR{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32(), Leader: d.int32(), ISR: d.int32s()}
+		if v >= 2 {
+			n := d.count(1)
+			for range n {
+				c.BrokerEpochs = append(c.BrokerEpochs, d.varint())
+			}
+		}
+		return c
 	}})
 	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 2, decode: func(v uint8, d *decoder) Command {
 		c := &CommitRemoteLog{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), ExpectedManifestVersion: d.varint(),
@@ -369,6 +376,13 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 // unless the topic allows unclean election; brokers added to the ISR must be
 // eligible. The leader epoch grows when the leader changes; the partition
 // epoch on any change.
+//
+// BrokerEpochs (version 2; KIP-841), if set, runs parallel to ISR: for a
+// broker that joins the ISR, the broker epoch of the incarnation whose
+// fetches the leader judged caught up (-1: not checked). The change is
+// refused with ErrIneligibleReplica unless that is the broker's current
+// registration: a follower that restarted meanwhile (perhaps with a shorter
+// log) is not added on the strength of its previous incarnation's fetches.
 type ChangeLeaderAndISR struct {
 	TopicID        UUID
 	Partition      int32
@@ -376,6 +390,7 @@ type ChangeLeaderAndISR struct {
 	PartitionEpoch int32
 	Leader         int32 // may be NoLeader
 	ISR            []int32
+	BrokerEpochs   []int64 // version 2: nil, or len(ISR) entries
 }
 
 func (*ChangeLeaderAndISR) Type() CommandType { return TypeChangeLeaderAndISR }
@@ -386,6 +401,21 @@ func (c *ChangeLeaderAndISR) encode(e *encoder) {
 	e.varint(int64(c.PartitionEpoch))
 	e.varint(int64(c.Leader))
 	e.int32s(c.ISR)
+	if c.encodeVersion() >= 2 {
+		e.uvarint(uint64(len(c.BrokerEpochs)))
+		for _, be := range c.BrokerEpochs {
+			e.varint(be)
+		}
+	}
+}
+
+// encodeVersion is 1 (what binaries before KIP-841's check decode) unless
+// BrokerEpochs is set.
+func (c *ChangeLeaderAndISR) encodeVersion() uint8 {
+	if len(c.BrokerEpochs) == 0 {
+		return 1
+	}
+	return 2
 }
 
 func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
@@ -399,6 +429,9 @@ func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
 	if len(c.ISR) == 0 {
 		return Result{}, reject(ErrInvalidRequest, "%s-%d: empty ISR", t.Name, p.Index)
 	}
+	if len(c.BrokerEpochs) != 0 && len(c.BrokerEpochs) != len(c.ISR) {
+		return Result{}, reject(ErrInvalidRequest, "%s-%d: %d broker epochs for an ISR of %d", t.Name, p.Index, len(c.BrokerEpochs), len(c.ISR))
+	}
 	for i, r := range c.ISR {
 		if !contains(p.Replicas, r) {
 			return Result{}, reject(ErrInvalidRequest, "%s-%d: ISR member %d is not a replica", t.Name, p.Index, r)
@@ -408,6 +441,16 @@ func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
 		}
 		if !contains(p.ISR, r) && !eligible(s, r) {
 			return Result{}, reject(ErrIneligibleReplica, "%s-%d: broker %d is fenced or shutting down", t.Name, p.Index, r)
+		}
+		if len(c.BrokerEpochs) > 0 && c.BrokerEpochs[i] >= 0 && !contains(p.ISR, r) {
+			current := int64(-1)
+			if b, ok := s.Broker(r); ok {
+				current = b.Epoch
+			}
+			if current != c.BrokerEpochs[i] {
+				return Result{}, reject(ErrIneligibleReplica, "%s-%d: broker %d caught up at broker epoch %d, now registered at %d",
+					t.Name, p.Index, r, c.BrokerEpochs[i], current)
+			}
 		}
 	}
 	if c.Leader != NoLeader {

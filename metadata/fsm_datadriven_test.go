@@ -167,8 +167,14 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return h.run(c)
 	case "isr":
 		tp, p := partition()
-		return h.run(&ChangeLeaderAndISR{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
-			PartitionEpoch: int32(num("pe", int64(p.PartitionEpoch))), Leader: int32(num("leader", -1)), ISR: parseInt32s(t, td, str("isr"))})
+		c := &ChangeLeaderAndISR{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
+			PartitionEpoch: int32(num("pe", int64(p.PartitionEpoch))), Leader: int32(num("leader", -1)), ISR: parseInt32s(t, td, str("isr"))}
+		if be := str("broker-epochs"); be != "" {
+			for _, v := range parseInt32s(t, td, be) {
+				c.BrokerEpochs = append(c.BrokerEpochs, int64(v))
+			}
+		}
+		return h.run(c)
 	case "reassign":
 		tp, p := partition()
 		var target []int32

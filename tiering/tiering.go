@@ -2,6 +2,7 @@ package tiering
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/failpoint"
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/objectstore"
 )
@@ -609,6 +611,9 @@ func (p *Partition) commitWith(ctx context.Context, epoch int32, st *remoteState
 	if err := objectstore.PutBytes(ctx, p.m.store, key, data, objectstore.CreateOptions{NoOverwrite: true}); err != nil {
 		return st, fmt.Errorf("tiering: %s: write manifest: %w", p.tp, err)
 	}
+	// Everything is in the bucket, nothing committed: the e2e tests stop
+	// (or kill) a leader here to prove that a late commit is fenced.
+	failpoint.Pause(ctx, FailpointBeforeCommit, func() []byte { return beforeCommitDetail(p.tp, epoch, st, nm, key) })
 	if err := commitFn(key, st.ptr.ManifestVersion); err != nil {
 		p.state.Store(nil) // outcome unknown: re-read the pointer before going on
 		return st, fmt.Errorf("tiering: %s: commit manifest v%d: %w", p.tp, nm.Version, err)
@@ -620,6 +625,40 @@ func (p *Partition) commitWith(ctx context.Context, epoch int32, st *remoteState
 	p.state.Store(ns)
 	p.loadMu.Unlock()
 	return ns, nil
+}
+
+// FailpointBeforeCommit is the failpoint (internal/failpoint) between a
+// round's last PUT (the new manifest) and its CommitRemoteLog. Its detail is
+// BeforeCommit as JSON.
+const FailpointBeforeCommit = "tiering-before-commit"
+
+// BeforeCommit describes a commit about to be made (the detail of
+// FailpointBeforeCommit).
+type BeforeCommit struct {
+	Topic           string   `json:"topic"`
+	Partition       int32    `json:"partition"`
+	LeaderEpoch     int32    `json:"leader_epoch"`
+	ExpectedVersion int64    `json:"expected_version"`
+	ManifestKey     string   `json:"manifest_key"`
+	StartOffset     int64    `json:"start_offset"`
+	EndOffset       int64    `json:"end_offset"`
+	NewStems        []string `json:"new_stems"` // segments the manifest adds
+}
+
+func beforeCommitDetail(tp TopicPartition, epoch int32, st *remoteState, nm *Manifest, key string) []byte {
+	old := map[string]bool{}
+	for _, s := range st.manifest.Segments {
+		old[s.Stem] = true
+	}
+	d := BeforeCommit{Topic: tp.Topic, Partition: tp.Partition, LeaderEpoch: epoch, ExpectedVersion: st.ptr.ManifestVersion,
+		ManifestKey: key, StartOffset: nm.StartOffset, EndOffset: nm.EndOffset, NewStems: []string{}}
+	for _, s := range nm.Segments {
+		if !old[s.Stem] {
+			d.NewStems = append(d.NewStems, s.Stem)
+		}
+	}
+	b, _ := json.Marshal(d)
+	return b
 }
 
 // updateLag computes the upload lag: bytes and offsets of local data at or

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -711,5 +712,114 @@ func TestFollowerLocalRetention(t *testing.T) {
 	e.p.RunOnce(context.Background())
 	if e.log.LogStartOffset() != start {
 		t.Fatal("deleted local data with remote storage off")
+	}
+}
+
+// TestNewLeaderMidSegment: a follower rolls its segments where its own
+// appends fall, not where the leader's did, so when it becomes leader the
+// committed remote end can lie inside one of its local segments. It must
+// continue uploading from that end: no offset twice in the manifest (the
+// straddling segment goes up from the remote end on), no gap, and every
+// record reads back from the bucket.
+func TestNewLeaderMidSegment(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	e.produce(120, 5, 40)
+	e.run()
+	remoteEnd := e.p.Status().RemoteEndOffset
+	if remoteEnd <= 0 {
+		t.Fatal("nothing uploaded by the first leader")
+	}
+	// The follower's copy: the same batches, appended in runs of 7 into
+	// segments of another size, so that its boundaries differ.
+	flog, err := hotlog.Open(hotlog.Options{Dir: filepath.Join(e.dir, "follower"), Config: hotlog.Config{SegmentBytes: 11 << 10, Flush: hotlog.FlushOS},
+		Now: e.clock.Now, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer flog.Close()
+	all := e.stampedFrom(0)
+	hdrs, err := hotlog.ValidateBatches(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pos := 0, int64(0); i < len(hdrs); {
+		var n int64
+		j := i
+		for ; j < len(hdrs) && j < i+7; j++ {
+			n += hdrs[j].Size()
+		}
+		if _, err := flog.AppendReplicated(all[pos:pos+n], hotlog.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pos += n
+		i = j
+	}
+	straddles := false
+	for _, s := range flog.Segments() {
+		straddles = straddles || (s.BaseOffset < remoteEnd && s.NextOffset > remoteEnd)
+	}
+	if !straddles {
+		t.Fatalf("setup: no follower segment straddles the remote end %d", remoteEnd)
+	}
+	// Leadership moves to the follower (epoch 6); the old leader is gone.
+	e.com.setEpoch(testTP, 6)
+	m2, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024, OrphanGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m2.Close()
+	p2, err := m2.AddPartition(PartitionOptions{TopicPartition: testTP, Log: flog, Config: *localOnlyTail(-1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 60; i++ {
+		if _, err := flog.Append(makeBatch(5, 40, e.clock.Now().UnixMilli(), uint64(1000+i)), hotlog.AppendOptions{LeaderEpoch: 6}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flog.SetHighWatermark(flog.LogEndOffset())
+	if err := p2.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p2.refresh(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := st.manifest
+	if m.EndOffset <= remoteEnd {
+		t.Fatalf("the new leader uploaded nothing past %d", remoteEnd)
+	}
+	next := m.StartOffset
+	for _, s := range m.Segments {
+		if s.BaseOffset != next {
+			t.Fatalf("segment %s starts at %d, want %d (overlap or gap)", s.Stem, s.BaseOffset, next)
+		}
+		next = s.EndOffset
+	}
+	if next != m.EndOffset {
+		t.Fatalf("segments end at %d, manifest at %d", next, m.EndOffset)
+	}
+	var got []byte
+	ctx := context.Background()
+	for off := int64(0); off < m.EndOffset; {
+		res, err := p2.Read(ctx, off, 1<<20, m.EndOffset)
+		if err != nil {
+			t.Fatalf("remote read at %d: %v", off, err)
+		}
+		b, err := res.Bytes()
+		res.Release()
+		if err != nil || res.NextOffset <= off {
+			t.Fatalf("remote read at %d: %v, next %d", off, err, res.NextOffset)
+		}
+		got = append(got, b...)
+		off = res.NextOffset
+	}
+	want, err := flog.ReadBytes(0, 1<<30, m.EndOffset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes from the bucket, want %d (equal prefix %d)", len(got), len(want), commonPrefix(got, want))
 	}
 }

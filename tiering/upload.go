@@ -32,6 +32,7 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 	if len(st.manifest.Segments) == 0 && st.ptr.ManifestVersion == 0 {
 		from = -1
 	}
+	remoteEnd := from
 	var todo []hotlog.SegmentInfo
 	for _, s := range p.log.Segments() {
 		if !s.Sealed || s.NextOffset > limit || len(todo) >= p.m.opts.MaxSegmentsPerCommit {
@@ -62,7 +63,7 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			metas[i], errs[i] = p.uploadSegment(ctx, todo[i], epoch)
+			metas[i], errs[i] = p.uploadSegment(ctx, todo[i], epoch, remoteEnd)
 		}()
 	}
 	wg.Wait()
@@ -113,8 +114,11 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 }
 
 // uploadSegment uploads one sealed segment's objects under a fresh stem.
-func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epoch int32) (meta SegmentMeta, err error) {
-	stem := segmentStem(p.prefix, s.BaseOffset, epoch)
+// A segment that straddles the remote end (remoteEnd inside it: this
+// replica rolled its segments elsewhere than the leader that uploaded
+// before it) goes up from its first batch at or past remoteEnd, so that no
+// offset is twice in the manifest.
+func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epoch int32, remoteEnd int64) (meta SegmentMeta, err error) {
 	defer func() {
 		if err != nil {
 			p.m.metrics.UploadErrors.Add(1)
@@ -126,13 +130,21 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 		return meta, err
 	}
 	defer f.Close()
-	w, err := p.m.store.CreateObject(ctx, stem+SuffixLog, objectstore.CreateOptions{NoOverwrite: true, SizeHint: s.Size})
+	start, base := int64(0), s.BaseOffset
+	if remoteEnd > s.BaseOffset {
+		if start, base, err = batchAt(f, s.Size, remoteEnd); err != nil {
+			return meta, err
+		}
+	}
+	stem := segmentStem(p.prefix, base, epoch)
+	size := s.Size - start
+	w, err := p.m.store.CreateObject(ctx, stem+SuffixLog, objectstore.CreateOptions{NoOverwrite: true, SizeHint: size})
 	if err != nil {
 		return meta, err
 	}
-	sc := newSegmentScanner(s.BaseOffset, p.m.opts.IndexIntervalBytes, p.m.opts.ChunkSize)
+	sc := newSegmentScanner(base, p.m.opts.IndexIntervalBytes, p.m.opts.ChunkSize)
 	buf := make([]byte, 1<<20)
-	for pos := int64(0); pos < s.Size; {
+	for pos := start; pos < s.Size; {
 		n := int64(len(buf))
 		if s.Size-pos < n {
 			n = s.Size - pos
@@ -159,7 +171,7 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 		return meta, errors.Join(err, w.Abort())
 	}
 	meta = SegmentMeta{
-		Stem: stem, BaseOffset: sc.first, EndOffset: s.NextOffset, Size: s.Size, CRC32C: sc.crc,
+		Stem: stem, BaseOffset: sc.first, EndOffset: s.NextOffset, Size: size, CRC32C: sc.crc,
 		ChunkSize: p.m.opts.ChunkSize, ChunkCRC32C: hex.EncodeToString(sc.chunkCRCs), MaxTimestamp: sc.idx.maxTs,
 		LeaderEpochs: sc.epochs, UploadEpoch: epoch, UploadedMs: p.m.opts.Now().UnixMilli(),
 	}
@@ -181,6 +193,12 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 		if n := len(entries); n > 0 && (entries[0].LastOffset < s.BaseOffset || entries[n-1].LastOffset >= s.NextOffset) {
 			return meta, fmt.Errorf("%w: transaction index of segment %d has markers outside [%d, %d)", hotlog.ErrCorruptBatch, s.BaseOffset, s.BaseOffset, s.NextOffset)
 		}
+		// Markers below the uploaded part are in the remote segment
+		// before it already.
+		for len(entries) > 0 && entries[0].LastOffset < sc.first {
+			entries = entries[1:]
+			txns = txns[hotlog.TxnIndexEntrySize:]
+		}
 	}
 	meta.IndexSize, meta.TimeIndexSize, meta.SnapshotSize = int64(len(sc.idx.offsets)), int64(len(sc.idx.times)), int64(len(snap))
 	meta.TxnIndexSize = int64(len(txns))
@@ -193,6 +211,33 @@ func (p *Partition) uploadSegment(ctx context.Context, s hotlog.SegmentInfo, epo
 		}
 	}
 	return meta, parallel(put(SuffixIndex, sc.idx.offsets), put(SuffixTimeIndex, sc.idx.times), put(SuffixSnapshot, snap), put(SuffixTxnIndex, txns))
+}
+
+// batchAt finds, by walking the batch headers of a local segment file of
+// size bytes, the first batch that holds offset (or, past it, the first
+// batch after it): its byte position and base offset.
+func batchAt(f vfs.File, size, offset int64) (pos, base int64, err error) {
+	var hdr [hotlog.BatchHeaderSize]byte
+	for pos < size {
+		if size-pos < hotlog.BatchHeaderSize {
+			break
+		}
+		if _, err := f.ReadAt(hdr[:], pos); err != nil {
+			return 0, 0, err
+		}
+		h, err := hotlog.ParseBatchHeader(hdr[:])
+		if err != nil {
+			return 0, 0, fmt.Errorf("batch header at %d: %w", pos, err)
+		}
+		if h.Size() < hotlog.BatchHeaderSize {
+			return 0, 0, fmt.Errorf("%w: batch at %d of %d bytes", hotlog.ErrCorruptBatch, pos, h.Size())
+		}
+		if h.LastOffset() >= offset {
+			return pos, h.BaseOffset, nil
+		}
+		pos += h.Size()
+	}
+	return 0, 0, fmt.Errorf("%w: no batch at or past offset %d in a segment of %d bytes", hotlog.ErrCorruptBatch, offset, size)
 }
 
 // parallel runs fns at once and returns their errors joined.

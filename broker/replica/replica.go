@@ -36,6 +36,9 @@ type follower struct {
 	// reaches prevLeaderEnd shows it was caught up at prevFetch.
 	prevLeaderEnd int64
 	prevFetch     time.Time
+	// brokerEpoch is the broker epoch (registration) its fetches carry
+	// (Fetch v15+), -1 unknown (KIP-841).
+	brokerEpoch int64
 }
 
 // Tracker is the leader's view of one partition's replicas. All methods are
@@ -50,6 +53,9 @@ type Tracker struct {
 		// adding holds the followers of a proposed, not yet committed
 		// ISR expansion; the high watermark counts them.
 		adding []int32
+		// addingEpochs are the broker epochs of the followers in adding,
+		// as their fetches carried them when the plan was made.
+		addingEpochs map[int32]int64
 		// hw is the highest high watermark this tracker answered; a
 		// follower joins only at or past it.
 		hw int64
@@ -70,7 +76,7 @@ func (t *Tracker) Reset(replicas, isr []int32, now time.Time) {
 	defer t.mu.Unlock()
 	t.mu.followers = map[int32]*follower{}
 	t.mu.hw = 0
-	t.mu.adding = nil
+	t.mu.adding, t.mu.addingEpochs = nil, nil
 	t.setLocked(replicas, isr, now)
 }
 
@@ -99,7 +105,7 @@ func (t *Tracker) setLocked(replicas, isr []int32, now time.Time) {
 			continue
 		}
 		if _, ok := t.mu.followers[r]; !ok {
-			t.mu.followers[r] = &follower{leo: -1, lastCaughtUp: now, prevLeaderEnd: -1}
+			t.mu.followers[r] = &follower{leo: -1, lastCaughtUp: now, prevLeaderEnd: -1, brokerEpoch: -1}
 		}
 	}
 	for id := range t.mu.followers {
@@ -116,15 +122,21 @@ func (t *Tracker) ISR() []int32 {
 	return slices.Clone(t.mu.isr)
 }
 
-// RecordFetch notes a fetch by follower id at fetchOffset when the leader's
-// log ended at leaderEnd. It reports false for a broker that is not a
-// follower of this partition.
-func (t *Tracker) RecordFetch(id int32, fetchOffset, leaderEnd int64, now time.Time) bool {
+// RecordFetch notes a fetch by follower id, sent by its incarnation
+// brokerEpoch (-1 unknown: Fetch before v15), at fetchOffset when the
+// leader's log ended at leaderEnd. It reports false for a broker that is not
+// a follower of this partition, and for a fetch of an earlier incarnation
+// than one already seen (a stale request of a broker that restarted: its log
+// end says nothing of the broker now).
+func (t *Tracker) RecordFetch(id int32, brokerEpoch, fetchOffset, leaderEnd int64, now time.Time) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	f, ok := t.mu.followers[id]
-	if !ok {
+	if !ok || (brokerEpoch >= 0 && brokerEpoch < f.brokerEpoch) {
 		return false
+	}
+	if brokerEpoch >= 0 {
+		f.brokerEpoch = brokerEpoch
 	}
 	f.leo = fetchOffset
 	switch {
@@ -165,7 +177,7 @@ func (t *Tracker) HighWatermark(leaderEnd int64) int64 {
 func (t *Tracker) ProposalFailed() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.mu.adding = nil
+	t.mu.adding, t.mu.addingEpochs = nil, nil
 }
 
 // PlanISR returns the ISR the leader should propose, and whether it differs
@@ -185,6 +197,7 @@ func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration
 	defer t.mu.Unlock()
 	hw = max(hw, t.mu.hw)
 	var out, adding []int32
+	epochs := map[int32]int64{}
 	changed := false
 	for _, r := range t.mu.replicas {
 		if r == t.self {
@@ -204,11 +217,30 @@ func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration
 		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag:
 			out = append(out, r) // expand
 			adding = append(adding, r)
+			epochs[r] = f.brokerEpoch
 			changed = true
 		}
 	}
-	t.mu.adding = adding
+	t.mu.adding, t.mu.addingEpochs = adding, epochs
 	return out, changed
+}
+
+// PlannedBrokerEpochs returns, parallel to isr (the last PlanISR answer),
+// the broker epoch each follower it adds had in the fetches that made it
+// eligible, and -1 for the others (members already in, the leader, a
+// follower whose fetches carry no epoch). The controller refuses the change
+// if a new member registered again since (KIP-841).
+func (t *Tracker) PlannedBrokerEpochs(isr []int32) []int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]int64, len(isr))
+	for i, r := range isr {
+		out[i] = -1
+		if e, ok := t.mu.addingEpochs[r]; ok && slices.Contains(t.mu.adding, r) {
+			out[i] = e
+		}
+	}
+	return out
 }
 
 // FollowerEnd returns what the leader knows of a follower's log end (-1 when

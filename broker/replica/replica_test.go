@@ -13,12 +13,12 @@ func TestHighWatermarkFollowsSlowestISRMember(t *testing.T) {
 	if hw := tr.HighWatermark(10); hw != -1 {
 		t.Fatalf("before any follower fetched: hw %d, want -1 (unknown)", hw)
 	}
-	tr.RecordFetch(2, 7, 10, now)
-	tr.RecordFetch(3, 4, 10, now)
+	tr.RecordFetch(2, -1, 7, 10, now)
+	tr.RecordFetch(3, -1, 4, 10, now)
 	if hw := tr.HighWatermark(10); hw != 4 {
 		t.Fatalf("hw %d, want 4", hw)
 	}
-	tr.RecordFetch(3, 10, 10, now)
+	tr.RecordFetch(3, -1, 10, 10, now)
 	if hw := tr.HighWatermark(10); hw != 7 {
 		t.Fatalf("hw %d, want 7", hw)
 	}
@@ -30,7 +30,7 @@ func TestHighWatermarkFollowsSlowestISRMember(t *testing.T) {
 	if hw := tr.HighWatermark(10); hw != 10 {
 		t.Fatalf("hw %d, want 10", hw)
 	}
-	if tr.RecordFetch(9, 1, 10, now) {
+	if tr.RecordFetch(9, -1, 1, 10, now) {
 		t.Fatal("a broker that is not a replica was accepted")
 	}
 }
@@ -46,8 +46,8 @@ func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
 	// 2 keeps up; 3 fetches but stays behind a growing log.
 	for i := int64(1); i <= 20; i++ {
 		now := start.Add(time.Duration(i) * time.Second)
-		tr.RecordFetch(2, i*10, i*10, now)
-		tr.RecordFetch(3, 5, i*10, now)
+		tr.RecordFetch(2, -1, i*10, i*10, now)
+		tr.RecordFetch(3, -1, 5, i*10, now)
 	}
 	isr, changed := tr.PlanISR(100, 0, start.Add(20*time.Second), lag)
 	if !changed || !slices.Equal(isr, []int32{1, 2}) {
@@ -56,7 +56,7 @@ func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
 	tr.SetAssignment([]int32{1, 2, 3}, []int32{1, 2}, start.Add(20*time.Second))
 	// 3 catches up to the leader's end: it rejoins.
 	now := start.Add(21 * time.Second)
-	tr.RecordFetch(3, 200, 200, now)
+	tr.RecordFetch(3, -1, 200, 200, now)
 	isr, changed = tr.PlanISR(150, 0, now, lag)
 	if !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("expand: got %v %v, want [1 2 3] true", isr, changed)
@@ -79,7 +79,7 @@ func TestCaughtUpAtPreviousFetch(t *testing.T) {
 	for i := int64(1); i <= 30; i++ {
 		now := start.Add(time.Duration(i) * time.Second)
 		// Each fetch reaches what the leader had at the previous one.
-		tr.RecordFetch(2, (i-1)*10, i*10, now)
+		tr.RecordFetch(2, -1, (i-1)*10, i*10, now)
 	}
 	if isr, changed := tr.PlanISR(0, 0, start.Add(30*time.Second), lag); changed {
 		t.Fatalf("a follower one fetch behind was dropped: %v", isr)
@@ -96,7 +96,7 @@ func TestExpansionHoldsHighWatermarkUntilCommitted(t *testing.T) {
 	lag := 10 * time.Second
 	tr := NewTracker(1)
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
-	tr.RecordFetch(2, 100, 100, now) // caught up
+	tr.RecordFetch(2, -1, 100, 100, now) // caught up
 	if hw := tr.HighWatermark(100); hw != 100 {
 		t.Fatalf("hw %d, want 100", hw)
 	}
@@ -109,7 +109,7 @@ func TestExpansionHoldsHighWatermarkUntilCommitted(t *testing.T) {
 	if hw := tr.HighWatermark(150); hw != 100 {
 		t.Fatalf("hw %d with an expansion pending, want 100 (the joining follower's end)", hw)
 	}
-	tr.RecordFetch(2, 120, 150, now)
+	tr.RecordFetch(2, -1, 120, 150, now)
 	if hw := tr.HighWatermark(150); hw != 120 {
 		t.Fatalf("hw %d, want 120", hw)
 	}
@@ -124,7 +124,7 @@ func TestRefusedExpansionStopsHoldingHighWatermark(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tr := NewTracker(1)
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
-	tr.RecordFetch(2, 50, 50, now)
+	tr.RecordFetch(2, -1, 50, 50, now)
 	tr.HighWatermark(50)
 	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
 		t.Fatal("no expansion planned")
@@ -145,7 +145,7 @@ func TestPlanISRUsesTrackersOwnHighWatermark(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tr := NewTracker(1)
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
-	tr.RecordFetch(2, 90, 90, now)
+	tr.RecordFetch(2, -1, 90, 90, now)
 	if hw := tr.HighWatermark(100); hw != 100 {
 		t.Fatalf("hw %d, want 100", hw)
 	}
@@ -167,7 +167,7 @@ func TestUnrelatedAssignmentKeepsExpansionHold(t *testing.T) {
 	lag := 10 * time.Second
 	tr := NewTracker(3)
 	tr.Reset([]int32{3, 1}, []int32{3}, now)
-	tr.RecordFetch(1, 7543, 7543, now)
+	tr.RecordFetch(1, -1, 7543, 7543, now)
 	if hw := tr.HighWatermark(7543); hw != 7543 {
 		t.Fatalf("hw %d, want 7543", hw)
 	}
@@ -185,7 +185,7 @@ func TestUnrelatedAssignmentKeepsExpansionHold(t *testing.T) {
 	if hw := tr.HighWatermark(7544); hw != 7543 {
 		t.Fatalf("hw %d after the commit, want 7543", hw)
 	}
-	tr.RecordFetch(1, 7544, 7544, now)
+	tr.RecordFetch(1, -1, 7544, 7544, now)
 	if hw := tr.HighWatermark(7544); hw != 7544 {
 		t.Fatalf("hw %d, want 7544", hw)
 	}
@@ -197,7 +197,7 @@ func TestExpansionHoldEndsWithReplicaOrRefusal(t *testing.T) {
 	now := time.Unix(1000, 0)
 	tr := NewTracker(1)
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
-	tr.RecordFetch(2, 50, 50, now)
+	tr.RecordFetch(2, -1, 50, 50, now)
 	tr.HighWatermark(50)
 	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
 		t.Fatal("no expansion planned")
@@ -209,5 +209,45 @@ func TestExpansionHoldEndsWithReplicaOrRefusal(t *testing.T) {
 	tr.SetAssignment([]int32{1}, []int32{1}, now)
 	if hw := tr.HighWatermark(80); hw != 80 {
 		t.Fatalf("hw %d once the follower is no replica, want 80", hw)
+	}
+}
+
+// TestBrokerEpochOfExpansion (KIP-841): the plan that adds a follower names
+// the broker epoch its fetches carried; a fetch of an earlier incarnation,
+// arriving after one of a later, is not counted.
+func TestBrokerEpochOfExpansion(t *testing.T) {
+	now := time.Unix(1000, 0)
+	lag := 10 * time.Second
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2, 3}, []int32{1, 2}, now)
+	tr.RecordFetch(2, 5, 100, 100, now)
+	tr.RecordFetch(3, 7, 100, 100, now)
+	isr, changed := tr.PlanISR(100, 0, now, lag)
+	if !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
+		t.Fatalf("expansion: %v %v", isr, changed)
+	}
+	if got := tr.PlannedBrokerEpochs(isr); !slices.Equal(got, []int64{-1, -1, 7}) {
+		t.Fatalf("planned broker epochs %v, want [-1 -1 7] (only the joining follower's)", got)
+	}
+	// Broker 3 restarted (epoch 9) and fetches from further back; a stale
+	// request of its previous incarnation arrives after.
+	if !tr.RecordFetch(3, 9, 40, 100, now) {
+		t.Fatal("the new incarnation's fetch was not counted")
+	}
+	if tr.RecordFetch(3, 7, 100, 100, now) {
+		t.Fatal("a fetch of the previous incarnation was counted")
+	}
+	if end := tr.FollowerEnd(3); end != 40 {
+		t.Fatalf("follower end %d, want 40 (the new incarnation's)", end)
+	}
+	tr.ProposalFailed()
+	if got := tr.PlannedBrokerEpochs(isr); !slices.Equal(got, []int64{-1, -1, -1}) {
+		t.Fatalf("after the proposal failed: %v", got)
+	}
+	// Caught up again, it is planned with its new epoch.
+	tr.RecordFetch(3, 9, 100, 100, now)
+	isr, _ = tr.PlanISR(100, 0, now, lag)
+	if got := tr.PlannedBrokerEpochs(isr); !slices.Equal(got, []int64{-1, -1, 9}) {
+		t.Fatalf("planned broker epochs %v, want [-1 -1 9]", got)
 	}
 }

@@ -22,6 +22,7 @@ import (
 var otherSedimentVars = []string{
 	"SEDIMENT_BROKERS", "SEDIMENT_TIMEOUT", "SEDIMENT_CLIENT_ID", "SEDIMENT_CLIENT_LOG_LEVEL",
 	"SEDIMENT_BENCH_KEYS", "SEDIMENT_CHAOS_KILLS", "SEDIMENT_E2E_VERBOSE",
+	"SEDIMENT_FAILPOINT_DIR", // internal/failpoint (e2e tests)
 }
 
 // brokerSettingNames returns every broker key (the flag names).

@@ -1,0 +1,33 @@
+package metadata
+
+import (
+	"reflect"
+	"testing"
+)
+
+// TestChangeLeaderAndISRVersions: without broker epochs the command is
+// written at version 1, which binaries from before KIP-841's check decode;
+// with them at version 2. Both decode back to what was encoded.
+func TestChangeLeaderAndISRVersions(t *testing.T) {
+	id := UUID{1, 2, 3}
+	for _, tc := range []struct {
+		cmd     *ChangeLeaderAndISR
+		version uint8
+	}{
+		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1, 2}}, 1},
+		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1, 2},
+			BrokerEpochs: []int64{-1, 42}}, 2},
+	} {
+		b := EncodeCommand(tc.cmd)
+		if got := b[1] &^ flagIgnorable; got != tc.version {
+			t.Fatalf("%+v written at version %d, want %d", tc.cmd, got, tc.version)
+		}
+		back, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, Command(tc.cmd)) {
+			t.Fatalf("round trip: %+v, want %+v", back, tc.cmd)
+		}
+	}
+}
