@@ -80,10 +80,12 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	segBytes, localBytes, enable := "32768", "0", "true"
 	createTopic(t, b, "history", 1, map[string]*string{"segment.bytes": &segBytes, "local.retention.bytes": &localBytes,
 		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
-	// Small batches: on a loaded machine kgo gathers records while a
-	// request is in flight, and one big batch makes one segment (a batch
-	// never spans two), which never seals: nothing would be tiered.
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10))
+	// Small uncompressed batches: ProduceSync hands kgo all records at
+	// once, and how many it packs into a batch depends on timing (on a
+	// loaded machine all 5000, 155 KB, went into one batch, one segment
+	// that never sealed: nothing would be tiered). Uncompressed, so that
+	// the 155 KB make several segments whatever the codec would save.
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const n = 5000
 	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
 	if len(produced) != n {
