@@ -156,20 +156,21 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 		}
 		pos = idx.floor(offset - seg.BaseOffset)
 	}
-	// Fetch what this read will need in parallel while the batches are walked.
 	first := int(pos / seg.ChunkSize)
 	last := int(min(pos+maxBytes, seg.Size-1) / seg.ChunkSize)
+	// A sequential reader (this read starts where the last one ended, or at
+	// a segment's start) has a window of ReadAhead chunks from this read's
+	// first one on, into the next segments, fetched as one stream of long
+	// ranged GETs that this read's chunks are the start of.
+	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
+		p.readAhead(m, i, first)
+	}
+	// Fetch what this read needs and the window does not hold, in parallel,
+	// while the batches are walked.
 	for c := first; c <= last; c++ {
 		if _, err := v.chunk(ctx, c, false); err != nil {
 			return false, err
 		}
-	}
-	// A sequential reader (this read starts where the last one ended, or at
-	// a segment's start) gets ReadAhead chunks past this read's last one,
-	// into the next segments, requested now so that they download while
-	// this read waits for its own chunks.
-	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
-		p.m.readAhead(m, i, last+1)
 	}
 	// Find the batch holding offset.
 	var h hotlog.BatchHeader
@@ -223,37 +224,91 @@ type readPos struct {
 	next, pos int64
 }
 
-// readAhead keeps a sequential reader's window of ReadAhead chunks, from
-// chunk c of segment i of mf on (into the next segments), cached or on its
-// way. It refills the window only once half of it is used up, so that each
-// refill is a long run of chunks, fetched with one GET per segment.
-func (m *Manager) readAhead(mf *Manifest, i, c int) {
-	type pos struct{ seg, chunk int }
-	var window []pos
-	for j := i; len(window) < m.opts.ReadAhead && j < len(mf.Segments); j, c = j+1, 0 {
-		for ; len(window) < m.opts.ReadAhead && c < mf.Segments[j].numChunks(); c++ {
-			window = append(window, pos{j, c})
+// readAhead is a sequential reader's read-ahead: a window of ReadAhead
+// chunks from the reader's position on (into the next segments) kept cached
+// or on their way, fetched by at most ReadStreams runs at once, each a run of
+// consecutive chunks of one segment fetched with one ranged GET. A run that
+// ends starts the next one at once, so that the stream of GETs has no gap
+// while the reader is ahead of the window; a new run starts only once half
+// of the window is missing or when it reaches its segment's end, so that
+// runs stay long (few requests per GB).
+type readAhead struct {
+	mu       sync.Mutex
+	mf       *Manifest
+	seg, chk int // the window's first chunk: chunk chk of segment seg of mf
+	inflight int // runs on their way
+}
+
+// readAhead moves p's window to chunk c of segment i of mf and fills it.
+func (p *Partition) readAhead(mf *Manifest, i, c int) {
+	a := &p.ahead
+	a.mu.Lock()
+	a.mf, a.seg, a.chk = mf, i, c
+	a.mu.Unlock()
+	p.fillWindow()
+}
+
+// fillWindow starts runs for the missing chunks of p's window, up to
+// ReadStreams on their way.
+func (p *Partition) fillWindow() {
+	m := p.m
+	a := &p.ahead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.mf != nil && a.inflight < m.opts.ReadStreams && !p.removed.Load() {
+		seg, from, to, ok := m.nextRun(a.mf, a.seg, a.chk)
+		if !ok {
+			return
 		}
+		if !m.prefetch(seg, from, to, p.runDone) {
+			return
+		}
+		a.inflight++
 	}
+}
+
+// runDone ends a read-ahead run and starts the next, unless it failed: then
+// the readers fetch the chunks it did not deliver one by one (with retries,
+// and the error if that fails), and their next reads refill the window.
+func (p *Partition) runDone(ok bool) {
+	p.ahead.mu.Lock()
+	p.ahead.inflight--
+	p.ahead.mu.Unlock()
+	if ok {
+		p.fillWindow()
+	}
+}
+
+// nextRun finds the first chunks of the window of ReadAhead chunks from
+// chunk c of segment i of mf that are neither cached nor on their way:
+// chunks [from, to) of seg, up to the first present chunk, the segment's
+// end or the window's end. ok is false if the window is complete, or if
+// more than half of it is present and the run would stop before its
+// segment's end (wait for a longer run).
+func (m *Manager) nextRun(mf *Manifest, i, c int) (seg *SegmentMeta, from, to int, ok bool) {
+	left := m.opts.ReadAhead
 	have := 0
-	for _, w := range window {
-		if !m.cache.has(chunkKey{mf.Segments[w.seg].Stem, w.chunk}) {
-			break
+	for ; left > 0 && i < len(mf.Segments); i, c = i+1, 0 {
+		s := &mf.Segments[i]
+		n := s.numChunks()
+		for ; left > 0 && c < n; c++ {
+			if m.cache.has(chunkKey{s.Stem, c}) {
+				have++
+				left--
+				continue
+			}
+			from, to = c, c
+			for to < n && left > 0 && (to == c || !m.cache.has(chunkKey{s.Stem, to})) {
+				to++
+				left--
+			}
+			if have >= max(1, m.opts.ReadAhead/2) && to < n {
+				return nil, 0, 0, false
+			}
+			return s, from, to, true
 		}
-		have++
 	}
-	if have == len(window) || have >= max(1, len(window)/2) {
-		return
-	}
-	rest := window[have:]
-	for k := 0; k < len(rest); {
-		j := rest[k].seg
-		from := rest[k].chunk
-		for k < len(rest) && rest[k].seg == j {
-			k++
-		}
-		m.prefetch(&mf.Segments[j], from, rest[k-1].chunk+1)
-	}
+	return nil, 0, 0, false
 }
 
 // segView reads one segment's bytes through the chunk cache for one read.
