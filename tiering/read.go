@@ -225,30 +225,41 @@ type readPos struct {
 }
 
 // readAhead is a sequential reader's read-ahead: a window of ReadAhead
-// chunks from the reader's position on (into the next segments) kept cached
-// or on their way, fetched by at most ReadStreams runs at once, each a run of
-// consecutive chunks of one segment fetched with one ranged GET. A run that
-// ends starts the next one at once, so that the stream of GETs has no gap
-// while the reader is ahead of the window; a new run starts only once half
-// of the window is missing or when it reaches its segment's end, so that
-// runs stay long (few requests per GB).
+// chunks from the reader's position on (into the next segments) fetched by
+// a stream of runs, each a run of consecutive chunks of one segment fetched
+// with one ranged GET, at most ReadStreams at once. A run that ends starts
+// the next one at once, so that the GETs follow each other without a gap
+// while the window has room; a new run starts only once half of the window
+// is left to fetch or when it reaches its segment's end, so that runs stay
+// long (few requests per GB). The stream never fetches a chunk twice for
+// one window: it goes on from its frontier (the first chunk it has not
+// asked for), so chunks evicted before the reader got to them (a cache
+// smaller than the windows) are the reader's to fetch, not a loop of GETs.
 type readAhead struct {
 	mu       sync.Mutex
 	mf       *Manifest
-	seg, chk int // the window's first chunk: chunk chk of segment seg of mf
-	inflight int // runs on their way
+	win      chunkPos // the window's first chunk (the reader's)
+	next     chunkPos // the stream's frontier
+	inflight int      // runs on their way
 }
+
+// chunkPos is chunk chk of segment seg of a manifest.
+type chunkPos struct{ seg, chk int }
 
 // readAhead moves p's window to chunk c of segment i of mf and fills it.
 func (p *Partition) readAhead(mf *Manifest, i, c int) {
 	a := &p.ahead
 	a.mu.Lock()
-	a.mf, a.seg, a.chk = mf, i, c
+	win := chunkPos{i, c}
+	if a.mf != mf || win.seg > a.next.seg || win.seg == a.next.seg && win.chk > a.next.chk {
+		a.next = win // a new manifest, or the reader passed the frontier
+	}
+	a.mf, a.win = mf, win
 	a.mu.Unlock()
 	p.fillWindow()
 }
 
-// fillWindow starts runs for the missing chunks of p's window, up to
+// fillWindow starts runs for the window's chunks past the frontier, up to
 // ReadStreams on their way.
 func (p *Partition) fillWindow() {
 	m := p.m
@@ -256,20 +267,25 @@ func (p *Partition) fillWindow() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for a.mf != nil && a.inflight < m.opts.ReadStreams && !p.removed.Load() {
-		seg, from, to, ok := m.nextRun(a.mf, a.seg, a.chk)
+		run, ok, inWindow := m.nextRun(a.mf, a.win, a.next)
+		if !inWindow {
+			a.next = a.win // the frontier is past the window (the reader went back)
+			continue
+		}
 		if !ok {
 			return
 		}
-		if !m.prefetch(seg, from, to, p.runDone) {
+		if !m.prefetch(&a.mf.Segments[run.seg], run.from, run.to, p.runDone) {
 			return
 		}
+		a.next = chunkPos{run.seg, run.to}
 		a.inflight++
 	}
 }
 
 // runDone ends a read-ahead run and starts the next, unless it failed: then
 // the readers fetch the chunks it did not deliver one by one (with retries,
-// and the error if that fails), and their next reads refill the window.
+// and the error if that fails), and their next reads move the window on.
 func (p *Partition) runDone(ok bool) {
 	p.ahead.mu.Lock()
 	p.ahead.inflight--
@@ -279,36 +295,62 @@ func (p *Partition) runDone(ok bool) {
 	}
 }
 
-// nextRun finds the first chunks of the window of ReadAhead chunks from
-// chunk c of segment i of mf that are neither cached nor on their way:
-// chunks [from, to) of seg, up to the first present chunk, the segment's
-// end or the window's end. ok is false if the window is complete, or if
-// more than half of it is present and the run would stop before its
-// segment's end (wait for a longer run).
-func (m *Manager) nextRun(mf *Manifest, i, c int) (seg *SegmentMeta, from, to int, ok bool) {
+// aheadRun is chunks [from, to) of segment seg.
+type aheadRun struct{ seg, from, to int }
+
+// nextRun finds the stream's next run in the window of ReadAhead chunks
+// from win: from the first chunk at or past the frontier next that is
+// neither cached nor on its way, up to the first present chunk, the
+// segment's end or the window's end. ok is false if there is none, or if
+// half of the window or more is behind it and it would stop before its
+// segment's end (wait for a longer run). inWindow is false if next lies
+// past the window's end.
+func (m *Manager) nextRun(mf *Manifest, win, next chunkPos) (run aheadRun, ok, inWindow bool) {
 	left := m.opts.ReadAhead
 	have := 0
-	for ; left > 0 && i < len(mf.Segments); i, c = i+1, 0 {
+	for i, c := win.seg, win.chk; left > 0 && i < len(mf.Segments); i, c = i+1, 0 {
 		s := &mf.Segments[i]
 		n := s.numChunks()
 		for ; left > 0 && c < n; c++ {
-			if m.cache.has(chunkKey{s.Stem, c}) {
+			if !inWindow && (i > next.seg || i == next.seg && c >= next.chk) {
+				inWindow = true
+			}
+			if !inWindow || m.cache.has(chunkKey{s.Stem, c}) {
 				have++
 				left--
 				continue
 			}
-			from, to = c, c
+			to := c
 			for to < n && left > 0 && (to == c || !m.cache.has(chunkKey{s.Stem, to})) {
 				to++
 				left--
 			}
 			if have >= max(1, m.opts.ReadAhead/2) && to < n {
-				return nil, 0, 0, false
+				return aheadRun{}, false, true
 			}
-			return s, from, to, true
+			return aheadRun{i, c, to}, true, true
 		}
 	}
-	return nil, 0, 0, false
+	// The window is all behind the frontier: fine if the frontier is just
+	// past the window's end (or the log's), else it is further on.
+	return aheadRun{}, false, inWindow || left == 0 && frontierAt(mf, win, next, m.opts.ReadAhead) || left > 0
+}
+
+// frontierAt says whether next is the chunk n chunks after win.
+func frontierAt(mf *Manifest, win, next chunkPos, n int) bool {
+	i, c := win.seg, win.chk
+	for n > 0 && i < len(mf.Segments) {
+		k := min(n, mf.Segments[i].numChunks()-c)
+		n -= k
+		c += k
+		if c >= mf.Segments[i].numChunks() {
+			i, c = i+1, 0
+		}
+	}
+	if next.seg < len(mf.Segments) && next.chk >= mf.Segments[next.seg].numChunks() {
+		next = chunkPos{next.seg + 1, 0}
+	}
+	return next == chunkPos{i, c}
 }
 
 // segView reads one segment's bytes through the chunk cache for one read.

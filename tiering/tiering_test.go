@@ -843,3 +843,38 @@ func (s *getCounterStream) Close() error {
 	})
 	return s.ReadCloser.Close()
 }
+
+// TestReadAheadSmallCache: with a cache smaller than the read-ahead window,
+// the stream fetches each chunk of the window once and stops (the chunks
+// evicted before the reader gets to them are the reader's to fetch), never
+// a loop of GETs; the reader still gets every byte.
+func TestReadAheadSmallCache(t *testing.T) {
+	gs := &getCounter{Store: mem.New(nil)}
+	e := newEnv(t, envOptions{store: gs, segmentBytes: 16 << 10, chunkSize: 4096, cfg: localOnlyTail(0)})
+	e.produce(400, 5, 100)
+	for i := 0; i < 20 && e.log.LogStartOffset() < e.log.HighWatermark()-100; i++ {
+		e.run()
+	}
+	const window = 24
+	e.open(envOptions{chunkSize: 4096, cacheBytes: 3 * 4096, readAhead: window, readStreams: 1}, e.p.Config())
+	ctx := context.Background()
+	gs.reset()
+	res, err := e.p.Read(ctx, 0, 1, e.log.LogStartOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	idle := func() bool {
+		e.p.ahead.mu.Lock()
+		defer e.p.ahead.mu.Unlock()
+		return e.p.ahead.inflight == 0
+	}
+	waitFor(t, "the stream done", idle)
+	if gets, _ := gs.counts(); gets > window {
+		t.Fatalf("%d GETs for a window of %d chunks", gets, window)
+	}
+	got, err := e.readAll(0, e.log.LogStartOffset(), 3000)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)[:len(got)]) || len(got) == 0 {
+		t.Fatalf("read through a small cache: %d bytes, %v", len(got), err)
+	}
+}
