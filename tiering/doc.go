@@ -101,7 +101,8 @@
 // from its position on, into the next segments, fetched as runs of chunks of
 // one segment, each with one ranged GET (objectstore.OpenRange: no HEAD),
 // at most Options.ReadStreams runs at once; a run that ends starts the next,
-// so that the GETs follow each other without a gap. Each chunk is checked
+// so that the GETs follow each other without a gap, and the stream goes on
+// from its frontier, never fetching a chunk twice for one window. Each chunk is checked
 // against the manifest's CRC32C as it is downloaded (and fetched again, up
 // to three times, if it does not match); batches served from a chunk file
 // older than Options.RecheckAfter have their CRC-32C checked again in the
