@@ -62,3 +62,46 @@ func CheckRange(off, length, size int64) error {
 	}
 	return nil
 }
+
+// RangeOpener is implemented by stores that can stream a range of an object
+// without opening it first: on s3 one ranged GET, where ReadObject costs a
+// HEAD before it. OpenRange uses it when the store has it.
+type RangeOpener interface {
+	// OpenRange streams length bytes (length > 0) of key from off, as
+	// Reader.ReadRange does (resumed if cut, never mixing versions of the
+	// object), and returns the object's size. A range past the object's
+	// end fails with an error wrapping ErrOutOfRange; a missing object
+	// with one for which IsNotExistError is true.
+	OpenRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, int64, error)
+}
+
+// OpenRange streams length bytes (length > 0) of key from off and returns
+// the object's size: with one request on a store that is a RangeOpener,
+// else with ReadObject and ReadRange (the Reader is closed with the stream).
+func OpenRange(ctx context.Context, s Store, key string, off, length int64) (io.ReadCloser, int64, error) {
+	if ro, ok := s.(RangeOpener); ok {
+		return ro.OpenRange(ctx, key, off, length)
+	}
+	r, size, err := s.ReadObject(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := CheckRange(off, length, size); err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	rc, err := r.ReadRange(ctx, off, length)
+	if err != nil {
+		r.Close()
+		return nil, 0, err
+	}
+	return &rangeStream{ReadCloser: rc, r: r}, size, nil
+}
+
+// rangeStream closes its Reader with the stream.
+type rangeStream struct {
+	io.ReadCloser
+	r Reader
+}
+
+func (s *rangeStream) Close() error { return errors.Join(s.ReadCloser.Close(), s.r.Close()) }

@@ -25,12 +25,14 @@ const (
 	benchData    = 64 << 20 // uploaded per BenchmarkUpload iteration
 )
 
-// SEDIMENT_BENCH_CHUNK (bytes) and SEDIMENT_BENCH_AHEAD (chunks) override
-// the chunk size and read-ahead depth of the benchmarks, for sweeps; by
-// default they are the Manager's defaults (8 MiB, 4).
+// SEDIMENT_BENCH_CHUNK (bytes), SEDIMENT_BENCH_AHEAD (chunks) and
+// SEDIMENT_BENCH_STREAMS override the chunk size, read-ahead depth and
+// read-ahead streams of the benchmarks, for sweeps; by default they are the
+// Manager's defaults (8 MiB, 8, 2).
 var (
-	benchChunk = benchEnvInt("SEDIMENT_BENCH_CHUNK", 8<<20)
-	benchAhead = int(benchEnvInt("SEDIMENT_BENCH_AHEAD", 0))
+	benchChunk   = benchEnvInt("SEDIMENT_BENCH_CHUNK", 8<<20)
+	benchAhead   = int(benchEnvInt("SEDIMENT_BENCH_AHEAD", 0))
+	benchStreams = int(benchEnvInt("SEDIMENT_BENCH_STREAMS", 0))
 	// benchReplayData is what BenchmarkReplayCold replays (SEDIMENT_BENCH_REPLAY_MB):
 	// enough that the first chunk's wait and the per-segment HEAD weigh as
 	// little as they do in a real replay.
@@ -169,7 +171,7 @@ func BenchmarkReplayCold(b *testing.B) {
 		b.StopTimer()
 		runs++
 		m, err := New(Options{Store: store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, fmt.Sprintf("cache%d", runs)),
-			Interval: -1, Logger: quietLogger(), ChunkSize: benchChunk, ReadAhead: benchAhead})
+			Interval: -1, Logger: quietLogger(), ChunkSize: benchChunk, ReadAhead: benchAhead, ReadStreams: benchStreams})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -222,52 +222,43 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 	if !ok || length <= 0 {
 		return nil, 0, fmt.Errorf("%w: chunk %d of %s", ErrCorruptObject, ch.key.index, seg.Stem)
 	}
-	o, err := m.readers.get(ctx, seg.Stem+SuffixLog)
-	if err != nil {
-		return nil, 0, err
-	}
-	r, size := o.r, o.size
-	bad := true
-	defer func() { m.readers.put(o, bad) }()
-	if size != seg.Size {
-		return nil, 0, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrCorruptObject, seg.Stem+SuffixLog, size, seg.Size)
-	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		if ctx.Err() != nil {
 			break
 		}
+		rc, err := m.openRange(ctx, seg, off, length)
+		if err != nil {
+			if objectstore.IsNotExist(err) || errors.Is(err, ErrCorruptObject) {
+				return nil, 0, err // a missing object, or one that is not the manifest's size
+			}
+			lastErr = err
+			continue
+		}
 		f, err := m.cache.fs.Create(ch.path)
 		if err != nil {
+			rc.Close()
 			return nil, 0, err
 		}
-		rc, err := r.ReadRange(ctx, off, length)
-		if err == nil {
-			h := crc32.New(castagnoli)
-			var n int64
-			buf := copyBuffers.Get().(*[]byte)
-			n, err = io.CopyBuffer(io.MultiWriter(f, h), rc, *buf)
-			copyBuffers.Put(buf)
-			rc.Close()
-			m.metrics.BytesDownloaded.Add(n)
-			if err == nil && n != length {
-				err = fmt.Errorf("%w: chunk %d of %s: %d bytes, want %d", ErrCorruptObject, ch.key.index, seg.Stem, n, length)
-			}
-			if err == nil && h.Sum32() != want {
-				m.metrics.CorruptChunks.Add(1)
-				err = fmt.Errorf("%w: chunk %d of %s: CRC32C %08x, the manifest says %08x", ErrCorruptObject, ch.key.index, seg.Stem, h.Sum32(), want)
-			}
+		h := crc32.New(castagnoli)
+		buf := copyBuffers.Get().(*[]byte)
+		n, err := io.CopyBuffer(io.MultiWriter(f, h), rc, *buf)
+		copyBuffers.Put(buf)
+		rc.Close()
+		m.metrics.BytesDownloaded.Add(n)
+		if err == nil && n != length {
+			err = fmt.Errorf("%w: chunk %d of %s: %d bytes, want %d", ErrCorruptObject, ch.key.index, seg.Stem, n, length)
+		}
+		if err == nil && h.Sum32() != want {
+			m.metrics.CorruptChunks.Add(1)
+			err = fmt.Errorf("%w: chunk %d of %s: CRC32C %08x, the manifest says %08x", ErrCorruptObject, ch.key.index, seg.Stem, h.Sum32(), want)
 		}
 		if err == nil {
-			bad = false
 			return f, length, nil
 		}
 		f.Close()
 		m.cache.fs.Remove(ch.path)
 		lastErr = err
-		if objectstore.IsNotExist(err) {
-			break
-		}
 	}
 	if lastErr == nil {
 		lastErr = ctx.Err()
@@ -275,43 +266,43 @@ func (m *Manager) download(ctx context.Context, seg *SegmentMeta, ch *chunk) (vf
 	return nil, 0, lastErr
 }
 
-// prefetch starts the download of chunks [from, to) of seg that are neither
-// cached nor on their way: each run of consecutive missing chunks is one
-// ranged GET (one request for many chunks: fewer requests per GB, and on a
-// busy store one long stream beats many short ones). It never blocks: if
-// the pool is busy the run is skipped, and a reader that needs one of its
-// chunks asks for it itself.
-func (m *Manager) prefetch(seg *SegmentMeta, from, to int) {
+// prefetch starts the download of chunks [from, to) of seg, up to the first
+// one already cached or on its way, as one run (one ranged GET for many
+// chunks: fewer requests per GB, and on a busy store one long stream beats
+// many short ones). It never blocks: if the pool is busy the run is
+// skipped, and a reader that needs one of its chunks asks for it itself.
+// It reports whether a run was started; done, if not nil, is called when
+// that run ends, with whether it delivered all its chunks.
+func (m *Manager) prefetch(seg *SegmentMeta, from, to int, done func(ok bool)) bool {
 	var run []*chunk
-	flush := func() {
-		if len(run) == 0 {
-			return
-		}
-		chs, segCopy := run, *seg
-		run = nil
-		job := func() { m.downloadRun(&segCopy, chs) }
-		select {
-		case m.jobs <- job:
-			m.metrics.Prefetches.Add(int64(len(chs)))
-		default:
-			for _, ch := range chs {
-				m.cache.done(ch, nil, 0, errNotStarted)
-			}
-		}
-	}
 	for c := from; c < to; c++ {
 		ch, created, err := m.cache.lookup(chunkKey{seg.Stem, c}, false)
-		if err != nil {
+		if err != nil || !created {
 			break
-		}
-		if !created {
-			flush()
-			continue
 		}
 		m.metrics.CacheMisses.Add(1)
 		run = append(run, ch)
 	}
-	flush()
+	if len(run) == 0 {
+		return false
+	}
+	segCopy := *seg
+	job := func() {
+		ok := m.downloadRun(&segCopy, run)
+		if done != nil {
+			done(ok)
+		}
+	}
+	select {
+	case m.jobs <- job:
+		m.metrics.Prefetches.Add(int64(len(run)))
+		return true
+	default:
+		for _, ch := range run {
+			m.cache.done(ch, nil, 0, errNotStarted)
+		}
+		return false
+	}
 }
 
 // downloadRun fetches consecutive chunks of seg with one ranged GET, each
@@ -319,8 +310,8 @@ func (m *Manager) prefetch(seg *SegmentMeta, from, to int) {
 // arrives, so that a reader waiting for the first chunk of the run does not
 // wait for the others. If anything fails, the chunks not yet done end with
 // errNotStarted: a reader that needs one fetches it alone (download, with its
-// own retries).
-func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) {
+// own retries). It reports whether every chunk was delivered.
+func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) bool {
 	ctx, cancel := context.WithTimeout(m.ctx, m.opts.ReadTimeout*time.Duration(len(chs)))
 	defer cancel()
 	next := 0
@@ -333,25 +324,19 @@ func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) {
 		f, size, err := m.download(ctx, seg, chs[0])
 		m.cache.done(chs[0], f, size, err)
 		next = 1
-		return
+		return err == nil
 	}
-	o, err := m.readers.get(ctx, seg.Stem+SuffixLog)
-	if err != nil {
-		return
-	}
-	bad := true
-	defer func() { m.readers.put(o, bad) }()
 	first, last := int64(chs[0].key.index), int64(chs[len(chs)-1].key.index)
-	if o.size != seg.Size || last-first+1 != int64(len(chs)) {
-		return
+	if last-first+1 != int64(len(chs)) {
+		return false
 	}
 	off, end := first*seg.ChunkSize, min((last+1)*seg.ChunkSize, seg.Size)
 	if off >= end {
-		return
+		return false
 	}
-	rc, err := o.r.ReadRange(ctx, off, end-off)
+	rc, err := m.openRange(ctx, seg, off, end-off)
 	if err != nil {
-		return
+		return false
 	}
 	defer rc.Close()
 	buf := copyBuffers.Get().(*[]byte)
@@ -361,11 +346,11 @@ func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) {
 		length := min(seg.ChunkSize, seg.Size-int64(ch.key.index)*seg.ChunkSize)
 		want, ok := seg.chunkCRC(ch.key.index)
 		if !ok {
-			return
+			return false
 		}
 		f, err := m.cache.fs.Create(ch.path)
 		if err != nil {
-			return
+			return false
 		}
 		h := crc32.New(castagnoli)
 		n, err := io.CopyBuffer(io.MultiWriter(f, h), io.LimitReader(rc, length), *buf)
@@ -379,11 +364,30 @@ func (m *Manager) downloadRun(seg *SegmentMeta, chs []*chunk) {
 		if err != nil {
 			f.Close()
 			m.cache.fs.Remove(ch.path)
-			return
+			return false
 		}
 		m.cache.done(ch, f, length, nil)
 	}
-	bad = false
+	return true
+}
+
+// openRange streams [off, off+length) of seg's .log object with one ranged
+// GET (objectstore.OpenRange: no HEAD first on s3). An object that is not
+// the manifest's size is ErrCorruptObject.
+func (m *Manager) openRange(ctx context.Context, seg *SegmentMeta, off, length int64) (io.ReadCloser, error) {
+	key := seg.Stem + SuffixLog
+	rc, size, err := objectstore.OpenRange(ctx, m.store, key, off, length)
+	if errors.Is(err, objectstore.ErrOutOfRange) {
+		return nil, fmt.Errorf("%w: %s: [%d, +%d) is past its end, the manifest says %d bytes: %v", ErrCorruptObject, key, off, length, seg.Size, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if size != seg.Size {
+		rc.Close()
+		return nil, fmt.Errorf("%w: %s is %d bytes, the manifest says %d", ErrCorruptObject, key, size, seg.Size)
+	}
+	return rc, nil
 }
 
 // request makes sure chunk index of seg is cached or on its way and returns

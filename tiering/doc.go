@@ -93,15 +93,21 @@
 // # Remote reads
 //
 // Partition.Read finds the segment in the (cached) manifest, the position
-// through its offset index (cached in memory), then reads ChunkSize-aligned
+// through its offset index (cached in memory; a sequential reader continues
+// from where its last read ended without it), then reads ChunkSize-aligned
 // chunks of the .log object with ranged GETs on the Manager's bounded worker
-// pool (Options.ReadWorkers) into an on-disk LRU cache (Options.CacheBytes),
-// all chunks of a read in parallel and, for sequential readers,
-// Options.ReadAhead chunks ahead. Each chunk is checked against the
-// manifest's CRC32C when downloaded (and fetched again, up to three times,
-// if it does not match) and every served batch's CRC-32C is checked in the
-// cache file, so a read returns whole, checked batches as file regions or an
-// error wrapping ErrUnavailable (retriable), never wrong bytes.
+// pool (Options.ReadWorkers) into an on-disk LRU cache (Options.CacheBytes).
+// A sequential reader has a read-ahead window of Options.ReadAhead chunks
+// from its position on, into the next segments, fetched as runs of chunks of
+// one segment, each with one ranged GET (objectstore.OpenRange: no HEAD),
+// at most Options.ReadStreams runs at once; a run that ends starts the next,
+// so that the GETs follow each other without a gap, and the stream goes on
+// from its frontier, never fetching a chunk twice for one window. Each chunk is checked
+// against the manifest's CRC32C as it is downloaded (and fetched again, up
+// to three times, if it does not match); batches served from a chunk file
+// older than Options.RecheckAfter have their CRC-32C checked again in the
+// file. A read returns whole, checked batches as file regions or an error
+// wrapping ErrUnavailable (retriable), never wrong bytes.
 //
 // # Goroutines and locks
 //
@@ -111,8 +117,10 @@
 // segment and companion uploads are goroutines of the round, waited for
 // before it returns. Locks: Partition.runMu serialises a partition's rounds
 // (upload, retention, orphan cleaning) and is taken before Partition.loadMu
-// (manifest loads and state swaps); the chunk cache, the open-reader cache and
-// the index cache each have one mutex, never held while calling out (no I/O
-// but closing and removing a dropped cache file). Readers take no partition
+// (manifest loads and state swaps); a partition's read-ahead window has a
+// mutex taken before the chunk cache's (it only looks chunks up and queues
+// runs without blocking); the chunk cache and the index cache each have one
+// mutex, never held while calling out (no I/O but closing and removing a
+// dropped cache file). Readers take no partition
 // lock: they read the immutable remote state through an atomic pointer.
 package tiering

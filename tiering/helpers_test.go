@@ -154,6 +154,8 @@ type envOptions struct {
 	chunkSize    int64
 	cacheBytes   int64
 	recheckAfter time.Duration // Options.RecheckAfter (0: its default)
+	readAhead    int           // Options.ReadAhead and ReadStreams (0: their defaults)
+	readStreams  int
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -195,7 +197,8 @@ func (e *env) open(o envOptions, cfg TopicConfig) {
 	}
 	m, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache"),
 		ChunkSize: o.chunkSize, CacheBytes: o.cacheBytes, Interval: -1, Now: e.clock.Now, Logger: quietLogger(),
-		IndexIntervalBytes: 1024, OrphanGrace: time.Hour, ReadWorkers: 4, RecheckAfter: o.recheckAfter})
+		IndexIntervalBytes: 1024, OrphanGrace: time.Hour, ReadWorkers: 4, RecheckAfter: o.recheckAfter,
+		ReadAhead: o.readAhead, ReadStreams: o.readStreams})
 	if err != nil {
 		e.t.Fatal(err)
 	}

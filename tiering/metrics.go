@@ -84,6 +84,20 @@ func (s *countingStore) ReadObject(ctx context.Context, key string) (objectstore
 	return &countingReader{Reader: r, s: s}, size, nil
 }
 
+// OpenRange is one GET if the store is an objectstore.RangeOpener, else a
+// HEAD (ReadObject) and a GET.
+func (s *countingStore) OpenRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, int64, error) {
+	ro, ok := s.Store.(objectstore.RangeOpener)
+	if !ok { // through s's counted ReadObject and ReadRange
+		return objectstore.OpenRange(ctx, struct{ objectstore.Store }{s}, key, off, length)
+	}
+	start := time.Now()
+	s.m.Gets.Add(1)
+	rc, size, err := ro.OpenRange(ctx, key, off, length)
+	s.note(start, err)
+	return rc, size, err
+}
+
 func (s *countingStore) CreateObject(ctx context.Context, key string, opts objectstore.CreateOptions) (objectstore.Writer, error) {
 	w, err := s.Store.CreateObject(ctx, key, opts)
 	if err != nil {

@@ -156,20 +156,21 @@ func (p *Partition) readSegment(ctx context.Context, m *Manifest, i int, res *Re
 		}
 		pos = idx.floor(offset - seg.BaseOffset)
 	}
-	// Fetch what this read will need in parallel while the batches are walked.
 	first := int(pos / seg.ChunkSize)
 	last := int(min(pos+maxBytes, seg.Size-1) / seg.ChunkSize)
+	// A sequential reader (this read starts where the last one ended, or at
+	// a segment's start) has a window of ReadAhead chunks from this read's
+	// first one on, into the next segments, fetched as one stream of long
+	// ranged GETs that this read's chunks are the start of.
+	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
+		p.readAhead(m, i, first)
+	}
+	// Fetch what this read needs and the window does not hold, in parallel,
+	// while the batches are walked.
 	for c := first; c <= last; c++ {
 		if _, err := v.chunk(ctx, c, false); err != nil {
 			return false, err
 		}
-	}
-	// A sequential reader (this read starts where the last one ended, or at
-	// a segment's start) gets ReadAhead chunks past this read's last one,
-	// into the next segments, requested now so that they download while
-	// this read waits for its own chunks.
-	if p.lastReadEnd.Load() == offset || offset <= seg.BaseOffset {
-		p.m.readAhead(m, i, last+1)
 	}
 	// Find the batch holding offset.
 	var h hotlog.BatchHeader
@@ -223,37 +224,133 @@ type readPos struct {
 	next, pos int64
 }
 
-// readAhead keeps a sequential reader's window of ReadAhead chunks, from
-// chunk c of segment i of mf on (into the next segments), cached or on its
-// way. It refills the window only once half of it is used up, so that each
-// refill is a long run of chunks, fetched with one GET per segment.
-func (m *Manager) readAhead(mf *Manifest, i, c int) {
-	type pos struct{ seg, chunk int }
-	var window []pos
-	for j := i; len(window) < m.opts.ReadAhead && j < len(mf.Segments); j, c = j+1, 0 {
-		for ; len(window) < m.opts.ReadAhead && c < mf.Segments[j].numChunks(); c++ {
-			window = append(window, pos{j, c})
-		}
+// readAhead is a sequential reader's read-ahead: a window of ReadAhead
+// chunks from the reader's position on (into the next segments) fetched by
+// a stream of runs, each a run of consecutive chunks of one segment fetched
+// with one ranged GET, at most ReadStreams at once. A run that ends starts
+// the next one at once, so that the GETs follow each other without a gap
+// while the window has room; a new run starts only once half of the window
+// is left to fetch or when it reaches its segment's end, so that runs stay
+// long (few requests per GB). The stream never fetches a chunk twice for
+// one window: it goes on from its frontier (the first chunk it has not
+// asked for), so chunks evicted before the reader got to them (a cache
+// smaller than the windows) are the reader's to fetch, not a loop of GETs.
+type readAhead struct {
+	mu       sync.Mutex
+	mf       *Manifest
+	win      chunkPos // the window's first chunk (the reader's)
+	next     chunkPos // the stream's frontier
+	inflight int      // runs on their way
+}
+
+// chunkPos is chunk chk of segment seg of a manifest.
+type chunkPos struct{ seg, chk int }
+
+// readAhead moves p's window to chunk c of segment i of mf and fills it.
+func (p *Partition) readAhead(mf *Manifest, i, c int) {
+	a := &p.ahead
+	a.mu.Lock()
+	win := chunkPos{i, c}
+	if a.mf != mf || win.seg > a.next.seg || win.seg == a.next.seg && win.chk > a.next.chk {
+		a.next = win // a new manifest, or the reader passed the frontier
 	}
+	a.mf, a.win = mf, win
+	a.mu.Unlock()
+	p.fillWindow()
+}
+
+// fillWindow starts runs for the window's chunks past the frontier, up to
+// ReadStreams on their way.
+func (p *Partition) fillWindow() {
+	m := p.m
+	a := &p.ahead
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for a.mf != nil && a.inflight < m.opts.ReadStreams && !p.removed.Load() {
+		run, ok, inWindow := m.nextRun(a.mf, a.win, a.next)
+		if !inWindow {
+			a.next = a.win // the frontier is past the window (the reader went back)
+			continue
+		}
+		if !ok {
+			return
+		}
+		if !m.prefetch(&a.mf.Segments[run.seg], run.from, run.to, p.runDone) {
+			return
+		}
+		a.next = chunkPos{run.seg, run.to}
+		a.inflight++
+	}
+}
+
+// runDone ends a read-ahead run and starts the next, unless it failed: then
+// the readers fetch the chunks it did not deliver one by one (with retries,
+// and the error if that fails), and their next reads move the window on.
+func (p *Partition) runDone(ok bool) {
+	p.ahead.mu.Lock()
+	p.ahead.inflight--
+	p.ahead.mu.Unlock()
+	if ok {
+		p.fillWindow()
+	}
+}
+
+// aheadRun is chunks [from, to) of segment seg.
+type aheadRun struct{ seg, from, to int }
+
+// nextRun finds the stream's next run in the window of ReadAhead chunks
+// from win: from the first chunk at or past the frontier next that is
+// neither cached nor on its way, up to the first present chunk, the
+// segment's end or the window's end. ok is false if there is none, or if
+// half of the window or more is behind it and it would stop before its
+// segment's end (wait for a longer run). inWindow is false if next lies
+// past the window's end.
+func (m *Manager) nextRun(mf *Manifest, win, next chunkPos) (run aheadRun, ok, inWindow bool) {
+	left := m.opts.ReadAhead
 	have := 0
-	for _, w := range window {
-		if !m.cache.has(chunkKey{mf.Segments[w.seg].Stem, w.chunk}) {
-			break
+	for i, c := win.seg, win.chk; left > 0 && i < len(mf.Segments); i, c = i+1, 0 {
+		s := &mf.Segments[i]
+		n := s.numChunks()
+		for ; left > 0 && c < n; c++ {
+			if !inWindow && (i > next.seg || i == next.seg && c >= next.chk) {
+				inWindow = true
+			}
+			if !inWindow || m.cache.has(chunkKey{s.Stem, c}) {
+				have++
+				left--
+				continue
+			}
+			to := c
+			for to < n && left > 0 && (to == c || !m.cache.has(chunkKey{s.Stem, to})) {
+				to++
+				left--
+			}
+			if have >= max(1, m.opts.ReadAhead/2) && to < n {
+				return aheadRun{}, false, true
+			}
+			return aheadRun{i, c, to}, true, true
 		}
-		have++
 	}
-	if have == len(window) || have >= max(1, len(window)/2) {
-		return
-	}
-	rest := window[have:]
-	for k := 0; k < len(rest); {
-		j := rest[k].seg
-		from := rest[k].chunk
-		for k < len(rest) && rest[k].seg == j {
-			k++
+	// The window is all behind the frontier: fine if the frontier is just
+	// past the window's end (or the log's), else it is further on.
+	return aheadRun{}, false, inWindow || left == 0 && frontierAt(mf, win, next, m.opts.ReadAhead) || left > 0
+}
+
+// frontierAt says whether next is the chunk n chunks after win.
+func frontierAt(mf *Manifest, win, next chunkPos, n int) bool {
+	i, c := win.seg, win.chk
+	for n > 0 && i < len(mf.Segments) {
+		k := min(n, mf.Segments[i].numChunks()-c)
+		n -= k
+		c += k
+		if c >= mf.Segments[i].numChunks() {
+			i, c = i+1, 0
 		}
-		m.prefetch(&mf.Segments[j], from, rest[k-1].chunk+1)
 	}
+	if next.seg < len(mf.Segments) && next.chk >= mf.Segments[next.seg].numChunks() {
+		next = chunkPos{next.seg + 1, 0}
+	}
+	return next == chunkPos{i, c}
 }
 
 // segView reads one segment's bytes through the chunk cache for one read.

@@ -105,12 +105,14 @@ type Options struct {
 	// manifest, so readers follow what the uploader chose.
 	ChunkSize int64
 	// ReadWorkers bounds the concurrent GETs of remote reads [8];
-	// ReadAhead is how many chunks past a sequential reader's position
+	// ReadAhead is how many chunks from a sequential reader's position on
 	// are kept cached or on their way [8], requested before the read waits
-	// for its own; the window is refilled once half of it is used up, with
-	// one GET per segment for the whole run.
+	// for its own; ReadStreams is how many ranged GETs of a partition's
+	// read-ahead are on their way at once [2]: each fetches a run of
+	// chunks of one segment, and the next starts as soon as one ends.
 	ReadWorkers int
 	ReadAhead   int
+	ReadStreams int
 	// ReadTimeout bounds one chunk download [30s].
 	ReadTimeout time.Duration
 	// SkipBatchCRC turns off the CRC-32C check of served batches (chunks
@@ -179,6 +181,9 @@ func (o *Options) setDefaults() error {
 	} else if o.ReadAhead == 0 {
 		o.ReadAhead = 8
 	}
+	if o.ReadStreams <= 0 {
+		o.ReadStreams = 2
+	}
 	if o.RecheckAfter == 0 {
 		o.RecheckAfter = time.Minute
 	}
@@ -231,7 +236,6 @@ type Manager struct {
 	indexes indexCache
 	// txnIndexes caches decoded .txnindex objects (txnindex.go).
 	txnIndexes txnIndexCache
-	readers    *readerCache
 	metrics    Metrics
 
 	ctx    context.Context // cancelled by Close
@@ -265,7 +269,6 @@ func New(opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.cache = cache
-	m.readers = newReaderCache(m.store, 64)
 	m.jobs = make(chan func(), 4*opts.ReadWorkers)
 	for i := 0; i < opts.ReadWorkers; i++ {
 		m.wg.Add(1)
@@ -355,7 +358,6 @@ func (m *Manager) Close() error {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
-	m.readers.close()
 	return m.cache.close()
 }
 
@@ -438,6 +440,7 @@ type Partition struct {
 
 	lastReadEnd atomic.Int64            // where the last remote read ended (read-ahead)
 	lastRead    atomic.Pointer[readPos] // and at which position (no index lookup for the next)
+	ahead       readAhead               // a sequential reader's read-ahead window
 	lagBytes    atomic.Int64
 	lagOffsets  atomic.Int64
 	nextRun     atomic.Int64 // unix nanos before which the loop skips it (backoff)

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -821,5 +823,168 @@ func TestNewLeaderMidSegment(t *testing.T) {
 	}
 	if !bytes.Equal(got, want) {
 		t.Fatalf("read %d bytes from the bucket, want %d (equal prefix %d)", len(got), len(want), commonPrefix(got, want))
+	}
+}
+
+// TestReadAheadStream: one read from a cold cache starts the read-ahead
+// stream, which goes on by itself (a run that ends starts the next) until
+// the window is cached, with one GET per segment run and never more than
+// ReadStreams GETs at once.
+func TestReadAheadStream(t *testing.T) {
+	for _, streams := range []int{1, 2} {
+		gs := &getCounter{Store: mem.New(nil)}
+		e := newEnv(t, envOptions{store: gs, segmentBytes: 16 << 10, chunkSize: 4096, cfg: localOnlyTail(0)})
+		e.produce(400, 5, 100)
+		for i := 0; i < 20 && e.log.LogStartOffset() < e.log.HighWatermark()-100; i++ {
+			e.run()
+		}
+		const window = 24
+		e.open(envOptions{chunkSize: 4096, readAhead: window, readStreams: streams}, e.p.Config()) // a cold cache
+		ctx := context.Background()
+		st, err := e.p.refresh(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The segments wholly in the window from offset 0.
+		var whole []SegmentMeta
+		for n, i := 0, 0; i < len(st.manifest.Segments) && n+st.manifest.Segments[i].numChunks() <= window; i++ {
+			whole = append(whole, st.manifest.Segments[i])
+			n += st.manifest.Segments[i].numChunks()
+		}
+		if len(whole) < 3 || len(whole) == len(st.manifest.Segments) {
+			t.Fatalf("setup: %d segments wholly in the window, of %d", len(whole), len(st.manifest.Segments))
+		}
+		gs.reset()
+		res, err := e.p.Read(ctx, 0, 1, e.log.LogStartOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Release()
+		cached := func(k chunkKey) bool {
+			e.m.cache.mu.Lock()
+			ch, ok := e.m.cache.mu.entries[k]
+			e.m.cache.mu.Unlock()
+			if !ok {
+				return false
+			}
+			select {
+			case <-ch.ready:
+				return ch.err == nil
+			default:
+				return false
+			}
+		}
+		waitFor(t, "the window cached after one read", func() bool {
+			for _, s := range whole {
+				for c := 0; c < s.numChunks(); c++ {
+					if !cached(chunkKey{s.Stem, c}) {
+						return false
+					}
+				}
+			}
+			return true
+		})
+		gets, most := gs.counts()
+		if most > streams || most < 1 {
+			t.Fatalf("%d GETs at once with ReadStreams %d", most, streams)
+		}
+		if gets < len(whole) || gets > len(whole)+1 {
+			t.Fatalf("%d GETs for the window's %d whole segments: want one per segment run", gets, len(whole))
+		}
+	}
+}
+
+// getCounter counts ranged reads (GETs) and how many stream at once.
+type getCounter struct {
+	objectstore.Store
+	mu               sync.Mutex
+	open, most, gets int
+}
+
+func (g *getCounter) reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.most, g.gets = 0, 0
+}
+
+func (g *getCounter) counts() (gets, most int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.gets, g.most
+}
+
+func (g *getCounter) ReadObject(ctx context.Context, key string) (objectstore.Reader, int64, error) {
+	r, size, err := g.Store.ReadObject(ctx, key)
+	if err != nil {
+		return nil, 0, err
+	}
+	return &getCounterReader{Reader: r, g: g}, size, nil
+}
+
+type getCounterReader struct {
+	objectstore.Reader
+	g *getCounter
+}
+
+func (r *getCounterReader) ReadRange(ctx context.Context, off, length int64) (io.ReadCloser, error) {
+	rc, err := r.Reader.ReadRange(ctx, off, length)
+	if err != nil {
+		return nil, err
+	}
+	r.g.mu.Lock()
+	r.g.open++
+	r.g.gets++
+	r.g.most = max(r.g.most, r.g.open)
+	r.g.mu.Unlock()
+	return &getCounterStream{ReadCloser: rc, g: r.g}, nil
+}
+
+type getCounterStream struct {
+	io.ReadCloser
+	g    *getCounter
+	once sync.Once
+}
+
+func (s *getCounterStream) Close() error {
+	s.once.Do(func() {
+		s.g.mu.Lock()
+		s.g.open--
+		s.g.mu.Unlock()
+	})
+	return s.ReadCloser.Close()
+}
+
+// TestReadAheadSmallCache: with a cache smaller than the read-ahead window,
+// the stream fetches each chunk of the window once and stops (the chunks
+// evicted before the reader gets to them are the reader's to fetch), never
+// a loop of GETs; the reader still gets every byte.
+func TestReadAheadSmallCache(t *testing.T) {
+	gs := &getCounter{Store: mem.New(nil)}
+	e := newEnv(t, envOptions{store: gs, segmentBytes: 16 << 10, chunkSize: 4096, cfg: localOnlyTail(0)})
+	e.produce(400, 5, 100)
+	for i := 0; i < 20 && e.log.LogStartOffset() < e.log.HighWatermark()-100; i++ {
+		e.run()
+	}
+	const window = 24
+	e.open(envOptions{chunkSize: 4096, cacheBytes: 3 * 4096, readAhead: window, readStreams: 1}, e.p.Config())
+	ctx := context.Background()
+	gs.reset()
+	res, err := e.p.Read(ctx, 0, 1, e.log.LogStartOffset())
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Release()
+	idle := func() bool {
+		e.p.ahead.mu.Lock()
+		defer e.p.ahead.mu.Unlock()
+		return e.p.ahead.inflight == 0
+	}
+	waitFor(t, "the stream done", idle)
+	if gets, _ := gs.counts(); gets > window {
+		t.Fatalf("%d GETs for a window of %d chunks", gets, window)
+	}
+	got, err := e.readAll(0, e.log.LogStartOffset(), 3000)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)[:len(got)]) || len(got) == 0 {
+		t.Fatalf("read through a small cache: %d bytes, %v", len(got), err)
 	}
 }

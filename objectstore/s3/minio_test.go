@@ -494,3 +494,70 @@ func TestResponseTimeoutRetried(t *testing.T) {
 		t.Fatalf("%d requests reached the proxy, want 2 hung and 1 answered", n)
 	}
 }
+
+// OpenRange reads a range with one GET (no HEAD), returns the object's size
+// from the response, refuses ranges past the end and missing objects, and
+// resumes a cut transfer from the same version of the object.
+func TestOpenRange(t *testing.T) {
+	srv := miniotest.Shared(t)
+	ctx := t.Context()
+	s, bucket, tr := openFaulty(t, srv)
+	data := objectstoretest.Data(5, 1<<20+7)
+	if _, err := srv.Client.PutObject(ctx, bucket, "ranged", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(data))
+	for _, c := range [][2]int64{{0, 1}, {size - 1, 1}, {0, size}, {1 << 20, 7}, {12345, 65536}} {
+		heads := tr.Requests(faulty.KindHeadObject)
+		rc, got, err := s.OpenRange(ctx, "ranged", c[0], c[1])
+		if err != nil {
+			t.Fatalf("OpenRange(%d, %d): %v", c[0], c[1], err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || got != size || !bytes.Equal(b, data[c[0]:c[0]+c[1]]) {
+			t.Fatalf("OpenRange(%d, %d): size %d, %d bytes, %v", c[0], c[1], got, len(b), err)
+		}
+		if tr.Requests(faulty.KindHeadObject) != heads {
+			t.Fatal("OpenRange sent a HEAD")
+		}
+	}
+	for _, c := range [][2]int64{{size, 1}, {size - 1, 2}, {size + 100, 5}, {-1, 5}, {0, 0}} {
+		if rc, _, err := s.OpenRange(ctx, "ranged", c[0], c[1]); !errors.Is(err, objectstore.ErrOutOfRange) {
+			if rc != nil {
+				rc.Close()
+			}
+			t.Fatalf("OpenRange(%d, %d) past the end = %v", c[0], c[1], err)
+		}
+	}
+	if _, _, err := s.OpenRange(ctx, "missing", 0, 1); !s.IsNotExistError(err) {
+		t.Fatalf("OpenRange of a missing object = %v", err)
+	}
+	// Cut once: resumed, the same bytes.
+	tr.SetRules(faulty.HTTPRule{Kinds: []string{faulty.KindGetObject}, TruncateBody: true, Times: 1})
+	rc, _, err := s.OpenRange(ctx, "ranged", 100, size-100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	if err != nil || !bytes.Equal(b, data[100:]) {
+		t.Fatalf("resumed read: %d bytes, %v", len(b), err)
+	}
+	rc.Close()
+	if tr.Injected(faulty.KindGetObject) != 1 {
+		t.Fatal("the transfer was not cut")
+	}
+	// Replaced while a cut read resumes: refused, never mixed.
+	tr.SetRules(faulty.HTTPRule{Kinds: []string{faulty.KindGetObject}, TruncateBody: true, Times: 1})
+	rc, _, err = s.OpenRange(ctx, "ranged", 0, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := srv.Client.PutObject(ctx, bucket, "ranged", bytes.NewReader([]byte("new")), 3, minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(rc); err == nil || !bytes.Equal(b, data[:len(b)]) {
+		t.Fatalf("read across a replacement: %d bytes, %v", len(b), err)
+	}
+}

@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -121,6 +124,61 @@ func (r *reader) ReadRange(ctx context.Context, off, length int64) (io.ReadClose
 }
 
 func (r *reader) Close() error { return nil }
+
+// OpenRange implements objectstore.RangeOpener: one ranged GET, without the
+// HEAD of ReadObject. The object's size comes from the response's
+// Content-Range and its ETag pins the version that resumes read.
+func (s *Store) OpenRange(ctx context.Context, key string, off, length int64) (io.ReadCloser, int64, error) {
+	if err := s.check(key); err != nil {
+		return nil, 0, err
+	}
+	if off < 0 || length <= 0 {
+		return nil, 0, fmt.Errorf("s3: read %q: %w: [%d, %d+%d)", key, objectstore.ErrOutOfRange, off, off, length)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	if s.closed.Load() {
+		return nil, 0, objectstore.ErrClosed
+	}
+	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{
+		Bucket: &s.cfg.Bucket,
+		Key:    s.objectKey(key),
+		Range:  aws.String(fmt.Sprintf("bytes=%d-%d", off, off+length-1)),
+	})
+	if err != nil {
+		if status, code := errKind(err); status == http.StatusRequestedRangeNotSatisfiable || code == "InvalidRange" {
+			return nil, 0, fmt.Errorf("s3: read %q: %w: [%d, %d+%d): %v", key, objectstore.ErrOutOfRange, off, off, length, err)
+		}
+		return nil, 0, mapErr("read", key, err)
+	}
+	size, ok := contentRangeSize(aws.ToString(out.ContentRange))
+	if !ok {
+		out.Body.Close()
+		return nil, 0, fmt.Errorf("s3: read %q: response without a usable Content-Range (%q)", key, aws.ToString(out.ContentRange))
+	}
+	if err := objectstore.CheckRange(off, length, size); err != nil {
+		out.Body.Close()
+		return nil, 0, fmt.Errorf("s3: read %q: %w", key, err)
+	}
+	if n := aws.ToInt64(out.ContentLength); n != length {
+		out.Body.Close()
+		return nil, 0, fmt.Errorf("s3: read %q: asked for %d bytes at %d, the response has %d", key, length, off, n)
+	}
+	r := &reader{s: s, key: key, size: size, etag: aws.ToString(out.ETag)}
+	return &rangeReader{r: r, ctx: ctx, off: off, left: length, body: out.Body}, size, nil
+}
+
+// contentRangeSize returns the complete length of a Content-Range header
+// ("bytes 0-99/1234" → 1234).
+func contentRangeSize(h string) (int64, bool) {
+	i := strings.LastIndexByte(h, '/')
+	if i < 0 || !strings.HasPrefix(h, "bytes ") {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(h[i+1:], 10, 64)
+	return n, err == nil && n >= 0
+}
 
 // rangeReader streams a range and resumes it (a new ranged GET from where
 // it stopped) when the connection drops or the body ends early.
