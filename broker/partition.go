@@ -24,6 +24,9 @@ type partition struct {
 	dir     string
 	log     *hotlog.Log
 	repl    replState // replication role and assignment (replication.go)
+	// producerIDExpiration is the broker's producer.id.expiration.ms,
+	// applied to the state loadProducers rebuilds (0: nothing expires).
+	producerIDExpiration time.Duration
 
 	// logConfig is what the log was last given (store.applyLogConfigs); a
 	// leaf lock, never held while taking another.
@@ -207,6 +210,11 @@ func batchInfoOf(batch []byte, h hotlog.BatchHeader) (info batchInfo, ok bool) {
 // transaction index, which adds those it lacks (hotlog writes an entry
 // before its marker, so this only matters for a damaged or lost index, and
 // for the aborted list of a version 2 snapshot).
+//
+// Producers idle for longer than producerIDExpiration (judged by their last
+// batch timestamp) are dropped at once, as Kafka's loadFromSnapshot does,
+// rather than at the first periodic check (store.snapshotLoop); a producer
+// with an open transaction stays.
 func (p *partition) loadProducers() error {
 	st := newProducerState()
 	from := p.log.LogStartOffset()
@@ -254,6 +262,9 @@ func (p *partition) loadProducers() error {
 		if _, err := p.log.AddAbortedTxn(a); err != nil {
 			return fmt.Errorf("broker: rebuilding the transaction index of %s-%d: %w", p.topic, p.id, err)
 		}
+	}
+	if p.producerIDExpiration > 0 {
+		st.expire(time.Now().Add(-p.producerIDExpiration).UnixMilli())
 	}
 	p.mu.Lock()
 	p.mu.producers = st

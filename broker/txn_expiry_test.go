@@ -189,3 +189,57 @@ func TestProducerIDExpiration(t *testing.T) {
 		t.Fatalf("producers after the restart: %+v", ps)
 	}
 }
+
+// TestProducerIDExpirationAtOpen: producers loaded from a partition's
+// producer snapshot that are already past producer.id.expiration.ms are
+// dropped on open (Kafka's loadFromSnapshot), not at the first periodic
+// check (an hour away here); one with an open transaction stays.
+func TestProducerIDExpirationAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	ctx := testCtx(t)
+	createTopic(t, b, "pexp-open", 1, nil)
+	idem := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, v := range values("i", 3) {
+		if err := idem.ProduceSync(ctx, rec("pexp-open", 0, v)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idemPID, _, err := idem.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := txnClient(t, b, "pexp-open-txn", kgo.TransactionTimeout(time.Minute))
+	if err := open.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := open.ProduceSync(ctx, rec("pexp-open", 0, "open")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	txnPID, _, err := open.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(newClient(t, b))
+	if ps := describeProducers(t, adm, "pexp-open"); len(ps) != 2 {
+		t.Fatalf("producers before the restart: %+v", ps)
+	}
+	const expiration = 100 * time.Millisecond
+	last := time.Now() // after every batch's timestamp
+	testutil.WaitFor(t, 10*time.Second, "the producers idle past the expiration", func() bool {
+		return time.Since(last) > 2*expiration
+	})
+	b.Close()
+	b = startBroker(t, dir, func(c *Config) {
+		c.ProducerIDExpiration = expiration
+		c.ProducerIDExpirationCheckInterval = time.Hour
+	})
+	adm = kadm.NewClient(newClient(t, b))
+	ps := describeProducers(t, adm, "pexp-open")
+	if _, ok := ps[idemPID]; ok {
+		t.Fatalf("idle idempotent producer %d kept after the restart: %+v", idemPID, ps)
+	}
+	if p, ok := ps[txnPID]; !ok || len(ps) != 1 || p.CurrentTxnStartOffset != 3 {
+		t.Fatalf("producer %d with an open transaction: %+v", txnPID, ps)
+	}
+}
