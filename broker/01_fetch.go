@@ -238,11 +238,22 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if b.tier() != nil {
 			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
 		}
-		if fp.offset < l.LogStartOffset() && total < maxBytes && b.readRemote(ctx, fp, rp, min(int64(fp.maxBytes), maxBytes-total), hw, readCommitted) {
-			if fp.remote != nil {
-				total += fp.remote.Size
-			} else {
+		// Size limits (KIP-74): partitions are read in request (or
+		// session) order; the first partition with data gets at least its
+		// first batch whole, later ones only what fits both their
+		// partition_max_bytes and what is left of max_bytes, else nothing
+		// (no error: the client asks again).
+		budget := min(int64(fp.maxBytes), maxBytes-total)
+		if fp.offset < l.LogStartOffset() && b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted) {
+			switch {
+			case fp.remote == nil:
 				failed = true
+			case total > 0 && fp.remote.Size > budget:
+				fp.remote.Release()
+				fp.remote = nil
+				rp.AbortedTransactions = nil
+			default:
+				total += fp.remote.Size
 			}
 			continue
 		}
@@ -251,23 +262,22 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			failed = true
 			continue
 		}
-		remaining := maxBytes - total
 		limit := hw
 		if fp.replica {
 			limit = l.LogEndOffset()
 		}
-		if fp.offset >= limit || remaining <= 0 || fp.maxBytes <= 0 {
+		if fp.offset >= limit || budget <= 0 {
 			continue
 		}
-		res, err := l.Read(fp.offset, min(int64(fp.maxBytes), remaining), limit)
+		res, err := l.Read(fp.offset, budget, limit)
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true
 			continue
 		}
-		// At least one whole batch for the first partition with data
-		// (KIP-74); later partitions stay within the total.
-		if total > 0 && res.Size > remaining {
+		// hotlog returns at least one whole batch: keep it only for the
+		// first partition with data.
+		if total > 0 && res.Size > budget {
 			res.Release()
 			continue
 		}

@@ -192,6 +192,7 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 	}
 	s.lastUsed = time.Now()
 	resp.SessionID = s.id
+	var served []sessionKey // partitions that returned records
 	topics := resp.Topics[:0]
 	for _, t := range resp.Topics {
 		parts := t.Partitions[:0]
@@ -205,6 +206,9 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
 			if sp != nil {
 				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+				if len(p.RecordBatches) > 0 {
+					served = append(served, k)
+				}
 			}
 			if full || changed {
 				parts = append(parts, p)
@@ -216,6 +220,22 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 		}
 	}
 	resp.Topics = topics
+	if len(served) > 0 {
+		// As Kafka does: partitions that returned records move to the
+		// end of the session's order, so that under max_bytes the next
+		// fetch serves the others first and none starves.
+		moved := make(map[sessionKey]bool, len(served))
+		for _, k := range served {
+			moved[k] = true
+		}
+		order := make([]sessionKey, 0, len(s.order))
+		for _, k := range s.order {
+			if !moved[k] {
+				order = append(order, k)
+			}
+		}
+		s.order = append(order, served...)
+	}
 }
 
 // abandon releases a session whose fetch failed before finish.
