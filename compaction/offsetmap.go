@@ -246,16 +246,21 @@ func bitSet(bm []uint64, r int64)      { bm[r>>6] |= 1 << (r & 63) }
 func bitClear(bm []uint64, r int64)    { bm[r>>6] &^= 1 << (r & 63) }
 func bitGet(bm []uint64, r int64) bool { return bm[r>>6]&(1<<(r&63)) != 0 }
 
+// wordMask returns the bitmap word holding bit a and the mask of the bits
+// [a, b] within it; the range's next word starts at bit (w+1)<<6.
+func wordMask(a, b int64) (w int64, mask uint64) {
+	w = a >> 6
+	lo, hi := uint(a&63), uint(63)
+	if b>>6 == w {
+		hi = uint(b & 63)
+	}
+	return w, (^uint64(0) >> (63 - hi)) &^ ((1 << lo) - 1)
+}
+
 // setRange sets bits [a, b] (relative, inside the cover).
 func setRange(bm []uint64, a, b int64) {
 	for a <= b {
-		w := a >> 6
-		lo := uint(a & 63)
-		hi := uint(63)
-		if b>>6 == w {
-			hi = uint(b & 63)
-		}
-		mask := (^uint64(0) >> (63 - hi)) &^ ((1 << lo) - 1)
+		w, mask := wordMask(a, b)
 		bm[w] |= mask
 		a = (w + 1) << 6
 	}
@@ -265,13 +270,7 @@ func setRange(bm []uint64, a, b int64) {
 func countRange(bm []uint64, a, b int64) int {
 	n := 0
 	for a <= b {
-		w := a >> 6
-		lo := uint(a & 63)
-		hi := uint(63)
-		if b>>6 == w {
-			hi = uint(b & 63)
-		}
-		mask := (^uint64(0) >> (63 - hi)) &^ ((1 << lo) - 1)
+		w, mask := wordMask(a, b)
 		n += bits.OnesCount64(bm[w] & mask)
 		a = (w + 1) << 6
 	}
@@ -283,13 +282,7 @@ func countRange(bm []uint64, a, b int64) int {
 func (m *offsetMap) countMappedDead(a, b int64) int {
 	n := 0
 	for a <= b {
-		w := a >> 6
-		lo := uint(a & 63)
-		hi := uint(63)
-		if b>>6 == w {
-			hi = uint(b & 63)
-		}
-		mask := (^uint64(0) >> (63 - hi)) &^ ((1 << lo) - 1)
+		w, mask := wordMask(a, b)
 		n += bits.OnesCount64(m.mapped[w] & m.dead[w] & mask)
 		a = (w + 1) << 6
 	}
