@@ -24,11 +24,16 @@
 //
 // Data directory:
 //
+//	<data>/.lock                        held while a broker runs (datadir_lock.go)
 //	<data>/broker_epoch                 this broker's last registration epoch
 //	<data>/meta/                        metadata node: raft-wal log, snapshots
 //	<data>/logs/<topic>-<partition>/    one hotlog (segments, indexes,
 //	                                    <offset>.snapshot producer state)
 //	<data>/logs/<topic>-<partition>/topic_id   owning topic id (text UUID)
+//	<data>/tier-cache/                  remote-read chunk cache (the default
+//	                                    tiering.Options.CacheDir)
+//	<data>/bucket/                      the bucket, when sediment broker uses
+//	                                    a local folder (cmd/sediment/tier.go)
 //
 // The producer-state snapshot format is in producers.go, the zero-copy
 // Fetch encoding in zerocopy.go, lock order in LOCK_ORDER.md.
