@@ -19,9 +19,15 @@ import (
 // but are read by something else a broker's environment may well carry:
 // the client commands (client.go; SEDIMENT_BROKERS is shown in the README
 // next to `make run`) and the test and benchmark knobs of `make`.
+// TestOtherSedimentVarsComplete keeps the list whole.
 var otherSedimentVars = []string{
 	"SEDIMENT_BROKERS", "SEDIMENT_TIMEOUT", "SEDIMENT_CLIENT_ID", "SEDIMENT_CLIENT_LOG_LEVEL",
-	"SEDIMENT_BENCH_KEYS", "SEDIMENT_CHAOS_KILLS", "SEDIMENT_E2E_VERBOSE",
+	"SEDIMENT_ADMIN", // sediment tier status/ls (--admin)
+	"SEDIMENT_BENCH_KEYS", "SEDIMENT_BENCH_CHUNK", "SEDIMENT_BENCH_AHEAD", "SEDIMENT_BENCH_STREAMS",
+	"SEDIMENT_BENCH_REPLAY_MB",
+	"SEDIMENT_CHAOS_KILLS", "SEDIMENT_COMPACTION_KILLS", "SEDIMENT_E2E_PIPELINE_RECORDS",
+	"SEDIMENT_TIER_E2E_MB", "SEDIMENT_E2E_VERBOSE",
+	"SEDIMENT_COMPACTION_KILL_CHILD", "SEDIMENT_SEQ_BASE", // compaction's crash-test child process
 	"SEDIMENT_FAILPOINT_DIR", // internal/failpoint (e2e tests)
 }
 

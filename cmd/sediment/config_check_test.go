@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -270,5 +272,59 @@ func TestSecondBrokerOnSameDataDirFailsFast(t *testing.T) {
 	third.cmd.Process.Signal(syscall.SIGTERM)
 	if code := third.wait(t, 60*time.Second); code != 0 {
 		t.Fatalf("SIGTERM: exit status %d; stderr:\n%s", code, third.output())
+	}
+}
+
+// TestOtherSedimentVarsComplete finds every SEDIMENT_* name the tree's Go
+// code and Makefile use and checks that a broker started with it in its
+// environment accepts it: a broker setting, SEDIMENT_CONFIG, or one of
+// otherSedimentVars. Otherwise `make tier-e2e` in one shell and a broker in
+// the same shell would refuse to start. The deliberate misspellings of this
+// file are left out.
+func TestOtherSedimentVarsComplete(t *testing.T) {
+	root := filepath.Join("..", "..")
+	name := regexp.MustCompile(`\bSEDIMENT_[A-Z0-9_]*[A-Z0-9]\b`)
+	known := map[string]bool{"SEDIMENT_CONFIG": true}
+	for _, k := range brokerSettingNames() {
+		known[envName(k)] = true
+	}
+	for _, n := range otherSedimentVars {
+		known[n] = true
+	}
+	found := map[string]string{}
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if base := d.Name(); base == "node_modules" || base == "testdata" || base == "data" || strings.HasPrefix(base, ".") && path != root {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if d.Name() == "config_check_test.go" || !strings.HasSuffix(path, ".go") && d.Name() != "Makefile" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		for _, n := range name.FindAllString(string(b), -1) {
+			if _, ok := found[n]; !ok {
+				found[n] = path
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) < 10 {
+		t.Fatalf("found only %d SEDIMENT_* names under %s: %v", len(found), root, found)
+	}
+	for n, path := range found {
+		if !known[n] {
+			t.Errorf("%s (used in %s) is neither a broker setting nor in otherSedimentVars: a broker would refuse it", n, path)
+		}
 	}
 }
