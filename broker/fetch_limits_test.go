@@ -9,8 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sediment-io/sediment/objectstore/fs"
 )
 
 // limitFetcher sends raw Fetch v12 requests for one topic's partitions.
@@ -148,10 +146,7 @@ func TestFetchSizeLimits(t *testing.T) {
 // OFFSET_OUT_OF_RANGE.
 func TestFetchSizeLimitsTiered(t *testing.T) {
 	dir := t.TempDir()
-	store, err := fs.New(filepath.Join(dir, "bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := fsBucket(t, dir)
 	defer store.Close()
 	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
 	const topic, parts, perPart = "kip74tiered", 3, 3

@@ -19,7 +19,6 @@ import (
 	"github.com/sediment-io/sediment/internal/miniotest"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
-	"github.com/sediment-io/sediment/objectstore/fs"
 	"github.com/sediment-io/sediment/objectstore/s3"
 	"github.com/sediment-io/sediment/tiering"
 )
@@ -368,10 +367,7 @@ func TestTieredCompactionLeaseRace(t *testing.T) {
 // worker holds stops the remote part until it is released.
 func TestTieredRetentionUnderLease(t *testing.T) {
 	dir := t.TempDir()
-	store, err := fs.New(filepath.Join(dir, "bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := fsBucket(t, dir)
 	defer store.Close()
 	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, -1, time.Hour)
 	topic := "leased-retention"
@@ -416,10 +412,7 @@ func TestTieredRetentionUnderLease(t *testing.T) {
 // uncleaned batch is older than that.
 func TestTieredCompactionMaxCompactionLag(t *testing.T) {
 	dir := t.TempDir()
-	store, err := fs.New(filepath.Join(dir, "bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := fsBucket(t, dir)
 	defer store.Close()
 	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, 50*time.Millisecond, time.Minute)
 	topic := "tiered-max-lag"

@@ -53,10 +53,7 @@ func digest(recs []*kgo.Record) string {
 // after a restart with an empty cache. ListOffsets -2/-4/-5 tell the tiers.
 func TestTieredEndToEnd(t *testing.T) {
 	dir := t.TempDir()
-	store, err := fs.New(filepath.Join(dir, "bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := fsBucket(t, dir)
 	defer store.Close()
 	tieredEndToEnd(t, dir, store)
 }
@@ -202,6 +199,16 @@ func tierCounterVec(t *testing.T, b *Broker, kind string) prometheus.Collector {
 	return c
 }
 
+// fsBucket is a local-folder bucket under dir/bucket.
+func fsBucket(t *testing.T, dir string) *fs.Store {
+	t.Helper()
+	store, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 func waitTiered(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	waiting.WaitFor(t, 90*time.Second, what, cond)
@@ -210,10 +217,7 @@ func waitTiered(t *testing.T, what string, cond func() bool) {
 // TestTieredDeleteRecords: DeleteRecords moves the start of both tiers.
 func TestTieredDeleteRecords(t *testing.T) {
 	dir := t.TempDir()
-	store, err := fs.New(filepath.Join(dir, "bucket"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := fsBucket(t, dir)
 	defer store.Close()
 	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
 	createTopic(t, b, "cut", 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
