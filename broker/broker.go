@@ -119,6 +119,11 @@ type Config struct {
 	// ControlledShutdownTimeout bounds how long Close waits for leadership
 	// to move away [10s].
 	ControlledShutdownTimeout time.Duration
+	// StrayLogDeleteDelay is how long a stray partition directory found at
+	// start (a replica moved away or a topic deleted while this broker was
+	// down; stray.go) is kept, renamed <topic>-<n>.<ms>-stray, before it is
+	// deleted [1h]; negative keeps it until an operator removes it.
+	StrayLogDeleteDelay time.Duration
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -195,6 +200,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.ControlledShutdownTimeout <= 0 {
 		c.ControlledShutdownTimeout = 10 * time.Second
+	}
+	if c.StrayLogDeleteDelay == 0 {
+		c.StrayLogDeleteDelay = time.Hour
 	}
 	if c.ListenFn == nil {
 		c.ListenFn = net.Listen

@@ -28,6 +28,8 @@ import (
 //	<data>/meta/                 the metadata node (raft-wal log, snapshots)
 //	<data>/logs/<topic>-<n>/     one hotlog per partition
 //	<data>/logs/<topic>-<n>/topic_id   the topic id the directory belongs to
+//	<data>/logs/<topic>-<n>.<ms>-stray/  a partition no longer placed here,
+//	                             found at start, deleted later (stray.go)
 //
 // Partitions open lazily on first use (so a topic is usable as soon as its
 // creation commits) and close when the metadata no longer lists them here.
@@ -147,7 +149,10 @@ func openStore(b *Broker) (*store, error) {
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
 	}
 	s.waitForLeadership(ctx)
-	s.removeStrayDirs(meta.State())
+	// The state includes the registration (waited for above): a stray
+	// directory is judged on the metadata as of now, never on an older
+	// view (stray.go).
+	s.renameStrayDirs(meta.State())
 	if s.repl, err = newReplicator(s); err != nil {
 		meta.Close()
 		return nil, err
@@ -155,7 +160,11 @@ func openStore(b *Broker) (*store, error) {
 	s.reconcile(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
-	s.wg.Add(3)
+	s.wg.Add(4)
+	go pprof.Do(lctx, pprof.Labels("sediment", "stray-dirs"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.strayDeleteLoop(ctx)
+	})
 	go pprof.Do(lctx, pprof.Labels("sediment", "producer-snapshots"), func(ctx context.Context) {
 		defer s.wg.Done()
 		s.snapshotLoop(ctx)
@@ -359,28 +368,6 @@ func (s *store) closePartition(p *partition, remove bool) {
 	if remove {
 		if err := os.RemoveAll(p.dir); err != nil {
 			s.b.log.Warn("removing deleted partition", "dir", p.dir, "err", err)
-		}
-	}
-}
-
-// removeStrayDirs deletes partition directories of topics that no longer
-// exist (a topic deleted while the broker was down, or a crash between the
-// metadata commit and the removal).
-func (s *store) removeStrayDirs(st *metadata.State) {
-	ents, err := os.ReadDir(s.logsDir)
-	if err != nil {
-		return
-	}
-	for _, e := range ents {
-		dir := filepath.Join(s.logsDir, e.Name())
-		raw, err := os.ReadFile(filepath.Join(dir, "topic_id"))
-		if err != nil {
-			continue
-		}
-		id, ok := parseUUID(strings.TrimSpace(string(raw)))
-		if _, exists := st.TopicByID(id); ok && !exists {
-			s.b.log.Info("removing partition of a deleted topic", "dir", dir)
-			os.RemoveAll(dir)
 		}
 	}
 }
