@@ -30,6 +30,10 @@
 //	<data>/logs/<topic>-<partition>/    one hotlog (segments, indexes,
 //	                                    <offset>.snapshot producer state)
 //	<data>/logs/<topic>-<partition>/topic_id   owning topic id (text UUID)
+//	<data>/logs/<topic>-<partition>.<unix ms>-stray/   a partition directory
+//	                                    the metadata no longer places here,
+//	                                    found at start; deleted after
+//	                                    StrayLogDeleteDelay (stray.go)
 //	<data>/tier-cache/                  remote-read chunk cache (the default
 //	                                    tiering.Options.CacheDir)
 //	<data>/bucket/                      the bucket, when sediment broker uses
