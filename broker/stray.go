@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -141,17 +142,28 @@ func findStrayDirs(logsDir string, st *metadata.State, me int32) ([]strayDir, er
 		if _, _, ok := parsePartitionDir(e.Name()); !ok {
 			continue
 		}
-		raw, err := os.ReadFile(filepath.Join(logsDir, e.Name(), "topic_id"))
-		var id metadata.UUID
-		hasID := false
-		if err == nil {
-			id, hasID = parseUUID(strings.TrimSpace(string(raw)))
-		}
+		id, hasID := readTopicID(filepath.Join(logsDir, e.Name(), "topic_id"))
 		if reason := strayReason(st, me, e.Name(), id, hasID); reason != "" {
 			out = append(out, strayDir{Name: e.Name(), Reason: reason})
 		}
 	}
 	return out, nil
+}
+
+// readTopicID reads a partition directory's topic_id file (a text UUID and
+// a newline); false if it is missing, too long or not a UUID.
+func readTopicID(name string) (metadata.UUID, bool) {
+	f, err := os.Open(name)
+	if err != nil {
+		return metadata.UUID{}, false
+	}
+	defer f.Close()
+	var buf [64]byte // 36 characters and a newline
+	n, err := io.ReadFull(f, buf[:])
+	if err != io.ErrUnexpectedEOF && err != io.EOF {
+		return metadata.UUID{}, false // a read error, or longer than any id
+	}
+	return parseUUID(strings.TrimSpace(string(buf[:n])))
 }
 
 // strayDirName is the name a stray directory is renamed to at now.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,5 +321,32 @@ func TestStrayDirsAtStart(t *testing.T) {
 	testutil.WaitFor(t, 10*time.Second, "stray directories deleted", func() bool { return len(strays()) == 0 })
 	if _, err := os.Stat(filepath.Join(logs, "live-0", "topic_id")); err != nil {
 		t.Fatalf("live-0: %v", err)
+	}
+}
+
+func TestReadTopicID(t *testing.T) {
+	dir := t.TempDir()
+	id := metadata.NewUUID()
+	for _, c := range []struct {
+		content string
+		ok      bool
+	}{
+		{id.String() + "\n", true},
+		{id.String(), true},
+		{"", false},
+		{"not a uuid\n", false},
+		{id.String() + strings.Repeat(" ", 64) + "\n", false}, // longer than any id
+	} {
+		name := filepath.Join(dir, "topic_id")
+		if err := os.WriteFile(name, []byte(c.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := readTopicID(name)
+		if ok != c.ok || (ok && got != id) {
+			t.Errorf("readTopicID(%q) = %v %v", c.content, got, ok)
+		}
+	}
+	if _, ok := readTopicID(filepath.Join(dir, "missing")); ok {
+		t.Error("a missing file has an id")
 	}
 }
