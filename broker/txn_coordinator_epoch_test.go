@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/internal/testutil"
@@ -113,15 +114,22 @@ func TestTxnCoordinatorEpoch(t *testing.T) {
 	if p.CoordinatorEpoch != epoch {
 		t.Fatalf("coordinator epoch %d after the commit, want %d (the %s leader epoch)", p.CoordinatorEpoch, epoch, txn.StateTopic)
 	}
-	hw := rawFetch(t, b, "ce", 0).HighWatermark
+	// "a" at offset 0, the commit marker at 1.
+	part, err := b.store.partition(b.meta.State(), "ce", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := part.log.LogEndOffset(); end != 2 {
+		t.Fatalf("log end %d after the commit, want 2", end)
+	}
 
 	// A marker of an older coordinator is fenced and not written.
-	err := writeMarker(t, b, "ce", p.ProducerID, p.ProducerEpoch, epoch-1, false)
+	err = writeMarker(t, b, "ce", p.ProducerID, p.ProducerEpoch, epoch-1, false)
 	if !errors.Is(err, kerr.TransactionCoordinatorFenced) {
 		t.Fatalf("marker at coordinator epoch %d: %v, want TRANSACTION_COORDINATOR_FENCED", epoch-1, err)
 	}
-	if got := rawFetch(t, b, "ce", 0).HighWatermark; got != hw {
-		t.Fatalf("a fenced marker moved the high watermark %d -> %d", hw, got)
+	if end := part.log.LogEndOffset(); end != 2 {
+		t.Fatalf("a fenced marker was appended: log end %d, want 2", end)
 	}
 	// A retry of the commit marker at the same epoch is written again
 	// (idempotent: nothing is open, nothing changes).
@@ -131,7 +139,14 @@ func TestTxnCoordinatorEpoch(t *testing.T) {
 	if again, _ := describeProducer(t, b, "ce"); again.CoordinatorEpoch != epoch || again.CurrentTxnStartOffset != -1 {
 		t.Fatalf("after the retry: %+v", again)
 	}
-	fp := rawFetch(t, b, "ce", 1)
+	if end := part.log.LogEndOffset(); end != 3 {
+		t.Fatalf("the retried marker: log end %d, want 3", end)
+	}
+	var fp kmsg.FetchResponseTopicPartition
+	testutil.WaitFor(t, 10*time.Second, "the high watermark past the retried marker", func() bool {
+		fp = rawFetch(t, b, "ce", 1)
+		return fp.HighWatermark == 3
+	})
 	if fp.LastStableOffset != fp.HighWatermark || len(fp.AbortedTransactions) != 0 {
 		t.Fatalf("after the retry: LSO %d HW %d aborted %+v", fp.LastStableOffset, fp.HighWatermark, fp.AbortedTransactions)
 	}
