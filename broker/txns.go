@@ -289,6 +289,10 @@ func (t *txns) writeMarker(st *metadata.State, tp txn.TopicPartition, producerID
 		t.b.log.Warn("stale transaction marker skipped", "topic", tp.Topic, "partition", tp.Partition, "producer_id", producerID, "epoch", epoch)
 		return nil
 	}
+	if errors.Is(err, errTxnCoordinatorFenced) {
+		t.b.log.Info("transaction marker of a replaced coordinator refused", "topic", tp.Topic, "partition", tp.Partition, "producer_id", producerID, "coordinator_epoch", coordinatorEpoch, "err", err)
+		return err
+	}
 	if err != nil {
 		return err
 	}
