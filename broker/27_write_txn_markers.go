@@ -13,7 +13,11 @@ import (
 // Broker to broker: a transaction coordinator asks the leader of each
 // partition to append a commit or abort marker. Each marker ends the
 // producer's open transaction in the partition (see txns.go); a marker
-// whose epoch is older than the partition's is skipped. v1+ flexible.
+// whose producer epoch is older than the partition's is skipped. A marker
+// whose coordinator epoch is older than that of the producer's last marker
+// in the partition comes from a replaced coordinator and is refused with
+// TRANSACTION_COORDINATOR_FENCED (the same epoch passes: a retry is written
+// again). v1+ flexible.
 
 func init() { regKey(27, 0, 1).handler = handleWriteTxnMarkers }
 

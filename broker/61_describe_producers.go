@@ -9,10 +9,11 @@ import (
 // DescribeProducers: v0
 //
 // The idempotent producers a partition's leader knows: id, epoch, last
-// sequence, last timestamp and the first offset of the producer's open
-// transaction (-1 if none), which kafka-transactions.sh uses to find and
-// abort hanging transactions (with WriteTxnMarkers). The coordinator epoch
-// is not kept (-1). v0 is flexible.
+// sequence, last timestamp, the coordinator epoch of the producer's last
+// transaction marker in the partition (-1 if none, as Kafka) and the first
+// offset of its open transaction (-1 if none), which kafka-transactions.sh
+// uses to find and abort hanging transactions (with WriteTxnMarkers, at
+// that coordinator epoch). v0 is flexible.
 
 func init() { regKey(61, 0, 0).handler = handleDescribeProducers }
 
@@ -36,7 +37,7 @@ func handleDescribeProducers(_ context.Context, b *Broker, r *Request) (*Reply, 
 					ap := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 					ap.ProducerID, ap.ProducerEpoch = e.id, int32(e.epoch)
 					ap.LastSequence, ap.LastTimestamp = e.lastSeq(), e.lastTimestamp
-					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = -1, e.txnFirstOffset
+					ap.CoordinatorEpoch, ap.CurrentTxnStartOffset = e.coordinatorEpoch, e.txnFirstOffset
 					rp.ActiveProducers = append(rp.ActiveProducers, ap)
 				}
 				p.mu.Unlock()

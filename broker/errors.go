@@ -64,6 +64,7 @@ var errorTable = []struct {
 	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{errProducerFenced, kerr.InvalidProducerEpoch},
 	{errTxnProducerFenced, kerr.ProducerFenced},
+	{errTxnCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{errTxnNotOpen, kerr.InvalidTxnState},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},

@@ -96,7 +96,11 @@ func FuzzProducerSnapshot(f *testing.F) {
 	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: 0, records: 1, transactional: true}, 17, 17, 1000)
 	f.Add(s.marshal())
 	// A version 2 snapshot with one aborted transaction.
-	f.Add(append(append([]byte{2}, s.marshal()[1:]...), 1, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 16))
+	f.Add(append(append([]byte{2}, marshalProducerStateV3(s)[1:]...), 1, 0, 0, 0, 0, 0, 0, 0, 11, 0, 0, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0, 0, 0, 16))
+	// Version 3, and version 4 with coordinator epochs.
+	f.Add(marshalProducerStateV3(s))
+	s.apply(batchInfo{producerID: 12, producerEpoch: 0, baseSequence: -1, records: 1, transactional: true, control: true, coordinatorEpoch: 5}, 18, 18, 1000)
+	f.Add(s.marshal())
 	f.Add([]byte{1, 0})
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0x0f})
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -111,6 +115,13 @@ func FuzzProducerSnapshot(f *testing.F) {
 		if len(again.m) != len(st.m) {
 			t.Fatalf("round trip lost producers: %d != %d", len(again.m), len(st.m))
 		}
+		for id, e := range st.m {
+			a := again.m[id]
+			if a == nil || a.epoch != e.epoch || a.lastTimestamp != e.lastTimestamp || len(a.batches) != len(e.batches) ||
+				a.txnFirstOffset != e.txnFirstOffset || a.coordinatorEpoch != e.coordinatorEpoch {
+				t.Fatalf("round trip changed producer %d: %+v -> %+v", id, e, a)
+			}
+		}
 	})
 }
 
@@ -119,6 +130,8 @@ func FuzzControlBatch(f *testing.F) {
 	f.Add(encodeMarkerBatch(1, 0, true, 0, 0))
 	f.Add(encodeMarkerBatch(1, 0, false, 3, 0))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		controlType(b)
+		if _, coordinatorEpoch, ok := controlType(b); ok && coordinatorEpoch < -1 {
+			t.Fatalf("coordinator epoch %d", coordinatorEpoch)
+		}
 	})
 }

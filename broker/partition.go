@@ -199,7 +199,7 @@ func batchInfoOf(batch []byte, h hotlog.BatchHeader) (info batchInfo, ok bool) {
 	if h.IsControl() {
 		// A transaction marker (txns.go); other control batches change
 		// nothing.
-		info.commit, info.control = controlType(batch)
+		info.commit, info.coordinatorEpoch, info.control = controlType(batch)
 		return info, info.control
 	}
 	return info, true

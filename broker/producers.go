@@ -21,15 +21,17 @@ import (
 // offset; on open the tail after that offset is replayed). Version 2 added
 // the open transaction's first offset and the aborted transactions; version
 // 3 drops the aborted list, which lives in hotlog's per-segment transaction
-// index now. Versions 1 and 2 are still read (a v2 list is handed to the
-// index once, see loadProducers).
+// index now; version 4 adds the coordinator epoch of the producer's last
+// transaction marker. Versions 1 to 3 are still read (coordinator epoch -1;
+// a v2 list is handed to the index once, see loadProducers).
 //
 //	+---------+-----------+------------------------------------------------+
 //	| version | producers | per producer:                                  |
-//	| u8 = 3  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
+//	| u8 = 4  | uvarint   |  id i64 | epoch i16 | last ts i64 | n u8 (≤5)  |
 //	|         |           |  n × [first seq i32 | last seq i32 |           |
 //	|         |           |       first offset i64 | last offset i64]      |
 //	|         |           |  txn first offset i64 (-1: none)   (v2+ only)  |
+//	|         |           |  coordinator epoch i32 (-1: none)  (v4+ only)  |
 //	+---------+-----------+------------------------------------------------+
 //	| aborted uvarint | per aborted transaction (v2 only):                 |
 //	|                 |  producer id i64 | first offset i64 | marker i64   |
@@ -38,6 +40,9 @@ import (
 // All integers big-endian except the uvarint count.
 
 const producerBatchesKept = 5
+
+// producerSnapshotVersion is the version marshal writes.
+const producerSnapshotVersion = 4
 
 type batchMeta struct {
 	firstSeq, lastSeq       int32
@@ -52,6 +57,12 @@ type producerEntry struct {
 	// txnFirstOffset is the first offset of the producer's open
 	// transaction in this partition, -1 if none (snapshot v2).
 	txnFirstOffset int64
+	// coordinatorEpoch is the coordinator epoch of the producer's last
+	// transaction marker in this partition, -1 if none (snapshot v4):
+	// DescribeProducers answers it, and a marker from an older
+	// coordinator epoch is fenced (check), as by Kafka's
+	// ProducerStateEntry.
+	coordinatorEpoch int32
 	// lastAppendMs is the broker's clock at the producer's last append
 	// (after a restart: its last batch timestamp), for expiry.
 	lastAppendMs int64
@@ -79,6 +90,10 @@ var (
 	// errTxnProducerFenced is errProducerFenced for a transactional
 	// batch: clients must treat it as fatal (PRODUCER_FENCED).
 	errTxnProducerFenced = errors.New("broker: transactional producer fenced by a newer epoch")
+	// errTxnCoordinatorFenced: a transaction marker from a coordinator
+	// epoch older than the producer's last marker here, i.e. from a
+	// coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
+	errTxnCoordinatorFenced = errors.New("broker: transaction marker from an older coordinator epoch")
 )
 
 // duplicateError reports a batch that was already appended.
@@ -95,8 +110,10 @@ type batchInfo struct {
 	records       int32
 	maxTimestamp  int64
 	transactional bool
-	// control: a transaction marker; commit tells which.
-	control, commit bool
+	// control: a transaction marker; commit tells which, and
+	// coordinatorEpoch is the marker's (from its control record value).
+	control, commit  bool
+	coordinatorEpoch int32
 }
 
 func nextSeq(seq int32, n int32) int32 {
@@ -115,6 +132,13 @@ func (s *producerState) check(b batchInfo) error {
 		// (TxnOffsetCommit) carry no sequence: only the epoch counts.
 		if e != nil && b.producerEpoch < e.epoch {
 			return fmt.Errorf("%w: epoch %d < %d for producer %d", errTxnProducerFenced, b.producerEpoch, e.epoch, b.producerID)
+		}
+		// Then, as Kafka's ProducerAppendInfo.checkCoordinatorEpoch, a
+		// marker from an older coordinator epoch than the last one here
+		// (a coordinator that lost its __transaction_state partition).
+		// The same epoch passes: a retried marker is written again.
+		if b.control && e != nil && b.coordinatorEpoch < e.coordinatorEpoch {
+			return fmt.Errorf("%w: coordinator epoch %d < %d for producer %d", errTxnCoordinatorFenced, b.coordinatorEpoch, e.coordinatorEpoch, b.producerID)
 		}
 		return nil
 	}
@@ -152,14 +176,17 @@ func (s *producerState) check(b batchInfo) error {
 	return nil
 }
 
-// apply records an appended batch at the broker's time nowMs.
+// apply records an appended batch at the broker's time nowMs. It checks
+// nothing: followers and the replay at open apply what the leader wrote (a
+// marker's coordinator epoch is taken as it is, as Kafka's replication
+// does).
 func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64) {
 	if b.producerID < 0 {
 		return
 	}
 	e := s.m[b.producerID]
 	if e == nil {
-		e = &producerEntry{id: b.producerID, txnFirstOffset: -1}
+		e = &producerEntry{id: b.producerID, txnFirstOffset: -1, coordinatorEpoch: -1}
 		s.m[b.producerID] = e
 	}
 	if b.producerEpoch != e.epoch {
@@ -174,6 +201,7 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	}
 	if b.control {
 		e.txnFirstOffset = -1
+		e.coordinatorEpoch = max(b.coordinatorEpoch, -1)
 		return
 	}
 	if b.transactional && e.txnFirstOffset < 0 {
@@ -255,7 +283,7 @@ func (s *producerState) entries() []*producerEntry {
 }
 
 func (s *producerState) marshal() []byte {
-	out := []byte{3}
+	out := []byte{producerSnapshotVersion}
 	out = binary.AppendUvarint(out, uint64(len(s.m)))
 	for _, e := range s.entries() {
 		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
@@ -269,6 +297,7 @@ func (s *producerState) marshal() []byte {
 			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
 		}
 		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
+		out = binary.BigEndian.AppendUint32(out, uint32(e.coordinatorEpoch))
 	}
 	return out
 }
@@ -277,10 +306,10 @@ var errBadSnapshot = errors.New("broker: malformed producer snapshot")
 
 func unmarshalProducerState(b []byte) (*producerState, error) {
 	s := newProducerState()
-	if len(b) < 1 || b[0] < 1 || b[0] > 3 {
+	if len(b) < 1 || b[0] < 1 || b[0] > producerSnapshotVersion {
 		return nil, errBadSnapshot
 	}
-	v2, withTxns := b[0] == 2, b[0] >= 2
+	v2, withTxns, withCoordinator := b[0] == 2, b[0] >= 2, b[0] >= 4
 	b = b[1:]
 	n, k := binary.Uvarint(b)
 	// Each producer takes at least 19 bytes: bound the count by the input.
@@ -293,10 +322,11 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			return nil, errBadSnapshot
 		}
 		e := &producerEntry{
-			id:             int64(binary.BigEndian.Uint64(b)),
-			epoch:          int16(binary.BigEndian.Uint16(b[8:])),
-			lastTimestamp:  int64(binary.BigEndian.Uint64(b[10:])),
-			txnFirstOffset: -1,
+			id:               int64(binary.BigEndian.Uint64(b)),
+			epoch:            int16(binary.BigEndian.Uint16(b[8:])),
+			lastTimestamp:    int64(binary.BigEndian.Uint64(b[10:])),
+			txnFirstOffset:   -1,
+			coordinatorEpoch: -1,
 		}
 		e.lastAppendMs = e.lastTimestamp
 		nb := int(b[18])
@@ -323,6 +353,16 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 				return nil, errBadSnapshot
 			}
 		}
+		if withCoordinator {
+			if len(b) < 4 {
+				return nil, errBadSnapshot
+			}
+			e.coordinatorEpoch = int32(binary.BigEndian.Uint32(b))
+			b = b[4:]
+			if e.coordinatorEpoch < -1 {
+				return nil, errBadSnapshot
+			}
+		}
 		if e.id < 0 {
 			return nil, errBadSnapshot
 		}
@@ -330,7 +370,8 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 	}
 	if v2 {
 		n, k := binary.Uvarint(b)
-		if k <= 0 || n > uint64(len(b)/24) {
+		// Bound the count by what follows the count itself.
+		if k <= 0 || n > uint64(len(b[k:])/24) {
 			return nil, errBadSnapshot
 		}
 		b = b[k:]

@@ -3,8 +3,13 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/hotlog"
 )
 
@@ -148,7 +153,7 @@ func TestProducerStateTransactions(t *testing.T) {
 		t.Fatalf("snapshot round trip: first unstable %d aborted %+v", st.firstUnstable(), st.legacyAborted)
 	}
 	// A version 2 snapshot's aborted list is read for the index.
-	v2 := append([]byte{2}, s.marshal()[1:]...)
+	v2 := append([]byte{2}, marshalProducerStateV3(s)[1:]...)
 	v2 = binary.AppendUvarint(v2, 2)
 	for _, a := range [][3]int64{{1, 10, 16}, {3, 18, 20}} {
 		for _, x := range a {
@@ -174,9 +179,176 @@ func TestControlBatch(t *testing.T) {
 		if _, err := hotlog.ValidateBatches(b); err != nil {
 			t.Fatal(err)
 		}
-		got, ok := controlType(b)
-		if !ok || got != commit {
-			t.Fatalf("control type %v %v, want %v", got, ok, commit)
+		got, coordinatorEpoch, ok := controlType(b)
+		if !ok || got != commit || coordinatorEpoch != 7 {
+			t.Fatalf("control type %v %v coordinator epoch %d, want %v 7", got, ok, coordinatorEpoch, commit)
+		}
+		info, ok := batchInfoOf(b, h)
+		if !ok || !info.control || info.commit != commit || info.coordinatorEpoch != 7 {
+			t.Fatalf("batch info %+v %v", info, ok)
+		}
+	}
+	// A marker whose value cannot be read still ends the transaction,
+	// with no coordinator epoch (-1).
+	b := encodeBatch([]group.Record{{
+		Key:   (&kmsg.ControlRecordKey{Type: kmsg.ControlRecordKeyTypeAbort}).AppendTo(nil),
+		Value: []byte{0, 0, 1},
+	}}, 5, 2, attrTransactional|attrControl, 1000)
+	if commit, coordinatorEpoch, ok := controlType(b); !ok || commit || coordinatorEpoch != -1 {
+		t.Fatalf("short marker value: %v %d %v", commit, coordinatorEpoch, ok)
+	}
+}
+
+// marshalProducerStateV3 is the version 3 snapshot encoding (no
+// coordinator epoch), as brokers before version 4 wrote it.
+func marshalProducerStateV3(s *producerState) []byte {
+	out := []byte{3}
+	out = binary.AppendUvarint(out, uint64(len(s.m)))
+	for _, e := range s.entries() {
+		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
+		out = binary.BigEndian.AppendUint16(out, uint16(e.epoch))
+		out = binary.BigEndian.AppendUint64(out, uint64(e.lastTimestamp))
+		out = append(out, byte(len(e.batches)))
+		for _, m := range e.batches {
+			out = binary.BigEndian.AppendUint32(out, uint32(m.firstSeq))
+			out = binary.BigEndian.AppendUint32(out, uint32(m.lastSeq))
+			out = binary.BigEndian.AppendUint64(out, uint64(m.firstOffset))
+			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
+		}
+		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
+	}
+	return out
+}
+
+// TestProducerStateCoordinatorEpoch: markers record their coordinator
+// epoch per producer; a marker from an older coordinator epoch is fenced
+// (the same or a newer one passes); the epoch survives the snapshot, and
+// older snapshot versions load with -1.
+func TestProducerStateCoordinatorEpoch(t *testing.T) {
+	s := newProducerState()
+	data := func(pid int64, epoch int16, seq int32) batchInfo {
+		return batchInfo{producerID: pid, producerEpoch: epoch, baseSequence: seq, records: 1, transactional: true}
+	}
+	marker := func(pid int64, epoch int16, coordinatorEpoch int32) batchInfo {
+		return batchInfo{producerID: pid, producerEpoch: epoch, baseSequence: -1, records: 1, transactional: true, control: true, commit: true, coordinatorEpoch: coordinatorEpoch}
+	}
+	// Producer 1: a transaction committed by coordinator epoch 3.
+	s.apply(data(1, 0, 0), 0, 0, 1000)
+	if s.m[1].coordinatorEpoch != -1 {
+		t.Fatalf("coordinator epoch %d before any marker, want -1", s.m[1].coordinatorEpoch)
+	}
+	// With no marker yet, any coordinator epoch is taken (-1 too: an
+	// admin tool's abort of a producer never marked).
+	if err := s.check(marker(1, 0, -1)); err != nil {
+		t.Fatalf("first marker at -1: %v", err)
+	}
+	if err := s.check(marker(1, 0, 3)); err != nil {
+		t.Fatal(err)
+	}
+	s.apply(marker(1, 0, 3), 1, 1, 1000)
+	if s.m[1].coordinatorEpoch != 3 {
+		t.Fatalf("coordinator epoch %d, want 3", s.m[1].coordinatorEpoch)
+	}
+	// A retry of the same marker (same coordinator epoch) passes; a newer
+	// coordinator (after a move) passes; an older one is fenced.
+	if err := s.check(marker(1, 0, 3)); err != nil {
+		t.Fatalf("retried marker: %v", err)
+	}
+	if err := s.check(marker(1, 0, 4)); err != nil {
+		t.Fatalf("newer coordinator: %v", err)
+	}
+	if err := s.check(marker(1, 0, 2)); !errors.Is(err, errTxnCoordinatorFenced) {
+		t.Fatalf("older coordinator: %v", err)
+	}
+	if code := errCode(fmt.Errorf("wrapped: %w", errTxnCoordinatorFenced)); code != kerr.TransactionCoordinatorFenced.Code {
+		t.Fatalf("error code %d", code)
+	}
+	// The producer epoch is checked first (a stale producer epoch is
+	// skipped by writeMarker, not reported as a coordinator fencing).
+	s.apply(marker(1, 1, 4), 2, 2, 1000)
+	if err := s.check(marker(1, 0, 2)); !errors.Is(err, errTxnProducerFenced) {
+		t.Fatalf("stale producer and coordinator epoch: %v", err)
+	}
+	// Data batches carry no coordinator epoch and neither check nor
+	// change it.
+	if err := s.check(data(1, 1, 0)); err != nil {
+		t.Fatal(err)
+	}
+	s.apply(data(1, 1, 0), 3, 3, 1000)
+	if s.m[1].coordinatorEpoch != 4 {
+		t.Fatalf("a data batch changed the coordinator epoch to %d", s.m[1].coordinatorEpoch)
+	}
+	// Followers and the replay take what the leader wrote, even older
+	// (as Kafka's replication does); a negative epoch is kept as -1.
+	s.apply(marker(1, 1, 2), 4, 4, 1000)
+	if s.m[1].coordinatorEpoch != 2 {
+		t.Fatalf("replicated marker: coordinator epoch %d, want 2", s.m[1].coordinatorEpoch)
+	}
+	s.apply(data(2, 0, 0), 5, 5, 1000)
+	s.apply(marker(2, 0, -7), 6, 6, 1000)
+	if s.m[2].coordinatorEpoch != -1 {
+		t.Fatalf("negative coordinator epoch recorded as %d", s.m[2].coordinatorEpoch)
+	}
+	// Producer 3 never had a marker; producer 4 has an open transaction
+	// after one.
+	s.apply(batchInfo{producerID: 3, baseSequence: 0, records: 1}, 7, 7, 1000)
+	s.apply(data(4, 0, 0), 8, 8, 1000)
+	s.apply(marker(4, 0, 9), 9, 9, 1000)
+	s.apply(data(4, 0, 1), 10, 10, 1000)
+
+	want := map[int64]int32{1: 2, 2: -1, 3: -1, 4: 9}
+	st, err := unmarshalProducerState(s.marshal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.marshal()[0] != producerSnapshotVersion || producerSnapshotVersion != 4 {
+		t.Fatalf("snapshot version %d", s.marshal()[0])
+	}
+	for id, ce := range want {
+		e := st.m[id]
+		if e == nil || e.coordinatorEpoch != ce || e.txnFirstOffset != s.m[id].txnFirstOffset || e.epoch != s.m[id].epoch || e.lastSeq() != s.m[id].lastSeq() {
+			t.Fatalf("v4 round trip of producer %d: %+v, want coordinator epoch %d like %+v", id, e, ce, s.m[id])
+		}
+	}
+	// The fencing holds after the round trip.
+	if err := st.check(marker(4, 0, 8)); !errors.Is(err, errTxnCoordinatorFenced) {
+		t.Fatalf("after the round trip, older coordinator: %v", err)
+	}
+	// Version 3 (and 1, 2) snapshots load with -1 for every producer.
+	st, err = unmarshalProducerState(marshalProducerStateV3(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.m) != len(want) || st.firstUnstable() != 10 {
+		t.Fatalf("v3 snapshot: %d producers, first unstable %d", len(st.m), st.firstUnstable())
+	}
+	for id, e := range st.m {
+		if e.coordinatorEpoch != -1 {
+			t.Fatalf("v3 snapshot: producer %d has coordinator epoch %d", id, e.coordinatorEpoch)
+		}
+	}
+	if err := st.check(marker(4, 0, 0)); err != nil {
+		t.Fatalf("v3 snapshot fences %v", err)
+	}
+	v1 := []byte{1}
+	v1 = binary.AppendUvarint(v1, 1)
+	v1 = binary.BigEndian.AppendUint64(v1, 3)
+	v1 = binary.BigEndian.AppendUint16(v1, 0)
+	v1 = binary.BigEndian.AppendUint64(v1, 1000)
+	v1 = append(v1, 0)
+	if st, err := unmarshalProducerState(v1); err != nil || st.m[3] == nil || st.m[3].coordinatorEpoch != -1 || st.m[3].txnFirstOffset != -1 {
+		t.Fatalf("v1 snapshot: %+v %v", st, err)
+	}
+	// A version 4 snapshot cut short, or with an epoch below -1, is
+	// refused; so is a version from the future.
+	v4 := s.marshal()
+	for _, bad := range [][]byte{
+		v4[:len(v4)-1],
+		append(append([]byte(nil), v4[:len(v4)-4]...), 0xff, 0xff, 0xff, 0xfe),
+		append([]byte{producerSnapshotVersion + 1}, v4[1:]...),
+	} {
+		if _, err := unmarshalProducerState(bad); !errors.Is(err, errBadSnapshot) {
+			t.Fatalf("bad snapshot accepted: %v", err)
 		}
 	}
 }

@@ -268,7 +268,12 @@ func (tb txnBroker) WriteMarkers(ctx context.Context, m txn.Marker) error {
 }
 
 // writeMarker appends a marker to a partition led here; for
-// __consumer_offsets it then ends the producer's pending offsets.
+// __consumer_offsets it then ends the producer's pending offsets. A marker
+// from an older coordinator epoch than the producer's last one here fails
+// with errTxnCoordinatorFenced: our coordinator retries its round until it
+// is unloaded (a fenced coordinator has lost its partition of
+// __transaction_state), as its epoch is the partition's leader epoch,
+// which every leader change raises.
 func (t *txns) writeMarker(st *metadata.State, tp txn.TopicPartition, producerID int64, epoch int16, commit bool, coordinatorEpoch int32) error {
 	p, err := t.b.store.partition(st, tp.Topic, tp.Partition)
 	if errors.Is(err, errUnknownTopicOrPartition) {
@@ -283,6 +288,10 @@ func (t *txns) writeMarker(st *metadata.State, tp txn.TopicPartition, producerID
 		// on (a newer epoch ended this transaction already).
 		t.b.log.Warn("stale transaction marker skipped", "topic", tp.Topic, "partition", tp.Partition, "producer_id", producerID, "epoch", epoch)
 		return nil
+	}
+	if errors.Is(err, errTxnCoordinatorFenced) {
+		t.b.log.Info("transaction marker of a replaced coordinator refused", "topic", tp.Topic, "partition", tp.Partition, "producer_id", producerID, "coordinator_epoch", coordinatorEpoch, "err", err)
+		return err
 	}
 	if err != nil {
 		return err
@@ -439,7 +448,7 @@ func (r *offsetsReplay) replay(data []byte, off int64, fn func(key, value []byte
 		data = data[h.Size():]
 		switch {
 		case h.IsControl() && h.IsTransactional():
-			if commit, ok := controlType(batch); ok {
+			if commit, _, ok := controlType(batch); ok {
 				recs := r.pending[h.ProducerID]
 				delete(r.pending, h.ProducerID)
 				for _, rec := range recs {
@@ -513,32 +522,40 @@ func encodeBatch(records []group.Record, producerID int64, epoch int16, attrs in
 	return b
 }
 
-// controlType reads a control batch's marker type; ok is false for a
-// control record that is not a transaction marker.
-func controlType(batch []byte) (commit, ok bool) {
+// controlType reads a control batch's marker type and the coordinator
+// epoch in its value; ok is false for a control record that is not a
+// transaction marker. A marker whose value cannot be read (none of our
+// writers makes one) has coordinator epoch -1, which fences nothing.
+func controlType(batch []byte) (commit bool, coordinatorEpoch int32, ok bool) {
 	var rb kmsg.RecordBatch
 	if err := rb.ReadFrom(batch); err != nil || rb.Attributes&0x07 != 0 || rb.NumRecords < 1 {
-		return false, false
+		return false, -1, false
 	}
 	l, n := binary.Varint(rb.Records)
 	if n <= 0 || l < 0 || int64(n)+l > int64(len(rb.Records)) {
-		return false, false
+		return false, -1, false
 	}
 	var rec kmsg.Record
 	if err := rec.ReadFrom(rb.Records[:int64(n)+l]); err != nil {
-		return false, false
+		return false, -1, false
 	}
 	var k kmsg.ControlRecordKey
 	if err := k.ReadFrom(rec.Key); err != nil {
-		return false, false
+		return false, -1, false
 	}
 	switch k.Type {
 	case kmsg.ControlRecordKeyTypeCommit:
-		return true, true
+		commit = true
 	case kmsg.ControlRecordKeyTypeAbort:
-		return false, true
+	default:
+		return false, -1, false
 	}
-	return false, false
+	coordinatorEpoch = -1
+	var v kmsg.EndTxnMarker
+	if err := v.ReadFrom(rec.Value); err == nil && v.CoordinatorEpoch >= 0 {
+		coordinatorEpoch = v.CoordinatorEpoch
+	}
+	return commit, coordinatorEpoch, true
 }
 
 // appendMarker appends a transaction marker: it ends the producer's open
@@ -554,7 +571,8 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 		return err
 	}
 	info := batchInfo{producerID: producerID, producerEpoch: epoch, baseSequence: -1, records: 1,
-		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit}
+		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit,
+		coordinatorEpoch: coordinatorEpoch}
 	leaderEpoch := p.leaderEpoch()
 	res, err := p.appendChecked(batch, info, h, false, false, func() {})
 	if err != nil {

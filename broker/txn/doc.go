@@ -27,6 +27,15 @@
 // partition: a marker for a producer with no open transaction only moves
 // the log) and logs the completion.
 //
+// Markers carry the coordinator epoch: the partition's leader epoch given
+// to Load, which the metadata log raises on every leader change, so a
+// coordinator that took over sends a higher one than every coordinator
+// before it. Partitions refuse a marker whose coordinator epoch is older
+// than that of the producer's last marker there
+// (TRANSACTION_COORDINATOR_FENCED, broker/producers.go); the same epoch
+// passes, so a retried round is written again. A fenced round is retried
+// like any failed one until Unload.
+//
 // Fencing: InitProducerId for an id whose transaction is open bumps the
 // epoch, aborts with the new epoch (the markers carry it, so every partition
 // refuses the old epoch from then on) and answers CONCURRENT_TRANSACTIONS;

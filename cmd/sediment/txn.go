@@ -182,7 +182,10 @@ transaction that the coordinator knows is aborted by transaction.timeout.ms.`,
 				if p.CurrentTxnStartOffset < 0 || (producerID >= 0 && p.ProducerID != producerID) {
 					continue
 				}
-				res, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, Topics: set})
+				// At the coordinator epoch of the producer's last marker
+				// (0 if it had none), as kafka-transactions.sh does: an
+				// older one is fenced.
+				res, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: p.ProducerID, ProducerEpoch: p.ProducerEpoch, CoordinatorEpoch: max(p.CoordinatorEpoch, 0), Topics: set})
 				if err != nil {
 					return fmt.Errorf("write abort marker: %w", err)
 				}

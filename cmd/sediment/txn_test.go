@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sediment-io/sediment/broker"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 func runTxnCmd(t *testing.T, args ...string) string {
@@ -54,6 +55,42 @@ func TestTxnCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
+	// A first transaction commits; then a marker at coordinator epoch 7
+	// (as a newer coordinator would write) is recorded for the producer,
+	// so that abort must send that epoch (an older one is fenced).
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("c")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	set := kadm.TopicsSet{"orders": {0: {}}}
+	var committed kadm.DescribedProducer
+	testutil.WaitFor(t, 10*time.Second, "the commit marker", func() bool {
+		ds, err := adm.DescribeProducers(ctx, set)
+		if err != nil {
+			return false
+		}
+		found := false
+		for _, p := range ds["orders"].Partitions[0].ActiveProducers {
+			committed, found = p, true
+		}
+		return found && committed.CurrentTxnStartOffset == -1
+	})
+	res, err := adm.WriteTxnMarkers(ctx, kadm.TxnMarkers{ProducerID: committed.ProducerID, ProducerEpoch: committed.ProducerEpoch, CoordinatorEpoch: 7, Commit: true, Topics: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		r.Topics.EachPartition(func(p kadm.TxnMarkersPartitionResponse) {
+			if p.Err != nil {
+				t.Fatalf("marker at coordinator epoch 7: %v", p.Err)
+			}
+		})
+	}
 	if err := cl.BeginTransaction(); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +106,7 @@ func TestTxnCommands(t *testing.T) {
 		t.Fatalf("describe:\n%s", out)
 	}
 	out = runTxnCmd(t, "abort", "--brokers", b.Addr(), "--topic", "orders", "--partition", "0")
-	if !strings.Contains(out, "aborted the transaction of producer") || !strings.Contains(out, "from offset 0") {
+	if !strings.Contains(out, "aborted the transaction of producer") || !strings.Contains(out, "from offset 3") {
 		t.Fatalf("abort:\n%s", out)
 	}
 	out = runTxnCmd(t, "abort", "--brokers", b.Addr(), "--topic", "orders", "--partition", "0")
