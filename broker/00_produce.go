@@ -42,6 +42,11 @@ func init() {
 	e := regKey(0, 3, 13)
 	e.handler = handleProduce
 	e.serial = true
+	// The records are written to the log (a copy in the page cache) and
+	// the partition goroutines end before the handler returns; the
+	// producer state, the transaction checks and the reply keep only
+	// values parsed from the batch header and strings kmsg copied.
+	e.reuseFrame = true
 }
 
 func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {

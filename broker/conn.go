@@ -124,7 +124,7 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		frame, err := readFrame(c.nc, &sizeBuf, maxSize, c.reserve)
+		fr, err := readFrame(c.nc, &sizeBuf, maxSize, c.reserve)
 		if err != nil {
 			switch {
 			case errors.Is(err, errFrameSize):
@@ -134,15 +134,17 @@ func (c *conn) readLoop() {
 			}
 			return
 		}
-		size := int32(len(frame))
+		size := int32(len(fr.b))
 		c.b.metrics.bytesIn.Add(float64(size + 4))
-		s, run, ok := c.decode(frame)
+		s, run, ok := c.decode(fr)
 		if !ok {
 			c.reserve(-int64(size))
+			fr.release() // nothing decoded is kept
 			return
 		}
 		if run == nil {
 			c.reserve(-int64(size))
+			fr.release() // answered without decoding the body
 		}
 		c.slots <- s
 		if run != nil {
@@ -157,8 +159,9 @@ var errFrameSize = errors.New("broker: request size out of bounds")
 // readFrame reads one size-prefixed frame. The size is checked against
 // [8, maxSize] before anything is allocated; a short read is an error.
 // reserve, if set, is called with the size before the allocation (the
-// broker's memory budget); it returns false to abandon the read.
-func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64) bool) ([]byte, error) {
+// broker's memory budget); it returns false to abandon the read. The
+// caller releases the frame once nothing refers to its bytes (framepool.go).
+func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64) bool) (*requestFrame, error) {
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
@@ -169,8 +172,9 @@ func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64)
 	if reserve != nil && !reserve(int64(size)) {
 		return nil, errBudget
 	}
-	frame := make([]byte, size)
-	if _, err := io.ReadFull(r, frame); err != nil {
+	frame := newRequestFrame(int(size))
+	if _, err := io.ReadFull(r, frame.b); err != nil {
+		frame.release()
 		if reserve != nil {
 			reserve(-int64(size))
 		}
@@ -192,8 +196,11 @@ func (c *conn) reserve(n int64) bool {
 }
 
 // decode turns a frame into a slot and the function that handles it. ok is
-// false when the connection must close.
-func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
+// false when the connection must close. run releases the frame when the
+// API's handler keeps nothing of it (apiEntry.reuseFrame); otherwise the
+// buffer is left to the garbage collector.
+func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
+	frame := fr.b
 	hdr, err := parseFixedHeader(frame)
 	if err != nil {
 		return nil, nil, false
@@ -250,6 +257,11 @@ func (c *conn) decode(frame []byte) (s *slot, run func(), ok bool) {
 		defer c.handlers.Done()
 		defer close(s.done)
 		defer c.reserve(-int64(len(frame)))
+		if e.reuseFrame {
+			// After the handler, its middleware and the deferred
+			// Ordered: the request and its slices are dead then.
+			defer fr.release()
+		}
 		if prev != nil {
 			select {
 			case <-prev:

@@ -62,10 +62,11 @@ func FuzzRequestStream(f *testing.F) {
 		r := bytes.NewReader(b)
 		var sizeBuf [4]byte
 		for {
-			frame, err := readFrame(r, &sizeBuf, maxSize, nil)
+			fr, err := readFrame(r, &sizeBuf, maxSize, nil)
 			if err != nil {
 				return
 			}
+			frame := fr.b
 			if len(frame) < 8 || len(frame) > maxSize {
 				t.Fatalf("frame of %d bytes passed the bound", len(frame))
 			}
@@ -77,6 +78,7 @@ func FuzzRequestStream(f *testing.F) {
 				if _, err := decodeBody(&h, frame); err != nil {
 					return // the connection would close here
 				}
+				fr.release()
 			} else {
 				return
 			}

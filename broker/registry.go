@@ -59,7 +59,9 @@ type Handler func(ctx context.Context, b *Broker, r *Request) (*Reply, error)
 
 // Middleware wraps every handler; TLS-independent hooks such as SASL
 // authentication state, per-API authorization and quotas go here, in one
-// place, without touching handler logic.
+// place, without touching handler logic. A middleware keeps nothing of the
+// request (r.Msg and its byte slices) after next returns: a Produce
+// request's frame is reused then (framepool.go).
 type Middleware func(next Handler) Handler
 
 type apiEntry struct {
@@ -70,6 +72,11 @@ type apiEntry struct {
 	// the client sent them). Others run concurrently; replies are always
 	// written in request order.
 	serial bool
+	// reuseFrame: the handler keeps no reference into the request after
+	// it returns (kmsg's decoded []byte fields, a Produce's records, are
+	// slices of the frame), so the frame's buffer goes back to the pool
+	// then (framepool.go). Nothing it starts reads the request later.
+	reuseFrame bool
 }
 
 var apis = map[int16]*apiEntry{}

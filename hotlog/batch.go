@@ -209,6 +209,11 @@ func (r *recordReader) varint() int64 {
 		r.b = r.b[1:]
 		return int64(x>>1) ^ -int64(x&1)
 	}
+	if len(r.b) > 1 && r.b[1] < 0x80 { // two bytes: lengths and deltas below 8 KiB
+		x := uint64(r.b[0]&0x7f) | uint64(r.b[1])<<7
+		r.b = r.b[2:]
+		return int64(x>>1) ^ -int64(x&1)
+	}
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.err = true

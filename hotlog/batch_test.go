@@ -152,3 +152,31 @@ func TestCompactedBatches(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordVarint: the record reader's short paths decode as
+// binary.Varint does, for every input of up to two bytes and for a
+// three-byte one.
+func TestRecordVarint(t *testing.T) {
+	check := func(in []byte) {
+		t.Helper()
+		r := recordReader{b: in}
+		got := r.varint()
+		want, n := binary.Varint(in)
+		if n <= 0 {
+			if !r.err {
+				t.Fatalf("% x: decoded %d, binary.Varint refuses it", in, got)
+			}
+			return
+		}
+		if r.err || got != want || len(r.b) != len(in)-n {
+			t.Fatalf("% x: got %d (err %v, %d left), want %d (%d left)", in, got, r.err, len(r.b), want, len(in)-n)
+		}
+	}
+	for x := 0; x < 1<<16; x++ {
+		check([]byte{byte(x), byte(x >> 8)})
+		check([]byte{byte(x), byte(x >> 8), 0x05})
+		check([]byte{byte(x)})
+	}
+	check([]byte{0x80, 0x80, 0x01})
+	check(nil)
+}
