@@ -191,6 +191,7 @@ type Cleaner struct {
 	cbuf  []byte // recompressed records
 	out   []byte // output batches, flushed to the segment writer
 	keys  []keyOffset
+	homes []uint32 // home buckets of keys
 	recs  []recInfo
 	stats *Stats
 	// remote is set while cleaning a remote log (remote.go): transaction
@@ -202,8 +203,8 @@ type Cleaner struct {
 	mapPrev int64
 	// skipped counts the offsets the rewrite passed over without reading.
 	skipped int64
-	// touchSink keeps offsetMap.touch's loads.
-	touchSink uint32
+	// prefetchSink keeps offsetMap.prefetch's loads (where they are loads).
+	prefetchSink uint32
 }
 
 // NewCleaner makes a cleaner with its key map (cfg.DedupeBufferBytes). now
@@ -455,14 +456,15 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 	tr := newTxnTracker(txns)
 	end := max(from, t.Log.LogStartOffset())
 	err = c.scan(ctx, t.Log, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+		passOver := false
 		if h.IsControl() {
 			key, ok := c.controlKey(h, batch)
 			tr.onControl(h.ProducerID, h.LastOffset(), key, ok)
-			end = h.LastOffset() + 1
-			c.mapPrev = end
-			return true, nil
+			passOver = true
+		} else {
+			passOver = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
 		}
-		if tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset()) {
+		if passOver {
 			end = h.LastOffset() + 1
 			c.mapPrev = end
 			return true, nil
@@ -493,38 +495,66 @@ func (c *Cleaner) clearMap() {
 // offsets in the map's bitmaps (whole: the rewrite must read the batch);
 // more is false (and nothing is put) when the map has no room for the batch.
 func (c *Cleaner) mapBatch(h *hotlog.BatchHeader, batch []byte, whole bool) (more bool, err error) {
-	om := c.omap
-	if !om.room(h.BaseOffset, h.LastOffset(), int(h.NumRecords)) {
-		if om.entries == 0 && int(h.NumRecords) > om.maxEntry {
-			return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, om.maxEntry)
-		}
-		return false, nil // full: the next pass continues here
+	if ok, err := c.roomFor(h.BaseOffset, h.LastOffset(), h.NumRecords); !ok {
+		return false, err
 	}
-	// Hash the batch's keys first, then touch their buckets, then probe:
-	// the cache misses of a large map overlap.
-	c.keys = c.keys[:0]
+	if c.keys, err = c.batchKeys(h, batch, c.keys[:0]); err != nil {
+		return false, err
+	}
+	c.putKeys(h.BaseOffset, h.LastOffset(), whole || h.NumRecords == 0, c.keys)
+	return true, nil
+}
+
+// roomFor reports whether the key map has room for a batch of records
+// records over [first, last] (offsetMap.room); when it has not, err is
+// ErrMapTooSmall if the map is empty and still too small, else nil (full:
+// the next pass continues at this batch).
+func (c *Cleaner) roomFor(first, last int64, records int32) (bool, error) {
+	om := c.omap
+	if om.room(first, last, int(records)) {
+		return true, nil
+	}
+	if om.entries == 0 && int(records) > om.maxEntry {
+		return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, records, first, om.maxEntry)
+	}
+	return false, nil
+}
+
+// batchKeys appends the digest, offset and tombstone flag of every keyed
+// record of a data batch to dst.
+func (c *Cleaner) batchKeys(h *hotlog.BatchHeader, batch []byte, dst []keyOffset) ([]keyOffset, error) {
 	payload, err := c.payload(h, batch)
 	if err != nil {
-		return false, err
+		return dst, err
 	}
 	base := h.BaseOffset
 	err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte, tombstone bool) {
 		if key != nil {
-			c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), base + int64(od), tombstone})
+			dst = append(dst, keyOffset{xxh3.Hash128(key), base + int64(od), tombstone})
 		}
 	})
 	if err != nil {
-		return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		return dst, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
 	}
-	om.markBatch(c.mapPrev, base, h.LastOffset(), whole || h.NumRecords == 0)
-	c.mapPrev = h.LastOffset() + 1
-	c.touchSink += om.touch(c.keys)
-	for i := range c.keys {
-		k := &c.keys[i]
-		old, _ := om.putHash(k.digest, k.offset)
+	return dst, nil
+}
+
+// putKeys puts the keys of the batch [first, last] (roomFor said yes) into
+// the key map and marks its offsets in the bitmaps (whole: the rewrite must
+// read the batch). The keys were hashed first; their buckets are
+// prefetched together, then probed: the cache misses of a large map
+// overlap.
+func (c *Cleaner) putKeys(first, last int64, whole bool, keys []keyOffset) {
+	om := c.omap
+	om.markBatch(c.mapPrev, first, last, whole)
+	c.mapPrev = last + 1
+	c.homes = om.homes(c.homes[:0], keys)
+	c.prefetchSink += om.prefetch(c.homes)
+	for i := range keys {
+		k := &keys[i]
+		old, _ := om.putHome(k.digest, int(c.homes[i]), k.offset)
 		om.markRecord(k.offset, old, k.tombstone)
 	}
-	return true, nil
 }
 
 // controlKey returns a control batch's marker type.

@@ -1,6 +1,7 @@
 package compaction
 
 import (
+	"math"
 	"math/bits"
 
 	"github.com/zeebo/xxh3"
@@ -84,7 +85,7 @@ func offsetMapBytes(keys, offsets int64) int64 {
 func newOffsetMap(memory int64) *offsetMap {
 	bitmapBytes := memory / offsetMapBitmapShare
 	words := max(int(bitmapBytes/3/8), 1)
-	nb := max(int((memory-int64(words)*3*8)/64), 4)
+	nb := min(max(int((memory-int64(words)*3*8)/64), 4), math.MaxUint32) // homes are uint32
 	m := &offsetMap{buckets: make([]mapBucket, nb),
 		mapped: make([]uint64, words), dead: make([]uint64, words), look: make([]uint64, words)}
 	m.cover = int64(words) * 64
@@ -134,16 +135,17 @@ func (m *offsetMap) home(lo uint64) int {
 	return int(b)
 }
 
-// touch loads the home bucket of each digest (the loads are independent,
-// so their cache misses overlap) and returns a value that depends on them
-// all (so that the compiler keeps the loads).
-func (m *offsetMap) touch(keys []keyOffset) uint32 {
-	var x uint32
+// homes appends the home bucket of each key's digest to dst.
+func (m *offsetMap) homes(dst []uint32, keys []keyOffset) []uint32 {
 	for i := range keys {
-		x += m.buckets[m.home(keys[i].digest.Lo)][0].off
+		dst = append(dst, uint32(m.home(keys[i].digest.Lo)))
 	}
-	return x
+	return dst
 }
+
+// prefetch brings the buckets homes into the cache, all misses in flight
+// together (prefetchBuckets), and returns a value for the caller to keep.
+func (m *offsetMap) prefetch(homes []uint32) uint32 { return prefetchBuckets(m.buckets, homes) }
 
 // put records offset for the digest h; it returns the offset that offset
 // superseded (the key's earlier one, or offset itself if the key already
@@ -151,6 +153,11 @@ func (m *offsetMap) touch(keys []keyOffset) uint32 {
 // if the key is new and the map is full, or offset is outside the base's
 // range (the caller checks room first).
 func (m *offsetMap) putHash(h xxh3.Uint128, offset int64) (old int64, ok bool) {
+	return m.putHome(h, m.home(h.Lo), offset)
+}
+
+// putHome is putHash with the digest's home bucket b (m.home(h.Lo)) known.
+func (m *offsetMap) putHome(h xxh3.Uint128, b int, offset int64) (old int64, ok bool) {
 	if m.base < 0 {
 		m.base = offset
 	}
@@ -160,7 +167,6 @@ func (m *offsetMap) putHash(h xxh3.Uint128, offset int64) (old int64, ok bool) {
 	}
 	v := uint32(rel) + 1
 	check := uint32(h.Lo)
-	b := m.home(h.Lo)
 	for {
 		bk := &m.buckets[b]
 		for i := range bk {
