@@ -252,6 +252,51 @@ func BenchmarkClean(b *testing.B) {
 	}
 }
 
+// BenchmarkCleanMap times the map phase alone (buildMap over the whole log of
+// BenchmarkClean, a fresh key map each time) on one goroutine and on two
+// (mappipe.go), alternately on the same segments in the same run, beside a
+// plain read of them: the figures of BenchmarkClean's map-s, without the
+// rewrite, and the gain of the second goroutine on this machine as it is
+// loaded at the time.
+func BenchmarkCleanMap(b *testing.B) {
+	keys := benchKeys()
+	dir := b.TempDir()
+	l, size := buildBenchLog(b, dir, keys, testCodecs[0])
+	defer l.Close()
+	memory := offsetMapBytes(int64(keys)+1000, int64(keys)*10)
+	var wall, cpu [2]time.Duration
+	var readTime time.Duration
+	var read int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, d := plainRead(b, l)
+		read += n
+		readTime += d
+		for v, pipeline := range []bool{false, true} {
+			c := NewCleaner(CleanerConfig{DedupeBufferBytes: memory}, nil)
+			c.pipeline = pipeline
+			var st Stats
+			c.stats = &st
+			start, cpu0 := time.Now(), cpuTime()
+			end, err := c.buildMap(context.Background(), Target{Log: l}, 0, l.HighWatermark())
+			wall[v] += time.Since(start)
+			cpu[v] += cpuTime() - cpu0
+			c.Close()
+			if err != nil || end < int64(keys*10) {
+				b.Fatalf("mapped to %d: %v", end, err)
+			}
+		}
+	}
+	mbs := func(d time.Duration) float64 { return float64(size) * float64(b.N) / 1e6 / d.Seconds() }
+	readMBs := float64(read) / 1e6 / readTime.Seconds()
+	b.ReportMetric(readMBs, "read-MB/s")
+	b.ReportMetric(mbs(wall[0]), "serial-MB/s")
+	b.ReportMetric(mbs(wall[1]), "pipelined-MB/s")
+	b.ReportMetric(mbs(cpu[0]), "serial-cpu-MB/s")
+	b.ReportMetric(mbs(cpu[1]), "pipelined-cpu-MB/s")
+	b.ReportMetric(mbs(wall[1])/readMBs, "pipelined-ratio-of-read")
+}
+
 var benchFS = &timedFS{FS: vfs.Default}
 
 // timedFS is the OS file system with the time spent in Sync (fsync) and

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -201,6 +202,9 @@ type Cleaner struct {
 	// mapPrev is the end of the last batch the map phase scanned (-1 at
 	// first): the gap up to the next mapped batch is marked dead.
 	mapPrev int64
+	// pipeline runs the local map phase on two goroutines (mappipe.go):
+	// set when GOMAXPROCS > 1.
+	pipeline bool
 	// skipped counts the offsets the rewrite passed over without reading.
 	skipped int64
 	// prefetchSink keeps offsetMap.prefetch's loads (where they are loads).
@@ -218,7 +222,8 @@ func NewCleaner(cfg CleanerConfig, now func() time.Time) *Cleaner {
 }
 
 func newCleaner(cfg CleanerConfig, now func() time.Time, th *throttler) *Cleaner {
-	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes), mapPrev: -1}
+	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes), mapPrev: -1,
+		pipeline: runtime.GOMAXPROCS(0) > 1}
 }
 
 // Close releases the cleaner's codec resources.
@@ -455,6 +460,10 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 	}
 	tr := newTxnTracker(txns)
 	end := max(from, t.Log.LogStartOffset())
+	var p *mapPipeline
+	if c.pipeline {
+		p = c.startMapPipeline(end)
+	}
 	err = c.scan(ctx, t.Log, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
 		passOver := false
 		if h.IsControl() {
@@ -465,6 +474,9 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			passOver = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
 		}
 		if passOver {
+			if p != nil {
+				return p.skip(h.LastOffset()), nil
+			}
 			end = h.LastOffset() + 1
 			c.mapPrev = end
 			return true, nil
@@ -476,12 +488,18 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			last, ok := t.Txn.ProducerLastOffset(h.ProducerID)
 			whole = ok && last == h.LastOffset()
 		}
+		if p != nil {
+			return p.batch(h, batch, whole)
+		}
 		more, err := c.mapBatch(h, batch, whole)
 		if more {
 			end = h.LastOffset() + 1
 		}
 		return more, err
 	})
+	if p != nil {
+		return p.finish(err)
+	}
 	return end, err
 }
 
