@@ -226,8 +226,12 @@ func newCleaner(cfg CleanerConfig, now func() time.Time, th *throttler) *Cleaner
 		pipeline: runtime.GOMAXPROCS(0) > 1}
 }
 
-// Close releases the cleaner's codec resources.
-func (c *Cleaner) Close() { c.codecs.close() }
+// Close releases the cleaner's codec resources and its key map; the
+// cleaner must not be used after.
+func (c *Cleaner) Close() {
+	c.codecs.close()
+	c.omap.release()
+}
 
 // Clean runs one pass over t, as Kafka's Cleaner.doClean: it maps the keys of
 // the dirty range (as far as the key map holds), then rewrites every segment

@@ -3,6 +3,7 @@ package compaction
 import (
 	"math"
 	"math/bits"
+	"runtime"
 
 	"github.com/zeebo/xxh3"
 )
@@ -47,6 +48,7 @@ import (
 // Not safe for concurrent use.
 type offsetMap struct {
 	buckets  []mapBucket
+	free     func() // releases buckets (allocBuckets), once
 	entries  int
 	maxEntry int
 	base     int64 // offset of slot value 1; -1 until the first put
@@ -86,13 +88,33 @@ func newOffsetMap(memory int64) *offsetMap {
 	bitmapBytes := memory / offsetMapBitmapShare
 	words := max(int(bitmapBytes/3/8), 1)
 	nb := min(max(int((memory-int64(words)*3*8)/64), 4), math.MaxUint32) // homes are uint32
-	m := &offsetMap{buckets: make([]mapBucket, nb),
+	buckets, free := allocBuckets(nb)
+	m := &offsetMap{buckets: buckets, free: func() {},
 		mapped: make([]uint64, words), dead: make([]uint64, words), look: make([]uint64, words)}
+	if free != nil {
+		// Close frees the table; a map dropped without it is freed when
+		// collected.
+		cl := runtime.AddCleanup(m, func(free func()) { free() }, free)
+		m.free = func() {
+			cl.Stop()
+			free()
+		}
+	}
 	m.cover = int64(words) * 64
 	m.maxEntry = max(int(float64(nb*4)*offsetMapLoad), 1)
 	m.base, m.latest = -1, -1
 	return m
 }
+
+// release frees the table; the map must not be used after.
+func (m *offsetMap) release() {
+	m.free()
+	m.buckets, m.free = nil, func() {}
+}
+
+// hugeTableBytes: tables from this size on are mapped with huge pages where
+// the platform has them (allocBuckets).
+const hugeTableBytes = 4 << 20
 
 // bytes is the memory held by the table and its bitmaps.
 func (m *offsetMap) bytes() int64 { return int64(len(m.buckets))*64 + int64(len(m.mapped))*3*8 }
