@@ -166,7 +166,10 @@ func parseRead(b *testing.B, l *hotlog.Log) (int64, time.Duration) {
 // (ratio-of-read, goal >= 0.5) and beside a read that decodes every record
 // (ratio-of-parse), the map phase's own MB/s, the key map's memory (slots
 // and bitmaps, sized for the keys at the 90% load limit), what the pass
-// allocated, and the log size before and after.
+// allocated on the Go heap (pass-alloc-MB: the map's bitmaps, buffers; on
+// Linux the table of a large map is mapped outside the heap and counted in
+// map-MB only), the wall time of the map phase, of the rest, and of the
+// fsyncs and unlinks within it, and the log size before and after.
 func BenchmarkClean(b *testing.B) {
 	keys := benchKeys()
 	for _, tc := range []testCodec{testCodecs[0], testCodecs[5]} {
