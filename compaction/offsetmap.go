@@ -87,7 +87,7 @@ func offsetMapBytes(keys, offsets int64) int64 {
 func newOffsetMap(memory int64) *offsetMap {
 	bitmapBytes := memory / offsetMapBitmapShare
 	words := max(int(bitmapBytes/3/8), 1)
-	nb := min(max(int((memory-int64(words)*3*8)/64), 4), math.MaxUint32) // homes are uint32
+	nb := int(min(max((memory-int64(words)*3*8)/64, 4), math.MaxUint32)) // homes are uint32
 	buckets, free := allocBuckets(nb)
 	m := &offsetMap{buckets: buckets, free: func() {},
 		mapped: make([]uint64, words), dead: make([]uint64, words), look: make([]uint64, words)}
