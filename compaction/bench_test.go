@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -165,12 +166,15 @@ func parseRead(b *testing.B, l *hotlog.Log) (int64, time.Duration) {
 // (ratio-of-read, goal >= 0.5) and beside a read that decodes every record
 // (ratio-of-parse), the map phase's own MB/s, the key map's memory (slots
 // and bitmaps, sized for the keys at the 90% load limit), what the pass
-// allocated, and the log size before and after.
+// allocated on the Go heap (pass-alloc-MB: the map's bitmaps, buffers; on
+// Linux the table of a large map is mapped outside the heap and counted in
+// map-MB only), the wall time of the map phase, of the rest, and of the
+// fsyncs and unlinks within it, and the log size before and after.
 func BenchmarkClean(b *testing.B) {
 	keys := benchKeys()
 	for _, tc := range []testCodec{testCodecs[0], testCodecs[5]} {
 		b.Run(tc.name, func(b *testing.B) {
-			var cleanTime, mapTime, readTime, parseTime, cleanCPU, readCPU time.Duration
+			var cleanTime, mapTime, readTime, parseTime, cleanCPU, readCPU, syncTime, removeTime time.Duration
 			var cleaned, read, parsed, after, mapBytes, allocated int64
 			var ms0, ms1 runtime.MemStats
 			for i := 0; i < b.N; i++ {
@@ -187,6 +191,7 @@ func BenchmarkClean(b *testing.B) {
 				parseTime += d
 				runtime.GC()
 				runtime.ReadMemStats(&ms0)
+				sync0, remove0 := benchFS.syncNs.Load(), benchFS.removeNs.Load()
 				b.StartTimer()
 				start, cpu0 := time.Now(), cpuTime()
 				c := NewCleaner(CleanerConfig{DedupeBufferBytes: offsetMapBytes(int64(keys)+1000, int64(keys)*10)}, nil)
@@ -194,6 +199,8 @@ func BenchmarkClean(b *testing.B) {
 				cleanTime += time.Since(start)
 				cleanCPU += cpuTime() - cpu0
 				b.StopTimer()
+				syncTime += time.Duration(benchFS.syncNs.Load() - sync0)
+				removeTime += time.Duration(benchFS.removeNs.Load() - remove0)
 				runtime.ReadMemStats(&ms1)
 				allocated += int64(ms1.TotalAlloc - ms0.TotalAlloc)
 				if err != nil {
@@ -232,6 +239,14 @@ func BenchmarkClean(b *testing.B) {
 			b.ReportMetric(parseMBs, "parse-MB/s")
 			b.ReportMetric(cleanMBs/parseMBs, "ratio-of-parse")
 			b.ReportMetric(float64(cleaned)/1e6/mapTime.Seconds(), "map-phase-MB/s")
+			// Where the wall time of a pass goes: the map phase, the rest
+			// (rewrite, swap), and within the rest the output's fsyncs and
+			// the unlinks of the replaced segments.
+			perPass := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+			b.ReportMetric(perPass(mapTime), "map-s")
+			b.ReportMetric(perPass(cleanTime-mapTime), "rewrite-s")
+			b.ReportMetric(perPass(syncTime), "fsync-s")
+			b.ReportMetric(perPass(removeTime), "unlink-s")
 			b.ReportMetric(float64(mapBytes)/1e6, "map-MB")
 			b.ReportMetric(float64(allocated)/float64(b.N)/1e6, "pass-alloc-MB")
 			b.ReportMetric(float64(cleaned)/float64(b.N)/1e6, "log-MB-before")
@@ -240,7 +255,96 @@ func BenchmarkClean(b *testing.B) {
 	}
 }
 
-var benchFS vfs.FS = vfs.Default
+// BenchmarkCleanMap times the map phase alone (buildMap over the whole log of
+// BenchmarkClean, a fresh key map each time) on one goroutine and on two
+// (mappipe.go), alternately on the same segments in the same run, beside a
+// plain read of them: the figures of BenchmarkClean's map-s, without the
+// rewrite, and the gain of the second goroutine on this machine as it is
+// loaded at the time.
+func BenchmarkCleanMap(b *testing.B) {
+	keys := benchKeys()
+	dir := b.TempDir()
+	l, size := buildBenchLog(b, dir, keys, testCodecs[0])
+	defer l.Close()
+	memory := offsetMapBytes(int64(keys)+1000, int64(keys)*10)
+	var wall, cpu [2]time.Duration
+	var readTime time.Duration
+	var read int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n, d := plainRead(b, l)
+		read += n
+		readTime += d
+		for v, pipeline := range []bool{false, true} {
+			c := NewCleaner(CleanerConfig{DedupeBufferBytes: memory}, nil)
+			c.pipeline = pipeline
+			var st Stats
+			c.stats = &st
+			start, cpu0 := time.Now(), cpuTime()
+			end, err := c.buildMap(context.Background(), Target{Log: l}, 0, l.HighWatermark())
+			wall[v] += time.Since(start)
+			cpu[v] += cpuTime() - cpu0
+			c.Close()
+			if err != nil || end < int64(keys*10) {
+				b.Fatalf("mapped to %d: %v", end, err)
+			}
+		}
+	}
+	mbs := func(d time.Duration) float64 { return float64(size) * float64(b.N) / 1e6 / d.Seconds() }
+	readMBs := float64(read) / 1e6 / readTime.Seconds()
+	b.ReportMetric(readMBs, "read-MB/s")
+	b.ReportMetric(mbs(wall[0]), "serial-MB/s")
+	b.ReportMetric(mbs(wall[1]), "pipelined-MB/s")
+	b.ReportMetric(mbs(cpu[0]), "serial-cpu-MB/s")
+	b.ReportMetric(mbs(cpu[1]), "pipelined-cpu-MB/s")
+	b.ReportMetric(mbs(wall[1])/readMBs, "pipelined-ratio-of-read")
+}
+
+var benchFS = &timedFS{FS: vfs.Default}
+
+// timedFS is the OS file system with the time spent in Sync (fsync) and
+// Remove (unlink) counted, so that BenchmarkClean can show how much of a
+// pass they take. They stay in the timed part.
+type timedFS struct {
+	vfs.FS
+	syncNs, removeNs atomic.Int64
+}
+
+type timedFile struct {
+	vfs.File
+	fs *timedFS
+}
+
+func (f timedFile) Sync() error {
+	start := time.Now()
+	err := f.File.Sync()
+	f.fs.syncNs.Add(int64(time.Since(start)))
+	return err
+}
+
+func (t *timedFS) wrap(f vfs.File, err error) (vfs.File, error) {
+	if err != nil {
+		return f, err
+	}
+	return timedFile{f, t}, nil
+}
+
+func (t *timedFS) Create(name string) (vfs.File, error) { return t.wrap(t.FS.Create(name)) }
+func (t *timedFS) Open(name string) (vfs.File, error)   { return t.wrap(t.FS.Open(name)) }
+func (t *timedFS) OpenReadWrite(name string) (vfs.File, error) {
+	return t.wrap(t.FS.OpenReadWrite(name))
+}
+func (t *timedFS) OpenForAppend(name string) (vfs.File, error) {
+	return t.wrap(t.FS.OpenForAppend(name))
+}
+func (t *timedFS) OpenDir(name string) (vfs.File, error) { return t.wrap(t.FS.OpenDir(name)) }
+
+func (t *timedFS) Remove(name string) error {
+	start := time.Now()
+	err := t.FS.Remove(name)
+	t.removeNs.Add(int64(time.Since(start)))
+	return err
+}
 
 // BenchmarkCleanRemote: tiered compaction of a remote log (an in-memory
 // bucket) of benchKeys()/10 keys with 10 updates each (100-record batches,

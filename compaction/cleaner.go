@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/zeebo/xxh3"
@@ -191,6 +192,7 @@ type Cleaner struct {
 	cbuf  []byte // recompressed records
 	out   []byte // output batches, flushed to the segment writer
 	keys  []keyOffset
+	homes []uint32 // home buckets of keys
 	recs  []recInfo
 	stats *Stats
 	// remote is set while cleaning a remote log (remote.go): transaction
@@ -200,10 +202,13 @@ type Cleaner struct {
 	// mapPrev is the end of the last batch the map phase scanned (-1 at
 	// first): the gap up to the next mapped batch is marked dead.
 	mapPrev int64
+	// pipeline runs the local map phase on two goroutines (mappipe.go):
+	// set when GOMAXPROCS > 1.
+	pipeline bool
 	// skipped counts the offsets the rewrite passed over without reading.
 	skipped int64
-	// touchSink keeps offsetMap.touch's loads.
-	touchSink uint32
+	// prefetchSink keeps offsetMap.prefetch's loads (where they are loads).
+	prefetchSink uint32
 }
 
 // NewCleaner makes a cleaner with its key map (cfg.DedupeBufferBytes). now
@@ -217,11 +222,16 @@ func NewCleaner(cfg CleanerConfig, now func() time.Time) *Cleaner {
 }
 
 func newCleaner(cfg CleanerConfig, now func() time.Time, th *throttler) *Cleaner {
-	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes), mapPrev: -1}
+	return &Cleaner{cfg: cfg, now: now, throttle: th, omap: newOffsetMap(cfg.DedupeBufferBytes), mapPrev: -1,
+		pipeline: runtime.GOMAXPROCS(0) > 1}
 }
 
-// Close releases the cleaner's codec resources.
-func (c *Cleaner) Close() { c.codecs.close() }
+// Close releases the cleaner's codec resources and its key map; the
+// cleaner must not be used after.
+func (c *Cleaner) Close() {
+	c.codecs.close()
+	c.omap.release()
+}
 
 // Clean runs one pass over t, as Kafka's Cleaner.doClean: it maps the keys of
 // the dirty range (as far as the key map holds), then rewrites every segment
@@ -454,15 +464,23 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 	}
 	tr := newTxnTracker(txns)
 	end := max(from, t.Log.LogStartOffset())
+	var p *mapPipeline
+	if c.pipeline {
+		p = c.startMapPipeline(end)
+	}
 	err = c.scan(ctx, t.Log, from, to, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+		passOver := false
 		if h.IsControl() {
 			key, ok := c.controlKey(h, batch)
 			tr.onControl(h.ProducerID, h.LastOffset(), key, ok)
-			end = h.LastOffset() + 1
-			c.mapPrev = end
-			return true, nil
+			passOver = true
+		} else {
+			passOver = tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset())
 		}
-		if tr.onData(h.ProducerID, h.IsTransactional(), h.LastOffset()) {
+		if passOver {
+			if p != nil {
+				return p.skip(h.LastOffset()), nil
+			}
 			end = h.LastOffset() + 1
 			c.mapPrev = end
 			return true, nil
@@ -474,12 +492,18 @@ func (c *Cleaner) buildMap(ctx context.Context, t Target, from, to int64) (int64
 			last, ok := t.Txn.ProducerLastOffset(h.ProducerID)
 			whole = ok && last == h.LastOffset()
 		}
+		if p != nil {
+			return p.batch(h, batch, whole)
+		}
 		more, err := c.mapBatch(h, batch, whole)
 		if more {
 			end = h.LastOffset() + 1
 		}
 		return more, err
 	})
+	if p != nil {
+		return p.finish(err)
+	}
 	return end, err
 }
 
@@ -493,38 +517,66 @@ func (c *Cleaner) clearMap() {
 // offsets in the map's bitmaps (whole: the rewrite must read the batch);
 // more is false (and nothing is put) when the map has no room for the batch.
 func (c *Cleaner) mapBatch(h *hotlog.BatchHeader, batch []byte, whole bool) (more bool, err error) {
-	om := c.omap
-	if !om.room(h.BaseOffset, h.LastOffset(), int(h.NumRecords)) {
-		if om.entries == 0 && int(h.NumRecords) > om.maxEntry {
-			return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, h.NumRecords, h.BaseOffset, om.maxEntry)
-		}
-		return false, nil // full: the next pass continues here
+	if ok, err := c.roomFor(h.BaseOffset, h.LastOffset(), h.NumRecords); !ok {
+		return false, err
 	}
-	// Hash the batch's keys first, then touch their buckets, then probe:
-	// the cache misses of a large map overlap.
-	c.keys = c.keys[:0]
+	if c.keys, err = c.batchKeys(h, batch, c.keys[:0]); err != nil {
+		return false, err
+	}
+	c.putKeys(h.BaseOffset, h.LastOffset(), whole || h.NumRecords == 0, c.keys)
+	return true, nil
+}
+
+// roomFor reports whether the key map has room for a batch of records
+// records over [first, last] (offsetMap.room); when it has not, err is
+// ErrMapTooSmall if the map is empty and still too small, else nil (full:
+// the next pass continues at this batch).
+func (c *Cleaner) roomFor(first, last int64, records int32) (bool, error) {
+	om := c.omap
+	if om.room(first, last, int(records)) {
+		return true, nil
+	}
+	if om.entries == 0 && int(records) > om.maxEntry {
+		return false, fmt.Errorf("%w: %d records in the batch at %d, room for %d", ErrMapTooSmall, records, first, om.maxEntry)
+	}
+	return false, nil
+}
+
+// batchKeys appends the digest, offset and tombstone flag of every keyed
+// record of a data batch to dst.
+func (c *Cleaner) batchKeys(h *hotlog.BatchHeader, batch []byte, dst []keyOffset) ([]keyOffset, error) {
 	payload, err := c.payload(h, batch)
 	if err != nil {
-		return false, err
+		return dst, err
 	}
 	base := h.BaseOffset
 	err = recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte, tombstone bool) {
 		if key != nil {
-			c.keys = append(c.keys, keyOffset{xxh3.Hash128(key), base + int64(od), tombstone})
+			dst = append(dst, keyOffset{xxh3.Hash128(key), base + int64(od), tombstone})
 		}
 	})
 	if err != nil {
-		return false, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
+		return dst, fmt.Errorf("%w: batch at offset %d: %v", ErrCorrupt, h.BaseOffset, err)
 	}
-	om.markBatch(c.mapPrev, base, h.LastOffset(), whole || h.NumRecords == 0)
-	c.mapPrev = h.LastOffset() + 1
-	c.touchSink += om.touch(c.keys)
-	for i := range c.keys {
-		k := &c.keys[i]
-		old, _ := om.putHash(k.digest, k.offset)
+	return dst, nil
+}
+
+// putKeys puts the keys of the batch [first, last] (roomFor said yes) into
+// the key map and marks its offsets in the bitmaps (whole: the rewrite must
+// read the batch). The keys were hashed first; their buckets are
+// prefetched together, then probed: the cache misses of a large map
+// overlap.
+func (c *Cleaner) putKeys(first, last int64, whole bool, keys []keyOffset) {
+	om := c.omap
+	om.markBatch(c.mapPrev, first, last, whole)
+	c.mapPrev = last + 1
+	c.homes = om.homes(c.homes[:0], keys)
+	c.prefetchSink += om.prefetch(c.homes)
+	for i := range keys {
+		k := &keys[i]
+		old, _ := om.putHome(k.digest, int(c.homes[i]), k.offset)
 		om.markRecord(k.offset, old, k.tombstone)
 	}
-	return true, nil
 }
 
 // controlKey returns a control batch's marker type.

@@ -1,7 +1,9 @@
 package compaction
 
 import (
+	"math"
 	"math/bits"
+	"runtime"
 
 	"github.com/zeebo/xxh3"
 )
@@ -46,6 +48,7 @@ import (
 // Not safe for concurrent use.
 type offsetMap struct {
 	buckets  []mapBucket
+	free     func() // releases buckets (allocBuckets), once
 	entries  int
 	maxEntry int
 	base     int64 // offset of slot value 1; -1 until the first put
@@ -84,14 +87,34 @@ func offsetMapBytes(keys, offsets int64) int64 {
 func newOffsetMap(memory int64) *offsetMap {
 	bitmapBytes := memory / offsetMapBitmapShare
 	words := max(int(bitmapBytes/3/8), 1)
-	nb := max(int((memory-int64(words)*3*8)/64), 4)
-	m := &offsetMap{buckets: make([]mapBucket, nb),
+	nb := int(min(max((memory-int64(words)*3*8)/64, 4), math.MaxUint32)) // homes are uint32
+	buckets, free := allocBuckets(nb)
+	m := &offsetMap{buckets: buckets, free: func() {},
 		mapped: make([]uint64, words), dead: make([]uint64, words), look: make([]uint64, words)}
+	if free != nil {
+		// Close frees the table; a map dropped without it is freed when
+		// collected.
+		cl := runtime.AddCleanup(m, func(free func()) { free() }, free)
+		m.free = func() {
+			cl.Stop()
+			free()
+		}
+	}
 	m.cover = int64(words) * 64
 	m.maxEntry = max(int(float64(nb*4)*offsetMapLoad), 1)
 	m.base, m.latest = -1, -1
 	return m
 }
+
+// release frees the table; the map must not be used after.
+func (m *offsetMap) release() {
+	m.free()
+	m.buckets, m.free = nil, func() {}
+}
+
+// hugeTableBytes: tables from this size on are mapped with huge pages where
+// the platform has them (allocBuckets).
+const hugeTableBytes = 4 << 20
 
 // bytes is the memory held by the table and its bitmaps.
 func (m *offsetMap) bytes() int64 { return int64(len(m.buckets))*64 + int64(len(m.mapped))*3*8 }
@@ -134,16 +157,17 @@ func (m *offsetMap) home(lo uint64) int {
 	return int(b)
 }
 
-// touch loads the home bucket of each digest (the loads are independent,
-// so their cache misses overlap) and returns a value that depends on them
-// all (so that the compiler keeps the loads).
-func (m *offsetMap) touch(keys []keyOffset) uint32 {
-	var x uint32
+// homes appends the home bucket of each key's digest to dst.
+func (m *offsetMap) homes(dst []uint32, keys []keyOffset) []uint32 {
 	for i := range keys {
-		x += m.buckets[m.home(keys[i].digest.Lo)][0].off
+		dst = append(dst, uint32(m.home(keys[i].digest.Lo)))
 	}
-	return x
+	return dst
 }
+
+// prefetch brings the buckets homes into the cache, all misses in flight
+// together (prefetchBuckets), and returns a value for the caller to keep.
+func (m *offsetMap) prefetch(homes []uint32) uint32 { return prefetchBuckets(m.buckets, homes) }
 
 // put records offset for the digest h; it returns the offset that offset
 // superseded (the key's earlier one, or offset itself if the key already
@@ -151,6 +175,11 @@ func (m *offsetMap) touch(keys []keyOffset) uint32 {
 // if the key is new and the map is full, or offset is outside the base's
 // range (the caller checks room first).
 func (m *offsetMap) putHash(h xxh3.Uint128, offset int64) (old int64, ok bool) {
+	return m.putHome(h, m.home(h.Lo), offset)
+}
+
+// putHome is putHash with the digest's home bucket b (m.home(h.Lo)) known.
+func (m *offsetMap) putHome(h xxh3.Uint128, b int, offset int64) (old int64, ok bool) {
 	if m.base < 0 {
 		m.base = offset
 	}
@@ -160,7 +189,6 @@ func (m *offsetMap) putHash(h xxh3.Uint128, offset int64) (old int64, ok bool) {
 	}
 	v := uint32(rel) + 1
 	check := uint32(h.Lo)
-	b := m.home(h.Lo)
 	for {
 		bk := &m.buckets[b]
 		for i := range bk {

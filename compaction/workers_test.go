@@ -305,6 +305,41 @@ func TestOffsetMap(t *testing.T) {
 	}
 }
 
+// TestOffsetMapLargeTable: a table of hugeTableBytes or more (on Linux
+// mapped outside the Go heap with huge pages advised) is zeroed, holds its
+// keys through clear and a full refill, and is released once (a second
+// release does nothing).
+func TestOffsetMapLargeTable(t *testing.T) {
+	const keys = 20_000
+	m := newOffsetMap(6 << 20)
+	if int64(len(m.buckets))*64 < hugeTableBytes {
+		t.Fatalf("table of %d bytes, want at least %d", len(m.buckets)*64, hugeTableBytes)
+	}
+	for _, b := range m.buckets {
+		if b != (mapBucket{}) {
+			t.Fatal("a fresh table is not zeroed")
+		}
+	}
+	for round := range 2 {
+		for i := range keys {
+			if !m.put(keyOf(i), int64(round*keys+i)) {
+				t.Fatalf("round %d: put %d refused", round, i)
+			}
+		}
+		for i := range keys {
+			if got := m.get(keyOf(i)); got != int64(round*keys+i) {
+				t.Fatalf("round %d: key %d at %d", round, i, got)
+			}
+		}
+		m.clear()
+	}
+	m.release()
+	m.release()
+	if m.buckets != nil {
+		t.Fatal("released table still set")
+	}
+}
+
 // TestOffsetMapBitmaps: markBatch and markRecord leave superseded records
 // and gaps dead, tombstones and whole batches marked look, and nextLook
 // passes over exactly the dead offsets that are not marked look.
