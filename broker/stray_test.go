@@ -317,7 +317,7 @@ func TestStrayDirsAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Past it: deleted by the broker's background loop.
-	b = startBroker(t, dir, func(c *Config) { c.StrayLogDeleteDelay = time.Millisecond })
+	startBroker(t, dir, func(c *Config) { c.StrayLogDeleteDelay = time.Millisecond })
 	testutil.WaitFor(t, 10*time.Second, "stray directories deleted", func() bool { return len(strays()) == 0 })
 	if _, err := os.Stat(filepath.Join(logs, "live-0", "topic_id")); err != nil {
 		t.Fatalf("live-0: %v", err)
