@@ -282,8 +282,13 @@ func (s *producerState) entries() []*producerEntry {
 	return out
 }
 
-func (s *producerState) marshal() []byte {
-	out := []byte{producerSnapshotVersion}
+func (s *producerState) marshal() []byte { return s.marshalVersion(producerSnapshotVersion) }
+
+// marshalVersion encodes the snapshot at version v (3 or later): version 3
+// has no coordinator epoch. Only marshal's version is written; the older one
+// is for tests of loading what earlier brokers wrote.
+func (s *producerState) marshalVersion(v byte) []byte {
+	out := []byte{v}
 	out = binary.AppendUvarint(out, uint64(len(s.m)))
 	for _, e := range s.entries() {
 		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
@@ -297,7 +302,9 @@ func (s *producerState) marshal() []byte {
 			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
 		}
 		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
-		out = binary.BigEndian.AppendUint32(out, uint32(e.coordinatorEpoch))
+		if v >= 4 {
+			out = binary.BigEndian.AppendUint32(out, uint32(e.coordinatorEpoch))
+		}
 	}
 	return out
 }

@@ -201,24 +201,7 @@ func TestControlBatch(t *testing.T) {
 
 // marshalProducerStateV3 is the version 3 snapshot encoding (no
 // coordinator epoch), as brokers before version 4 wrote it.
-func marshalProducerStateV3(s *producerState) []byte {
-	out := []byte{3}
-	out = binary.AppendUvarint(out, uint64(len(s.m)))
-	for _, e := range s.entries() {
-		out = binary.BigEndian.AppendUint64(out, uint64(e.id))
-		out = binary.BigEndian.AppendUint16(out, uint16(e.epoch))
-		out = binary.BigEndian.AppendUint64(out, uint64(e.lastTimestamp))
-		out = append(out, byte(len(e.batches)))
-		for _, m := range e.batches {
-			out = binary.BigEndian.AppendUint32(out, uint32(m.firstSeq))
-			out = binary.BigEndian.AppendUint32(out, uint32(m.lastSeq))
-			out = binary.BigEndian.AppendUint64(out, uint64(m.firstOffset))
-			out = binary.BigEndian.AppendUint64(out, uint64(m.lastOffset))
-		}
-		out = binary.BigEndian.AppendUint64(out, uint64(e.txnFirstOffset))
-	}
-	return out
-}
+func marshalProducerStateV3(s *producerState) []byte { return s.marshalVersion(3) }
 
 // TestProducerStateCoordinatorEpoch: markers record their coordinator
 // epoch per producer; a marker from an older coordinator epoch is fenced
