@@ -242,6 +242,8 @@ func TestCleanableRange(t *testing.T) {
 }
 
 // fixtureTxns is a Transactions fixture.
+func newFixtureTxns() *fixtureTxns { return &fixtureTxns{fuo: -1, last: map[int64]int64{}} }
+
 type fixtureTxns struct {
 	fuo     int64
 	aborted []AbortedTxn
@@ -270,14 +272,8 @@ func TestCleanAbortedTransactions(t *testing.T) {
 			clk.ms.Store(1_000_000)
 			l := openLog(t, vfs.NewMem(), 1<<10, clk)
 			defer l.Close()
-			fx := &fixtureTxns{fuo: -1, last: map[int64]int64{}}
-			app := func(b []byte) hotlog.AppendResult {
-				res, err := l.Append(b, hotlog.AppendOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				return res
-			}
+			fx := newFixtureTxns()
+			app := appendTo(t, l)
 			ts := clk.now().UnixMilli()
 			// Committed values of a and b.
 			app(makeBatch(t, tc, ts, batchOpts{}, kv{[]byte("a"), []byte("a1")}, kv{[]byte("b"), []byte("b1")}))
@@ -476,7 +472,7 @@ func TestCleanSkipsSupersededRuns(t *testing.T) {
 	clk.ms.Store(1_000_000)
 	l := openLog(t, vfs.NewMem(), 4<<10, clk)
 	defer l.Close()
-	fx := &fixtureTxns{fuo: -1, last: map[int64]int64{}}
+	fx := newFixtureTxns()
 	ts := clk.now().UnixMilli()
 	round := func(name string, o batchOpts) hotlog.AppendResult {
 		recs := make([]kv, 10)

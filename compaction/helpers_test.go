@@ -307,6 +307,19 @@ func openLog(t testing.TB, fs vfs.FS, segBytes int64, clk *clock) *hotlog.Log {
 	return l
 }
 
+// appendTo returns a function that appends a batch to l and fails the test
+// on an error.
+func appendTo(t testing.TB, l *hotlog.Log) func([]byte) hotlog.AppendResult {
+	return func(b []byte) hotlog.AppendResult {
+		t.Helper()
+		res, err := l.Append(b, hotlog.AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+}
+
 func keyOf(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 
 func fixCRC(b []byte) {

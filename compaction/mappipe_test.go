@@ -62,14 +62,8 @@ func TestMapPipelineMatchesSerial(t *testing.T) {
 	clk.ms.Store(1_000_000)
 	l := openLog(t, vfs.NewMem(), 64<<10, clk)
 	defer l.Close()
-	fx := &fixtureTxns{fuo: -1, last: map[int64]int64{}}
-	app := func(b []byte) hotlog.AppendResult {
-		res, err := l.Append(b, hotlog.AppendOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res
-	}
+	fx := newFixtureTxns()
+	app := appendTo(t, l)
 	rng := rand.New(rand.NewPCG(3, 3))
 	// Keyed batches with tombstones; an aborted and a committed
 	// transaction with their markers, a keyless record and an empty stretch

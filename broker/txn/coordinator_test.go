@@ -83,16 +83,26 @@ type memLog struct {
 	gate    chan struct{} // if set, Append waits for it to close
 }
 
+// waitGate waits until the channel *gate (read under mu) is closed, if it is
+// set, or until ctx ends.
+func waitGate(ctx context.Context, mu *sync.Mutex, gate *chan struct{}) error {
+	mu.Lock()
+	g := *gate
+	mu.Unlock()
+	if g == nil {
+		return nil
+	}
+	select {
+	case <-g:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 func (l *memLog) Append(ctx context.Context, recs []Record) error {
-	l.mu.Lock()
-	gate := l.gate
-	l.mu.Unlock()
-	if gate != nil {
-		select {
-		case <-gate:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := waitGate(ctx, &l.mu, &l.gate); err != nil {
+		return err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -146,15 +156,8 @@ func (b *fakeBroker) ProducerID(context.Context) (int64, error) {
 }
 
 func (b *fakeBroker) WriteMarkers(ctx context.Context, m Marker) error {
-	b.mu.Lock()
-	block := b.block
-	b.mu.Unlock()
-	if block != nil {
-		select {
-		case <-block:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+	if err := waitGate(ctx, &b.mu, &b.block); err != nil {
+		return err
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
