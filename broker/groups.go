@@ -245,7 +245,7 @@ func (l *offsetsLog) Append(ctx context.Context, records []group.Record) error {
 	return err
 }
 
-// Replay reads the partition from its start to its high watermark.
+// Replay reads the partition from its start to its log end (replayLog).
 func (l *offsetsLog) Replay(ctx context.Context, fn func(key, value []byte) error) error {
 	p, err := l.partition()
 	if err != nil {

@@ -175,33 +175,54 @@ func (l *txnStateLog) Append(ctx context.Context, records []txn.Record) error {
 	return err
 }
 
+// Replay reads the partition from its start to its log end, as Kafka's
+// coordinators load (see replayLog).
 func (l *txnStateLog) Replay(ctx context.Context, fn func(key, value []byte) error) error {
 	p, err := l.partition()
 	if err != nil {
 		return err
 	}
-	off, end := p.log.LogStartOffset(), p.log.HighWatermark()
+	_, err = replayLog(ctx, p, p.log.LogStartOffset(), func(data []byte, off int64) (int64, error) {
+		return replayBatches(data, off, fn)
+	})
+	return err
+}
+
+// replayLog feeds a coordinator's load the partition's batches from off to
+// its log end (whole batches; replay returns the offset after the last one
+// it used) and returns the offset it reached. The load reads to the log
+// end, not the high watermark: it runs when this broker has just become the
+// leader, and a new leader's high watermark lags its log end until the
+// followers fetch again, while everything in its log up to the end is the
+// partition's from now on (a leader never truncates its own log). Records
+// the previous leader acknowledged (an offset commit, a transaction's state,
+// its commit marker) can sit in that gap: a replay that stopped at the high
+// watermark lost them from the coordinator's memory for good, and a group
+// went back to older offsets (records consumed twice through an exactly-once
+// chain under rolling restarts).
+func replayLog(ctx context.Context, p *partition, off int64, replay func(data []byte, off int64) (int64, error)) (int64, error) {
+	end := p.log.LogEndOffset()
 	for off < end {
 		if err := ctx.Err(); err != nil {
-			return err
+			return off, err
 		}
 		data, err := p.log.ReadBytes(off, 1<<20, end)
 		if err != nil {
-			return err
+			return off, err
 		}
 		if len(data) == 0 {
-			return nil
+			return off, nil
 		}
-		next, err := replayBatches(data, off, fn)
+		next, err := replay(data, off)
 		if err != nil {
-			return err
+			return off, err
 		}
 		if next <= off {
-			return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", txn.StateTopic, l.part, off)
+			return off, fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", p.topic, p.id, off)
 		}
 		off = next
 	}
-	return nil
+	return off, nil
 }
 
 // txnBroker is txn.Broker.
@@ -386,36 +407,14 @@ func (t *txns) endOffsets(part int32, producerID int64, commit bool) {
 // loaded).
 func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn func(key, value []byte) error) error {
 	r := &offsetsReplay{pending: make(map[int64][]group.Record)}
-	off := p.log.LogStartOffset()
-	read := func(end int64) error {
-		for off < end {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			data, err := p.log.ReadBytes(off, 1<<20, end)
-			if err != nil {
-				return err
-			}
-			if len(data) == 0 {
-				return nil
-			}
-			next, err := r.replay(data, off, fn)
-			if err != nil {
-				return err
-			}
-			if next <= off {
-				return fmt.Errorf("broker: replay of %s-%d made no progress at offset %d", offsetsTopic, part, off)
-			}
-			off = next
-		}
-		return nil
-	}
-	if err := read(p.log.HighWatermark()); err != nil {
+	replay := func(data []byte, off int64) (int64, error) { return r.replay(data, off, fn) }
+	off, err := replayLog(ctx, p, p.log.LogStartOffset(), replay)
+	if err != nil {
 		return err
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := read(p.log.HighWatermark()); err != nil {
+	if _, err := replayLog(ctx, p, off, replay); err != nil {
 		return err
 	}
 	t.mu.offsets[part] = r.pending
