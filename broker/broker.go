@@ -229,11 +229,16 @@ type Broker struct {
 
 	mu struct {
 		sync.Mutex
-		conns  map[*conn]struct{}
-		closed bool
+		conns    map[*conn]struct{}
+		closed   bool // Close was called
+		draining bool // Close has closed the listeners and drains conns
 	}
 	acceptWG sync.WaitGroup
 	connWG   sync.WaitGroup
+
+	// testHookShutdown, when set (tests only), runs in Close once the
+	// leadership moved away, before the listeners close.
+	testHookShutdown func()
 
 	store  *store
 	meta   *metadata.Node
@@ -359,10 +364,12 @@ func (b *Broker) acceptLoop(ln net.Listener, name string) {
 		}
 		c := newConn(b, nc, name)
 		b.mu.Lock()
-		if b.mu.closed {
+		if b.mu.draining {
+			// Close closes the listeners before it drains the
+			// connections; this is a listener Close did not know.
 			b.mu.Unlock()
 			nc.Close()
-			return
+			continue
 		}
 		b.mu.conns[c] = struct{}{}
 		b.connWG.Add(1)
@@ -398,9 +405,26 @@ func (b *Broker) Close() error {
 	}
 	b.mu.closed = true
 	b.mu.Unlock()
-	// Leadership moves away first, while requests are still served.
+	// Leadership moves away first, while requests are still served and
+	// new connections still accepted: a client that comes now (to find
+	// a coordinator or a leader) is answered NOT_COORDINATOR or
+	// NOT_LEADER_OR_FOLLOWER and looks elsewhere. A connection closed
+	// before its first answer reads as an EOF on the first read, which
+	// franz-go and librdkafka take for a TLS mismatch and do not retry
+	// (a transactional offset commit failed with EOF under rolling
+	// restarts), and one left in the listen backlog times out.
 	b.controlledShutdown()
+	if b.testHookShutdown != nil {
+		b.testHookShutdown()
+	}
+	// Then stop accepting: a dial is refused from now on, which clients
+	// retry elsewhere.
+	for _, ln := range b.listeners {
+		ln.Close()
+	}
+	b.acceptWG.Wait()
 	b.mu.Lock()
+	b.mu.draining = true
 	close(b.stopping)
 	if b.groups != nil {
 		// First: requests waiting in JoinGroup/SyncGroup answer at once.
@@ -414,10 +438,6 @@ func (b *Broker) Close() error {
 		conns = append(conns, c)
 	}
 	b.mu.Unlock()
-	for _, ln := range b.listeners {
-		ln.Close()
-	}
-	b.acceptWG.Wait()
 	for _, c := range conns {
 		c.shutdown()
 	}

@@ -216,3 +216,42 @@ func TestAdvertisedFor(t *testing.T) {
 		}
 	}
 }
+
+// A graceful shutdown keeps accepting and answering new connections while
+// the leadership moves away, and refuses dials only once it has closed its
+// listeners: a connection closed before its first answer reads to franz-go
+// and librdkafka as a TLS mismatch (an EOF on the first read), which they do
+// not retry, so a transactional offset commit sent to a coordinator that was
+// shutting down failed with EOF under rolling restarts.
+func TestShutdownServesNewConnectionsUntilListenersClose(t *testing.T) {
+	b := startBroker(t, "")
+	addr := b.Addr()
+	served := make(chan error, 1)
+	b.testHookShutdown = func() {
+		nc, err := net.Dial("tcp", addr)
+		if err != nil {
+			served <- err
+			return
+		}
+		defer nc.Close()
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version = 3
+		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1.0"
+		resp, err := roundTrip(nc, req, 1, 10*time.Second)
+		if err == nil && resp.(*kmsg.ApiVersionsResponse).ErrorCode != 0 {
+			err = fmt.Errorf("error code %d", resp.(*kmsg.ApiVersionsResponse).ErrorCode)
+		}
+		served <- err
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("a connection made during the controlled shutdown: %v, want an answer", err)
+	}
+	// Closed: a dial is refused (clients retry a refused dial elsewhere).
+	if nc, err := net.Dial("tcp", addr); err == nil {
+		nc.Close()
+		t.Fatal("dial after Close succeeded, want refused")
+	}
+}
