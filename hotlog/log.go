@@ -176,7 +176,8 @@ func (l *Log) Config() Config { return *l.config() }
 // append (a smaller segment.bytes rolls the active segment at that append if
 // it is already larger, never rewrites it); IndexIntervalBytes for the next
 // index entry of the active segment and for indexes rebuilt later;
-// MaxMessageBytes and the timestamp windows for the next append. Flush and
+// MaxMessageBytes and the timestamp windows for the next append;
+// FileDeleteDelay for the segments deleted after the change. Flush and
 // FlushInterval are the broker's, fixed when the log opens: c's are ignored.
 // Zero fields take the defaults, as in Options. Safe to call concurrently
 // with appends and reads.
