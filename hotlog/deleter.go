@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/pprof"
-	"slices"
 	"sync"
 	"time"
 
@@ -144,27 +143,39 @@ func (d *deleter) run() {
 			d.mu.Unlock()
 			return
 		}
+		// Take the due segments out of the queue (one pass, however many
+		// a retention run deleted).
 		now := time.Now()
-		var due *segment
+		var due []*segment
 		var next time.Time
-		for i, s := range d.mu.queue {
+		keep := d.mu.queue[:0]
+		for _, s := range d.mu.queue {
 			if !s.deleteAt.After(now) {
-				due = s
-				d.mu.queue = slices.Delete(d.mu.queue, i, i+1)
-				break
+				due = append(due, s)
+				continue
 			}
+			keep = append(keep, s)
 			if next.IsZero() || s.deleteAt.Before(next) {
 				next = s.deleteAt
 			}
 		}
-		if due == nil && len(d.mu.queue) == 0 {
+		clear(d.mu.queue[len(keep):])
+		d.mu.queue = keep
+		if len(due) == 0 && len(keep) == 0 {
 			d.mu.running = false
 			d.mu.Unlock()
 			return
 		}
 		d.mu.Unlock()
-		if due != nil {
-			d.remove(due) // one segment at a time: Close waits for one at most
+		if len(due) > 0 {
+			for _, s := range due {
+				select {
+				case <-d.stop:
+					return // Close waits for one removal at most; Open removes the rest
+				default:
+				}
+				d.remove(s)
+			}
 			continue
 		}
 		timer.Reset(next.Sub(now))

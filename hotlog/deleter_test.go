@@ -192,7 +192,7 @@ func TestFileDeleteDelayNameClash(t *testing.T) {
 }
 
 // TestFileDeleteDelayClose: Close waits for a removal in progress and for no
-// other; pending deletions and segments released after Close stay on disk,
+// other, even due ones; pending deletions and segments released after Close stay on disk,
 // the deleter is gone (the bubble's goroutines all exit), and the next Open
 // (after a clean close or a crash) removes the leftovers.
 func TestFileDeleteDelayClose(t *testing.T) {
@@ -210,9 +210,10 @@ func TestFileDeleteDelayClose(t *testing.T) {
 		l, _ := delayFixture(t, fs)
 		segs := l.Segments()
 		want := readAll(t, l)
-		// Segment 0 goes at once (its delay passes below); segments 1-2
-		// are deleted later and still pending at Close; segment 3 is held
-		// by a reader across Close.
+		// Segments 0-3 are deleted together, and all are due when Close
+		// comes: the deleter is removing segment 0 (held at the gate), and
+		// segments 1-2 wait for it; segment 3 is held by a reader across
+		// Close.
 		held, err := l.Read(segs[3].BaseOffset, 1, l.LogEndOffset())
 		if err != nil {
 			t.Fatal(err)
@@ -221,11 +222,10 @@ func TestFileDeleteDelayClose(t *testing.T) {
 		if err := l.DeleteBefore(segs[1].BaseOffset); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(testDelay / 2)
 		if err := l.DeleteBefore(segs[4].BaseOffset); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(testDelay / 2)
+		time.Sleep(testDelay)
 		synctest.Wait() // the deleter is blocked removing segment 0's .log
 		if !blocked {
 			t.Fatal("the deleter did not start on segment 0")
