@@ -102,6 +102,7 @@ func (b *Broker) brokerConfigs() [][2]string {
 		{"log.dirs", c.DataDir},
 		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10)},
 		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10)},
+		{"log.segment.delete.delay.ms", strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10)},
 		{"message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes))},
 		{"node.id", strconv.Itoa(int(c.NodeID))},
 		{"num.partitions", strconv.Itoa(int(c.NumPartitions))},

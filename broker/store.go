@@ -540,6 +540,8 @@ func (b *Broker) hotlogConfig(set map[string]string) hotlog.Config {
 		IndexIntervalBytes: int(configInt(b, set, "index.interval.bytes")),
 		MaxIndexBytes:      int(configInt(b, set, "segment.index.bytes")),
 		MaxMessageBytes:    int32(configInt(b, set, "max.message.bytes")),
+		// Capped (34 years) so that Long.MAX_VALUE does not overflow.
+		FileDeleteDelay: time.Duration(min(configInt(b, set, "file.delete.delay.ms"), 1<<40)) * time.Millisecond,
 	}
 	// Unset (Long.MAX_VALUE) windows stay 0: no limit.
 	if ms := configInt(b, set, "message.timestamp.before.max.ms"); ms > 0 && ms < 1<<40 {

@@ -58,6 +58,7 @@ var brokerSettings = []brokerSetting{
 	{"message-max-bytes", 1048588, "message.max.bytes: default max.message.bytes of topics"},
 	{"log-segment-bytes", 1 << 30, "log.segment.bytes: default segment.bytes of topics"},
 	{"log-retention-ms", int64(7 * 24 * 3600 * 1000), "log.retention.ms: default retention.ms of topics"},
+	{"log-segment-delete-delay", time.Minute, "log.segment.delete.delay.ms: default file.delete.delay.ms of topics: how long the files of a segment deleted by retention or replaced by the log cleaner stay (renamed *.deleted) before they are removed (0: at once)"},
 	{"log-flush", "commit", "commit (every append fsynced, group-committed; acks=all answered after it), interval, or os (page cache only)"},
 	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
@@ -230,6 +231,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		MessageMaxBytes:                   v.GetInt32("message-max-bytes"),
 		LogSegmentBytes:                   v.GetInt64("log-segment-bytes"),
 		LogRetentionMs:                    v.GetInt64("log-retention-ms"),
+		LogSegmentDeleteDelay:             noDelayIsNegative(v.GetDuration("log-segment-delete-delay")),
 		LogFlush:                          v.GetString("log-flush"),
 		LogFlushInterval:                  v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:                   v.GetDuration("shutdown-timeout"),
@@ -263,8 +265,9 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	}, nil
 }
 
-// noDelayIsNegative maps a configured zero delay to group.Config's "none"
-// (its zero value means Kafka's default of 3s).
+// noDelayIsNegative maps a configured zero delay to the "none" of
+// group.Config's InitialRebalanceDelay and broker.Config's
+// LogSegmentDeleteDelay (whose zero values mean Kafka's defaults).
 func noDelayIsNegative(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
