@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -369,5 +370,74 @@ func TestReplicaMovedAwayRenamesDir(t *testing.T) {
 	})
 	if p, _ := b.store.meta.State().Partition(metadata.UUID(r.ID), 0); !slices.Equal(p.Replicas, []int32{2}) {
 		t.Fatalf("replicas %v, want [2]", p.Replicas)
+	}
+}
+
+// openWaiting reports whether a goroutine waits in openLocked for a
+// partition directory to be freed (its select).
+func openWaiting() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "[select") && strings.Contains(g, "broker.(*store).openLocked(") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestOpenWaitsForClosingDir: a partition of a topic re-created under an
+// older one's name does not touch the directory while the older partition
+// is still being closed on it (here the test plays the closer, as
+// reconcile would for the deleted topic): it waits, then opens a fresh
+// directory with its own id once the closer has renamed the old one away.
+func TestOpenWaitsForClosingDir(t *testing.T) {
+	dir := t.TempDir()
+	logs := filepath.Join(dir, "logs")
+	b := startBroker(t, dir, func(c *Config) { c.DeletedLogDeleteDelay = time.Hour })
+	path := filepath.Join(logs, "w-0")
+	oldID := metadata.NewUUID()
+	plantDir(t, logs, "w-0", 10)
+	if err := os.WriteFile(filepath.Join(path, "topic_id"), []byte(oldID.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	closing := make(chan struct{})
+	b.store.mu.Lock()
+	b.store.mu.dirs[path] = closing
+	b.store.mu.Unlock()
+
+	createTopic(t, b, "w", 1, nil)
+	testutil.WaitFor(t, 10*time.Second, "the new partition's open to wait", openWaiting)
+	if id, ok := readTopicID(filepath.Join(path, "topic_id")); !ok || id != oldID {
+		t.Fatalf("the directory being closed was touched: topic_id %v %v", id, ok)
+	}
+	// The closer renames the old directory away and frees the name.
+	moved := deleteDirName("w-0", 1)
+	if err := os.Rename(path, filepath.Join(logs, moved)); err != nil {
+		t.Fatal(err)
+	}
+	b.store.mu.Lock()
+	close(closing)
+	delete(b.store.mu.dirs, path)
+	b.store.mu.Unlock()
+
+	ctx := testCtx(t)
+	if err := newClient(t, b).ProduceSync(ctx, &kgo.Record{Topic: "w", Value: []byte("new")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	st := b.store.meta.State()
+	topic, _ := st.Topic("w")
+	if id, ok := readTopicID(filepath.Join(path, "topic_id")); !ok || id != topic.ID {
+		t.Fatalf("w-0's topic_id %v (%v), want %v", id, ok, topic.ID)
+	}
+	if files, size := dirUsage(filepath.Join(logs, moved)); files != 2 || size != 10+int64(len(oldID.String())+1) {
+		t.Fatalf("the old directory changed: %d files, %d bytes", files, size)
 	}
 }
