@@ -516,7 +516,10 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		// A directory left by an older topic of the same name, not open
 		// when that topic was deleted.
 		if err := s.renameForDelete(dir, "topic re-created with another id", time.Now()); err != nil {
-			return nil, err
+			s.b.log.Warn("renaming an older topic's partition directory failed; deleting it now", "dir", dir, "err", err)
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
