@@ -1,12 +1,15 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -166,17 +169,50 @@ func renamedDirs(t *testing.T, logs, topic string) []string {
 	return out
 }
 
+// logLines is a slog text log kept for a test to read.
+type logLines struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// with returns the lines that contain every one of parts.
+func (l *logLines) with(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range strings.Split(l.buf.String(), "\n") {
+		ok := true
+		for _, p := range parts {
+			ok = ok && strings.Contains(line, p)
+		}
+		if ok {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
 // TestTopicDeleteRenamesDirs: deleting a topic (kadm) on a running broker
 // renames each of its partition directories <topic>-<n>.<ms>-delete, data
 // kept, and they are removed once deleted-log-delete-delay has passed (the
-// deletion pass run with the clock past it), not before. The gauges count
-// them, and a planted stray directory, while they wait.
+// deletion pass run with the clock past it), not before; the log says both.
+// The gauges count them, and a planted stray directory, while they wait.
 func TestTopicDeleteRenamesDirs(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "logs")
 	stray := strayDirName("old-0", time.Now())
 	plantDir(t, logs, stray, 100)
-	b := startBroker(t, dir, func(c *Config) { c.DeletedLogDeleteDelay = time.Hour; c.StrayLogDeleteDelay = -1 })
+	var log logLines
+	b := startBroker(t, dir, func(c *Config) {
+		c.DeletedLogDeleteDelay, c.StrayLogDeleteDelay = time.Hour, -1
+		c.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	})
 	createTopic(t, b, "doomed", 2, nil)
 	cl := newClient(t, b)
 	ctx := testCtx(t)
@@ -207,6 +243,11 @@ func TestTopicDeleteRenamesDirs(t *testing.T) {
 		}
 		bytes += size
 	}
+	for _, n := range renamed {
+		if l := log.with("partition directory renamed for deletion", `reason="topic deleted"`, "renamed_to="+n); len(l) != 1 {
+			t.Errorf("log lines for the rename to %s: %q", n, l)
+		}
+	}
 	if g := gaugeValues(t, b, "sediment_log_dirs_pending_deletion"); g["stray"] != 1 || g["delete"] != 2 {
 		t.Fatalf("pending: %v", g)
 	}
@@ -222,6 +263,11 @@ func TestTopicDeleteRenamesDirs(t *testing.T) {
 	b.store.deleteDueDirs(now.Add(time.Hour + time.Second))
 	if got := renamedDirs(t, logs, "doomed"); len(got) != 0 {
 		t.Fatalf("past the delay: %v", got)
+	}
+	for _, n := range renamed {
+		if l := log.with("partition directory deleted", "dir="+n, "kind=delete"); len(l) != 1 {
+			t.Errorf("log lines for the removal of %s: %q", n, l)
+		}
 	}
 	if g := gaugeValues(t, b, "sediment_log_dirs_pending_deletion_bytes"); g["stray"] != 100 || g["delete"] != 0 {
 		t.Fatalf("pending bytes after the removal: %v", g)
