@@ -381,7 +381,7 @@ func TestTopicRecreatedSameName(t *testing.T) {
 // broker's replica to another broker renames its directory for deletion.
 // Broker 2 is registered through the metadata log and never runs: a new
 // topic's ISR holds every replica, so the reassignment to [2] completes at
-// once, while 2's session lasts.
+// once (the test heartbeats for 2).
 func TestReplicaMovedAwayRenamesDir(t *testing.T) {
 	dir := t.TempDir()
 	logs := filepath.Join(dir, "logs")
@@ -396,6 +396,25 @@ func TestReplicaMovedAwayRenamesDir(t *testing.T) {
 	if _, err := b.store.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: 2, BrokerEpoch: reg.BrokerEpoch}); err != nil {
 		t.Fatal(err)
 	}
+	// Broker 2's heartbeats, as a live broker sends them: fenced (a slow
+	// run past the 9 s session), it would leave the ISR and the
+	// reassignment would not complete.
+	hbCtx, hbStop := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	defer func() { hbStop(); <-hbDone }()
+	go func() {
+		defer close(hbDone)
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-hbCtx.Done():
+				return
+			case <-tick.C:
+				b.store.meta.Propose(hbCtx, &metadata.BrokerHeartbeat{BrokerID: 2, BrokerEpoch: reg.BrokerEpoch})
+			}
+		}
+	}()
 	adm := kadm.NewClient(newClient(t, b))
 	r, err := adm.CreateTopic(ctx, 1, 2, nil, "moved")
 	if err != nil || r.Err != nil {
