@@ -130,6 +130,12 @@ type Config struct {
 	// down; stray.go) is kept, renamed <topic>-<n>.<ms>-stray, before it is
 	// deleted [1h]; negative keeps it until an operator removes it.
 	StrayLogDeleteDelay time.Duration
+	// DeletedLogDeleteDelay is how long a partition directory that this
+	// broker stops holding while it runs (its topic deleted, its replica
+	// moved away) is kept, renamed <topic>-<n>.<ms>-delete, before it is
+	// removed (Kafka's file.delete.delay.ms for deleted logs) [1m];
+	// negative removes it at once (dir_delete.go).
+	DeletedLogDeleteDelay time.Duration
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -212,6 +218,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StrayLogDeleteDelay == 0 {
 		c.StrayLogDeleteDelay = time.Hour
+	}
+	if c.DeletedLogDeleteDelay == 0 {
+		c.DeletedLogDeleteDelay = time.Minute
 	}
 	if c.ListenFn == nil {
 		c.ListenFn = net.Listen
