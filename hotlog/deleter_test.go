@@ -22,17 +22,7 @@ const testDelay = time.Minute
 // delayFixture is replaceFixture's log with FileDeleteDelay set.
 func delayFixture(t *testing.T, fs vfs.FS) (*Log, map[int64][]byte) {
 	t.Helper()
-	l := openMem(t, fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100, FileDeleteDelay: testDelay})
-	batches := map[int64][]byte{}
-	for i := range 60 {
-		b := simpleBatch(1, 40, int64(i))
-		res, err := l.Append(b, AppendOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		batches[res.FirstOffset] = append([]byte(nil), b...)
-	}
-	return l, batches
+	return replaceFixtureConfig(t, fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100, FileDeleteDelay: testDelay})
 }
 
 // deletedLogs lists the *.deleted .log files of the log directory.
