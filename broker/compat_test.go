@@ -164,3 +164,38 @@ func TestElectLeaders(t *testing.T) {
 		t.Errorf("kadm ElectLeaders: %+v", r)
 	}
 }
+
+// TestDescribeBrokerConfigsDocumented: sarama 1.61.1's TestFuncAdminDescribeConfig
+// asks for broker 1's configs with IncludeDocumentation (v3+) and wants at
+// least one typed, documented entry; every broker config had neither.
+func TestDescribeBrokerConfigsDocumented(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.NodeID = 1 })
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i, v := range []int16{3, 4} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(v)
+		req.IncludeDocumentation = true
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+		req.Resources = append(req.Resources, res)
+		resp := rawRequest(t, nc, req, int32(i+1)).(*kmsg.DescribeConfigsResponse)
+		if len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 || len(resp.Resources[0].Configs) == 0 {
+			t.Fatalf("v%d: %+v", v, resp.Resources)
+		}
+		types := map[string]kmsg.ConfigType{}
+		for _, c := range resp.Resources[0].Configs {
+			if c.Documentation == nil || *c.Documentation == "" {
+				t.Errorf("v%d: %s has no documentation", v, c.Name)
+			}
+			types[c.Name] = c.ConfigType
+		}
+		if types["auto.create.topics.enable"] != kmsg.ConfigTypeBoolean || types["num.partitions"] != kmsg.ConfigTypeInt ||
+			types["log.retention.ms"] != kmsg.ConfigTypeLong || types["log.dirs"] != kmsg.ConfigTypeString {
+			t.Errorf("v%d: config types %v", v, types)
+		}
+	}
+}
