@@ -2,6 +2,7 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"reflect"
 	"testing"
@@ -197,5 +198,56 @@ func TestDescribeBrokerConfigsDocumented(t *testing.T) {
 			types["log.retention.ms"] != kmsg.ConfigTypeLong || types["log.dirs"] != kmsg.ConfigTypeString {
 			t.Errorf("v%d: config types %v", v, types)
 		}
+	}
+}
+
+// TestMetadataAutoCreateAnswersLeaderNotAvailable: Kafka answers the
+// Metadata request that auto-creates a topic LEADER_NOT_AVAILABLE, without
+// partitions, and lists them from the next request on. kafka-go 0.4.51's
+// TestConn/test_delete_topics relies on it: it deletes a topic and reads
+// its partitions with Metadata v1 (auto-creation implied), expecting none.
+func TestMetadataAutoCreateAnswersLeaderNotAvailable(t *testing.T) {
+	b := startBroker(t, "")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	corr := int32(0)
+	metadataOf := func(v int16, topic string) kmsg.MetadataResponseTopic {
+		t.Helper()
+		corr++
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp := rawRequest(t, nc, req, corr).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 1 {
+			t.Fatalf("v%d %s: %d topics", v, topic, len(resp.Topics))
+		}
+		return resp.Topics[0]
+	}
+	for _, v := range []int16{1, 4, 12} {
+		topic := fmt.Sprintf("auto-created-v%d", v)
+		if mt := metadataOf(v, topic); mt.ErrorCode != kerr.LeaderNotAvailable.Code || len(mt.Partitions) != 0 {
+			t.Errorf("v%d, the creating request: error %d, %d partitions; want LEADER_NOT_AVAILABLE and none", v, mt.ErrorCode, len(mt.Partitions))
+		}
+		if mt := metadataOf(v, topic); mt.ErrorCode != 0 || len(mt.Partitions) != 1 || mt.Partitions[0].Leader != b.cfg.NodeID {
+			t.Errorf("v%d, the next request: error %d, partitions %+v", v, mt.ErrorCode, mt.Partitions)
+		}
+	}
+	// kafka-go's sequence: delete, then read the partitions with v1.
+	corr++
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(1)
+	del.TimeoutMillis = 5000
+	del.TopicNames = []string{"auto-created-v1"}
+	if resp := rawRequest(t, nc, del, corr).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
+	}
+	if mt := metadataOf(1, "auto-created-v1"); len(mt.Partitions) != 0 {
+		t.Errorf("partitions of a topic just deleted (and re-created by this request): %+v", mt.Partitions)
 	}
 }
