@@ -17,6 +17,7 @@
 #                        KAFKA_SKIP_NETTEST; so does this script by default)
 #   COMPAT_PORT=29500    the broker's Raft address; its metrics use +1
 #   BROKER_LOG_LEVEL     the broker's --log-level (default warn)
+#   BROKER_FLAGS         more flags for the broker (e.g. "--log-flush os")
 #   RUN, SKIP            -test.run / -test.skip patterns (SKIP adds to the
 #                        skips below)
 #   TEST_TIMEOUT         -test.timeout per package (default 15m)
@@ -91,7 +92,7 @@ kgver=$($GO list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
 	--data-dir "$work/broker" \
 	--message-max-bytes 200000000 \
 	--group-initial-rebalance-delay 0s \
-	--log-level "${BROKER_LOG_LEVEL:-warn}" >> "$work/broker.log" 2>&1 &
+	--log-level "${BROKER_LOG_LEVEL:-warn}" ${BROKER_FLAGS:-} >> "$work/broker.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))
 until "$work/sediment" cluster status -b 127.0.0.1:9092 --timeout 5s 2>/dev/null | grep -q ' active '; do

@@ -28,6 +28,7 @@
 #   COMPAT_PORT=29600    brokers listen on +1..+5, Raft +101..+105,
 #                        metrics +201..+205, toxiproxy's API on +0
 #   BROKER_LOG_LEVEL     the brokers' --log-level (default warn)
+#   BROKER_FLAGS         more flags for every broker (e.g. "--log-flush os")
 #   RUN, SKIP            -test.run / -test.skip patterns (default RUN: every
 #                        test of sarama's functional_*_test.go; SKIP adds to
 #                        the skips below)
@@ -119,7 +120,7 @@ nohup "$work/sediment" broker --node-id "\$n" \\
 	--default-replication-factor 2 \\
 	--auto-create-topics-enable=false \\
 	--group-initial-rebalance-delay 0s \\
-	--log-level "${BROKER_LOG_LEVEL:-warn}" >> "$work/broker\$n.log" 2>&1 < /dev/null &
+	--log-level "${BROKER_LOG_LEVEL:-warn}" ${BROKER_FLAGS:-} >> "$work/broker\$n.log" 2>&1 < /dev/null &
 echo \$! > "$work/broker\$n.pid"
 EOF
 # The docker shim: `docker compose [--profile P] stop|start kafka-N`.
