@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -40,6 +40,14 @@ tier-e2e:
 ## compat-franz: franz-go's own kgo test suite (go.mod's version, from the module cache) against brokers of this tree; BROKERS=3 for a replicated cluster (docs/compatibility.md).
 compat-franz:
 	GO=$(GO) ./scripts/compat-franz.sh
+
+## compat-kafkago: segmentio/kafka-go's own package tests (go.mod's version, from the module cache) against a broker of this tree on localhost:9092, which must be free (docs/compatibility.md).
+compat-kafkago:
+	GO=$(GO) ./scripts/compat-kafkago.sh
+
+## compat-sarama: IBM/sarama's own functional tests (go.mod's version, from the module cache) against five brokers of this tree, each behind toxiproxy on 127.0.0.1:29091-29095 (docs/compatibility.md).
+compat-sarama:
+	GO=$(GO) ./scripts/compat-sarama.sh
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet

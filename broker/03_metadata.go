@@ -18,7 +18,10 @@ import (
 // authorized operations (not computed: reported as unknown, -2^31), v9+
 // flexible, v10+ topic ids (v12+ may look topics up by id), v13 a top-level
 // error code. Unknown topics are created when auto.create.topics.enable is
-// on and the client allows it, with num.partitions partitions.
+// on and the client allows it, with num.partitions partitions; as on Kafka,
+// the request that creates a topic gets LEADER_NOT_AVAILABLE for it, without
+// partitions (kafka-go's own tests rely on it: a Metadata request that
+// re-creates a topic just deleted must not list its partitions).
 // Brokers are reported with their address on the listener the client
 // connected through.
 
@@ -58,7 +61,16 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 			}
 			if !ok && autoCreate && name != "" {
 				nst, err := b.createTopic(ctx, createTopicSpec{name: name, partitions: -1, replicationFactor: -1})
-				if err == nil || errors.Is(err, metadata.ErrTopicExists) {
+				if err == nil {
+					// As Kafka's broker: the request that creates the
+					// topic is answered LEADER_NOT_AVAILABLE without
+					// partitions; the client asks again.
+					mt := kmsg.NewMetadataResponseTopic()
+					mt.Topic = kmsg.StringPtr(name)
+					mt.ErrorCode = kerr.LeaderNotAvailable.Code
+					topics = append(topics, mt)
+					continue
+				} else if errors.Is(err, metadata.ErrTopicExists) {
 					if nst == nil {
 						nst = b.meta.State()
 					}

@@ -13,7 +13,8 @@ import (
 // Topics: every topic config of the table in configs.go with its effective
 // value and source (dynamic topic override or default). v1+ synonyms (the
 // broker-level name a default comes from), v3+ type and documentation, v4+
-// flexible. Brokers: the broker's own settings under Kafka's names, read-only.
+// flexible. Brokers: the broker's own settings under Kafka's names, read-only,
+// with their types and (v3+, when asked) documentation.
 
 func init() { regKey(32, 0, 4).handler = handleDescribeConfigs }
 
@@ -73,13 +74,16 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 				rr.ErrorMessage = kmsg.StringPtr("this broker describes only its own configs")
 				break
 			}
-			for _, kv := range b.brokerConfigs() {
-				if !want(kv[0]) {
+			for _, bc := range b.brokerConfigs() {
+				if !want(bc.name) {
 					continue
 				}
 				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Value, c.ReadOnly, c.Source = kv[0], kmsg.StringPtr(kv[1]), true, kmsg.ConfigSourceStaticBrokerConfig
-				c.ConfigType = kmsg.ConfigType(cfgString.kafkaType())
+				c.Name, c.Value, c.ReadOnly, c.Source = bc.name, kmsg.StringPtr(bc.value), true, kmsg.ConfigSourceStaticBrokerConfig
+				c.ConfigType = kmsg.ConfigType(bc.typ.kafkaType())
+				if req.IncludeDocumentation {
+					c.Documentation = kmsg.StringPtr(bc.doc)
+				}
 				rr.Configs = append(rr.Configs, c)
 			}
 		default:
@@ -91,21 +95,29 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 	return &Reply{Msg: resp}, nil
 }
 
+// brokerConfig is one of the broker's settings under Kafka's name, with its
+// type and documentation (DescribeConfigs v3+).
+type brokerConfig struct {
+	name, value string
+	typ         configType
+	doc         string
+}
+
 // brokerConfigs lists the broker's settings under Kafka's names.
-func (b *Broker) brokerConfigs() [][2]string {
+func (b *Broker) brokerConfigs() []brokerConfig {
 	c := &b.cfg
-	return [][2]string{
-		{"auto.create.topics.enable", strconv.FormatBool(c.AutoCreateTopics)},
-		{"broker.id", strconv.Itoa(int(c.NodeID))},
-		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10)},
-		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor))},
-		{"log.dirs", c.DataDir},
-		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10)},
-		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10)},
-		{"log.segment.delete.delay.ms", strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10)},
-		{"message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes))},
-		{"node.id", strconv.Itoa(int(c.NodeID))},
-		{"num.partitions", strconv.Itoa(int(c.NumPartitions))},
-		{"socket.request.max.bytes", strconv.Itoa(int(c.SocketRequestMaxBytes))},
+	return []brokerConfig{
+		{"auto.create.topics.enable", strconv.FormatBool(c.AutoCreateTopics), cfgBool, "create topics on Metadata requests (--auto-create-topics-enable)"},
+		{"broker.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
+		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10), cfgLong, "idle connections are closed after this (--connections-max-idle)"},
+		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor)), cfgInt, "replication factor of topics created without one (--default-replication-factor)"},
+		{"log.dirs", c.DataDir, cfgString, "the directory of partition logs and metadata (--data-dir)"},
+		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10), cfgLong, "default retention.ms of topics (--log-retention-ms)"},
+		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10), cfgInt, "default segment.bytes of topics (--log-segment-bytes)"},
+		{"log.segment.delete.delay.ms", strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10), cfgLong, "default file.delete.delay.ms of topics: how long deleted segment files stay (--log-segment-delete-delay)"},
+		{"message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes)), cfgInt, "default max.message.bytes of topics (--message-max-bytes)"},
+		{"node.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
+		{"num.partitions", strconv.Itoa(int(c.NumPartitions)), cfgInt, "partitions of auto-created topics and of CreateTopics with -1 (--num-partitions)"},
+		{"socket.request.max.bytes", strconv.Itoa(int(c.SocketRequestMaxBytes)), cfgInt, "largest request frame (--socket-request-max-bytes)"},
 	}
 }

@@ -1,10 +1,17 @@
 package broker
 
 import (
+	"errors"
+	"fmt"
 	"net"
+	"reflect"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // Regression tests for what real clients other than franz-go send (see
@@ -41,5 +48,206 @@ func TestCreateTopicsDefaultsAtOldVersions(t *testing.T) {
 		if !ok || len(mt.Partitions) != 3 {
 			t.Errorf("v%d: %s not created with 3 partitions", v, tp.Topic)
 		}
+	}
+}
+
+// TestElectLeaders: kafka-go 0.4.51's TestClientElectLeaders (v2) and
+// sarama 1.61.1's TestFuncAdminElectLeadersV1 (v1) call ElectLeaders, which
+// the broker did not serve (the connection closed). Every version decodes
+// and answers per partition; a preferred replica that is fenced and out of
+// the ISR is PREFERRED_LEADER_NOT_AVAILABLE, one in the ISR is made leader
+// (or the controller, which moves leadership back on its own, did it first).
+func TestElectLeaders(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	cl := newClient(t, b)
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	propose := func(cmd metadata.Command) metadata.Result {
+		t.Helper()
+		res, _, err := b.store.propose(ctx, cmd)
+		if err != nil {
+			t.Fatalf("%T: %v", cmd, err)
+		}
+		return res
+	}
+	self := b.cfg.NodeID
+	// This broker registers and is unfenced by its first heartbeat.
+	for st := b.meta.State(); ; {
+		if br, ok := st.Broker(self); ok && !br.Fenced {
+			break
+		}
+		if st, err = b.meta.WaitForVersion(ctx, st.Version+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Broker self+1 is registered and fenced (it never heartbeats): a topic
+	// whose preferred replica it is gets this broker as its leader.
+	reg := propose(&metadata.RegisterBroker{BrokerID: self + 1, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	id := propose(&metadata.CreateTopic{Name: "elect-pref", Assignment: [][]int32{{self + 1, self}}}).TopicID
+	propose(&metadata.CreateTopic{Name: "elect-self", Assignment: [][]int32{{self}, {self}}})
+
+	elect := func(v int16, typ int8, topics map[string][]int32, corr int32) *kmsg.ElectLeadersResponse {
+		t.Helper()
+		req := kmsg.NewPtrElectLeadersRequest()
+		req.SetVersion(v)
+		req.ElectionType, req.TimeoutMillis = typ, 10000
+		if topics == nil {
+			req.Topics = nil
+		}
+		for name, parts := range topics {
+			rt := kmsg.NewElectLeadersRequestTopic()
+			rt.Topic, rt.Partitions = name, parts
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := rawRequest(t, nc, req, corr).(*kmsg.ElectLeadersResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("v%d: top-level error %d", v, resp.ErrorCode)
+		}
+		return resp
+	}
+	codes := func(resp *kmsg.ElectLeadersResponse) map[string][]int16 {
+		out := map[string][]int16{}
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				out[rt.Topic] = append(out[rt.Topic], rp.ErrorCode)
+			}
+		}
+		return out
+	}
+	notNeeded, prefNA, unknown := kerr.ElectionNotNeeded.Code, kerr.PreferredLeaderNotAvailable.Code, kerr.UnknownTopicOrPartition.Code
+	for v := int16(0); v <= 2; v++ {
+		got := codes(elect(v, 0, map[string][]int32{"elect-self": {0, 1}, "elect-pref": {0}, "nope": {0}}, int32(10+v)))
+		want := map[string][]int16{"elect-self": {notNeeded, notNeeded}, "elect-pref": {prefNA}, "nope": {unknown}}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("preferred election v%d: %v, want %v", v, got, want)
+		}
+	}
+	if got := codes(elect(2, 1, map[string][]int32{"elect-self": {0}}, 20)); !reflect.DeepEqual(got, map[string][]int16{"elect-self": {notNeeded}}) {
+		t.Errorf("unclean election of a partition with a leader: %v", got)
+	}
+	// Every partition (null topics): those that need no election are left out.
+	for _, v := range []int16{1, 2} {
+		if got := codes(elect(v, 0, nil, int32(30+v))); !reflect.DeepEqual(got, map[string][]int16{"elect-pref": {prefNA}}) {
+			t.Errorf("v%d all partitions: %v", v, got)
+		}
+	}
+	// An unknown election type is INVALID_REQUEST.
+	req := kmsg.NewPtrElectLeadersRequest()
+	req.SetVersion(2)
+	req.ElectionType = 5
+	if resp := rawRequest(t, nc, req, 40).(*kmsg.ElectLeadersResponse); resp.ErrorCode != kerr.InvalidRequest.Code {
+		t.Errorf("election type 5: error %d, want INVALID_REQUEST", resp.ErrorCode)
+	}
+
+	// Broker self+1 comes back and catches up: in the ISR, it is elected.
+	propose(&metadata.BrokerHeartbeat{BrokerID: self + 1, BrokerEpoch: reg.BrokerEpoch})
+	p, _ := b.meta.State().Partition(id, 0)
+	propose(&metadata.ChangeLeaderAndISR{TopicID: id, Partition: 0, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch,
+		Leader: p.Leader, ISR: []int32{self, self + 1}})
+	got := codes(elect(2, 0, map[string][]int32{"elect-pref": {0}}, 50))["elect-pref"]
+	if len(got) != 1 || (got[0] != 0 && got[0] != notNeeded) {
+		t.Errorf("preferred replica in the ISR: %v, want no error (or ELECTION_NOT_NEEDED if the controller moved it first)", got)
+	}
+	if p, _ := b.meta.State().Partition(id, 0); p.Leader != self+1 {
+		t.Errorf("leader %d after the election, want %d", p.Leader, self+1)
+	}
+	// And through a client: kadm's ElectLeaders.
+	res, err := kadm.NewClient(cl).ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{"elect-self": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["elect-self"][0]; !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+		t.Errorf("kadm ElectLeaders: %+v", r)
+	}
+}
+
+// TestDescribeBrokerConfigsDocumented: sarama 1.61.1's TestFuncAdminDescribeConfig
+// asks for broker 1's configs with IncludeDocumentation (v3+) and wants at
+// least one typed, documented entry; every broker config had neither.
+func TestDescribeBrokerConfigsDocumented(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.NodeID = 1 })
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i, v := range []int16{3, 4} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		req.SetVersion(v)
+		req.IncludeDocumentation = true
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBroker, "1"
+		req.Resources = append(req.Resources, res)
+		resp := rawRequest(t, nc, req, int32(i+1)).(*kmsg.DescribeConfigsResponse)
+		if len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 || len(resp.Resources[0].Configs) == 0 {
+			t.Fatalf("v%d: %+v", v, resp.Resources)
+		}
+		types := map[string]kmsg.ConfigType{}
+		for _, c := range resp.Resources[0].Configs {
+			if c.Documentation == nil || *c.Documentation == "" {
+				t.Errorf("v%d: %s has no documentation", v, c.Name)
+			}
+			types[c.Name] = c.ConfigType
+		}
+		if types["auto.create.topics.enable"] != kmsg.ConfigTypeBoolean || types["num.partitions"] != kmsg.ConfigTypeInt ||
+			types["log.retention.ms"] != kmsg.ConfigTypeLong || types["log.dirs"] != kmsg.ConfigTypeString {
+			t.Errorf("v%d: config types %v", v, types)
+		}
+	}
+}
+
+// TestMetadataAutoCreateAnswersLeaderNotAvailable: Kafka answers the
+// Metadata request that auto-creates a topic LEADER_NOT_AVAILABLE, without
+// partitions, and lists them from the next request on. kafka-go 0.4.51's
+// TestConn/test_delete_topics relies on it: it deletes a topic and reads
+// its partitions with Metadata v1 (auto-creation implied), expecting none.
+func TestMetadataAutoCreateAnswersLeaderNotAvailable(t *testing.T) {
+	b := startBroker(t, "")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	corr := int32(0)
+	metadataOf := func(v int16, topic string) kmsg.MetadataResponseTopic {
+		t.Helper()
+		corr++
+		req := kmsg.NewPtrMetadataRequest()
+		req.SetVersion(v)
+		req.AllowAutoTopicCreation = true
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(topic)
+		req.Topics = append(req.Topics, rt)
+		resp := rawRequest(t, nc, req, corr).(*kmsg.MetadataResponse)
+		if len(resp.Topics) != 1 {
+			t.Fatalf("v%d %s: %d topics", v, topic, len(resp.Topics))
+		}
+		return resp.Topics[0]
+	}
+	for _, v := range []int16{1, 4, 12} {
+		topic := fmt.Sprintf("auto-created-v%d", v)
+		if mt := metadataOf(v, topic); mt.ErrorCode != kerr.LeaderNotAvailable.Code || len(mt.Partitions) != 0 {
+			t.Errorf("v%d, the creating request: error %d, %d partitions; want LEADER_NOT_AVAILABLE and none", v, mt.ErrorCode, len(mt.Partitions))
+		}
+		if mt := metadataOf(v, topic); mt.ErrorCode != 0 || len(mt.Partitions) != 1 || mt.Partitions[0].Leader != b.cfg.NodeID {
+			t.Errorf("v%d, the next request: error %d, partitions %+v", v, mt.ErrorCode, mt.Partitions)
+		}
+	}
+	// kafka-go's sequence: delete, then read the partitions with v1.
+	corr++
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.SetVersion(1)
+	del.TimeoutMillis = 5000
+	del.TopicNames = []string{"auto-created-v1"}
+	if resp := rawRequest(t, nc, del, corr).(*kmsg.DeleteTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: error %d", resp.Topics[0].ErrorCode)
+	}
+	if mt := metadataOf(1, "auto-created-v1"); len(mt.Partitions) != 0 {
+		t.Errorf("partitions of a topic just deleted (and re-created by this request): %+v", mt.Partitions)
 	}
 }
