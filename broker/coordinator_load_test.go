@@ -103,3 +103,50 @@ func TestCoordinatorLoadReadsToLogEnd(t *testing.T) {
 		}
 	})
 }
+
+// The log publishes a leader's append (its end moves; a follower may read
+// the batch and the high watermark pass it) a moment before the producer
+// state learns of it (hotlog's Written callback). A transaction's first
+// batch must not count as stable in that moment: the last stable offset
+// never passes what the producer state has applied, or a read_committed
+// fetch could hand out records of a transaction that is later aborted.
+func TestLastStableOffsetWaitsForProducerState(t *testing.T) {
+	p := newBarePartition(t, "t")
+	if err := p.loadProducers(); err != nil {
+		t.Fatal(err)
+	}
+	plain := encodeOffsetsBatch([]group.Record{grec("k", "v")}, 1000)
+	if _, err := p.log.Append(plain, hotlog.AppendOptions{Written: func(hs []hotlog.BatchHeader) {
+		p.mu.Lock()
+		p.mu.stateEnd = hs[0].LastOffset() + 1
+		p.mu.Unlock()
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	p.log.SetHighWatermark(1)
+	if lso := p.lastStableOffset(); lso != 1 {
+		t.Fatalf("last stable offset %d after a committed plain batch, want 1", lso)
+	}
+	txnBatch := encodeBatch([]group.Record{grec("k", "in a transaction")}, 7, 0, attrTransactional, 1000)
+	var inWindow int64 = -1
+	_, err := p.log.Append(txnBatch, hotlog.AppendOptions{Written: func(hs []hotlog.BatchHeader) {
+		// The batch is in the log and (as if a follower had it) under
+		// the high watermark; the producer state has not applied it yet.
+		p.log.SetHighWatermark(p.log.LogEndOffset())
+		inWindow = p.lastStableOffset()
+		p.mu.Lock()
+		info, _ := batchInfoOf(txnBatch, hs[0])
+		p.mu.producers.apply(info, hs[0].BaseOffset, hs[0].LastOffset(), 1000)
+		p.mu.stateEnd = hs[0].LastOffset() + 1
+		p.mu.Unlock()
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inWindow != 1 {
+		t.Fatalf("last stable offset %d while the transaction's first batch (offset 1) was in the log but not in the producer state, want 1", inWindow)
+	}
+	if lso := p.lastStableOffset(); lso != 1 {
+		t.Fatalf("last stable offset %d with the transaction open at 1, want 1", lso)
+	}
+}

@@ -39,7 +39,14 @@ type partition struct {
 		sync.Mutex
 		leaderEpoch int32
 		producers   *producerState
-		waiters     map[chan struct{}]struct{}
+		// stateEnd is the offset up to which producers has applied the
+		// log. The log publishes a leader's append (its end moves, and
+		// followers may read it) just before the producer state learns
+		// of it (Written), so a transaction's first batch is in the log a
+		// moment before it counts as open: the last stable offset never
+		// passes stateEnd.
+		stateEnd int64
+		waiters  map[chan struct{}]struct{}
 	}
 }
 
@@ -149,6 +156,7 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 			defer p.mu.Unlock()
 			first := batches[0].BaseOffset
 			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
+			p.mu.stateEnd = max(p.mu.stateEnd, first+int64(h.LastOffsetDelta)+1)
 		},
 	}
 	res, err := p.log.Append(records, opts)
@@ -268,6 +276,7 @@ func (p *partition) loadProducers() error {
 	}
 	p.mu.Lock()
 	p.mu.producers = st
+	p.mu.stateEnd = end
 	p.mu.Unlock()
 	return nil
 }

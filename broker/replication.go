@@ -280,6 +280,7 @@ func (p *partition) appendReplicated(records []byte) error {
 					}
 					p.mu.producers.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 				}
+				p.mu.stateEnd = max(p.mu.stateEnd, h.LastOffset()+1)
 				b = b[h.Size():]
 			}
 			return out

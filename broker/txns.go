@@ -585,7 +585,7 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 func (p *partition) lastStableOffset() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	hw := p.log.HighWatermark()
+	hw := min(p.log.HighWatermark(), p.mu.stateEnd)
 	if first := p.mu.producers.firstUnstable(); first >= 0 && first < hw {
 		return first
 	}
