@@ -2,6 +2,7 @@ package group
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -30,6 +31,9 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 	return submit(ctx, c, func(reply func(*kmsg.LeaveGroupResponse)) { reply(c.handleLeave(req)) })
 }
 
+// rejectLevel is logReject's level.
+const rejectLevel = slog.LevelDebug
+
 func joinError(req *kmsg.JoinGroupRequest, code int16) *kmsg.JoinGroupResponse {
 	resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 	resp.ErrorCode = code
@@ -38,7 +42,11 @@ func joinError(req *kmsg.JoinGroupRequest, code int16) *kmsg.JoinGroupResponse {
 	return resp
 }
 
-func (c *Coordinator) handleJoin(client Client, req *kmsg.JoinGroupRequest, reply func(*kmsg.JoinGroupResponse)) {
+func (c *Coordinator) handleJoin(client Client, req *kmsg.JoinGroupRequest, reply0 func(*kmsg.JoinGroupResponse)) {
+	reply := func(r *kmsg.JoinGroupResponse) {
+		c.logReject("JoinGroup", req.Group, req.MemberID, req.InstanceID, -1, r.ErrorCode)
+		reply0(r)
+	}
 	if req.Group == "" {
 		reply(joinError(req, kerr.InvalidGroupID.Code))
 		return
@@ -389,6 +397,7 @@ func (c *Coordinator) prepareRebalance(g *group) {
 	g.pendingSync = make(map[string]struct{})
 	c.stopJoinTimer(g)
 	wasEmpty := g.state == stateEmpty
+	c.logger.Info("group: preparing to rebalance", "group", g.id, "state", g.state, "generation", g.generation, "members", len(g.members))
 	c.transition(g, statePreparingRebalance)
 	g.joinSeq++
 	seq := g.joinSeq
@@ -493,6 +502,7 @@ func (c *Coordinator) completeJoin(g *group) {
 	g.protocol = g.selectProtocol()
 	g.computeSubscribed()
 	c.transition(g, stateCompletingRebalance)
+	c.logger.Info("group: join complete, waiting for the leader's assignment", "group", g.id, "generation", g.generation, "members", len(g.members), "leader", g.leader)
 	for _, id := range g.memberOrder() {
 		m := g.members[id]
 		if m.joinReply != nil {
@@ -646,7 +656,11 @@ func syncError(req *kmsg.SyncGroupRequest, code int16) *kmsg.SyncGroupResponse {
 	return resp
 }
 
-func (c *Coordinator) handleSync(req *kmsg.SyncGroupRequest, reply func(*kmsg.SyncGroupResponse)) {
+func (c *Coordinator) handleSync(req *kmsg.SyncGroupRequest, reply0 func(*kmsg.SyncGroupResponse)) {
+	reply := func(r *kmsg.SyncGroupResponse) {
+		c.logReject("SyncGroup", req.Group, req.MemberID, req.InstanceID, req.Generation, r.ErrorCode)
+		reply0(r)
+	}
 	if req.Group == "" {
 		reply(syncError(req, kerr.InvalidGroupID.Code))
 		return
@@ -726,6 +740,7 @@ func (c *Coordinator) handleSync(req *kmsg.SyncGroupRequest, reply func(*kmsg.Sy
 				m.assignment = assignments[id]
 			}
 			c.transition(g, stateStable)
+			c.logger.Info("group: stabilized", "group", g.id, "generation", g.generation, "members", len(g.members))
 			for _, id := range g.memberOrder() {
 				m := g.members[id]
 				if m.syncReply != nil {
@@ -796,7 +811,31 @@ func (c *Coordinator) handleHeartbeat(req *kmsg.HeartbeatRequest) *kmsg.Heartbea
 			return 0
 		}
 	}()
+	c.logReject("Heartbeat", req.Group, req.MemberID, req.InstanceID, req.Generation, resp.ErrorCode)
 	return resp
+}
+
+// logReject logs, at debug, a member request refused for its member id or
+// generation, with the group's state as this coordinator sees it.
+func (c *Coordinator) logReject(api, groupID, memberID string, instanceID *string, gen int32, code int16) {
+	switch code {
+	case kerr.IllegalGeneration.Code, kerr.UnknownMemberID.Code, kerr.FencedInstanceID.Code:
+	default:
+		return
+	}
+	if !c.logger.Enabled(context.Background(), rejectLevel) {
+		return
+	}
+	attrs := []any{"api", api, "group", groupID, "member", memberID, "request_generation", gen, "err", kerr.ErrorForCode(code)}
+	if instanceID != nil {
+		attrs = append(attrs, "instance", *instanceID)
+	}
+	if p := c.partitions[c.PartitionFor(groupID)]; p != nil && !p.loading {
+		if g := p.groups[groupID]; g != nil {
+			attrs = append(attrs, "state", g.state, "generation", g.generation, "members", len(g.members))
+		}
+	}
+	c.logger.Log(context.Background(), rejectLevel, "group: request refused", attrs...)
 }
 
 func (c *Coordinator) handleLeave(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {

@@ -120,6 +120,7 @@ func (c *Coordinator) handleCommit(req *kmsg.OffsetCommitRequest, names []string
 		return g.validateCommit(req)
 	}
 	if code := validate(); code != 0 {
+		c.logReject("OffsetCommit", req.Group, req.MemberID, req.InstanceID, req.Generation, code)
 		reply(commitResponse(req, pre, code))
 		c.maybeDropUnused(g)
 		return

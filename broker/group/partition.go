@@ -154,6 +154,9 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 	for id, meta := range st.groups {
 		g := c.newGroup(p, id)
 		g.loadMetadata(meta, now)
+		if len(g.members) > 0 {
+			c.logger.Info("group: loaded classic group", "group", id, "partition", p.id, "generation", g.generation, "members", len(g.members))
+		}
 	}
 	for id, r := range st.consumers {
 		g := c.newGroup(p, id)
@@ -202,6 +205,9 @@ func (c *Coordinator) dropPartition(p *partition, _ error) {
 		j.done(ErrNotLeader)
 	}
 	for _, g := range p.groups {
+		if g.cg == nil && len(g.members) > 0 {
+			c.logger.Info("group: unloading classic group", "group", g.id, "partition", p.id, "state", g.state, "generation", g.generation, "members", len(g.members))
+		}
 		c.shutdownGroup(g)
 	}
 	p.groups = nil
