@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/viper"
+
+	"github.com/sediment-io/sediment/broker"
 )
 
 func TestParseListeners(t *testing.T) {
@@ -32,20 +34,7 @@ func TestBrokerConfigLayers(t *testing.T) {
 	os.WriteFile(file, []byte("node-id: 7\ndata-dir: /from/file\nnum-partitions: 3\nlisteners: PLAINTEXT://127.0.0.1:1111\nadvertised-listeners: PLAINTEXT://kafka.example:1111\n"), 0o644)
 	t.Setenv("SEDIMENT_DATA_DIR", "/from/env")
 	t.Setenv("SEDIMENT_MESSAGE_MAX_BYTES", "2048")
-	vv := viper.New()
-	cmd := newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse([]string{"--config", file, "--num-partitions", "5"}); err != nil {
-		t.Fatal(err)
-	}
-	// What RunE does before starting the broker.
-	vv.SetConfigFile(file)
-	if err := vv.ReadInConfig(); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := brokerConfig(vv, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg := configFromFile(t, file, "--num-partitions", "5")
 	if cfg.NodeID != 7 || cfg.DataDir != "/from/env" || cfg.NumPartitions != 5 || cfg.MessageMaxBytes != 2048 {
 		t.Fatalf("layers: node %d dir %q partitions %d max %d", cfg.NodeID, cfg.DataDir, cfg.NumPartitions, cfg.MessageMaxBytes)
 	}
@@ -55,6 +44,26 @@ func TestBrokerConfigLayers(t *testing.T) {
 	if !cfg.AutoCreateTopics || cfg.SocketRequestMaxBytes != 100<<20 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
+}
+
+// configFromFile parses the broker command's flags (--config file, then
+// args) and builds the broker config as RunE does before starting it.
+func configFromFile(t *testing.T, file string, args ...string) broker.Config {
+	t.Helper()
+	vv := viper.New()
+	cmd := newBrokerCmdWith(vv)
+	if err := cmd.Flags().Parse(append([]string{"--config", file}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	vv.SetConfigFile(file)
+	if err := vv.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := brokerConfig(vv, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
 
 // TestLogSegmentDeleteDelay: log-segment-delete-delay defaults to Kafka's
@@ -71,19 +80,7 @@ func TestLogSegmentDeleteDelay(t *testing.T) {
 	} {
 		file := filepath.Join(t.TempDir(), "sediment.yaml")
 		os.WriteFile(file, []byte("node-id: 1\n"+c.yaml), 0o644)
-		vv := viper.New()
-		cmd := newBrokerCmdWith(vv)
-		if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
-			t.Fatal(err)
-		}
-		vv.SetConfigFile(file)
-		if err := vv.ReadInConfig(); err != nil {
-			t.Fatal(err)
-		}
-		cfg, err := brokerConfig(vv, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		cfg := configFromFile(t, file)
 		if cfg.LogSegmentDeleteDelay != c.want {
 			t.Errorf("%q: LogSegmentDeleteDelay %v, want %v", c.yaml, cfg.LogSegmentDeleteDelay, c.want)
 		}
