@@ -114,6 +114,7 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"log.dirs", c.DataDir, cfgString, "the directory of partition logs and metadata (--data-dir)"},
 		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10), cfgLong, "default retention.ms of topics (--log-retention-ms)"},
 		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10), cfgInt, "default segment.bytes of topics (--log-segment-bytes)"},
+		{"log.segment.delete.delay.ms", strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10), cfgLong, "default file.delete.delay.ms of topics: how long deleted segment files stay (--log-segment-delete-delay)"},
 		{"message.max.bytes", strconv.Itoa(int(c.MessageMaxBytes)), cfgInt, "default max.message.bytes of topics (--message-max-bytes)"},
 		{"node.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
 		{"num.partitions", strconv.Itoa(int(c.NumPartitions)), cfgInt, "partitions of auto-created topics and of CreateTopics with -1 (--num-partitions)"},

@@ -62,6 +62,12 @@ type Config struct {
 	MessageMaxBytes          int32 // message.max.bytes: the default max.message.bytes
 	LogSegmentBytes          int64 // log.segment.bytes
 	LogRetentionMs           int64 // log.retention.ms
+	// LogSegmentDeleteDelay (log.segment.delete.delay.ms) is the default
+	// file.delete.delay.ms of topics: how long the files of a segment that
+	// left the log (retention, truncation, compaction) stay, renamed
+	// *.deleted, before a background deleter removes them [1m; negative:
+	// at the last reader's release, as hotlog.Config.FileDeleteDelay 0].
+	LogSegmentDeleteDelay time.Duration
 	// LogFlush selects the fsync policy: "commit" (default: a group-commit
 	// fsync of every append, before acknowledging acks=all, before the high
 	// watermark passes it for acks=1/0), "interval", or "os" (page cache
@@ -124,6 +130,12 @@ type Config struct {
 	// down; stray.go) is kept, renamed <topic>-<n>.<ms>-stray, before it is
 	// deleted [1h]; negative keeps it until an operator removes it.
 	StrayLogDeleteDelay time.Duration
+	// DeletedLogDeleteDelay is how long a partition directory that this
+	// broker stops holding while it runs (its topic deleted, its replica
+	// moved away) is kept, renamed <topic>-<n>.<ms>-delete, before it is
+	// removed (Kafka's file.delete.delay.ms for deleted logs) [1m];
+	// negative removes it at once (dir_delete.go).
+	DeletedLogDeleteDelay time.Duration
 
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
@@ -189,6 +201,9 @@ func (c *Config) setDefaults() {
 	if c.LogRetentionMs == 0 {
 		c.LogRetentionMs = 7 * 24 * 3600 * 1000
 	}
+	if c.LogSegmentDeleteDelay == 0 {
+		c.LogSegmentDeleteDelay = time.Minute
+	}
 	if c.LogFlush == "" {
 		c.LogFlush = "commit"
 	}
@@ -203,6 +218,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.StrayLogDeleteDelay == 0 {
 		c.StrayLogDeleteDelay = time.Hour
+	}
+	if c.DeletedLogDeleteDelay == 0 {
+		c.DeletedLogDeleteDelay = time.Minute
 	}
 	if c.ListenFn == nil {
 		c.ListenFn = net.Listen

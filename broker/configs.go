@@ -69,7 +69,7 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "cleanup.policy", typ: cfgList, enum: []string{"delete", "compact"}, def: constDef("delete"), brokerName: "log.cleanup.policy", doc: "delete and/or compact old segments"},
 		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
 		{name: "delete.retention.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("86400000"), brokerName: "log.cleaner.delete.retention.ms", doc: "how long tombstones are kept in compacted topics"},
-		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("60000"), brokerName: "log.segment.delete.delay.ms"},
+		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10) }, brokerName: "log.segment.delete.delay.ms", doc: "how long a deleted segment's files stay before they are removed"},
 		{name: "flush.messages", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.messages"},
 		{name: "flush.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.ms"},
 		{name: "index.interval.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: constDef("4096"), brokerName: "log.index.interval.bytes"},

@@ -18,15 +18,7 @@ import (
 // learnt it until broker 2 fetches again, below its log end.
 func newFollowerTurnedLeader(t *testing.T, topic string, hw int64, batches ...[]byte) *partition {
 	t.Helper()
-	l, err := hotlog.Open(hotlog.Options{Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	p := &partition{topic: topic, id: 0, log: l}
-	p.mu.producers = newProducerState()
-	p.mu.waiters = make(map[chan struct{}]struct{})
-	p.resetDurableEnd()
+	p := newBarePartition(t, topic)
 	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
 		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
 	var off int64

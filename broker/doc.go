@@ -34,6 +34,10 @@
 //	                                    the metadata no longer places here,
 //	                                    found at start; deleted after
 //	                                    StrayLogDeleteDelay (stray.go)
+//	<data>/logs/<topic>-<partition>.<unix ms>-delete/  a partition removed
+//	                                    from this broker while it ran;
+//	                                    removed after DeletedLogDeleteDelay,
+//	                                    or at the next start (dir_delete.go)
 //	<data>/tier-cache/                  remote-read chunk cache (the default
 //	                                    tiering.Options.CacheDir)
 //	<data>/bucket/                      the bucket, when sediment broker uses

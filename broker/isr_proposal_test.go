@@ -61,19 +61,27 @@ func TestISRProposalDecided(t *testing.T) {
 	}
 }
 
-// newLeaderPartition opens a partition led by broker 1 with follower 2 in
-// the ISR, outside any broker (replication.go's bookkeeping only).
-func newLeaderPartition(t *testing.T) *partition {
+// newBarePartition opens partition 0 of topic on a fresh log, outside any
+// broker, with no assignment yet.
+func newBarePartition(t *testing.T, topic string) *partition {
 	t.Helper()
 	l, err := hotlog.Open(hotlog.Options{Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	p := &partition{topic: offsetsTopic, id: 0, log: l}
+	p := &partition{topic: topic, id: 0, log: l}
 	p.mu.producers = newProducerState()
 	p.mu.waiters = make(map[chan struct{}]struct{})
 	p.resetDurableEnd()
+	return p
+}
+
+// newLeaderPartition opens a partition led by broker 1 with follower 2 in
+// the ISR, outside any broker (replication.go's bookkeeping only).
+func newLeaderPartition(t *testing.T) *partition {
+	t.Helper()
+	p := newBarePartition(t, offsetsTopic)
 	p.applyAssignment(1, &metadata.Partition{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 5,
 		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
 	return p

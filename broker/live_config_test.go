@@ -2,11 +2,14 @@ package broker
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/internal/testutil"
 )
@@ -79,5 +82,64 @@ func TestAlterSegmentBytesLive(t *testing.T) {
 	// Everything produced reads back.
 	if end := p.log.LogEndOffset(); end != 80 {
 		t.Fatalf("log end %d, want 80", end)
+	}
+}
+
+// TestFileDeleteDelayConfig: file.delete.delay.ms defaults to the broker's
+// log.segment.delete.delay.ms (DescribeConfigs says so), reaches the
+// partition logs, follows an alter, and a bad value is refused.
+func TestFileDeleteDelayConfig(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.LogSegmentDeleteDelay = 5 * time.Second })
+	ctx := testCtx(t)
+	topic := "delay"
+	createTopic(t, b, topic, 1, nil)
+	adm := kadm.NewClient(newClient(t, b))
+	p, err := b.store.partition(b.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := p.log.Config().FileDeleteDelay; d != 5*time.Second {
+		t.Fatalf("log's delay %v, want the broker default 5s", d)
+	}
+	described := func() (string, kmsg.ConfigSource) {
+		t.Helper()
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := rcs.On(topic, nil)
+		if err != nil || rc.Err != nil {
+			t.Fatal(err, rc.Err)
+		}
+		for _, c := range rc.Configs {
+			if c.Key == "file.delete.delay.ms" {
+				return c.MaybeValue(), c.Source
+			}
+		}
+		t.Fatal("file.delete.delay.ms not described")
+		return "", 0
+	}
+	if v, src := described(); v != "5000" || src != kmsg.ConfigSourceDefaultConfig {
+		t.Fatalf("described %q (%v), want 5000 from the default", v, src)
+	}
+	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "file.delete.delay.ms", Value: kadm.StringPtr("0")}}, topic)
+	if err == nil {
+		err = res[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "file.delete.delay.ms applied to the open log", func() bool {
+		return p.log.Config().FileDeleteDelay == 0
+	})
+	if v, src := described(); v != "0" || src != kmsg.ConfigSourceDynamicTopicConfig {
+		t.Fatalf("described %q (%v), want 0 from the topic", v, src)
+	}
+	res, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "file.delete.delay.ms", Value: kadm.StringPtr("-1")}}, topic)
+	if err == nil {
+		err = res[0].Err
+	}
+	if !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("file.delete.delay.ms=-1: %v, want INVALID_CONFIG", err)
 	}
 }

@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -53,7 +55,7 @@ func newMetrics(b *Broker) *metrics {
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		&partitionCollector{b: b}, &replicationCollector{b: b})
+		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m
 }
 
@@ -84,5 +86,49 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 		id := strconv.Itoa(int(p.id))
 		ch <- prometheus.MustNewConstMetric(leoDesc, prometheus.GaugeValue, float64(p.log.LogEndOffset()), p.topic, id)
 		ch <- prometheus.MustNewConstMetric(lsoDesc, prometheus.GaugeValue, float64(p.log.LogStartOffset()), p.topic, id)
+	}
+}
+
+var (
+	pendingDirsDesc = prometheus.NewDesc("sediment_log_dirs_pending_deletion",
+		"Partition directories under logs/ renamed and waiting to be removed, by kind: stray (found at start, stray-log-delete-delay) or delete (removed while running, deleted-log-delete-delay).",
+		[]string{"kind"}, nil)
+	pendingBytesDesc = prometheus.NewDesc("sediment_log_dirs_pending_deletion_bytes",
+		"Bytes of the files in the partition directories waiting to be removed, by kind (stray, delete).",
+		[]string{"kind"}, nil)
+)
+
+// pendingDeletionCollector reports, at scrape time, the renamed partition
+// directories not yet removed (stray.go, dir_delete.go): a listing of logs/
+// and a walk of those few directories.
+type pendingDeletionCollector struct{ b *Broker }
+
+func (c *pendingDeletionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDirsDesc
+	ch <- pendingBytesDesc
+}
+
+func (c *pendingDeletionCollector) Collect(ch chan<- prometheus.Metric) {
+	logsDir := filepath.Join(c.b.cfg.DataDir, "logs")
+	dirs := map[string]int{"stray": 0, "delete": 0}
+	bytes := map[string]int64{"stray": 0, "delete": 0}
+	ents, _ := os.ReadDir(logsDir) // none yet: zeros
+	for _, e := range ents {
+		kind := ""
+		if _, ok := parseStrayDirName(e.Name()); ok {
+			kind = "stray"
+		} else if _, ok := parseDeleteDirName(e.Name()); ok {
+			kind = "delete"
+		}
+		if kind == "" || !e.IsDir() {
+			continue
+		}
+		_, n := dirUsage(filepath.Join(logsDir, e.Name()))
+		dirs[kind]++
+		bytes[kind] += n
+	}
+	for _, kind := range []string{"stray", "delete"} {
+		ch <- prometheus.MustNewConstMetric(pendingDirsDesc, prometheus.GaugeValue, float64(dirs[kind]), kind)
+		ch <- prometheus.MustNewConstMetric(pendingBytesDesc, prometheus.GaugeValue, float64(bytes[kind]), kind)
 	}
 }

@@ -30,6 +30,8 @@ import (
 //	<data>/logs/<topic>-<n>/topic_id   the topic id the directory belongs to
 //	<data>/logs/<topic>-<n>.<ms>-stray/  a partition no longer placed here,
 //	                             found at start, deleted later (stray.go)
+//	<data>/logs/<topic>-<n>.<ms>-delete/ a partition removed from this broker
+//	                             while it ran, deleted later (dir_delete.go)
 //
 // Partitions open lazily on first use (so a topic is usable as soon as its
 // creation commits) and close when the metadata no longer lists them here.
@@ -43,7 +45,23 @@ type store struct {
 	mu struct {
 		sync.Mutex
 		parts map[metadata.UUID]map[int32]*partition
+		// dirs has an entry per partition directory (path) that a
+		// partition is open on or being closed and renamed away from; the
+		// channel is closed, and the entry removed, once the directory is
+		// free. A partition of a topic re-created under the same name
+		// waits on it before it opens (openLocked).
+		dirs map[string]chan struct{}
 	}
+	// deleting remembers the directories this process renamed for
+	// deletion (<topic>-<n>.<ms>-delete, dir_delete.go) and when each is
+	// due. Renames and the deletion loop's listing of logs/ hold it, so
+	// the two agree on which -delete directories are this run's.
+	deleting struct {
+		sync.Mutex
+		due map[string]time.Time // name under logsDir → when it is removed
+	}
+	deleteKick chan struct{} // capacity 1: wakes dirDeleteLoop after a rename
+
 	pids struct {
 		sync.Mutex
 		next, end int64
@@ -59,6 +77,9 @@ func openStore(b *Broker) (*store, error) {
 	cfg := &b.cfg
 	s := &store{b: b, fs: vfs.Default, logsDir: filepath.Join(cfg.DataDir, "logs")}
 	s.mu.parts = make(map[metadata.UUID]map[int32]*partition)
+	s.mu.dirs = make(map[string]chan struct{})
+	s.deleting.due = make(map[string]time.Time)
+	s.deleteKick = make(chan struct{}, 1)
 	if err := os.MkdirAll(s.logsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
@@ -161,9 +182,9 @@ func openStore(b *Broker) (*store, error) {
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
 	s.wg.Add(4)
-	go pprof.Do(lctx, pprof.Labels("sediment", "stray-dirs"), func(ctx context.Context) {
+	go pprof.Do(lctx, pprof.Labels("sediment", "dir-delete"), func(ctx context.Context) {
 		defer s.wg.Done()
-		s.strayDeleteLoop(ctx)
+		s.dirDeleteLoop(ctx)
 	})
 	go pprof.Do(lctx, pprof.Labels("sediment", "producer-snapshots"), func(ctx context.Context) {
 		defer s.wg.Done()
@@ -309,6 +330,7 @@ func (s *store) reconcile(st *metadata.State) {
 		t, ok := st.TopicByID(id)
 		for idx, p := range ps {
 			if !ok || idx >= int32(len(t.Partitions)) || !slices.Contains(t.Partitions[idx].Replicas, me) {
+				// p.dir stays in s.mu.dirs until it is renamed away.
 				drop = append(drop, p)
 				delete(ps, idx)
 			}
@@ -319,12 +341,17 @@ func (s *store) reconcile(st *metadata.State) {
 	}
 	s.mu.Unlock()
 	for _, p := range drop {
-		// A deleted topic, or a replica moved away (a reassignment):
-		// the data goes, as in Kafka.
-		if _, exists := st.TopicByID(p.topicID); exists {
+		// A deleted topic, or a replica moved away (a reassignment): the
+		// data goes, as in Kafka, after deleted-log-delete-delay.
+		reason := "topic deleted"
+		if t, exists := st.TopicByID(p.topicID); exists {
+			reason = "no such partition"
+			if p.id < int32(len(t.Partitions)) {
+				reason = fmt.Sprintf("replica moved away (replicas %v)", t.Partitions[p.id].Replicas)
+			}
 			s.b.log.Info("replica removed from this broker", "topic", p.topic, "partition", p.id)
 		}
-		s.closePartition(p, true)
+		s.closePartition(p, reason)
 	}
 	s.reconcileReplicas(st)
 	s.applyLogConfigs(st) // AlterConfigs: segment.bytes, segment.ms, … of open logs
@@ -352,7 +379,11 @@ func (s *store) applyLogConfigs(st *metadata.State) {
 	}
 }
 
-func (s *store) closePartition(p *partition, remove bool) {
+// closePartition closes p's log. A non-empty removeReason (why the
+// metadata no longer places p here) then renames its directory for
+// deletion (dir_delete.go). Either way p's directory is free afterwards
+// (s.mu.dirs).
+func (s *store) closePartition(p *partition, removeReason string) {
 	s.b.cleaner.unregister(p) // waits for a clean in progress; before the log closes
 	if err := p.snapshotProducers(); err != nil && !errors.Is(err, hotlog.ErrClosed) {
 		s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
@@ -365,11 +396,22 @@ func (s *store) closePartition(p *partition, remove bool) {
 	p.repl.mu.tracker = nil
 	p.repl.mu.Unlock()
 	p.wake()
-	if remove {
-		if err := os.RemoveAll(p.dir); err != nil {
-			s.b.log.Warn("removing deleted partition", "dir", p.dir, "err", err)
+	if removeReason != "" {
+		if err := s.renameForDelete(p.dir, removeReason, time.Now()); err != nil {
+			// The live name must not keep the old data: a topic
+			// re-created under it would find it.
+			s.b.log.Warn("renaming a removed partition's directory failed; deleting it now", "dir", p.dir, "err", err)
+			if err := os.RemoveAll(p.dir); err != nil {
+				s.b.log.Warn("removing deleted partition", "dir", p.dir, "err", err)
+			}
 		}
 	}
+	s.mu.Lock()
+	if ch := s.mu.dirs[p.dir]; ch != nil {
+		close(ch)
+		delete(s.mu.dirs, p.dir)
+	}
+	s.mu.Unlock()
 }
 
 func parseUUID(s string) (metadata.UUID, bool) {
@@ -439,25 +481,45 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if !slices.Contains(mp.Replicas, s.b.cfg.NodeID) {
 		return nil, errNotLeader
 	}
+	dir := filepath.Join(s.logsDir, fmt.Sprintf("%s-%d", t.Name, idx))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p := s.mu.parts[t.ID][idx]; p != nil {
-		return p, nil
+	for {
+		if p := s.mu.parts[t.ID][idx]; p != nil {
+			return p, nil
+		}
+		if s.b.isStopping() {
+			return nil, errNotLeader
+		}
+		// The request's state may predate a deletion that reconcile has
+		// already acted on: do not bring the partition back.
+		if _, ok := s.meta.State().TopicByID(t.ID); !ok {
+			return nil, errUnknownTopicOrPartition
+		}
+		busy := s.mu.dirs[dir]
+		if busy == nil {
+			break
+		}
+		// The partition of a topic of the same name, deleted since (t
+		// is its re-creation), is still open or being closed: reconcile,
+		// which has the deletion to apply, closes it and renames its
+		// directory away. Never touch a directory a log is open on.
+		s.mu.Unlock()
+		select {
+		case <-busy:
+		case <-s.b.stopping:
+		}
+		s.mu.Lock()
 	}
-	if s.b.isStopping() {
-		return nil, errNotLeader
-	}
-	// The request's state may predate a deletion that reconcile has
-	// already acted on: do not bring the partition back.
-	if _, ok := s.meta.State().TopicByID(t.ID); !ok {
-		return nil, errUnknownTopicOrPartition
-	}
-	dir := filepath.Join(s.logsDir, fmt.Sprintf("%s-%d", t.Name, idx))
 	idFile := filepath.Join(dir, "topic_id")
 	if raw, err := os.ReadFile(idFile); err == nil && strings.TrimSpace(string(raw)) != t.ID.String() {
-		// A directory left by an older topic of the same name.
-		if err := os.RemoveAll(dir); err != nil {
-			return nil, err
+		// A directory left by an older topic of the same name, not open
+		// when that topic was deleted.
+		if err := s.renameForDelete(dir, "topic re-created with another id", time.Now()); err != nil {
+			s.b.log.Warn("renaming an older topic's partition directory failed; deleting it now", "dir", dir, "err", err)
+			if err := os.RemoveAll(dir); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -513,6 +575,7 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		s.mu.parts[t.ID] = make(map[int32]*partition)
 	}
 	s.mu.parts[t.ID][idx] = p
+	s.mu.dirs[dir] = make(chan struct{})
 	s.b.cleaner.register(p, p.topicConfigs(s.meta.State())) // compaction and retention
 	return p, nil
 }
@@ -540,6 +603,8 @@ func (b *Broker) hotlogConfig(set map[string]string) hotlog.Config {
 		IndexIntervalBytes: int(configInt(b, set, "index.interval.bytes")),
 		MaxIndexBytes:      int(configInt(b, set, "segment.index.bytes")),
 		MaxMessageBytes:    int32(configInt(b, set, "max.message.bytes")),
+		// Capped (34 years) so that Long.MAX_VALUE does not overflow.
+		FileDeleteDelay: time.Duration(min(configInt(b, set, "file.delete.delay.ms"), 1<<40)) * time.Millisecond,
 	}
 	// Unset (Long.MAX_VALUE) windows stay 0: no limit.
 	if ms := configInt(b, set, "message.timestamp.before.max.ms"); ms > 0 && ms < 1<<40 {
@@ -621,7 +686,7 @@ func (s *store) close() error {
 	s.mu.parts = map[metadata.UUID]map[int32]*partition{}
 	s.mu.Unlock()
 	for _, p := range ps {
-		s.closePartition(p, false)
+		s.closePartition(p, "")
 	}
 	return s.meta.Close()
 }

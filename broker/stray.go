@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -16,9 +15,10 @@ import (
 
 // Stray partition directories (Kafka's "stray" logs, KAFKA-14616).
 //
-// A running broker deletes a partition's directory when it applies the
-// metadata change that takes its replica away (reconcile: a reassignment's
-// end, a deleted topic). A broker that was down meanwhile finds at start
+// A running broker renames a partition's directory for deletion when it
+// applies the metadata change that takes its replica away (reconcile: a
+// reassignment's end, a deleted topic; dir_delete.go). A broker that was
+// down meanwhile finds at start
 // directories under logs/ that the metadata no longer places here:
 //
 //   - its replica was moved away by a reassignment (AlterPartitionReassignments)
@@ -55,7 +55,8 @@ import (
 // How. As Kafka does, a stray directory is first renamed, never deleted at
 // once: <topic>-<n> becomes <topic>-<n>.<unix ms>-stray (fsync of logs/), no
 // log is opened on it, and it is deleted StrayLogDeleteDelay after that time
-// (Config; 1h by default, negative: never, the operator removes it). Until
+// (Config; 1h by default, negative: never, the operator removes it), by
+// the loop that also removes -delete directories (dir_delete.go). Until
 // then an operator can copy it away (the segments are Kafka's record batch
 // format, docs/hotlog.md). A partition that this broker becomes a replica of again starts from an empty
 // directory and fetches from the leader, as any new replica.
@@ -173,7 +174,14 @@ func strayDirName(name string, now time.Time) string {
 
 // parseStrayDirName returns when a renamed stray directory was renamed.
 func parseStrayDirName(name string) (time.Time, bool) {
-	rest, ok := strings.CutSuffix(name, straySuffix)
+	return parseRenamedDir(name, straySuffix)
+}
+
+// parseRenamedDir parses <topic>-<n>.<unix ms><suffix>, the name of a
+// partition directory renamed as stray or for deletion, and returns the
+// time in it.
+func parseRenamedDir(name, suffix string) (time.Time, bool) {
+	rest, ok := strings.CutSuffix(name, suffix)
 	if !ok {
 		return time.Time{}, false
 	}
@@ -185,7 +193,7 @@ func parseStrayDirName(name string) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	ms, err := strconv.ParseInt(rest[i+1:], 10, 64)
-	if err != nil || ms < 0 {
+	if err != nil || ms < 0 || strconv.FormatInt(ms, 10) != rest[i+1:] {
 		return time.Time{}, false
 	}
 	return time.UnixMilli(ms), true
@@ -219,61 +227,6 @@ func (s *store) renameStrayDirs(st *metadata.State) {
 	if renamed > 0 {
 		if err := syncDir(s.logsDir); err != nil {
 			s.b.log.Warn("syncing the logs directory", "dir", s.logsDir, "err", err)
-		}
-	}
-}
-
-// deleteDueStrayDirs deletes the renamed stray directories whose delay has
-// passed at now. It returns when the next one is due (pending false: none
-// left, or deletion is off).
-func (s *store) deleteDueStrayDirs(now time.Time) (next time.Time, pending bool) {
-	delay := s.b.cfg.StrayLogDeleteDelay
-	if delay < 0 {
-		return time.Time{}, false
-	}
-	ents, err := os.ReadDir(s.logsDir)
-	if err != nil {
-		s.b.log.Warn("listing partition directories", "dir", s.logsDir, "err", err)
-		return now.Add(time.Minute), true
-	}
-	for _, e := range ents {
-		at, ok := parseStrayDirName(e.Name())
-		if !ok || !e.IsDir() {
-			continue
-		}
-		due := at.Add(delay)
-		if now.Before(due) {
-			if !pending || due.Before(next) {
-				next, pending = due, true
-			}
-			continue
-		}
-		if err := os.RemoveAll(filepath.Join(s.logsDir, e.Name())); err != nil {
-			s.b.log.Warn("deleting stray partition directory", "dir", e.Name(), "err", err)
-			if retry := now.Add(time.Minute); !pending || retry.Before(next) {
-				next, pending = retry, true
-			}
-			continue
-		}
-		s.b.log.Info("stray partition directory deleted", "dir", e.Name())
-	}
-	return next, pending
-}
-
-// strayDeleteLoop deletes renamed stray directories as they fall due. Strays
-// are renamed only at start, before it runs, so it returns once none is left.
-func (s *store) strayDeleteLoop(ctx context.Context) {
-	for {
-		next, pending := s.deleteDueStrayDirs(time.Now())
-		if !pending {
-			return
-		}
-		t := time.NewTimer(time.Until(next))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
 		}
 	}
 }

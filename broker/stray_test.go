@@ -207,20 +207,20 @@ func TestDeleteDueStrayDirs(t *testing.T) {
 	exists := func(n string) bool { _, err := os.Stat(filepath.Join(logs, n)); return err == nil }
 	s := &store{b: &Broker{cfg: Config{StrayLogDeleteDelay: time.Hour}, log: testLogger(t)}, logsDir: logs}
 
-	next, pending := s.deleteDueStrayDirs(base.Add(59 * time.Minute))
+	next, pending := s.deleteDueDirs(base.Add(59 * time.Minute))
 	if !pending || !next.Equal(base.Add(time.Hour)) || !exists(old) || !exists(young) {
 		t.Fatalf("before any is due: next %v pending %v, old %v young %v", next, pending, exists(old), exists(young))
 	}
-	next, pending = s.deleteDueStrayDirs(base.Add(time.Hour))
+	next, pending = s.deleteDueDirs(base.Add(time.Hour))
 	if !pending || !next.Equal(base.Add(90*time.Minute)) || exists(old) || !exists(young) {
 		t.Fatalf("old due: next %v pending %v, old %v young %v", next, pending, exists(old), exists(young))
 	}
 	s.b.cfg.StrayLogDeleteDelay = -1
-	if _, pending = s.deleteDueStrayDirs(base.Add(24 * time.Hour)); pending || !exists(young) {
+	if _, pending = s.deleteDueDirs(base.Add(24 * time.Hour)); pending || !exists(young) {
 		t.Fatalf("negative delay: pending %v, young %v", pending, exists(young))
 	}
 	s.b.cfg.StrayLogDeleteDelay = time.Hour
-	if _, pending = s.deleteDueStrayDirs(base.Add(90 * time.Minute)); pending || exists(young) {
+	if _, pending = s.deleteDueDirs(base.Add(90 * time.Minute)); pending || exists(young) {
 		t.Fatalf("all due: pending %v, young %v", pending, exists(young))
 	}
 	if !exists("c-0") || !exists("notes-stray") {

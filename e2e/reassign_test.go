@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,6 +139,17 @@ func TestReplicationReassignment(t *testing.T) {
 		removed := c.Broker(before[p].Leader)
 		waitFor(t, 60*time.Second, fmt.Sprintf("broker %d to delete %s-%d after it was removed", removed.NodeID, topic, p),
 			func() bool { return len(replicaLog(removed, topic, p)) == 0 })
+		// It ran throughout: the directory was renamed for deletion
+		// (<topic>-<n>.<ms>-delete, removed after deleted-log-delete-delay),
+		// not found stray at a restart.
+		renamed := false
+		for _, line := range strings.Split(removed.log.String(), "\n") {
+			renamed = renamed || (strings.Contains(line, "partition directory renamed for deletion") &&
+				strings.Contains(line, fmt.Sprintf("dir=%s-%d ", topic, p)) && strings.Contains(line, "replica moved away"))
+		}
+		if !renamed {
+			t.Errorf("broker %d's log does not say %s-%d was renamed for deletion", removed.NodeID, topic, p)
+		}
 	}
 	checkAcked(t, c, topic, kp)
 }

@@ -51,6 +51,14 @@ type Config struct {
 	// behind or ahead of Now, with ErrInvalidTimestamp [0: no limit].
 	TimestampBeforeMax time.Duration
 	TimestampAfterMax  time.Duration
+	// FileDeleteDelay (file.delete.delay.ms) is how long the files of a
+	// segment that left the log (retention, DeleteRecords, truncation, a
+	// cleaner's swap) stay, renamed *.deleted, before the log's deleter
+	// removes them; never before the last reader released the segment
+	// (deleter.go) [0: at the last release, on the goroutine that made
+	// it; the broker's default is Kafka's 60 s]. Negative is 0. A change
+	// applies to segments deleted after it.
+	FileDeleteDelay time.Duration
 }
 
 const (
@@ -83,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.FlushInterval <= 0 {
 		c.FlushInterval = defaultFlushInterval
+	}
+	if c.FileDeleteDelay < 0 {
+		c.FileDeleteDelay = 0
 	}
 	return c
 }

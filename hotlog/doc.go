@@ -75,7 +75,9 @@
 // TruncateTo and DeleteBefore rename dropped segments to *.deleted (and sync
 // the directory) before anything else; Open removes *.deleted and *.tmp files
 // and segments wholly below the log-start checkpoint. Files of a dropped
-// segment are removed only when the last reader releases it.
+// segment are removed by the log's deleter Config.FileDeleteDelay
+// (file.delete.delay.ms) after the rename, and never before the last reader
+// releases it; Close leaves pending ones to the next Open. See deleter.go.
 //
 // # Replacing segments (the log cleaner's swap)
 //

@@ -62,6 +62,7 @@ type Log struct {
 		gen                   uint64
 	}
 	cache        *indexCache
+	del          *deleter // removes deleted segments' files (deleter.go)
 	rollSnapshot func() []byte
 	onDurable    func(end int64)
 	// kick wakes the background syncer of NoSyncWait appends (started by
@@ -150,6 +151,7 @@ func Open(opts Options) (*Log, error) {
 		l.logger = slog.Default()
 	}
 	l.logger = l.logger.With("log", l.dir)
+	l.del = newDeleter(l.fs, l.logger)
 	l.sync.cond = sync.NewCond(&l.sync.mu)
 	if err := l.open(); err != nil {
 		l.releaseAll()
@@ -174,7 +176,8 @@ func (l *Log) Config() Config { return *l.config() }
 // append (a smaller segment.bytes rolls the active segment at that append if
 // it is already larger, never rewrites it); IndexIntervalBytes for the next
 // index entry of the active segment and for indexes rebuilt later;
-// MaxMessageBytes and the timestamp windows for the next append. Flush and
+// MaxMessageBytes and the timestamp windows for the next append;
+// FileDeleteDelay for the segments deleted after the change. Flush and
 // FlushInterval are the broker's, fixed when the log opens: c's are ignored.
 // Zero fields take the defaults, as in Options. Safe to call concurrently
 // with appends and reads.
@@ -886,8 +889,10 @@ func (l *Log) Sync() error {
 
 // Close syncs the log, writes the active segment's indexes and the
 // clean-shutdown marker (so that the next open scans nothing), stops the
-// syncer and releases the log's segments; files stay open until readers
-// release their results.
+// syncer and the deleter and releases the log's segments; files stay open
+// until readers release their results. The files of deleted segments not yet
+// removed (file.delete.delay.ms, or held by readers) are left for the next
+// Open, which removes them: once Close returns, the log removes no file.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -919,6 +924,9 @@ func (l *Log) Close() error {
 	l.sync.cond.Broadcast()
 	l.sync.mu.Unlock()
 	l.releaseAll()
+	// Pending deletions stay for the next Open; from here the log removes
+	// no file, so the caller may remove the directory.
+	l.del.close()
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 )
@@ -17,12 +18,17 @@ type modelBatch struct {
 // TestModel runs random operations (appends, truncations, deletions, resets,
 // clean reopens, crashes) against the log and a plain model of it, and after
 // each one compares the whole content, the offsets, reads at random offsets and
-// timestamp lookups.
+// timestamp lookups. Odd seeds run with a file.delete.delay.ms that never
+// passes during the run: deleted segments' files pile up (segments at the
+// same base among them) until a reopen removes them.
 func TestModel(t *testing.T) {
 	for seed := range uint64(modelSeeds) {
 		rng := rand.New(rand.NewPCG(seed, 1234))
 		mem := vfs.NewMem()
 		cfg := Config{SegmentBytes: int64(500 + rng.IntN(3000)), IndexIntervalBytes: 1 + rng.IntN(600)}
+		if seed%2 == 1 {
+			cfg.FileDeleteDelay = time.Hour
+		}
 		l := openMem(t, mem, cfg)
 		var model []modelBatch
 		start, end := int64(0), int64(0)
@@ -127,6 +133,9 @@ func TestModel(t *testing.T) {
 					t.Fatal(err)
 				}
 				l = openMem(t, mem, cfg)
+				if n := countDeleted(t, mem); n != 0 {
+					t.Fatalf("seed %d: %d deleted files after a reopen", seed, n)
+				}
 				check("reopen")
 			default:
 				// Every operation above returned after its data was durable:

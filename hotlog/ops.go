@@ -9,11 +9,13 @@ import (
 
 // renameDeletedLocked renames a segment's files with the .deleted suffix and
 // syncs the directory, so that after a crash they are gone (Open removes
-// .deleted files) even if readers kept the segment alive.
+// .deleted files) even if readers kept the segment alive. They are removed
+// when the delay has passed and readers let go (deleter.go).
 func (l *Log) renameDeletedLocked(seg *segment) error {
+	l.retireLocked(seg)
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		from := seg.path(suf)
-		if err := l.fs.Rename(from, from+deletedSuffix); err != nil && !vfs.IsNotExist(err) {
+		if err := l.fs.Rename(from, from+seg.delSuffix); err != nil && !vfs.IsNotExist(err) {
 			return fmt.Errorf("hotlog: rename %s: %w", from, err)
 		}
 	}

@@ -48,8 +48,9 @@ import (
 // steps 2 and 3 under it. Readers are safe: ReplaceSegments swaps the
 // copy-on-write segment set under the append lock, and readers holding old
 // segments keep reading them (their files are opened, and their indexes
-// loaded, before the rename) until they release them, when the *.deleted
-// files are removed.
+// loaded, before the rename) until they release them. The *.deleted files are
+// removed file.delete.delay.ms after the swap, and not before the last reader
+// released them (deleter.go).
 
 const (
 	cleanedSuffix = ".cleaned"
@@ -328,9 +329,10 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	w.done = true
 	l.rewrites++
 	for _, s := range group {
+		l.retireLocked(s)
 		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 			from := s.path(suf)
-			if err := l.fs.Rename(from, from+deletedSuffix); err != nil && !vfs.IsNotExist(err) {
+			if err := l.fs.Rename(from, from+s.delSuffix); err != nil && !vfs.IsNotExist(err) {
 				return l.fail(fmt.Errorf("hotlog: rename %s: %w", from, err))
 			}
 		}

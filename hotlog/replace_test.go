@@ -14,7 +14,13 @@ import (
 // segments and returns every batch by base offset.
 func replaceFixture(t *testing.T, fs vfs.FS) (*Log, map[int64][]byte) {
 	t.Helper()
-	l := openMem(t, fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100})
+	return replaceFixtureConfig(t, fs, Config{SegmentBytes: 1000, IndexIntervalBytes: 100})
+}
+
+// replaceFixtureConfig is replaceFixture with the log's Config.
+func replaceFixtureConfig(t *testing.T, fs vfs.FS, cfg Config) (*Log, map[int64][]byte) {
+	t.Helper()
+	l := openMem(t, fs, cfg)
 	batches := map[int64][]byte{}
 	for i := range 60 {
 		b := simpleBatch(1, 40, int64(i))

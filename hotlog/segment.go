@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sediment-io/sediment/internal/vfs"
 )
@@ -86,8 +87,15 @@ type segment struct {
 	// when txnsLoaded. It is small and never evicted.
 	txns       []AbortedTxn
 	txnsLoaded bool
-	// renamed is set once the files were renamed with the .deleted suffix.
+	// renamed is set once the files were renamed with delSuffix.
 	renamed atomic.Bool
+	// Set by Log.retireLocked before the files are renamed (and so before
+	// renamed and deleted are stored): the log's deleter, the suffix the
+	// files take (.deleted or .<n>.deleted), and the time from which they
+	// may be removed (zero: at the last release). See deleter.go.
+	del       *deleter
+	delSuffix string
+	deleteAt  time.Time
 }
 
 func newSegment(fs vfs.FS, dir string, base int64, cache *indexCache) *segment {
@@ -100,7 +108,7 @@ func newSegment(fs vfs.FS, dir string, base int64, cache *indexCache) *segment {
 func (s *segment) path(suffix string) string {
 	p := filepath.Join(s.dir, baseName(s.base)+suffix)
 	if s.renamed.Load() {
-		p += deletedSuffix
+		p += s.delSuffix
 	}
 	return p
 }
@@ -118,22 +126,21 @@ func (s *segment) tryRef() bool {
 	}
 }
 
-// unref drops a reference; the last one closes the file and removes the files
-// of a deleted segment.
+// unref drops a reference; the last one closes the file and hands a deleted
+// segment to its log's deleter, which removes its files now (no delay) or when
+// the delay has passed (deleter.go).
 func (s *segment) unref() {
 	if s.refs.Add(-1) != 0 {
 		return
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.file != nil {
 		s.file.Close()
 		s.file = nil
 	}
+	s.mu.Unlock()
 	if s.deleted.Load() {
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-			s.fs.Remove(s.path(suf))
-		}
+		s.del.released(s)
 	}
 }
 

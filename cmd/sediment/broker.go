@@ -50,6 +50,7 @@ var brokerSettings = []brokerSetting{
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"stray-log-delete-delay", time.Hour, "how long a partition directory found at start that the metadata no longer places here (a replica moved away, a topic deleted while the broker was down) is kept, renamed <topic>-<n>.<ms>-stray, before it is deleted (negative: never)"},
+	{"deleted-log-delete-delay", time.Minute, "file.delete.delay.ms for whole partitions: how long the directory of a partition this broker stops holding while it runs (topic deleted, replica moved away) is kept, renamed <topic>-<n>.<ms>-delete, before it is removed (negative: at once)"},
 	{"log-level", "info", "debug, info, warn or error"},
 	{"log-format", "text", "text or json"},
 	{"auto-create-topics-enable", true, "auto.create.topics.enable: create topics on Metadata requests"},
@@ -58,6 +59,7 @@ var brokerSettings = []brokerSetting{
 	{"message-max-bytes", 1048588, "message.max.bytes: default max.message.bytes of topics"},
 	{"log-segment-bytes", 1 << 30, "log.segment.bytes: default segment.bytes of topics"},
 	{"log-retention-ms", int64(7 * 24 * 3600 * 1000), "log.retention.ms: default retention.ms of topics"},
+	{"log-segment-delete-delay", time.Minute, "log.segment.delete.delay.ms: default file.delete.delay.ms of topics: how long the files of a segment deleted by retention or replaced by the log cleaner stay (renamed *.deleted) before they are removed (0: at once)"},
 	{"log-flush", "commit", "commit (every append fsynced, group-committed; acks=all answered after it), interval, or os (page cache only)"},
 	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
@@ -216,6 +218,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		ReplicaLagTimeMax:                 v.GetDuration("replica-lag-time-max"),
 		ReplicaFetchMaxWait:               v.GetDuration("replica-fetch-wait-max"),
 		StrayLogDeleteDelay:               v.GetDuration("stray-log-delete-delay"),
+		DeletedLogDeleteDelay:             v.GetDuration("deleted-log-delete-delay"),
 		NodeID:                            v.GetInt32("node-id"),
 		ClusterID:                         v.GetString("cluster-id"),
 		DataDir:                           v.GetString("data-dir"),
@@ -230,6 +233,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		MessageMaxBytes:                   v.GetInt32("message-max-bytes"),
 		LogSegmentBytes:                   v.GetInt64("log-segment-bytes"),
 		LogRetentionMs:                    v.GetInt64("log-retention-ms"),
+		LogSegmentDeleteDelay:             noDelayIsNegative(v.GetDuration("log-segment-delete-delay")),
 		LogFlush:                          v.GetString("log-flush"),
 		LogFlushInterval:                  v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:                   v.GetDuration("shutdown-timeout"),
@@ -263,8 +267,9 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	}, nil
 }
 
-// noDelayIsNegative maps a configured zero delay to group.Config's "none"
-// (its zero value means Kafka's default of 3s).
+// noDelayIsNegative maps a configured zero delay to the "none" of
+// group.Config's InitialRebalanceDelay and broker.Config's
+// LogSegmentDeleteDelay (whose zero values mean Kafka's defaults).
 func noDelayIsNegative(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

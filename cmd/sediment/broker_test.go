@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/spf13/viper"
 )
@@ -53,5 +54,38 @@ func TestBrokerConfigLayers(t *testing.T) {
 	}
 	if !cfg.AutoCreateTopics || cfg.SocketRequestMaxBytes != 100<<20 {
 		t.Fatalf("defaults: %+v", cfg)
+	}
+}
+
+// TestLogSegmentDeleteDelay: log-segment-delete-delay defaults to Kafka's
+// minute, takes a YAML value, and 0 (at once) reaches the broker as its
+// "none" (a negative delay), not as its zero value, which means the default.
+func TestLogSegmentDeleteDelay(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		want time.Duration
+	}{
+		{"", time.Minute},
+		{"log-segment-delete-delay: 5s\n", 5 * time.Second},
+		{"log-segment-delete-delay: 0s\n", -1},
+	} {
+		file := filepath.Join(t.TempDir(), "sediment.yaml")
+		os.WriteFile(file, []byte("node-id: 1\n"+c.yaml), 0o644)
+		vv := viper.New()
+		cmd := newBrokerCmdWith(vv)
+		if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
+			t.Fatal(err)
+		}
+		vv.SetConfigFile(file)
+		if err := vv.ReadInConfig(); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := brokerConfig(vv, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.LogSegmentDeleteDelay != c.want {
+			t.Errorf("%q: LogSegmentDeleteDelay %v, want %v", c.yaml, cfg.LogSegmentDeleteDelay, c.want)
+		}
 	}
 }
