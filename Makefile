@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -48,6 +48,10 @@ compat-kafkago:
 ## compat-sarama: IBM/sarama's own functional tests (go.mod's version, from the module cache) against five brokers of this tree, each behind toxiproxy on 127.0.0.1:29091-29095 (docs/compatibility.md).
 compat-sarama:
 	GO=$(GO) ./scripts/compat-sarama.sh
+
+## compat-confluent-go: confluent-kafka-go's own tests (CONFLUENT_GO_VERSION, v2.11.1, fetched into a scratch module; librdkafka bundled, cgo) against a broker of this tree (docs/compatibility.md).
+compat-confluent-go:
+	GO=$(GO) ./scripts/compat-confluent-go.sh
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet
