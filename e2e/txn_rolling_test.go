@@ -31,7 +31,7 @@ func TestTxnPipelineRollingRestart(t *testing.T) {
 	const partitions, keys = 4, 64
 	c := StartCluster(t, 3, "--default-replication-factor", "3",
 		"--offsets-topic-num-partitions", "1", "--transaction-state-log-num-partitions", "1",
-		"--group-initial-rebalance-delay", "0s")
+		"--group-initial-rebalance-delay", "0s", "--replica-fetch-wait-max", "4s", "--replica-lag-time-max", "10s")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(c.Client(t))
@@ -54,9 +54,9 @@ func TestTxnPipelineRollingRestart(t *testing.T) {
 	pipes := []*ctpProc{startCTP(t, seeds, "ctp-a", 300), startCTP(t, seeds, "ctp-b", 300)}
 	total := int64(n)
 	// Three restarts, each after at least step more records were copied;
-	// the input runs a step ahead of each target, so the last restart
-	// happens with records still to copy.
-	step := total / 6
+	// the input runs a step ahead of each target, so every restart
+	// happens with records still to copy; then the targeted step.
+	step := total / 8
 	feed.sendTo(2 * step)
 	feed.waitCopied(step/2, 3*time.Minute, "the first transactions")
 	// The first transactions created both internal topics.
@@ -96,8 +96,32 @@ func TestTxnPipelineRollingRestart(t *testing.T) {
 		t.Logf("restart %d at %d copied: SIGTERM of broker %d (%s)", i, last, victim, strings.Join(roles, ", "))
 		c.Broker(victim).Restart(true)
 	}
+	// The targeted step: the pipelines idle (everything sent so far is
+	// copied: the last transactions and their markers are written), the
+	// group coordinator stops gracefully, and both pipelines restart
+	// before any new commit, so that each reads its committed offsets from
+	// the new coordinator. That one's high watermark lags its log end by
+	// the last commit until the followers' next fetch, which an idle
+	// partition's long poll (--replica-fetch-wait-max 4s, below --replica-lag-time-max 10s) delays: a load
+	// that stops at the high watermark misses the commit (duplicates) or
+	// its marker (offsets pending for good: the pipeline stalls).
+	feed.waitCopied(int64(feed.sent), 3*time.Minute, "all the input sent so far")
+	for _, topic := range topics {
+		c.WaitFullISR(t, adm, topic, 60*time.Second)
+	}
+	co := c.Broker(leaderOf("__consumer_offsets"))
+	last = feed.last
+	t.Logf("at %d copied, the pipelines idle: SIGTERM of broker %d (group coordinator), then both pipelines restarted", last, co.NodeID)
+	if err := co.Stop(); err != nil {
+		t.Errorf("broker %d: graceful stop exited with %v", co.NodeID, err)
+	}
+	for _, p := range pipes {
+		p.kill()
+		p.start()
+	}
+	co.Start()
 	feed.sendTo(total)
-	feed.waitCopied(total, 3*time.Minute, "everything")
+	feed.waitCopied(total, 2*time.Minute, "everything")
 	for _, p := range pipes {
 		p.kill()
 	}
