@@ -96,28 +96,56 @@ func TestTxnPipelineRollingRestart(t *testing.T) {
 		t.Logf("restart %d at %d copied: SIGTERM of broker %d (%s)", i, last, victim, strings.Join(roles, ", "))
 		c.Broker(victim).Restart(true)
 	}
-	// The targeted step: the pipelines idle (everything sent so far is
-	// copied: the last transactions and their markers are written), the
-	// group coordinator stops gracefully, and both pipelines restart
-	// before any new commit, so that each reads its committed offsets from
-	// the new coordinator. That one's high watermark lags its log end by
-	// the last commit until the followers' next fetch, which an idle
-	// partition's long poll (--replica-fetch-wait-max 4s, below --replica-lag-time-max 10s) delays: a load
-	// that stops at the high watermark misses the commit (duplicates) or
-	// its marker (offsets pending for good: the pipeline stalls).
+	// The targeted step. With the pipelines idle (everything sent so far
+	// is copied, the last transactions and their markers are written),
+	// the test commits an offset of group "probe" (its only partition is
+	// the pipelines' group's one), stops the group coordinator with
+	// SIGTERM at once, and both pipelines restart, so that each reads its
+	// committed offsets from the new coordinator. The followers hold that
+	// commit, but learn that the high watermark passed it only from the
+	// answer to their next fetch, which waits for the next append to a
+	// partition of that leader or --replica-fetch-wait-max (4s here, below
+	// --replica-lag-time-max 10s): the new coordinator becomes the leader
+	// with its high watermark below the commit. A coordinator that loads
+	// only to the high watermark (as before b8114d8) misses the probe's
+	// acknowledged commit, which the test then reads back.
 	feed.waitCopied(int64(feed.sent), 3*time.Minute, "all the input sent so far")
 	for _, topic := range topics {
 		c.WaitFullISR(t, adm, topic, 60*time.Second)
 	}
 	co := c.Broker(leaderOf("__consumer_offsets"))
 	last = feed.last
-	t.Logf("at %d copied, the pipelines idle: SIGTERM of broker %d (group coordinator), then both pipelines restarted", last, co.NodeID)
+	probe := kadm.Offsets{}
+	probe.Add(kadm.Offset{Topic: "pin", Partition: 0, At: 42, LeaderEpoch: -1})
+	committed, err := adm.CommitOffsets(ctx, "probe", probe)
+	if err == nil {
+		err = committed.Error()
+	}
+	if err != nil {
+		t.Fatalf("commit of group probe: %v", err)
+	}
+	t.Logf("at %d copied, the pipelines idle, group probe committed: SIGTERM of broker %d (group coordinator), then both pipelines restarted", last, co.NodeID)
 	if err := co.Stop(); err != nil {
 		t.Errorf("broker %d: graceful stop exited with %v", co.NodeID, err)
 	}
 	for _, p := range pipes {
 		p.kill()
 		p.start()
+	}
+	// A fresh client, which has not cached the stopped coordinator.
+	probeAdm := kadm.NewClient(c.Client(t))
+	var probed kadm.OffsetResponses
+	waitFor(t, 60*time.Second, "an answer to OffsetFetch of group probe", func() bool {
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		defer rcancel()
+		probed, err = probeAdm.FetchOffsets(rctx, "probe")
+		if err != nil {
+			t.Logf("OffsetFetch of group probe: %v", err)
+		}
+		return err == nil
+	})
+	if o, ok := probed.Lookup("pin", 0); !ok || o.Err != nil || o.At != 42 {
+		t.Errorf("group probe's acknowledged commit of pin-0 at 42, read from the new coordinator after broker %d stopped: %+v (found %v)", co.NodeID, o, ok)
 	}
 	co.Start()
 	feed.sendTo(total)
