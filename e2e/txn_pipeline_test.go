@@ -260,6 +260,18 @@ func (f *pipelineFeed) verify(client clientFunc) int {
 	return count
 }
 
+// finish sends the rest of the input, waits (at most timeout) until the
+// pipelines copied it, stops them and checks the output (verify).
+func (f *pipelineFeed) finish(pipes []*ctpProc, timeout time.Duration, client clientFunc) int {
+	f.t.Helper()
+	f.sendTo(int64(f.n))
+	f.waitCopied(int64(f.n), timeout, "everything")
+	for _, p := range pipes {
+		p.kill()
+	}
+	return f.verify(client)
+}
+
 // pipelineRecords is n, or SEDIMENT_E2E_PIPELINE_RECORDS if set.
 func pipelineRecords(t *testing.T, n int) int {
 	if s := os.Getenv("SEDIMENT_E2E_PIPELINE_RECORDS"); s != "" {
@@ -313,11 +325,6 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 			b.Restart(false)
 		}
 	}
-	feed.sendTo(total)
-	feed.waitCopied(total, 5*time.Minute, "everything")
-	for _, p := range pipes {
-		p.kill()
-	}
-	count := feed.verify(b.Client)
+	count := feed.finish(pipes, 5*time.Minute, b.Client)
 	t.Logf("%d records copied exactly once through 3 pipeline and 3 broker SIGKILLs", count)
 }
