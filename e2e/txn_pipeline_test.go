@@ -55,9 +55,11 @@ type ctpProc struct {
 	done chan struct{}
 }
 
-func startCTP(t *testing.T, b *Broker, id string, batch int) *ctpProc {
+// startCTP starts pipeline instance id against the comma-separated seed
+// brokers; it is killed at cleanup.
+func startCTP(t *testing.T, brokers, id string, batch int) *ctpProc {
 	p := &ctpProc{t: t, bin: buildCTP(t), log: &syncBuffer{},
-		args: []string{"--brokers", b.Addr, "--in", "pin", "--out", "pout", "--group", "copy", "--id", id, "--batch", strconv.Itoa(batch)}}
+		args: []string{"--brokers", brokers, "--in", "pin", "--out", "pout", "--group", "copy", "--id", id, "--batch", strconv.Itoa(batch)}}
 	p.start()
 	t.Cleanup(func() {
 		p.kill()
@@ -109,116 +111,100 @@ func (p *ctpProc) kill() {
 	<-done
 }
 
-// TestTxnPipelineSIGKILL runs a consume–transform–produce pipeline of two
-// processes (e2e/ctp: franz-go GroupTransactSession, transactions of a few
-// hundred records, offsets committed in the transaction) copying N keyed
-// records while the test SIGKILLs a pipeline instance three times and the
-// broker three times (restarting each). A read_committed consumer of the
-// output then sees every input record exactly once, in order per key, and
-// so no aborted record. N is 20,000 (SEDIMENT_E2E_PIPELINE_RECORDS sets it;
-// `make pipeline` runs 200,000).
-func TestTxnPipelineSIGKILL(t *testing.T) {
-	n := 20000
-	if s := os.Getenv("SEDIMENT_E2E_PIPELINE_RECORDS"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v <= 0 {
-			t.Fatalf("SEDIMENT_E2E_PIPELINE_RECORDS=%q", s)
-		}
-		n = v
-	}
-	const partitions, keys = 4, 64
-	b := StartBroker(t, BrokerOptions{})
-	b.CreateTopic(t, "pin", partitions, nil)
-	b.CreateTopic(t, "pout", partitions, nil)
+// clientFunc makes a franz-go client closed at cleanup: Broker.Client or
+// Cluster.Client.
+type clientFunc func(t testing.TB, opts ...kgo.Opt) *kgo.Client
 
-	// The input, keyed, with a sequence number per key.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	producer := b.Client(t, kgo.DefaultProduceTopic("pin"), kgo.ProducerLinger(5*time.Millisecond))
-	seq := make([]int, keys)
-	input := make([]*kgo.Record, 0, n)
+// pipelineFeed is what the pipeline tests share: the keyed input of topic
+// pin (a sequence number per key), produced in stages; the group's
+// progress; and the check of the output topic pout.
+type pipelineFeed struct {
+	t        *testing.T
+	ctx      context.Context
+	n, keys  int
+	seq      []int // input records per key
+	input    []*kgo.Record
+	sent     int
+	producer *kgo.Client
+	poll     *kadm.Client
+	lastPoll time.Time
+	last     int64 // the last progress read, -1 if it failed
+}
+
+// newPipelineFeed prepares n records over keys keys, to be produced to pin
+// by sendTo.
+func newPipelineFeed(t *testing.T, ctx context.Context, n, keys int, client clientFunc) *pipelineFeed {
+	f := &pipelineFeed{t: t, ctx: ctx, n: n, keys: keys, seq: make([]int, keys), last: -1,
+		producer: client(t, kgo.DefaultProduceTopic("pin"), kgo.ProducerLinger(5*time.Millisecond)),
+		// One client serves every poll (it reconnects after broker
+		// restarts).
+		poll: kadm.NewClient(client(t, kgo.RequestRetries(1))),
+	}
+	f.input = make([]*kgo.Record, 0, n)
 	for i := 0; i < n; i++ {
 		k := i % keys
-		input = append(input, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprintf("k%02d-%06d", k, seq[k]))})
-		seq[k]++
+		f.input = append(f.input, &kgo.Record{Key: []byte(fmt.Sprintf("k%02d", k)), Value: []byte(fmt.Sprintf("k%02d-%06d", k, f.seq[k]))})
+		f.seq[k]++
 	}
-	// The input is produced in stages, ahead of the pipeline by at most
-	// two steps, so that every event below lands while records are being
-	// copied (a pipeline faster than the events once finished before the
-	// fourth and the test waited for records that did not exist).
-	sent := 0
-	sendTo := func(upTo int64) {
-		for sent < int(min(upTo, int64(n))) {
-			end := min(sent+5000, int(min(upTo, int64(n))))
-			if err := producer.ProduceSync(ctx, input[sent:end]...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			sent = end
-		}
-	}
+	return f
+}
 
-	pipes := []*ctpProc{startCTP(t, b, "ctp-a", 300), startCTP(t, b, "ctp-b", 300)}
-	// progress is how many input records the group has committed (their
-	// copies are committed in the same transactions); -1 while the
-	// broker does not answer. One client serves every poll (it reconnects
-	// after broker restarts), asked at most every 100 ms.
-	pollCl := b.Client(t, kgo.RequestRetries(1))
-	pollAdm := kadm.NewClient(pollCl)
-	var lastPoll time.Time
-	lastValue := int64(-1)
-	progress := func() int64 {
-		if time.Since(lastPoll) < 100*time.Millisecond {
-			return lastValue
+// sendTo produces the input up to record upTo (at most n). The tests keep
+// the input ahead of the pipeline by at most a step or two, so that every
+// event lands while records are being copied (a pipeline faster than the
+// events once finished before the fourth and the test waited for records
+// that did not exist).
+func (f *pipelineFeed) sendTo(upTo int64) {
+	f.t.Helper()
+	for f.sent < int(min(upTo, int64(f.n))) {
+		end := min(f.sent+5000, int(min(upTo, int64(f.n))))
+		if err := f.producer.ProduceSync(f.ctx, f.input[f.sent:end]...).FirstErr(); err != nil {
+			f.t.Fatal(err)
 		}
-		lastPoll = time.Now()
-		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
-		defer rcancel()
-		offs, err := pollAdm.FetchOffsets(rctx, "copy")
-		if err != nil {
-			lastValue = -1
-			return -1
-		}
-		var sum int64
-		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Err == nil && o.Topic == "pin" {
-				sum += o.At
-			}
-		})
-		lastValue = sum
-		return sum
+		f.sent = end
 	}
-	total := int64(n)
-	// Six events, each after at least step more records were copied; the
-	// pipeline runs at most one step past a target (sendTo), so the last
-	// target is below 11 steps: before the end.
-	step := total / 16
-	sendTo(2 * step)
-	last := int64(0)
-	for i := 0; i < 6; i++ {
-		target := min(last+step, total)
-		sendTo(target + step)
-		testutil.WaitFor(t, 3*time.Minute, fmt.Sprintf("the pipeline to copy %d records (event %d)", target, i), func() bool {
-			return progress() >= target
-		})
-		last = lastValue
-		if i%2 == 0 {
-			p := pipes[(i/2)%2]
-			t.Logf("event %d at %d copied: SIGKILL of pipeline %s", i, last, p.args[len(p.args)-3])
-			p.kill()
-			p.start()
-		} else {
-			t.Logf("event %d at %d copied: SIGKILL of the broker", i, last)
-			b.Restart(false)
-		}
-	}
-	sendTo(total)
-	testutil.WaitFor(t, 5*time.Minute, "the pipeline to copy everything", func() bool { return progress() >= total })
-	for _, p := range pipes {
-		p.kill()
-	}
+}
 
-	// The output, read_committed: N records.
-	consumer := b.Client(t, kgo.ConsumeTopics("pout"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+// progress is how many input records the group "copy" has committed (their
+// copies are committed in the same transactions); -1 while no broker
+// answers. It asks at most every 100 ms.
+func (f *pipelineFeed) progress() int64 {
+	if time.Since(f.lastPoll) < 100*time.Millisecond {
+		return f.last
+	}
+	f.lastPoll = time.Now()
+	rctx, rcancel := context.WithTimeout(f.ctx, 3*time.Second)
+	defer rcancel()
+	offs, err := f.poll.FetchOffsets(rctx, "copy")
+	if err != nil {
+		f.last = -1
+		return -1
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Err == nil && o.Topic == "pin" {
+			sum += o.At
+		}
+	})
+	f.last = sum
+	return sum
+}
+
+// waitCopied waits until the group has committed at least target records.
+func (f *pipelineFeed) waitCopied(target int64, timeout time.Duration, what string) {
+	f.t.Helper()
+	testutil.WaitFor(f.t, timeout, fmt.Sprintf("the pipeline to copy %d records (%s)", target, what), func() bool {
+		return f.progress() >= target
+	})
+}
+
+// verify reads pout read_committed: every input record exactly once, in
+// order per key (and so no aborted record), and nothing visible after them
+// up to the last stable offset. It returns the records read.
+func (f *pipelineFeed) verify(client clientFunc) int {
+	t, ctx, n := f.t, f.ctx, f.n
+	t.Helper()
+	consumer := client(t, kgo.ConsumeTopics("pout"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
 	got := map[string][]string{}
 	count := 0
@@ -237,7 +223,7 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 	}
 	// Nothing visible after them: a reader from there up to the last
 	// stable offset gets no record.
-	lso, err := b.Admin(t).ListCommittedOffsets(ctx, "pout")
+	lso, err := kadm.NewClient(client(t)).ListCommittedOffsets(ctx, "pout")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +234,7 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 		}
 	})
 	if len(tail["pout"]) > 0 {
-		rest := b.Client(t, kgo.ConsumePartitions(tail), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
+		rest := client(t, kgo.ConsumePartitions(tail), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(200*time.Millisecond))
 		tctx, tcancel := context.WithTimeout(ctx, 3*time.Second)
 		fs := rest.PollFetches(tctx)
 		tcancel()
@@ -256,11 +242,11 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 			t.Errorf("extra output record %s at %d/%d", r.Value, r.Partition, r.Offset)
 		})
 	}
-	for k := 0; k < keys; k++ {
+	for k := 0; k < f.keys; k++ {
 		key := fmt.Sprintf("k%02d", k)
 		vals := got[key]
-		if len(vals) != seq[k] {
-			t.Errorf("key %s: %d records in the output, %d in the input", key, len(vals), seq[k])
+		if len(vals) != f.seq[k] {
+			t.Errorf("key %s: %d records in the output, %d in the input", key, len(vals), f.seq[k])
 		}
 		for i, v := range vals {
 			if want := fmt.Sprintf("%s-%06d", key, i); v != want {
@@ -271,5 +257,74 @@ func TestTxnPipelineSIGKILL(t *testing.T) {
 	if count != n {
 		t.Fatalf("%d records in the output, %d in the input", count, n)
 	}
+	return count
+}
+
+// finish sends the rest of the input, waits (at most timeout) until the
+// pipelines copied it, stops them and checks the output (verify).
+func (f *pipelineFeed) finish(pipes []*ctpProc, timeout time.Duration, client clientFunc) int {
+	f.t.Helper()
+	f.sendTo(int64(f.n))
+	f.waitCopied(int64(f.n), timeout, "everything")
+	for _, p := range pipes {
+		p.kill()
+	}
+	return f.verify(client)
+}
+
+// pipelineRecords is n, or SEDIMENT_E2E_PIPELINE_RECORDS if set.
+func pipelineRecords(t *testing.T, n int) int {
+	if s := os.Getenv("SEDIMENT_E2E_PIPELINE_RECORDS"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v <= 0 {
+			t.Fatalf("SEDIMENT_E2E_PIPELINE_RECORDS=%q", s)
+		}
+		return v
+	}
+	return n
+}
+
+// TestTxnPipelineSIGKILL runs a consume–transform–produce pipeline of two
+// processes (e2e/ctp: franz-go GroupTransactSession, transactions of a few
+// hundred records, offsets committed in the transaction) copying N keyed
+// records while the test SIGKILLs a pipeline instance three times and the
+// broker three times (restarting each). A read_committed consumer of the
+// output then sees every input record exactly once, in order per key, and
+// so no aborted record. N is 20,000 (SEDIMENT_E2E_PIPELINE_RECORDS sets it;
+// `make pipeline` runs 200,000).
+func TestTxnPipelineSIGKILL(t *testing.T) {
+	n := pipelineRecords(t, 20000)
+	const partitions, keys = 4, 64
+	b := StartBroker(t, BrokerOptions{})
+	b.CreateTopic(t, "pin", partitions, nil)
+	b.CreateTopic(t, "pout", partitions, nil)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	feed := newPipelineFeed(t, ctx, n, keys, b.Client)
+	pipes := []*ctpProc{startCTP(t, b.Addr, "ctp-a", 300), startCTP(t, b.Addr, "ctp-b", 300)}
+	total := int64(n)
+	// Six events, each after at least step more records were copied; the
+	// pipeline runs at most one step past a target (sendTo), so the last
+	// target is below 11 steps: before the end.
+	step := total / 16
+	feed.sendTo(2 * step)
+	last := int64(0)
+	for i := 0; i < 6; i++ {
+		target := min(last+step, total)
+		feed.sendTo(target + step)
+		feed.waitCopied(target, 3*time.Minute, fmt.Sprintf("event %d", i))
+		last = feed.last
+		if i%2 == 0 {
+			p := pipes[(i/2)%2]
+			t.Logf("event %d at %d copied: SIGKILL of pipeline %s", i, last, p.args[len(p.args)-3])
+			p.kill()
+			p.start()
+		} else {
+			t.Logf("event %d at %d copied: SIGKILL of the broker", i, last)
+			b.Restart(false)
+		}
+	}
+	count := feed.finish(pipes, 5*time.Minute, b.Client)
 	t.Logf("%d records copied exactly once through 3 pipeline and 3 broker SIGKILLs", count)
 }
