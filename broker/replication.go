@@ -298,13 +298,26 @@ func (p *partition) appendReplicated(records []byte) error {
 }
 
 // truncateTo cuts a follower's divergent tail and rebuilds the producer
-// state from what is left.
+// state from what is left. From the cut until the rebuilt state is in
+// place the old state still counts the transactions whose markers were cut
+// as closed, while the log and its transaction index (cut too) have them
+// open again: the last stable offset stays at the log start meanwhile
+// (rebuilding), or a read_committed fetch (a long poll begun while this
+// broker led) could hand out a transaction's records below the high
+// watermark with no aborted entry for them although it is then aborted.
 func (p *partition) truncateTo(offset int64) error {
 	if offset >= p.log.LogEndOffset() {
 		return nil
 	}
+	p.mu.Lock()
+	p.mu.rebuilding = true
+	p.mu.Unlock()
+	// A failure leaves rebuilding set: the fetcher truncates again.
 	if err := p.log.TruncateTo(offset); err != nil {
 		return err
+	}
+	if p.testHookTruncated != nil {
+		p.testHookTruncated()
 	}
 	p.resetDurableEnd()
 	return p.loadProducers()
