@@ -10,6 +10,7 @@ import (
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -196,5 +197,31 @@ func TestTruncationKeepsReopenedTransactionUnstable(t *testing.T) {
 	visible("after the truncation")
 	if lso := p.lastStableOffset(); lso != 1 {
 		t.Fatalf("last stable offset %d after the truncation, want 1 (the transaction is open again)", lso)
+	}
+}
+
+// A consumer's fetch that began while this broker led the partition and
+// waits (a long poll) must not be answered from the partition once the
+// broker follows: as a follower it truncates divergent tails, and while
+// it does the producer state and the log disagree. It answers NOT_LEADER,
+// as Kafka's DelayedFetch completes when the leadership moves.
+func TestLongPollStopsServingAfterLeadershipMoves(t *testing.T) {
+	p := newLeaderPartition(t)
+	b := &Broker{}
+	resp := kmsg.NewPtrFetchResponse()
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Partitions = append(rt.Partitions, kmsg.NewFetchResponseTopicPartition())
+	resp.Topics = append(resp.Topics, rt)
+	parts := []*fetchPart{{p: p, maxBytes: 1 << 20, led: p.isLeader(-1)}}
+	if _, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true); failed || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("read while leading: failed %v, error code %d", failed, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	releaseFetchParts(parts)
+	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 4, PartitionEpoch: 6,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 2)
+	_, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true)
+	releaseFetchParts(parts)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; !failed || code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("re-read after the leadership moved: failed %v, error code %d, want NOT_LEADER_OR_FOLLOWER", failed, code)
 	}
 }
