@@ -198,6 +198,22 @@ func TestTruncationKeepsReopenedTransactionUnstable(t *testing.T) {
 	if lso := p.lastStableOffset(); lso != 1 {
 		t.Fatalf("last stable offset %d after the truncation, want 1 (the transaction is open again)", lso)
 	}
+
+	// A truncation whose rebuild failed leaves the bound; the fetcher's
+	// next attempt rebuilds although the log needs no further cut.
+	p.testHookTruncated = nil
+	p.mu.Lock()
+	p.mu.rebuilding = true
+	p.mu.Unlock()
+	if !p.rebuildPending() || p.lastStableOffset() != 0 {
+		t.Fatalf("pending rebuild: last stable offset %d, want the log start 0", p.lastStableOffset())
+	}
+	if err := p.truncateTo(p.log.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if p.rebuildPending() || p.lastStableOffset() != 1 {
+		t.Fatalf("after the retried rebuild: pending %v, last stable offset %d, want false and 1", p.rebuildPending(), p.lastStableOffset())
+	}
 }
 
 // A consumer's fetch that began while this broker led the partition and
