@@ -52,6 +52,13 @@ type fetchPart struct {
 	res               *hotlog.ReadResult
 	replica           bool                // a follower's fetch: read to the log end
 	remote            *tiering.ReadResult // served from the bucket (tiering.go)
+	// led: a consumer's fetch served as this broker's leadership (not
+	// KIP-392's follower fetching), which it held when the request came.
+	// A long poll that outlives the leadership answers NOT_LEADER, as
+	// Kafka's DelayedFetch completes when the leader moves: the replica
+	// is a follower then, and while it truncates a divergent tail its
+	// producer state and log disagree (truncateTo).
+	led bool
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -131,7 +138,8 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if replicaID >= 0 {
 					p.recordFollowerFetch(replicaID, replicaEpoch, pt.FetchOffset)
 				}
-				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0})
+				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0,
+					led: replicaID < 0 && !follower && p.isLeader(-1)})
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -225,6 +233,13 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		fp.res, fp.remote = nil, nil
+		if fp.led && !fp.p.isLeader(-1) {
+			rp.ErrorCode = kerr.NotLeaderForPartition.Code
+			rp.AbortedTransactions = nil
+			failed = true
+			continue
+		}
 		l := fp.p.log
 		lso := fp.p.lastStableOffset()
 		hw := l.HighWatermark()

@@ -10,6 +10,8 @@ import (
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // newFollowerTurnedLeader opens a partition that followed broker 2 and
@@ -148,5 +150,94 @@ func TestLastStableOffsetWaitsForProducerState(t *testing.T) {
 	}
 	if lso := p.lastStableOffset(); lso != 1 {
 		t.Fatalf("last stable offset %d with the transaction open at 1, want 1", lso)
+	}
+}
+
+// A follower that truncates a divergent tail holding a transaction's abort
+// marker (written by the previous leader, never replicated: the
+// coordinator writes it again on the new leader) has that transaction open
+// again once the tail is cut, and the cut drops the marker's transaction
+// index entry. Until the producer state is rebuilt from the truncated log,
+// the old state still counts the transaction as closed: the last stable
+// offset must not pass its first batch in that moment, or a read_committed
+// fetch (a long poll begun while this broker led) hands out its records
+// with no aborted entry, as committed, although the transaction ends
+// aborted (franz-go's TestTxnEtl "consumed too much" under rolling
+// restarts).
+func TestTruncationKeepsReopenedTransactionUnstable(t *testing.T) {
+	p := newFollowerTurnedLeader(t, "t", 3,
+		encodeOffsetsBatch([]group.Record{grec("plain", "a")}, 1000),                             // 0
+		encodeBatch([]group.Record{grec("txn", "aborted later")}, 8, 0, attrTransactional, 1000), // 1
+		encodeOffsetsBatch([]group.Record{grec("plain", "b")}, 1000),                             // 2
+		encodeMarkerBatch(8, 0, false, 2, 1000),                                                  // 3: aborts 1, past the high watermark
+	)
+	if lso := p.lastStableOffset(); lso != 3 {
+		t.Fatalf("last stable offset %d with the transaction aborted at 3, want 3 (the high watermark)", lso)
+	}
+	// visible checks what a read_committed fetch from the start would be
+	// told: records below the last stable offset, and the aborted list.
+	visible := func(when string) {
+		t.Helper()
+		lso := p.lastStableOffset()
+		list, err := p.abortedTxns(0, lso)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lso > 1 && !slices.ContainsFunc(list, func(a kmsg.FetchResponseTopicPartitionAbortedTransaction) bool {
+			return a.ProducerID == 8 && a.FirstOffset <= 1
+		}) {
+			t.Fatalf("%s: last stable offset %d passes the transaction at 1 with aborted list %+v: its record reads as committed", when, lso, list)
+		}
+	}
+	visible("before the truncation")
+	p.testHookTruncated = func() { visible("between the truncation and the producer state's rebuild") }
+	if err := p.truncateTo(3); err != nil {
+		t.Fatal(err)
+	}
+	visible("after the truncation")
+	if lso := p.lastStableOffset(); lso != 1 {
+		t.Fatalf("last stable offset %d after the truncation, want 1 (the transaction is open again)", lso)
+	}
+
+	// A truncation whose rebuild failed leaves the bound; the fetcher's
+	// next attempt rebuilds although the log needs no further cut.
+	p.testHookTruncated = nil
+	p.mu.Lock()
+	p.mu.rebuilding = true
+	p.mu.Unlock()
+	if !p.rebuildPending() || p.lastStableOffset() != 0 {
+		t.Fatalf("pending rebuild: last stable offset %d, want the log start 0", p.lastStableOffset())
+	}
+	if err := p.truncateTo(p.log.LogEndOffset()); err != nil {
+		t.Fatal(err)
+	}
+	if p.rebuildPending() || p.lastStableOffset() != 1 {
+		t.Fatalf("after the retried rebuild: pending %v, last stable offset %d, want false and 1", p.rebuildPending(), p.lastStableOffset())
+	}
+}
+
+// A consumer's fetch that began while this broker led the partition and
+// waits (a long poll) must not be answered from the partition once the
+// broker follows: as a follower it truncates divergent tails, and while
+// it does the producer state and the log disagree. It answers NOT_LEADER,
+// as Kafka's DelayedFetch completes when the leadership moves.
+func TestLongPollStopsServingAfterLeadershipMoves(t *testing.T) {
+	p := newLeaderPartition(t)
+	b := &Broker{}
+	resp := kmsg.NewPtrFetchResponse()
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Partitions = append(rt.Partitions, kmsg.NewFetchResponseTopicPartition())
+	resp.Topics = append(resp.Topics, rt)
+	parts := []*fetchPart{{p: p, maxBytes: 1 << 20, led: p.isLeader(-1)}}
+	if _, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true); failed || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("read while leading: failed %v, error code %d", failed, resp.Topics[0].Partitions[0].ErrorCode)
+	}
+	releaseFetchParts(parts)
+	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 4, PartitionEpoch: 6,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 2)
+	_, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true)
+	releaseFetchParts(parts)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; !failed || code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("re-read after the leadership moved: failed %v, error code %d, want NOT_LEADER_OR_FOLLOWER", failed, code)
 	}
 }

@@ -27,6 +27,9 @@ type partition struct {
 	// producerIDExpiration is the broker's producer.id.expiration.ms,
 	// applied to the state loadProducers rebuilds (0: nothing expires).
 	producerIDExpiration time.Duration
+	// testHookTruncated, when set (tests only), runs in truncateTo
+	// between the log's truncation and the producer state's rebuild.
+	testHookTruncated func()
 
 	// logConfig is what the log was last given (store.applyLogConfigs); a
 	// leaf lock, never held while taking another.
@@ -46,7 +49,14 @@ type partition struct {
 		// moment before it counts as open: the last stable offset never
 		// passes stateEnd.
 		stateEnd int64
-		waiters  map[chan struct{}]struct{}
+		// rebuilding is set while a truncation cuts the log and the
+		// producer state is rebuilt from what is left (truncateTo): the
+		// state still has the cut tail's markers, so a transaction
+		// whose abort marker was cut counts as closed although the log
+		// (and its transaction index) has it open again. The last
+		// stable offset is the log start meanwhile.
+		rebuilding bool
+		waiters    map[chan struct{}]struct{}
 	}
 }
 
@@ -277,6 +287,7 @@ func (p *partition) loadProducers() error {
 	p.mu.Lock()
 	p.mu.producers = st
 	p.mu.stateEnd = end
+	p.mu.rebuilding = false
 	p.mu.Unlock()
 	return nil
 }

@@ -298,16 +298,41 @@ func (p *partition) appendReplicated(records []byte) error {
 }
 
 // truncateTo cuts a follower's divergent tail and rebuilds the producer
-// state from what is left.
+// state from what is left. From the cut until the rebuilt state is in
+// place the old state still counts the transactions whose markers were cut
+// as closed, while the log and its transaction index (cut too) have them
+// open again: the last stable offset stays at the log start meanwhile
+// (rebuilding), or a read_committed fetch (a long poll begun while this
+// broker led) could hand out a transaction's records below the high
+// watermark with no aborted entry for them although it is then aborted.
 func (p *partition) truncateTo(offset int64) error {
-	if offset >= p.log.LogEndOffset() {
+	p.mu.Lock()
+	// A failed attempt leaves rebuilding set; the fetcher's next one
+	// rebuilds even if the log needs no further cut.
+	pending := p.mu.rebuilding
+	p.mu.rebuilding = pending || offset < p.log.LogEndOffset()
+	p.mu.Unlock()
+	if !pending && offset >= p.log.LogEndOffset() {
 		return nil
 	}
-	if err := p.log.TruncateTo(offset); err != nil {
-		return err
+	if offset < p.log.LogEndOffset() {
+		if err := p.log.TruncateTo(offset); err != nil {
+			return err
+		}
+	}
+	if p.testHookTruncated != nil {
+		p.testHookTruncated()
 	}
 	p.resetDurableEnd()
 	return p.loadProducers()
+}
+
+// rebuildPending reports a truncation whose producer state rebuild failed
+// (truncateTo must run again).
+func (p *partition) rebuildPending() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mu.rebuilding
 }
 
 // replicator runs the follower fetchers and the leader's ISR loop. It is
@@ -670,9 +695,11 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				// we hold past its log start can be trusted.
 				end = min(end, max(p.log.LogStartOffset(), p.log.HighWatermark()))
 			}
-			if end < p.log.LogEndOffset() {
-				f.r.s.b.log.Info("truncating divergent tail", "topic", p.topic, "partition", p.id,
-					"from", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
+			if end < p.log.LogEndOffset() || p.rebuildPending() {
+				if end < p.log.LogEndOffset() {
+					f.r.s.b.log.Info("truncating divergent tail", "topic", p.topic, "partition", p.id,
+						"from", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
+				}
 				if err := p.truncateTo(max(end, p.log.LogStartOffset())); err != nil {
 					firstErr = cmp(firstErr, err)
 					continue

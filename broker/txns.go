@@ -586,6 +586,9 @@ func (p *partition) lastStableOffset() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	hw := min(p.log.HighWatermark(), p.mu.stateEnd)
+	if p.mu.rebuilding {
+		hw = min(hw, p.log.LogStartOffset())
+	}
 	if first := p.mu.producers.firstUnstable(); first >= 0 && first < hw {
 		return first
 	}
