@@ -23,6 +23,7 @@
 #   TEST_TIMEOUT         -test.timeout (default 20m)
 #   KEEP=1               keep the scratch folder (logs, data) even on success
 set -euo pipefail
+. "$(dirname "$0")/compat-count.sh"
 GO=${GO:-go}
 VERSION=${CONFLUENT_GO_VERSION:-v2.11.1}
 PORT=${COMPAT_PORT:-29540}
@@ -99,16 +100,10 @@ tests=$!
 wait "$tests" || rc=$?
 tests=""
 grep -E '^ *--- (FAIL|SKIP)' "$work/kafka.log" || true
-pass=$(grep -c '^--- PASS' "$work/kafka.log" || true)
-fail=$(grep -c '^--- FAIL' "$work/kafka.log" || true)
-skip=$(grep -c '^--- SKIP' "$work/kafka.log" || true)
+count_tests "$work/kafka.log"
 ipass=$(grep -c '^    --- PASS: TestIntegration/' "$work/kafka.log" || true)
 ifail=$(grep -c '^    --- FAIL: TestIntegration/' "$work/kafka.log" || true)
 iskip=$(grep -c '^    --- SKIP: TestIntegration/' "$work/kafka.log" || true)
-if grep -q '^panic: ' "$work/kafka.log"; then
-	grep -m1 -A2 '^panic: ' "$work/kafka.log" >&2
-	fail=$((fail + 1))
-fi
 if ! kill -0 "$pid" 2>/dev/null; then
 	echo "compat-confluent-go: the broker died during the run" >&2
 	fail=$((fail + 1))

@@ -16,6 +16,7 @@
 #                        (SIGTERM, start again) every 40 s while the tests run
 # Any other KGO_* variable (KGO_TEST_UNSAFE, KGO_LOG_LEVEL, ...) is passed on.
 set -euo pipefail
+. "$(dirname "$0")/compat-count.sh"
 GO=${GO:-go}
 BROKERS=${BROKERS:-1}
 PORT=${COMPAT_PORT:-29192}
@@ -94,13 +95,7 @@ if [ -n "${RESTART_EVERY:-}" ] && [ "$BROKERS" -gt 1 ]; then
 fi
 wait "$tests" || rc=$?
 grep -E '^--- (FAIL|SKIP)' "$work/kgo.log" || true
-pass=$(grep -c '^--- PASS' "$work/kgo.log" || true)
-fail=$(grep -c '^--- FAIL' "$work/kgo.log" || true)
-skip=$(grep -c '^--- SKIP' "$work/kgo.log" || true)
-if grep -q '^panic: ' "$work/kgo.log"; then
-	grep -m1 -A2 '^panic: ' "$work/kgo.log" >&2
-	fail=$((fail + 1))
-fi
+count_tests "$work/kgo.log"
 for p in "${pids[@]}"; do
 	if ! kill -0 "$p" 2>/dev/null; then
 		echo "compat-franz: broker process $p died during the run" >&2

@@ -23,6 +23,7 @@
 #   TEST_TIMEOUT         -test.timeout per package (default 15m)
 #   KEEP=1               keep the scratch folder (logs, data) even on success
 set -euo pipefail
+. "$(dirname "$0")/compat-count.sh"
 GO=${GO:-go}
 PORT=${COMPAT_PORT:-29500}
 RUN=${RUN:-.}
@@ -114,13 +115,7 @@ for p in "${pkgs[@]}"; do
 	tests=""
 done
 grep -E '^(=== package|--- (FAIL|SKIP))' "$work/kafkago.log" || true
-pass=$(grep -c '^--- PASS' "$work/kafkago.log" || true)
-fail=$(grep -c '^--- FAIL' "$work/kafkago.log" || true)
-skip=$(grep -c '^--- SKIP' "$work/kafkago.log" || true)
-if grep -q '^panic: ' "$work/kafkago.log"; then
-	grep -m1 -A2 '^panic: ' "$work/kafkago.log" >&2
-	fail=$((fail + 1))
-fi
+count_tests "$work/kafkago.log"
 if ! kill -0 "$pid" 2>/dev/null; then
 	echo "compat-kafkago: the broker died during the run" >&2
 	fail=$((fail + 1))

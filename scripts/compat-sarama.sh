@@ -36,6 +36,7 @@
 #   KEEP=1               keep the scratch folder (logs, data) even on success
 #   DEBUG=true           sarama's own debug log (to sarama.log)
 set -euo pipefail
+. "$(dirname "$0")/compat-count.sh"
 GO=${GO:-go}
 BROKERS=5
 PORT=${COMPAT_PORT:-29600}
@@ -193,13 +194,7 @@ tests=$!
 wait "$tests" || rc=$?
 tests=""
 grep -E '^--- (FAIL|SKIP)' "$work/sarama.log" || true
-pass=$(grep -c '^--- PASS' "$work/sarama.log" || true)
-fail=$(grep -c '^--- FAIL' "$work/sarama.log" || true)
-skip=$(grep -c '^--- SKIP' "$work/sarama.log" || true)
-if grep -q '^panic: ' "$work/sarama.log"; then
-	grep -m1 -A2 '^panic: ' "$work/sarama.log" >&2
-	fail=$((fail + 1))
-fi
+count_tests "$work/sarama.log"
 for n in $(seq 1 "$BROKERS"); do
 	if ! kill -0 "$(cat "$work/broker$n.pid")" 2>/dev/null; then
 		echo "compat-sarama: broker $n is not running at the end of the run" >&2
