@@ -790,6 +790,12 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 						firstErr = cmp(firstErr, err)
 					}
 					p.resetDurableEnd()
+					// The producer state of the emptied log, and the offset
+					// it is current to (which bounds the last stable
+					// offset), start again at the new log start.
+					if err := p.loadProducers(); err != nil {
+						firstErr = cmp(firstErr, err)
+					}
 				}
 				f.needTruncation(p, epoch)
 				continue
