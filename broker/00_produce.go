@@ -156,7 +156,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// acks=1 and acks=0 are answered once the batch is written, before its
 	// fsync (as Kafka and Redpanda do); acks=-1 waits for the ISR's
 	// durable copies (the high watermark, which counts only fsynced ends).
-	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), lat, acks != -1, ordered)
+	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, ordered)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,12 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Repl
 					err = kerr.UnknownLeaderEpoch
 				}
 			}
+			if err == nil && !p.isLeader(-1) {
+				// Only the leader answers, as in Kafka: a follower's epoch
+				// cache can lag the leader's (the store's metadata may name
+				// this broker leader a moment before its role changes).
+				err = errNotLeader
+			}
 			if err == nil {
 				rp.LeaderEpoch, rp.EndOffset, err = p.log.EndOffsetForEpoch(pt.LeaderEpoch)
 				if err == nil && rp.EndOffset > p.log.HighWatermark() && pt.LeaderEpoch >= p.leaderEpoch() && req.ReplicaID < 0 {

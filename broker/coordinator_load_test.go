@@ -32,7 +32,7 @@ func newFollowerTurnedLeader(t *testing.T, topic string, hw int64, batches ...[]
 		// The leader's offsets and epoch (neither is under the CRC).
 		binary.BigEndian.PutUint64(b[0:], uint64(off))
 		binary.BigEndian.PutUint32(b[12:], 3)
-		if err := p.appendReplicated(b); err != nil {
+		if err := p.appendReplicated(b, 3); err != nil {
 			t.Fatal(err)
 		}
 		off += int64(h.LastOffsetDelta) + 1
@@ -190,8 +190,11 @@ func TestTruncationKeepsReopenedTransactionUnstable(t *testing.T) {
 		}
 	}
 	visible("before the truncation")
+	// The leadership moves back to broker 2, whose log ends at 3.
+	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 5, PartitionEpoch: 7,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 3)
 	p.testHookTruncated = func() { visible("between the truncation and the producer state's rebuild") }
-	if err := p.truncateTo(3); err != nil {
+	if err := p.truncateTo(3, 5); err != nil {
 		t.Fatal(err)
 	}
 	visible("after the truncation")
@@ -208,7 +211,7 @@ func TestTruncationKeepsReopenedTransactionUnstable(t *testing.T) {
 	if !p.rebuildPending() || p.lastStableOffset() != 0 {
 		t.Fatalf("pending rebuild: last stable offset %d, want the log start 0", p.lastStableOffset())
 	}
-	if err := p.truncateTo(p.log.LogEndOffset()); err != nil {
+	if err := p.truncateTo(p.log.LogEndOffset(), 5); err != nil {
 		t.Fatal(err)
 	}
 	if p.rebuildPending() || p.lastStableOffset() != 1 {

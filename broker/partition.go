@@ -24,6 +24,17 @@ type partition struct {
 	dir     string
 	log     *hotlog.Log
 	repl    replState // replication role and assignment (replication.go)
+	// role orders changes of the partition's role against its writes:
+	// applyAssignment changes the role (leader or follower, and the
+	// leader epoch) under role.Lock, and every append and truncation
+	// holds role.RLock from its check of the role it was made for
+	// through the write. Without it a leader's batch checked before a
+	// leadership moved was written after, stamped with the new leader's
+	// epoch, on a broker that now follows (its log diverged from the new
+	// leader's under an epoch that leader never wrote there), and an old
+	// leader's fetch response could be appended by a broker that had
+	// just taken over.
+	role sync.RWMutex
 	// producerIDExpiration is the broker's producer.id.expiration.ms,
 	// applied to the state loadProducers rebuilds (0: nothing expires).
 	producerIDExpiration time.Duration
@@ -104,7 +115,10 @@ type appendResult struct {
 // written, before the group-commit fsync that the flush policy runs; the
 // high watermark passes the batch only once that fsync is done
 // (onDurable).
-func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
+//
+// The batch is written only while this broker leads in epoch (the epoch it
+// is stamped with), else errNotLeader.
+func (p *partition) appendBatch(records []byte, maxMessageBytes int32, epoch int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
 	defer ordered()
 	if int64(len(records)) > int64(maxMessageBytes) {
 		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
@@ -131,20 +145,25 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, logAppend
 		maxTimestamp:  h.MaxTimestamp,
 		transactional: h.IsTransactional(),
 	}
-	return p.appendChecked(records, info, h, logAppendTime, noSyncWait, ordered)
+	return p.appendChecked(records, info, h, epoch, logAppendTime, noSyncWait, ordered)
 }
 
 // appendChecked appends one validated batch with the producer-state check
-// (also the path of transaction markers, txns.go). ordered must be
-// idempotent.
-func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
+// (also the path of transaction markers, txns.go), while this broker leads
+// in epoch (else errNotLeader). ordered must be idempotent.
+func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, epoch int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.isLeader(epoch) {
+		return appendResult{}, errNotLeader
+	}
 	var dup *duplicateError
 	// Check, then the abort's transaction index entry (written by hotlog
 	// before the batch), then the state change once the batch is written:
 	// all under the log's append lock, so in log order. A reader that sees
 	// the transaction closed (the LSO moved) finds its index entry.
 	opts := hotlog.AppendOptions{
-		LeaderEpoch:   p.leaderEpoch(),
+		LeaderEpoch:   epoch,
 		LogAppendTime: logAppendTime,
 		NoSyncWait:    noSyncWait,
 		Check: func(first int64, batches []hotlog.BatchHeader) error {
@@ -191,15 +210,25 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 	return appendResult{baseOffset: res.FirstOffset, logAppendTime: lat}, nil
 }
 
-// snapshotProducers stores the producer state as of the log end.
+// snapshotProducers stores the producer state as of the offset it has
+// applied the log to (stateEnd). Not the log end: a leader's append moves
+// the log end just before its Written hook applies the batch, so a
+// snapshot taken in between and recorded at the log end would lack that
+// batch for good (the replay on open starts after it; a transaction it
+// began would be unknown, its records below the last stable offset with
+// no aborted entry). Batches after stateEnd are replayed on open.
+// A follower applies a fetched batch to the state before writing it
+// (appendReplicated): while such a write is in flight (stateEnd past the
+// log end) the state holds a batch the log may never get, and no snapshot
+// is taken; the next one (the periodic loop, a roll, the close) is.
 func (p *partition) snapshotProducers() error {
-	// The append lock is not held here, so take the log end under p.mu:
-	// every append that the state includes changed it under p.mu in
-	// Check, and an append in flight after this point is replayed from
-	// the log on open (its batches are at or after the recorded offset).
 	p.mu.Lock()
+	end := p.mu.stateEnd
+	if end > p.log.LogEndOffset() {
+		p.mu.Unlock()
+		return nil
+	}
 	data := p.mu.producers.marshal()
-	end := p.log.LogEndOffset()
 	p.mu.Unlock()
 	return p.log.WriteProducerSnapshot(end, data)
 }

@@ -71,8 +71,20 @@ type replState struct {
 // a (new) leader or leader epoch, which needs a truncation before fetching.
 func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version uint64) {
 	r := &p.repl
+	stale := func() bool {
+		return (version == 0 && r.mu.version != 0) || (version != 0 && version <= r.mu.version)
+	}
 	r.mu.Lock()
-	if (version == 0 && r.mu.version != 0) || (version != 0 && version <= r.mu.version) {
+	if stale() {
+		r.mu.Unlock()
+		return // the common case (every lookup applies version 0): no role lock
+	}
+	r.mu.Unlock()
+	// The role changes only between writes (partition.role).
+	p.role.Lock()
+	defer p.role.Unlock()
+	r.mu.Lock()
+	if stale() {
 		r.mu.Unlock()
 		return
 	}
@@ -109,6 +121,19 @@ func (p *partition) isLeader(epoch int32) bool {
 	defer p.repl.mu.Unlock()
 	return p.repl.mu.tracker != nil && (epoch < 0 || p.repl.mu.leaderEpoch == epoch)
 }
+
+// follows reports whether this broker follows the partition's leader in
+// epoch.
+func (p *partition) follows(epoch int32) bool {
+	p.repl.mu.Lock()
+	defer p.repl.mu.Unlock()
+	return p.repl.mu.tracker == nil && p.repl.mu.leaderEpoch == epoch
+}
+
+// errRoleChanged: a follower's write (a fetched batch, a truncation) made
+// for a leader epoch this broker no longer follows in; it is dropped (the
+// fetcher starts over in the new role).
+var errRoleChanged = errors.New("broker: the partition's role or leader epoch changed")
 
 // isrSize is the size of the committed ISR.
 func (p *partition) isrSize() int {
@@ -232,7 +257,7 @@ const internalWriteTimeout = 30 * time.Second
 // in the log then, as in Kafka.
 func (p *partition) appendInternal(ctx context.Context, batch []byte, stopping <-chan struct{}) error {
 	epoch := p.leaderEpoch()
-	res, err := p.appendBatch(batch, math.MaxInt32, false, false, func() {})
+	res, err := p.appendBatch(batch, math.MaxInt32, epoch, false, false, func() {})
 	if err != nil {
 		return err
 	}
@@ -257,8 +282,16 @@ func (p *partition) waitInternal(ctx context.Context, epoch int32, base int64, b
 // producer state current so that this replica can lead.
 // Transactions are followed too (markers close them, aborts go to the
 // transaction index), so that the follower's index and LSO are right when
-// it leads or its segments are uploaded.
-func (p *partition) appendReplicated(records []byte) error {
+// it leads or its segments are uploaded. The batches came from the leader
+// of epoch: they are written only while this broker still follows in it
+// (else errRoleChanged: a response that arrives after this broker took over
+// or moved on to a newer leader is not its log's to take).
+func (p *partition) appendReplicated(records []byte, epoch int32) error {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.follows(epoch) {
+		return errRoleChanged
+	}
 	applied := false
 	res, err := p.log.AppendReplicated(records, hotlog.AppendOptions{
 		// The state changes batch by batch while the entries are
@@ -305,7 +338,15 @@ func (p *partition) appendReplicated(records []byte) error {
 // (rebuilding), or a read_committed fetch (a long poll begun while this
 // broker led) could hand out a transaction's records below the high
 // watermark with no aborted entry for them although it is then aborted.
-func (p *partition) truncateTo(offset int64) error {
+//
+// The truncation was decided with the leader of epoch, and runs only while
+// this broker still follows in it (else errRoleChanged).
+func (p *partition) truncateTo(offset int64, epoch int32) error {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.follows(epoch) {
+		return errRoleChanged
+	}
 	p.mu.Lock()
 	// A failed attempt leaves rebuilding set; the fetcher's next one
 	// rebuilds even if the log needs no further cut.
@@ -325,6 +366,50 @@ func (p *partition) truncateTo(offset int64) error {
 	}
 	p.resetDurableEnd()
 	return p.loadProducers()
+}
+
+// restartAt empties a follower's log to start again at offset, the log
+// start of the leader of epoch (which deleted what the follower would fetch
+// next), while this broker still follows in epoch (else errRoleChanged).
+func (p *partition) restartAt(offset int64, epoch int32) error {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.follows(epoch) {
+		return errRoleChanged
+	}
+	var firstErr error
+	if err := p.log.TruncateFullyAndStartAt(offset); err != nil {
+		firstErr = err
+	}
+	p.resetDurableEnd()
+	// The producer state of the emptied log, and the offset it is current
+	// to (which bounds the last stable offset), start again at the new log
+	// start.
+	if err := p.loadProducers(); err != nil {
+		firstErr = cmp(firstErr, err)
+	}
+	return firstErr
+}
+
+// followerHighWatermark raises a follower's high watermark to hw, the
+// leader of epoch's (bounded by what this replica has), while this broker
+// still follows in epoch; it wakes consumers' long polls when it moved.
+func (p *partition) followerHighWatermark(hw int64, epoch int32) {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.follows(epoch) {
+		return
+	}
+	p.mu.Lock()
+	moved := false
+	if hw = min(hw, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
+		p.log.SetHighWatermark(hw)
+		moved = true
+	}
+	p.mu.Unlock()
+	if moved {
+		p.wake() // consumers' long polls on this follower (KIP-392)
+	}
 }
 
 // rebuildPending reports a truncation whose producer state rebuild failed
@@ -700,8 +785,10 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 					f.r.s.b.log.Info("truncating divergent tail", "topic", p.topic, "partition", p.id,
 						"from", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
 				}
-				if err := p.truncateTo(max(end, p.log.LogStartOffset())); err != nil {
-					firstErr = cmp(firstErr, err)
+				if err := p.truncateTo(max(end, p.log.LogStartOffset()), parts[p].epoch); err != nil {
+					if !errors.Is(err, errRoleChanged) {
+						firstErr = cmp(firstErr, err)
+					}
 					continue
 				}
 			}
@@ -786,14 +873,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 			case errors.Is(err, kerr.OffsetOutOfRange):
 				if p.log.LogEndOffset() < rp.LogStartOffset {
 					// The leader deleted what we would fetch next: start over at its log start.
-					if err := p.log.TruncateFullyAndStartAt(rp.LogStartOffset); err != nil {
-						firstErr = cmp(firstErr, err)
-					}
-					p.resetDurableEnd()
-					// The producer state of the emptied log, and the offset
-					// it is current to (which bounds the last stable
-					// offset), start again at the new log start.
-					if err := p.loadProducers(); err != nil {
+					if err := p.restartAt(rp.LogStartOffset, epoch); err != nil && !errors.Is(err, errRoleChanged) {
 						firstErr = cmp(firstErr, err)
 					}
 				}
@@ -805,7 +885,10 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				continue
 			}
 			if len(rp.RecordBatches) > 0 {
-				if err := p.appendReplicated(wholeBatches(rp.RecordBatches)); err != nil {
+				if err := p.appendReplicated(wholeBatches(rp.RecordBatches), epoch); err != nil {
+					if errors.Is(err, errRoleChanged) {
+						continue
+					}
 					if errors.Is(err, hotlog.ErrUnexpectedOffset) {
 						f.needTruncation(p, epoch)
 					}
@@ -813,16 +896,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 					continue
 				}
 			}
-			p.mu.Lock()
-			hwMoved := false
-			if hw := min(rp.HighWatermark, p.log.LogEndOffset()); hw > p.log.HighWatermark() {
-				p.log.SetHighWatermark(hw)
-				hwMoved = true
-			}
-			p.mu.Unlock()
-			if hwMoved {
-				p.wake() // consumers' long polls on this follower (KIP-392)
-			}
+			p.followerHighWatermark(rp.HighWatermark, epoch)
 		}
 	}
 	return firstErr
