@@ -18,12 +18,14 @@ import (
 // start offset, v7+ fetch sessions, v9+ current leader epoch, v11+ rack,
 // v12+ flexible, v13+ topic ids.
 //
-// Fetch from follower (KIP-392, v11+, read_uncommitted): a leader asked by
-// a consumer whose rack_id names another rack than its own answers, for
-// each partition with an in-sync replica in that rack which has the fetch
-// offset, PreferredReadReplica and no records; the client then fetches
-// there. A follower serves consumer fetches up to the high watermark it
-// has learned from the leader (replication.go).
+// Fetch from follower (KIP-392, v11+): a leader asked by a consumer whose
+// rack_id names another rack than its own answers, for each partition with
+// an in-sync replica in that rack which has the fetch offset,
+// PreferredReadReplica and no records; the client then fetches there. A
+// follower serves consumer fetches up to the high watermark it has learned
+// from the leader, read_committed ones up to its own last stable offset
+// (its producer state and transaction index follow the leader's batches,
+// replication.go).
 //
 // Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
 // later epochs send and receive only what changed, epoch -1 fetches
@@ -108,7 +110,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			// KIP-392: a consumer's fetch (v11+) may be served by a
 			// follower, up to the high watermark it knows.
 			follower := false
-			if errors.Is(err, errNotLeader) && replicaID < 0 && r.Version >= 11 && req.IsolationLevel == 0 {
+			if errors.Is(err, errNotLeader) && replicaID < 0 && r.Version >= 11 {
 				if fp, ferr := b.store.followerPartition(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition); ferr == nil {
 					p, err, follower = fp, nil, true
 				}

@@ -216,18 +216,12 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 // snapshot taken in between and recorded at the log end would lack that
 // batch for good (the replay on open starts after it; a transaction it
 // began would be unknown, its records below the last stable offset with
-// no aborted entry). Batches after stateEnd are replayed on open.
-// A follower applies a fetched batch to the state before writing it
-// (appendReplicated): while such a write is in flight (stateEnd past the
-// log end) the state holds a batch the log may never get, and no snapshot
-// is taken; the next one (the periodic loop, a roll, the close) is.
+// no aborted entry). Batches after stateEnd are replayed on open. Leaders
+// and followers alike apply a batch only once it is written (Written), so
+// stateEnd never passes the log end.
 func (p *partition) snapshotProducers() error {
 	p.mu.Lock()
 	end := p.mu.stateEnd
-	if end > p.log.LogEndOffset() {
-		p.mu.Unlock()
-		return nil
-	}
 	data := p.mu.producers.marshal()
 	p.mu.Unlock()
 	return p.log.WriteProducerSnapshot(end, data)

@@ -238,20 +238,48 @@ func (s *producerState) firstUnstable() int64 {
 // stable offset once it is applied (the oldest other open transaction's
 // first offset, or the offset after the marker).
 func (s *producerState) aborts(b batchInfo, offset int64) (hotlog.AbortedTxn, bool) {
+	return s.abortsOver(nil, b, offset)
+}
+
+// txnFirst is the first offset of producer id's open transaction (-1:
+// none), as open (changes not applied to s yet: id → first offset, -1
+// closed) has it, else as s has it.
+func (s *producerState) txnFirst(open map[int64]int64, id int64) int64 {
+	if f, ok := open[id]; ok {
+		return f
+	}
+	if e := s.m[id]; e != nil {
+		return e.txnFirstOffset
+	}
+	return -1
+}
+
+// abortsOver is aborts on the state as open changes it (see txnFirst): a
+// follower computes the entries of a fetched run of batches before it
+// applies them.
+func (s *producerState) abortsOver(open map[int64]int64, b batchInfo, offset int64) (hotlog.AbortedTxn, bool) {
 	if !b.control || b.commit || b.producerID < 0 {
 		return hotlog.AbortedTxn{}, false
 	}
-	e := s.m[b.producerID]
-	if e == nil || e.txnFirstOffset < 0 {
+	first := s.txnFirst(open, b.producerID)
+	if first < 0 {
 		return hotlog.AbortedTxn{}, false
 	}
 	lso := offset + 1
-	for id, o := range s.m {
-		if id != b.producerID && o.txnFirstOffset >= 0 && o.txnFirstOffset < lso {
-			lso = o.txnFirstOffset
+	consider := func(id, f int64) {
+		if id != b.producerID && f >= 0 && f < lso {
+			lso = f
 		}
 	}
-	return hotlog.AbortedTxn{ProducerID: b.producerID, FirstOffset: e.txnFirstOffset, LastOffset: offset, LastStableOffset: lso}, true
+	for id, e := range s.m {
+		if _, over := open[id]; !over {
+			consider(id, e.txnFirstOffset)
+		}
+	}
+	for id, f := range open {
+		consider(id, f)
+	}
+	return hotlog.AbortedTxn{ProducerID: b.producerID, FirstOffset: first, LastOffset: offset, LastStableOffset: lso}, true
 }
 
 // expire forgets producers that have not appended since cutoffMs (Kafka's

@@ -292,37 +292,50 @@ func (p *partition) appendReplicated(records []byte, epoch int32) error {
 	if !p.follows(epoch) {
 		return errRoleChanged
 	}
-	applied := false
 	res, err := p.log.AppendReplicated(records, hotlog.AppendOptions{
-		// The state changes batch by batch while the entries are
-		// computed (followers serve no read_committed fetch meanwhile); a
-		// failed write reloads it from the log below.
+		// The transaction index entries of the abort markers among the
+		// batches, computed on the state as the earlier batches of this
+		// append change it (an overlay: the state itself is not touched
+		// yet). hotlog writes them before the batches.
 		Aborted: func([]hotlog.BatchHeader) []hotlog.AbortedTxn {
-			applied = true
 			var out []hotlog.AbortedTxn
+			open := map[int64]int64{}
 			p.mu.Lock()
 			defer p.mu.Unlock()
-			for b := records; len(b) >= hotlog.BatchHeaderSize; {
-				h, err := hotlog.ParseBatchHeader(b)
-				if err != nil || int64(len(b)) < h.Size() {
-					break
+			eachBatch(records, func(batch []byte, h hotlog.BatchHeader) {
+				info, ok := batchInfoOf(batch, h)
+				if !ok {
+					return
 				}
-				if info, ok := batchInfoOf(b[:h.Size()], h); ok {
-					if a, ok := p.mu.producers.aborts(info, h.BaseOffset); ok {
-						out = append(out, a)
-					}
+				if a, ok := p.mu.producers.abortsOver(open, info, h.BaseOffset); ok {
+					out = append(out, a)
+				}
+				switch first := p.mu.producers.txnFirst(open, info.producerID); {
+				case info.control:
+					open[info.producerID] = -1
+				case info.transactional && first < 0:
+					open[info.producerID] = h.BaseOffset
+				}
+			})
+			return out
+		},
+		// The state changes once the batches are written, after their
+		// index entries, as a leader's does (appendChecked): a reader
+		// that sees a transaction closed (the last stable offset moved;
+		// followers serve read_committed fetches too, KIP-392) finds its
+		// entry, and a failed write changes nothing.
+		Written: func([]hotlog.BatchHeader) {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			eachBatch(records, func(batch []byte, h hotlog.BatchHeader) {
+				if info, ok := batchInfoOf(batch, h); ok {
 					p.mu.producers.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
 				}
 				p.mu.stateEnd = max(p.mu.stateEnd, h.LastOffset()+1)
-				b = b[h.Size():]
-			}
-			return out
+			})
 		},
 	})
 	if err != nil {
-		if applied {
-			return errors.Join(err, p.loadProducers())
-		}
 		return err
 	}
 	p.noteDurableEnd(res.LastOffset + 1)
@@ -902,6 +915,18 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 	return firstErr
 }
 
+// eachBatch calls f with each whole batch of b and its header.
+func eachBatch(b []byte, f func(batch []byte, h hotlog.BatchHeader)) {
+	for len(b) >= hotlog.BatchHeaderSize {
+		h, err := hotlog.ParseBatchHeader(b)
+		if err != nil || int64(len(b)) < h.Size() {
+			return
+		}
+		f(b[:h.Size()], h)
+		b = b[h.Size():]
+	}
+}
+
 // wholeBatches drops a trailing partial batch (a leader may cut one at its
 // size limit).
 func wholeBatches(b []byte) []byte {
@@ -1171,9 +1196,9 @@ func (s *store) followerPartition(st *metadata.State, topic string, id [16]byte,
 // leader: an in-sync replica, other than this broker, whose broker is in the
 // client's rack (and this broker is not) and has the fetch offset; -1 when
 // the leader should serve (no rack given, same rack, none fits, a follower
-// answering, read_committed, or a follower's own fetch).
+// answering, or a follower's own fetch).
 func (b *Broker) preferredReadReplica(st *metadata.State, p *partition, follower bool, req *kmsg.FetchRequest, version int16, offset int64) int32 {
-	if follower || version < 11 || req.Rack == "" || req.IsolationLevel != 0 || req.ReplicaID >= 0 || (version >= 15 && req.ReplicaState.ID >= 0) {
+	if follower || version < 11 || req.Rack == "" || req.ReplicaID >= 0 || (version >= 15 && req.ReplicaState.ID >= 0) {
 		return -1
 	}
 	if self, ok := st.Broker(b.cfg.NodeID); !ok || self.Rack == req.Rack {

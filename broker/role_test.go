@@ -3,10 +3,13 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -117,5 +120,96 @@ func TestProducerSnapshotRecordsWhatTheStateApplied(t *testing.T) {
 	p.mu.Unlock()
 	if first != 0 {
 		t.Fatalf("after a snapshot and a reload the transaction begun at 0 is open at %d, want 0", first)
+	}
+}
+
+// A follower applies fetched batches to its producer state only once they
+// are written, after their transaction index entries (as a leader does):
+// followers serve read_committed fetches (KIP-392), so in no moment may a
+// transaction count as closed there (its records below the last stable
+// offset) while its abort's index entry is not yet readable. Checked from
+// inside the append, at the index entry's write, and with a failed write
+// (which must change nothing).
+func TestFollowerAppliesStateAfterTheWrite(t *testing.T) {
+	var hook func(op errorfs.Op, path string) error
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if hook != nil {
+			return hook(op, path)
+		}
+		return nil
+	}))
+	l, err := hotlog.Open(hotlog.Options{FS: fs, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &partition{topic: "t", log: l}
+	p.mu.producers = newProducerState()
+	p.mu.waiters = make(map[chan struct{}]struct{})
+	p.resetDurableEnd()
+	if err := p.loadProducers(); err != nil {
+		t.Fatal(err)
+	}
+	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
+	data := encodeBatch([]group.Record{grec("txn", "aborted")}, 8, 0, attrTransactional, 1000)
+	putBatchOffsetEpoch(data, 0, 3)
+	if err := p.appendReplicated(data, 3); err != nil {
+		t.Fatal(err)
+	}
+	p.followerHighWatermark(1, 3) // the leader has the record at 0 everywhere
+	marker := func() []byte {
+		b := encodeMarkerBatch(8, 0, false, 1, 1000)
+		putBatchOffsetEpoch(b, 1, 3)
+		return b
+	}
+	checked := 0
+	visible := func(when string) {
+		checked++
+		lso := p.lastStableOffset()
+		list, err := p.abortedTxns(0, lso)
+		if err != nil {
+			t.Error(err)
+		}
+		if lso > 0 && len(list) == 0 {
+			t.Errorf("%s: last stable offset %d passes the transaction at 0 with no aborted entry: a read_committed fetch from this follower reads it as committed", when, lso)
+		}
+	}
+
+	// The log's write of the marker fails: nothing changes.
+	hook = func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileWrite && strings.HasSuffix(path, ".log") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}
+	if err := p.appendReplicated(marker(), 3); err == nil {
+		t.Fatal("append with a failing segment write succeeded")
+	}
+	p.mu.Lock()
+	first := p.mu.producers.firstUnstable()
+	p.mu.Unlock()
+	if first != 0 || p.lastStableOffset() != 0 {
+		t.Fatalf("after a failed write of the abort marker: transaction open at %d, last stable offset %d; want 0 and 0", first, p.lastStableOffset())
+	}
+
+	// Written this time; looked at while its index entry is being written.
+	hook = func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileWrite && strings.HasSuffix(path, ".txnindex") {
+			visible("while the abort's index entry is written")
+		}
+		return nil
+	}
+	if err := p.appendReplicated(marker(), 3); err != nil {
+		t.Fatal(err)
+	}
+	hook = nil
+	p.followerHighWatermark(2, 3)
+	visible("after the append")
+	if checked != 2 {
+		t.Fatalf("checked %d times, want 2 (once inside the append)", checked)
+	}
+	if lso := p.lastStableOffset(); lso != 2 {
+		t.Fatalf("last stable offset %d after the abort, want 2", lso)
 	}
 }
