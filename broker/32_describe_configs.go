@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"math"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -108,9 +109,12 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 	c := &b.cfg
 	return []brokerConfig{
 		{"auto.create.topics.enable", strconv.FormatBool(c.AutoCreateTopics), cfgBool, "create topics on Metadata requests (--auto-create-topics-enable)"},
+		{"auto.leader.rebalance.enable", strconv.FormatBool(!c.DisableAutoLeaderRebalance), cfgBool, "the controller moves leadership back to preferred replicas at leader imbalance checks (--auto-leader-rebalance-enable)"},
 		{"broker.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
 		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10), cfgLong, "idle connections are closed after this (--connections-max-idle)"},
 		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor)), cfgInt, "replication factor of topics created without one (--default-replication-factor)"},
+		{"leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(math.Ceil(c.LeaderImbalanceCheckInterval.Seconds())), 10), cfgLong, "how long after the controller sees a partition not led by its preferred replica it checks the leader imbalance (--leader-imbalance-check-interval)"},
+		{"leader.imbalance.per.broker.percentage", strconv.Itoa(max(c.LeaderImbalancePerBrokerPercentage, 0)), cfgInt, "the share of a broker's preferred partitions that others may lead before a check moves them back, in percent (--leader-imbalance-per-broker-percentage)"},
 		{"log.dirs", c.DataDir, cfgString, "the directory of partition logs and metadata (--data-dir)"},
 		{"log.retention.ms", strconv.FormatInt(c.LogRetentionMs, 10), cfgLong, "default retention.ms of topics (--log-retention-ms)"},
 		{"log.segment.bytes", strconv.FormatInt(c.LogSegmentBytes, 10), cfgInt, "default segment.bytes of topics (--log-segment-bytes)"},

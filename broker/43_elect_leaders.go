@@ -18,14 +18,15 @@ import (
 // partition's first replica its leader: ELECTION_NOT_NEEDED if it already
 // leads, PREFERRED_LEADER_NOT_AVAILABLE unless it is in the ISR and neither
 // fenced nor shutting down; otherwise a ChangeLeaderAndISR is committed
-// before the answer (the controller also moves leadership back to preferred
-// replicas on its own, docs/replication.md). An unclean election (type 1)
-// is ELECTION_NOT_NEEDED for a partition with a leader and
-// ELIGIBLE_LEADERS_NOT_AVAILABLE for one without: the controller already
-// elects from the ISR whenever it can, and outside the ISR only when
-// unclean.leader.election.enable is set. Null topics (v1+) mean every
-// partition; then partitions that need no election are left out of the
-// answer, as Kafka's controller does. v1+ top-level error code, v2 flexible.
+// before the answer, at once (the controller's own return of leadership to
+// preferred replicas waits for its leader imbalance check, docs/metadata.md).
+// An unclean election (type 1) is ELECTION_NOT_NEEDED for a partition with
+// a leader and ELIGIBLE_LEADERS_NOT_AVAILABLE for one without: the
+// controller already elects from the ISR whenever it can, and outside the
+// ISR only when unclean.leader.election.enable is set. Null topics (v1+)
+// mean every partition; then partitions that need no election are left out
+// of the answer, as Kafka's controller does. v1+ top-level error code, v2
+// flexible.
 
 func init() { regKey(43, 0, 2).handler = handleElectLeaders }
 

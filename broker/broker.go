@@ -125,6 +125,16 @@ type Config struct {
 	// ControlledShutdownTimeout bounds how long Close waits for leadership
 	// to move away [10s].
 	ControlledShutdownTimeout time.Duration
+	// Automatic return of leadership to preferred replicas, by the
+	// controller while this broker leads the metadata quorum (Kafka's
+	// controller settings; metadata.Config has the rules):
+	// DisableAutoLeaderRebalance is auto.leader.rebalance.enable=false;
+	// LeaderImbalanceCheckInterval is leader.imbalance.check.interval.seconds
+	// [300s]; LeaderImbalancePerBrokerPercentage is
+	// leader.imbalance.per.broker.percentage [10; negative: 0].
+	DisableAutoLeaderRebalance         bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
 	// StrayLogDeleteDelay is how long a stray partition directory found at
 	// start (a replica moved away or a topic deleted while this broker was
 	// down; stray.go) is kept, renamed <topic>-<n>.<ms>-stray, before it is
@@ -215,6 +225,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.ControlledShutdownTimeout <= 0 {
 		c.ControlledShutdownTimeout = 10 * time.Second
+	}
+	if c.LeaderImbalanceCheckInterval <= 0 {
+		c.LeaderImbalanceCheckInterval = 300 * time.Second
+	}
+	switch {
+	case c.LeaderImbalancePerBrokerPercentage == 0:
+		c.LeaderImbalancePerBrokerPercentage = 10
+	case c.LeaderImbalancePerBrokerPercentage < 0:
+		c.LeaderImbalancePerBrokerPercentage = 0
 	}
 	if c.StrayLogDeleteDelay == 0 {
 		c.StrayLogDeleteDelay = time.Hour

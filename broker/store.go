@@ -99,6 +99,10 @@ func openStore(b *Broker) (*store, error) {
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
 		Logger:    b.log.With("part", "metadata"),
+
+		DisableAutoLeaderRebalance:         cfg.DisableAutoLeaderRebalance,
+		LeaderImbalanceCheckInterval:       cfg.LeaderImbalanceCheckInterval,
+		LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePerBrokerPercentage,
 		Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
 			return net.DialTimeout("tcp", b.peerAddress(addr), timeout)
 		},

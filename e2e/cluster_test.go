@@ -517,9 +517,12 @@ func TestReplicationMinISR(t *testing.T) {
 }
 
 // TestReplicationControlledShutdown: SIGTERM moves leadership away before
-// the broker stops, and no acknowledged write is lost.
+// the broker stops, and no acknowledged write is lost. Back in the ISR, the
+// broker leads its preferred partition again at the controller's next
+// leader imbalance check (--leader-imbalance-check-interval, 2 s here
+// rather than Kafka's 300 s).
 func TestReplicationControlledShutdown(t *testing.T) {
-	c := StartCluster(t, 3)
+	c := StartCluster(t, 3, "--leader-imbalance-check-interval", "2s")
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "shutdown"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -558,6 +561,13 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	c.WaitFullISR(t, adm, topic, 60*time.Second)
 	c.WaitIdenticalReplicas(t, topic, 3, 60*time.Second)
 	checkAcked(t, c, topic, kp)
+	// The new topic's first leaders were its preferred replicas.
+	waitFor(t, 60*time.Second, fmt.Sprintf("broker %d to lead %s-0 again", victim.NodeID, topic), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		ps, err := c.Partitions(ctx, adm, topic)
+		return err == nil && ps[0].Leader == int32(victim.NodeID)
+	})
 }
 
 // checkLeaderHint: a Produce (v10+) sent to a follower, or a Fetch (v16+)

@@ -389,7 +389,9 @@ func (tc *tierCheck) waitPreferredLeader() {
 // that the objects of the segments it is about to commit are in the bucket
 // (an upload in flight), and returns it with what it was committing. It
 // stays paused until resume. Unless strict, leadership may have moved away
-// from it meanwhile (a restarted preferred leader taking over).
+// from it meanwhile (a restarted preferred leader taking over at a leader
+// imbalance check: 300 s after the first kill by default, so not within
+// this test's run, but the test does not rely on that).
 func (tc *tierCheck) pauseLeaderBeforeCommit(fpDir string, store *fs.Store, strict bool) (*Broker, tiering.BeforeCommit) {
 	t := tc.t
 	t.Helper()

@@ -280,7 +280,9 @@ func TestClusterQuorumLoss(t *testing.T) {
 // TestClusterFencesSilentBroker: a broker that stops heartbeating is fenced
 // by the controller and the partitions it led get leaders from the ISR.
 func TestClusterFencesSilentBroker(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	// A leader imbalance check 200 ms after the controller sees one (not
+	// Kafka's 300 s), so that the preferred leaders come back below.
+	c := newCluster(t, 3, func(cfg *Config) { cfg.LeaderImbalanceCheckInterval = 200 * time.Millisecond })
 	ctx := testContext(t, 60*time.Second)
 	// A 2 s session: with 400 ms, on a 2-core machine at load average 20
 	// under the race detector, brokers 1 and 2 (heartbeating every 50 ms)
@@ -350,7 +352,9 @@ func TestClusterFencesSilentBroker(t *testing.T) {
 	})
 
 	// Broker 3 comes back with a new incarnation (its session expired), and
-	// once back in the ISR the controller restores it as preferred leader.
+	// once back in the ISR the controller restores it as preferred leader
+	// at its next leader imbalance check (broker 3 prefers 2 partitions and
+	// leads none: above leader.imbalance.per.broker.percentage's 10%).
 	r := mustPropose(t, c.follower(), &RegisterBroker{BrokerID: 3, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1})
 	mustPropose(t, c.follower(), &BrokerHeartbeat{BrokerID: 3, BrokerEpoch: r.BrokerEpoch})
 	// The leaders add 3 back to the ISRs, as brokers would after catch-up

@@ -43,6 +43,23 @@ type controller struct {
 	probing      map[int32]bool        // a probe of this broker is running
 	probedAt     map[int32]int64       // ms, when it was last started
 	dead         map[int32]int64       // broker id → epoch whose Raft address refused a connection
+	// balanceDue is when the next leader imbalance check runs (ms,
+	// proposer clock); 0 while none is scheduled (planLeadership).
+	balanceDue int64
+}
+
+// rebalance configures the automatic preferred leader election (Kafka's
+// auto.leader.rebalance.enable, leader.imbalance.check.interval.seconds,
+// leader.imbalance.per.broker.percentage; Config).
+type rebalance struct {
+	enabled    bool
+	intervalMs int64
+	percentage int
+}
+
+func (c Config) rebalance() rebalance {
+	return rebalance{enabled: !c.DisableAutoLeaderRebalance, intervalMs: c.LeaderImbalanceCheckInterval.Milliseconds(),
+		percentage: c.LeaderImbalancePerBrokerPercentage}
 }
 
 // probeResult is the outcome of one liveness probe.
@@ -94,6 +111,7 @@ func (c *controller) tick() {
 	n := c.n
 	if !n.IsLeader() {
 		c.leading = false
+		c.balanceDue = 0
 		clear(c.dead)
 		clear(c.probeNow)
 		return
@@ -102,6 +120,7 @@ func (c *controller) tick() {
 	if !c.leading {
 		c.leading = true
 		c.leaderSince = now
+		c.balanceDue = 0 // a new controller schedules its first check afresh, as Kafka's does
 		c.probeAll = true
 		// Make sure our state includes everything committed by earlier leaders.
 		if err := n.raft.Barrier(5 * time.Second).Error(); err != nil {
@@ -111,8 +130,10 @@ func (c *controller) tick() {
 	}
 	st := n.State()
 	cmds := planFenceDead(st, c.dead)
+	balancing := false // this pass runs a leader imbalance check
 	if len(cmds) == 0 {
-		cmds = c.plan(st, now)
+		balancing = c.balanceDue != 0 && now >= c.balanceDue
+		cmds, c.balanceDue = c.plan(st, now, c.balanceDue)
 	}
 	c.probeStale(st, now)
 	for _, cmd := range cmds {
@@ -124,13 +145,21 @@ func (c *controller) tick() {
 				return
 			}
 			n.logger.Debug("metadata: controller proposal refused", "command", cmd.Type(), "err", err)
+			if _, ok := cmd.(*ChangeLeaderAndISR); ok && balancing && c.balanceDue == 0 {
+				// The partition changed meanwhile (a stale epoch): check
+				// again on the next pass, on the new state, rather than
+				// an interval on.
+				c.balanceDue = now
+			}
 		}
 	}
 }
 
-// plan decides what the controller proposes given the state at time now.
-// It is a pure function of its inputs, so it is tested directly.
-func (c *controller) plan(st *State, now int64) []Command {
+// plan decides what the controller proposes given the state at time now
+// and when the next leader imbalance check is due (0: none scheduled); it
+// returns the commands and the new due time. It is a pure function of its
+// inputs, so it is tested directly.
+func (c *controller) plan(st *State, now, balanceDue int64) ([]Command, int64) {
 	var out []Command
 	if st.ClusterID == "" {
 		id := c.n.cfg.ClusterID
@@ -139,14 +168,36 @@ func (c *controller) plan(st *State, now int64) []Command {
 		}
 		out = append(out, &SetClusterID{ClusterID: id})
 	}
-	return append(out, planLeadership(st, now, c.leaderSince)...)
+	cmds, due := planLeadership(st, now, c.leaderSince, c.n.cfg.rebalance(), balanceDue)
+	return append(out, cmds...), due
 }
 
 // planLeadership fences brokers whose session expired (counting from when
 // this controller took over, at the earliest, so brokers get a full session to
-// find a new leader), elects leaders for partitions that have none but could,
-// and moves leadership back to preferred replicas.
-func planLeadership(st *State, now, leaderSince int64) []Command {
+// find a new leader) and elects leaders for partitions that have none but
+// could, at once. Leadership goes back to preferred replicas only at leader
+// imbalance checks, as Kafka's controller does it:
+//
+//   - While no check is scheduled (balanceDue 0), a partition led by
+//     another replica than its first (or by none) schedules one
+//     rb.intervalMs from now (KRaft's QuorumController schedules its
+//     maybeBalancePartitionLeaders so after a write leaves an imbalance;
+//     a broker that unfences or rejoins an ISR brings nothing forward).
+//   - When the check is due (now ≥ balanceDue), for each broker it counts
+//     the partitions whose preferred replica (Replicas[0]) it is and those
+//     of them it does not lead; where the second is more than
+//     rb.percentage percent of the first (Kafka's ZooKeeper-mode
+//     checkAndTriggerAutoLeaderRebalance; its KRaft controller ignores
+//     leader.imbalance.per.broker.percentage, as 0 here does), every such
+//     partition that has a leader and whose preferred replica is in the
+//     ISR and eligible is moved back. The check then ends (balanceDue 0),
+//     so a remaining imbalance schedules the next one an interval on,
+//     unless the maxControllerProposals cap left elections out: then the
+//     check runs again on the next tick.
+//
+// With !rb.enabled no check is scheduled. It returns the commands and the
+// new balanceDue.
+func planLeadership(st *State, now, leaderSince int64, rb rebalance, balanceDue int64) ([]Command, int64) {
 	var out []Command
 	timeout := sessionTimeoutMs(st)
 	for _, b := range st.Brokers() {
@@ -156,32 +207,80 @@ func planLeadership(st *State, now, leaderSince int64) []Command {
 	}
 	if len(out) > 0 {
 		// Elections are planned on the state after the fencing commits.
-		return out
+		return out, balanceDue
 	}
-	for it := st.topics.Iterator(); !it.Done() && len(out) < maxControllerProposals; {
+	type preferredMove struct {
+		t *Topic
+		p *Partition
+	}
+	var (
+		imbalanced bool
+		preferred  = map[int32]int{} // broker → partitions it is the preferred replica of
+		notLed     = map[int32]int{} // of those, the ones it does not lead
+		moves      []preferredMove   // partitions whose preferred replica could lead now
+	)
+	elect := func(t *Topic, p *Partition, target int32) {
+		isr := p.ISR
+		if !contains(isr, target) {
+			isr = []int32{target} // unclean election
+		}
+		out = append(out, &ChangeLeaderAndISR{TopicID: t.ID, Partition: p.Index,
+			LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: target, ISR: isr})
+	}
+	due := rb.enabled && balanceDue != 0 && now >= balanceDue
+	for it := st.topics.Iterator(); !it.Done(); {
 		_, t, _ := it.Next()
 		for _, p := range t.Partitions {
-			if len(out) >= maxControllerProposals {
-				break
+			if p.Leader == NoLeader && len(out) < maxControllerProposals {
+				if target := electLeader(st, t, p); target != NoLeader {
+					elect(t, p, target)
+				}
 			}
-			target := NoLeader
-			if p.Leader == NoLeader {
-				target = electLeader(st, t, p)
-			} else if pref := p.Replicas[0]; p.Leader != pref && contains(p.ISR, pref) && eligible(st, pref) {
-				target = pref
-			}
-			if target == NoLeader {
+			if len(p.Replicas) == 0 {
 				continue
 			}
-			isr := p.ISR
-			if !contains(isr, target) {
-				isr = []int32{target} // unclean election
+			pref := p.Replicas[0]
+			if p.Leader == pref {
+				if due {
+					preferred[pref]++
+				}
+				continue
 			}
-			out = append(out, &ChangeLeaderAndISR{TopicID: t.ID, Partition: p.Index,
-				LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: target, ISR: isr})
+			imbalanced = true
+			if !due {
+				continue
+			}
+			preferred[pref]++
+			notLed[pref]++
+			// A partition with no leader was elected for above (its
+			// preferred replica first, when it may lead).
+			if p.Leader != NoLeader && contains(p.ISR, pref) && eligible(st, pref) {
+				moves = append(moves, preferredMove{t, p})
+			}
 		}
 	}
-	return out
+	switch {
+	case !rb.enabled:
+		return out, 0
+	case !due:
+		if balanceDue == 0 && imbalanced {
+			balanceDue = now + rb.intervalMs
+		}
+		return out, balanceDue
+	}
+	next := int64(0)
+	for _, m := range moves {
+		pref := m.p.Replicas[0]
+		if notLed[pref]*100 <= rb.percentage*preferred[pref] {
+			continue // this broker's imbalance is within the allowed ratio
+		}
+		if len(out) >= maxControllerProposals {
+			next = now // the rest on the next tick
+			break
+		}
+		elect(m.t, m.p, pref)
+	}
+	return out, next
 }
 
 // planFenceDead fences the brokers found dead by a probe (still registered

@@ -104,6 +104,17 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		}
 		return v
 	}
+	// plan runs the controller's planLeadership at now=, since= (when it
+	// took over); due= is when a leader imbalance check is due (0, the
+	// default: none is scheduled, so leadership does not go back to
+	// preferred replicas), pct= the imbalance allowed per broker (10),
+	// rebalance=off disables the check (TestPlanLeaderRebalance has the
+	// check's timing).
+	plan := func() []Command {
+		rb := rebalance{enabled: str("rebalance") != "off", intervalMs: 300_000, percentage: int(num("pct", 10))}
+		cmds, _ := planLeadership(st, num("now", 0), num("since", 0), rb, num("due", 0))
+		return cmds
+	}
 	brokerEpoch := func() int64 {
 		if b, ok := st.Broker(int32(num("id", -1))); ok {
 			return num("epoch", b.Epoch)
@@ -209,7 +220,7 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return st.String()
 	case "plan":
 		var b strings.Builder
-		for _, c := range planLeadership(st, num("now", 0), num("since", 0)) {
+		for _, c := range plan() {
 			fmt.Fprintf(&b, "%s %s\n", c.Type(), describe(st, c))
 		}
 		if b.Len() == 0 {
@@ -218,7 +229,7 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return b.String()
 	case "apply-plan":
 		var b strings.Builder
-		for _, c := range planLeadership(st, num("now", 0), num("since", 0)) {
+		for _, c := range plan() {
 			fmt.Fprintf(&b, "%s %s: %s\n", c.Type(), describe(st, c), h.run(c))
 		}
 		return b.String()

@@ -60,6 +60,22 @@ type Config struct {
 	// sessions and leadership; default 250ms. DisableController turns it off.
 	ControllerInterval time.Duration
 	DisableController  bool
+	// Automatic return of leadership to preferred replicas (Kafka's auto
+	// leader rebalance, as its KRaft controller schedules it): once the
+	// controller sees a partition led by another replica than its first
+	// (or by none), it checks LeaderImbalanceCheckInterval later
+	// (leader.imbalance.check.interval.seconds) [300s], and then elects
+	// the preferred replica, where it is in the ISR and neither fenced nor
+	// shutting down, of the partitions of every broker more than
+	// LeaderImbalancePerBrokerPercentage (leader.imbalance.per.broker.percentage)
+	// [10; negative: 0] of whose preferred partitions another replica (or
+	// none) leads. DisableAutoLeaderRebalance is
+	// auto.leader.rebalance.enable=false: leadership stays where it is
+	// until an ElectLeaders request. Partitions with no leader get one at
+	// once either way.
+	DisableAutoLeaderRebalance         bool
+	LeaderImbalanceCheckInterval       time.Duration
+	LeaderImbalancePerBrokerPercentage int
 	// Dial opens connections to other voters (Raft RPCs and forwarded
 	// proposals) by the address in the voter configuration; default
 	// net.DialTimeout. A broker uses it to reach peers through other
@@ -241,6 +257,15 @@ func setDefaults(c *Config) {
 	def(&c.CommitTimeout, 50*time.Millisecond)
 	def(&c.SnapshotInterval, 2*time.Minute)
 	def(&c.ControllerInterval, 250*time.Millisecond)
+	if c.LeaderImbalanceCheckInterval <= 0 {
+		c.LeaderImbalanceCheckInterval = 300 * time.Second
+	}
+	switch {
+	case c.LeaderImbalancePerBrokerPercentage == 0:
+		c.LeaderImbalancePerBrokerPercentage = 10
+	case c.LeaderImbalancePerBrokerPercentage < 0:
+		c.LeaderImbalancePerBrokerPercentage = 0
+	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
 	}

@@ -49,6 +49,9 @@ var brokerSettings = []brokerSetting{
 	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum and waits this long to be added (sediment cluster voters add)"},
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
+	{"auto-leader-rebalance-enable", true, "auto.leader.rebalance.enable: the controller moves leadership back to preferred replicas at leader imbalance checks"},
+	{"leader-imbalance-check-interval", 300 * time.Second, "leader.imbalance.check.interval.seconds: how long after the controller sees a partition not led by its preferred replica it checks the leader imbalance"},
+	{"leader-imbalance-per-broker-percentage", 10, "leader.imbalance.per.broker.percentage: a check moves leadership back to a broker only when others lead more than this percentage of the partitions it is the preferred replica of (0-100)"},
 	{"stray-log-delete-delay", time.Hour, "how long a partition directory found at start that the metadata no longer places here (a replica moved away, a topic deleted while the broker was down) is kept, renamed <topic>-<n>.<ms>-stray, before it is deleted (negative: never)"},
 	{"deleted-log-delete-delay", time.Minute, "file.delete.delay.ms for whole partitions: how long the directory of a partition this broker stops holding while it runs (topic deleted, replica moved away) is kept, renamed <topic>-<n>.<ms>-delete, before it is removed (negative: at once)"},
 	{"log-level", "info", "debug, info, warn or error"},
@@ -210,35 +213,49 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	if err != nil {
 		return broker.Config{}, err
 	}
+	imbalanceInterval := v.GetDuration("leader-imbalance-check-interval")
+	if imbalanceInterval <= 0 {
+		return broker.Config{}, fmt.Errorf("leader-imbalance-check-interval %v: want a positive duration", imbalanceInterval)
+	}
+	imbalancePct := v.GetInt("leader-imbalance-per-broker-percentage")
+	if imbalancePct < 0 || imbalancePct > 100 {
+		return broker.Config{}, fmt.Errorf("leader-imbalance-per-broker-percentage %d: want 0 to 100", imbalancePct)
+	}
+	if imbalancePct == 0 {
+		imbalancePct = -1 // broker.Config's "none" (its zero value means the default)
+	}
 	return broker.Config{
-		Voters:                            voters,
-		PeerAddresses:                     peers,
-		Rack:                              v.GetString("broker-rack"),
-		JoinTimeout:                       v.GetDuration("join-timeout"),
-		ReplicaLagTimeMax:                 v.GetDuration("replica-lag-time-max"),
-		ReplicaFetchMaxWait:               v.GetDuration("replica-fetch-wait-max"),
-		StrayLogDeleteDelay:               v.GetDuration("stray-log-delete-delay"),
-		DeletedLogDeleteDelay:             v.GetDuration("deleted-log-delete-delay"),
-		NodeID:                            v.GetInt32("node-id"),
-		ClusterID:                         v.GetString("cluster-id"),
-		DataDir:                           v.GetString("data-dir"),
-		RaftAddr:                          v.GetString("raft-address"),
-		Listeners:                         listeners,
-		SocketRequestMaxBytes:             v.GetInt32("socket-request-max-bytes"),
-		QueuedMaxRequestBytes:             v.GetInt64("queued-max-request-bytes"),
-		ConnectionsMaxIdle:                v.GetDuration("connections-max-idle"),
-		AutoCreateTopics:                  v.GetBool("auto-create-topics-enable"),
-		NumPartitions:                     v.GetInt32("num-partitions"),
-		DefaultReplicationFactor:          int16(v.GetInt("default-replication-factor")),
-		MessageMaxBytes:                   v.GetInt32("message-max-bytes"),
-		LogSegmentBytes:                   v.GetInt64("log-segment-bytes"),
-		LogRetentionMs:                    v.GetInt64("log-retention-ms"),
-		LogSegmentDeleteDelay:             noDelayIsNegative(v.GetDuration("log-segment-delete-delay")),
-		LogFlush:                          v.GetString("log-flush"),
-		LogFlushInterval:                  v.GetDuration("log-flush-interval"),
-		ShutdownTimeout:                   v.GetDuration("shutdown-timeout"),
-		ProducerIDExpiration:              v.GetDuration("producer-id-expiration"),
-		ProducerIDExpirationCheckInterval: v.GetDuration("producer-id-expiration-check-interval"),
+		Voters:                             voters,
+		PeerAddresses:                      peers,
+		Rack:                               v.GetString("broker-rack"),
+		JoinTimeout:                        v.GetDuration("join-timeout"),
+		ReplicaLagTimeMax:                  v.GetDuration("replica-lag-time-max"),
+		ReplicaFetchMaxWait:                v.GetDuration("replica-fetch-wait-max"),
+		DisableAutoLeaderRebalance:         !v.GetBool("auto-leader-rebalance-enable"),
+		LeaderImbalanceCheckInterval:       imbalanceInterval,
+		LeaderImbalancePerBrokerPercentage: imbalancePct,
+		StrayLogDeleteDelay:                v.GetDuration("stray-log-delete-delay"),
+		DeletedLogDeleteDelay:              v.GetDuration("deleted-log-delete-delay"),
+		NodeID:                             v.GetInt32("node-id"),
+		ClusterID:                          v.GetString("cluster-id"),
+		DataDir:                            v.GetString("data-dir"),
+		RaftAddr:                           v.GetString("raft-address"),
+		Listeners:                          listeners,
+		SocketRequestMaxBytes:              v.GetInt32("socket-request-max-bytes"),
+		QueuedMaxRequestBytes:              v.GetInt64("queued-max-request-bytes"),
+		ConnectionsMaxIdle:                 v.GetDuration("connections-max-idle"),
+		AutoCreateTopics:                   v.GetBool("auto-create-topics-enable"),
+		NumPartitions:                      v.GetInt32("num-partitions"),
+		DefaultReplicationFactor:           int16(v.GetInt("default-replication-factor")),
+		MessageMaxBytes:                    v.GetInt32("message-max-bytes"),
+		LogSegmentBytes:                    v.GetInt64("log-segment-bytes"),
+		LogRetentionMs:                     v.GetInt64("log-retention-ms"),
+		LogSegmentDeleteDelay:              noDelayIsNegative(v.GetDuration("log-segment-delete-delay")),
+		LogFlush:                           v.GetString("log-flush"),
+		LogFlushInterval:                   v.GetDuration("log-flush-interval"),
+		ShutdownTimeout:                    v.GetDuration("shutdown-timeout"),
+		ProducerIDExpiration:               v.GetDuration("producer-id-expiration"),
+		ProducerIDExpirationCheckInterval:  v.GetDuration("producer-id-expiration-check-interval"),
 		Cleaner: broker.CleanerConfig{
 			Threads:                v.GetInt("log-cleaner-threads"),
 			DedupeBufferSize:       v.GetInt64("log-cleaner-dedupe-buffer-size"),

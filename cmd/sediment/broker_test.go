@@ -86,3 +86,47 @@ func TestLogSegmentDeleteDelay(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaderRebalanceSettings: the three settings of the automatic return
+// of leadership to preferred replicas default to Kafka's (enabled, 300 s,
+// 10%), take YAML values and flags, and reach the broker as its Config
+// means them (0% as its "none", a negative percentage); values Kafka would
+// refuse are refused.
+func TestLeaderRebalanceSettings(t *testing.T) {
+	for _, c := range []struct {
+		yaml     string
+		args     []string
+		disabled bool
+		interval time.Duration
+		pct      int
+	}{
+		{"", nil, false, 300 * time.Second, 10},
+		{"auto-leader-rebalance-enable: false\nleader-imbalance-check-interval: 30s\nleader-imbalance-per-broker-percentage: 25\n", nil, true, 30 * time.Second, 25},
+		{"leader-imbalance-per-broker-percentage: 0\n", nil, false, 300 * time.Second, -1},
+		{"", []string{"--leader-imbalance-check-interval", "1s", "--auto-leader-rebalance-enable=false"}, true, time.Second, 10},
+	} {
+		file := filepath.Join(t.TempDir(), "sediment.yaml")
+		os.WriteFile(file, []byte("node-id: 1\n"+c.yaml), 0o644)
+		cfg := configFromFile(t, file, c.args...)
+		if cfg.DisableAutoLeaderRebalance != c.disabled || cfg.LeaderImbalanceCheckInterval != c.interval || cfg.LeaderImbalancePerBrokerPercentage != c.pct {
+			t.Errorf("%q %q: disabled %v, interval %v, percentage %d; want %v, %v, %d", c.yaml, c.args,
+				cfg.DisableAutoLeaderRebalance, cfg.LeaderImbalanceCheckInterval, cfg.LeaderImbalancePerBrokerPercentage, c.disabled, c.interval, c.pct)
+		}
+	}
+	for _, bad := range []string{"leader-imbalance-check-interval: 0s\n", "leader-imbalance-per-broker-percentage: 101\n", "leader-imbalance-per-broker-percentage: -1\n"} {
+		file := filepath.Join(t.TempDir(), "sediment.yaml")
+		os.WriteFile(file, []byte("node-id: 1\n"+bad), 0o644)
+		vv := viper.New()
+		cmd := newBrokerCmdWith(vv)
+		if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
+			t.Fatal(err)
+		}
+		vv.SetConfigFile(file)
+		if err := vv.ReadInConfig(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := brokerConfig(vv, nil); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
