@@ -39,7 +39,9 @@ func (h *batchesByBroker) get() map[int32]int {
 // consumer with kgo.Rack set to a follower's rack is sent there by the
 // leader (PreferredReadReplica) and reads every record from that follower,
 // up to the high watermark the follower knows, including records written
-// while it consumes; a consumer without a rack reads from the leader.
+// while it consumes; a consumer without a rack reads from the leader. A
+// read_committed consumer in the follower's rack reads there too, and sees
+// committed transactions only.
 func TestReplicationFollowerFetch(t *testing.T) {
 	c := NewCluster(t, 3)
 	for _, b := range c.Brokers {
@@ -118,5 +120,63 @@ func TestReplicationFollowerFetch(t *testing.T) {
 	t.Logf("consumer without a rack: batches by broker %v", far)
 	if far[leader] == 0 || far[follower] != 0 {
 		t.Errorf("a consumer without a rack read batches %v; want all from the leader %d", far, leader)
+	}
+
+	// read_committed from the follower: transactions committed, aborted,
+	// committed; the consumer in the follower's rack reads the committed
+	// records only, in order, every batch from the follower.
+	txp := c.Client(t, kgo.TransactionalID("nearby-txn"), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic))
+	txn := func(prefix string, commit kgo.TransactionEndTry) {
+		t.Helper()
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		var recs []*kgo.Record
+		for i := range 100 {
+			recs = append(recs, &kgo.Record{Value: []byte(prefix + strconv.Itoa(i))})
+		}
+		if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := txp.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn("c", kgo.TryCommit)
+	txn("a", kgo.TryAbort)
+	txn("d", kgo.TryCommit)
+	var want []string
+	for i := range 1000 {
+		want = append(want, strconv.Itoa(i))
+	}
+	for _, prefix := range []string{"c", "d"} {
+		for i := range 100 {
+			want = append(want, prefix+strconv.Itoa(i))
+		}
+	}
+	hooks := &batchesByBroker{n: map[int32]int{}}
+	cl := c.Client(t, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(hooks),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.Rack(fmt.Sprintf("rack-%d", follower)))
+	var got []string
+	for len(got) < len(want) && ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil && ctx.Err() == nil {
+			t.Logf("fetch error: %v", err)
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	cl.Close()
+	if len(got) != len(want) {
+		t.Fatalf("read_committed from the follower's rack read %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("read_committed record %d is %q, want %q (aborted records must not show)", i, got[i], want[i])
+		}
+	}
+	committed := hooks.get()
+	t.Logf("read_committed consumer in rack-%d: batches by broker %v", follower, committed)
+	if committed[follower] == 0 || committed[leader] != 0 {
+		t.Errorf("a read_committed consumer in the follower's rack read batches %v; want all from broker %d", committed, follower)
 	}
 }
