@@ -50,6 +50,7 @@ type replState struct {
 	mu struct {
 		sync.Mutex
 		version        uint64 // metadata version last applied
+		applied        bool   // an assignment was applied (at any version)
 		leader         int32
 		leaderEpoch    int32
 		partitionEpoch int32
@@ -72,23 +73,32 @@ type replState struct {
 func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version uint64) {
 	r := &p.repl
 	stale := func() bool {
-		return (version == 0 && r.mu.version != 0) || (version != 0 && version <= r.mu.version)
+		// Version 0 (a lookup that opened the partition) applies only
+		// to a partition that has no assignment yet.
+		return (version == 0 && r.mu.applied) || (version != 0 && version <= r.mu.version)
+	}
+	roleChanges := func() bool {
+		return !r.mu.applied || (mp.Leader == self) != (r.mu.tracker != nil) || mp.LeaderEpoch != r.mu.leaderEpoch
 	}
 	r.mu.Lock()
 	if stale() {
 		r.mu.Unlock()
 		return // the common case (every lookup applies version 0): no role lock
 	}
-	r.mu.Unlock()
-	// The role changes only between writes (partition.role).
-	p.role.Lock()
-	defer p.role.Unlock()
-	r.mu.Lock()
-	if stale() {
+	if roleChanges() {
+		// The role changes only between writes (partition.role). Other
+		// changes (the ISR, the replicas: every metadata version
+		// reapplies them) need not wait for the writes in flight.
 		r.mu.Unlock()
-		return
+		p.role.Lock()
+		defer p.role.Unlock()
+		r.mu.Lock()
+		if stale() {
+			r.mu.Unlock()
+			return
+		}
 	}
-	r.mu.version = version
+	r.mu.version, r.mu.applied = version, true
 	now := time.Now()
 	wasLeader := r.mu.tracker != nil
 	newEpoch := mp.LeaderEpoch != r.mu.leaderEpoch
