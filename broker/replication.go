@@ -1012,7 +1012,16 @@ func (b *Broker) controlledShutdown() {
 			}
 		}
 		if leads == 0 {
-			b.log.Info("controlled shutdown: leadership moved away")
+			// Done: fence this broker now, as Kafka's controller does when a
+			// controlled shutdown completes (SHUTDOWN_NOW), so that Metadata
+			// and FindCoordinator stop naming it before the process exits.
+			// Until then it stayed listed while its listeners closed, and
+			// clients sent requests for "any broker" (FindCoordinator, say)
+			// to it and got a refused dial until the controller's liveness
+			// probe fenced it, seconds later (kgo failed EndTxn and
+			// TxnOffsetCommit that way under rolling restarts).
+			_, err := s.meta.Propose(ctx, &metadata.FenceBroker{BrokerID: b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
+			b.log.Info("controlled shutdown: leadership moved away", "fenced", err == nil, "err", err)
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
