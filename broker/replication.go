@@ -115,10 +115,20 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	default:
 		r.mu.tracker = nil
 	}
+	leads := r.mu.tracker != nil
 	r.mu.Unlock()
 	p.mu.Lock()
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.Unlock()
+	if leads && p.rebuildPending() {
+		// A follower's truncation whose producer-state rebuild failed
+		// is retried by its fetcher; a leader has none, and its last
+		// stable offset would stay at the log start. Rebuild now (the
+		// role lock is held: no write is in flight).
+		if err := p.loadProducers(); err != nil && p.logger != nil {
+			p.logger.Warn("rebuilding the producer state on taking the leadership failed", "err", err)
+		}
+	}
 	p.advanceHighWatermark()
 	// Waiters (acks=all, long polls) look again: the role or ISR changed.
 	p.wake()
