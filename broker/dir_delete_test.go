@@ -228,8 +228,11 @@ func TestTopicDeleteRenamesDirs(t *testing.T) {
 	if r, err := adm.DeleteTopics(ctx, "doomed"); err != nil || r["doomed"].Err != nil {
 		t.Fatalf("delete: %v %v", err, r)
 	}
-	testutil.WaitFor(t, 10*time.Second, "both partition directories renamed", func() bool {
-		return !dirExists(logs, "doomed-0") && !dirExists(logs, "doomed-1") && len(renamedDirs(t, logs, "doomed")) == 2
+	// The log line follows the rename (and the directory's fsync): wait
+	// for both.
+	testutil.WaitFor(t, 10*time.Second, "both partition directories renamed, and logged", func() bool {
+		return !dirExists(logs, "doomed-0") && !dirExists(logs, "doomed-1") && len(renamedDirs(t, logs, "doomed")) == 2 &&
+			len(log.with("partition directory renamed for deletion", `reason="topic deleted"`)) == 2
 	})
 	renamed := renamedDirs(t, logs, "doomed")
 	var bytes int64
