@@ -226,15 +226,7 @@ func (c *Config) setDefaults() {
 	if c.ControlledShutdownTimeout <= 0 {
 		c.ControlledShutdownTimeout = 10 * time.Second
 	}
-	if c.LeaderImbalanceCheckInterval <= 0 {
-		c.LeaderImbalanceCheckInterval = 300 * time.Second
-	}
-	switch {
-	case c.LeaderImbalancePerBrokerPercentage == 0:
-		c.LeaderImbalancePerBrokerPercentage = 10
-	case c.LeaderImbalancePerBrokerPercentage < 0:
-		c.LeaderImbalancePerBrokerPercentage = 0
-	}
+	c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage = metadata.LeaderImbalanceDefaults(c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage)
 	if c.StrayLogDeleteDelay == 0 {
 		c.StrayLogDeleteDelay = time.Hour
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -23,7 +24,8 @@ type partition struct {
 	id      int32
 	dir     string
 	log     *hotlog.Log
-	repl    replState // replication role and assignment (replication.go)
+	repl    replState    // replication role and assignment (replication.go)
+	logger  *slog.Logger // nil in tests that build a bare partition
 	// role orders changes of the partition's role against its writes:
 	// applyAssignment changes the role (leader or follower, and the
 	// leader epoch) under role.Lock, and every append and truncation

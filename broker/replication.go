@@ -50,6 +50,7 @@ type replState struct {
 	mu struct {
 		sync.Mutex
 		version        uint64 // metadata version last applied
+		applied        bool   // an assignment was applied (at any version)
 		leader         int32
 		leaderEpoch    int32
 		partitionEpoch int32
@@ -72,23 +73,32 @@ type replState struct {
 func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version uint64) {
 	r := &p.repl
 	stale := func() bool {
-		return (version == 0 && r.mu.version != 0) || (version != 0 && version <= r.mu.version)
+		// Version 0 (a lookup that opened the partition) applies only
+		// to a partition that has no assignment yet.
+		return (version == 0 && r.mu.applied) || (version != 0 && version <= r.mu.version)
+	}
+	roleChanges := func() bool {
+		return !r.mu.applied || (mp.Leader == self) != (r.mu.tracker != nil) || mp.LeaderEpoch != r.mu.leaderEpoch
 	}
 	r.mu.Lock()
 	if stale() {
 		r.mu.Unlock()
 		return // the common case (every lookup applies version 0): no role lock
 	}
-	r.mu.Unlock()
-	// The role changes only between writes (partition.role).
-	p.role.Lock()
-	defer p.role.Unlock()
-	r.mu.Lock()
-	if stale() {
+	if roleChanges() {
+		// The role changes only between writes (partition.role). Other
+		// changes (the ISR, the replicas: every metadata version
+		// reapplies them) need not wait for the writes in flight.
 		r.mu.Unlock()
-		return
+		p.role.Lock()
+		defer p.role.Unlock()
+		r.mu.Lock()
+		if stale() {
+			r.mu.Unlock()
+			return
+		}
 	}
-	r.mu.version = version
+	r.mu.version, r.mu.applied = version, true
 	now := time.Now()
 	wasLeader := r.mu.tracker != nil
 	newEpoch := mp.LeaderEpoch != r.mu.leaderEpoch
@@ -105,10 +115,20 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	default:
 		r.mu.tracker = nil
 	}
+	leads := r.mu.tracker != nil
 	r.mu.Unlock()
 	p.mu.Lock()
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.Unlock()
+	if leads && p.rebuildPending() {
+		// A follower's truncation whose producer-state rebuild failed
+		// is retried by its fetcher; a leader has none, and its last
+		// stable offset would stay at the log start. Rebuild now (the
+		// role lock is held: no write is in flight).
+		if err := p.loadProducers(); err != nil && p.logger != nil {
+			p.logger.Warn("rebuilding the producer state on taking the leadership failed", "err", err)
+		}
+	}
 	p.advanceHighWatermark()
 	// Waiters (acks=all, long polls) look again: the role or ISR changed.
 	p.wake()
@@ -1002,7 +1022,16 @@ func (b *Broker) controlledShutdown() {
 			}
 		}
 		if leads == 0 {
-			b.log.Info("controlled shutdown: leadership moved away")
+			// Done: fence this broker now, as Kafka's controller does when a
+			// controlled shutdown completes (SHUTDOWN_NOW), so that Metadata
+			// and FindCoordinator stop naming it before the process exits.
+			// Until then it stayed listed while its listeners closed, and
+			// clients sent requests for "any broker" (FindCoordinator, say)
+			// to it and got a refused dial until the controller's liveness
+			// probe fenced it, seconds later (kgo failed EndTxn and
+			// TxnOffsetCommit that way under rolling restarts).
+			_, err := s.meta.Propose(ctx, &metadata.FenceBroker{BrokerID: b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
+			b.log.Info("controlled shutdown: leadership moved away", "fenced", err == nil, "err", err)
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)

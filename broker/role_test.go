@@ -132,26 +132,7 @@ func TestProducerSnapshotRecordsWhatTheStateApplied(t *testing.T) {
 // (which must change nothing).
 func TestFollowerAppliesStateAfterTheWrite(t *testing.T) {
 	var hook func(op errorfs.Op, path string) error
-	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
-		if hook != nil {
-			return hook(op, path)
-		}
-		return nil
-	}))
-	l, err := hotlog.Open(hotlog.Options{FS: fs, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	p := &partition{topic: "t", log: l}
-	p.mu.producers = newProducerState()
-	p.mu.waiters = make(map[chan struct{}]struct{})
-	p.resetDurableEnd()
-	if err := p.loadProducers(); err != nil {
-		t.Fatal(err)
-	}
-	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
-		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
+	p := newErrorFSFollower(t, &hook)
 	data := encodeBatch([]group.Record{grec("txn", "aborted")}, 8, 0, attrTransactional, 1000)
 	putBatchOffsetEpoch(data, 0, 3)
 	if err := p.appendReplicated(data, 3); err != nil {
@@ -211,5 +192,71 @@ func TestFollowerAppliesStateAfterTheWrite(t *testing.T) {
 	}
 	if lso := p.lastStableOffset(); lso != 2 {
 		t.Fatalf("last stable offset %d after the abort, want 2", lso)
+	}
+}
+
+// newErrorFSFollower opens a partition on a file system whose operations
+// *hook (when set) may fail, following broker 2 in leader epoch 3.
+func newErrorFSFollower(t *testing.T, hook *func(op errorfs.Op, path string) error) *partition {
+	t.Helper()
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if *hook != nil {
+			return (*hook)(op, path)
+		}
+		return nil
+	}))
+	l, err := hotlog.Open(hotlog.Options{FS: fs, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &partition{topic: "t", log: l}
+	p.mu.producers = newProducerState()
+	p.mu.waiters = make(map[chan struct{}]struct{})
+	p.resetDurableEnd()
+	if err := p.loadProducers(); err != nil {
+		t.Fatal(err)
+	}
+	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
+	return p
+}
+
+// A follower's truncation whose producer-state rebuild fails keeps the
+// last stable offset at the log start until a rebuild succeeds (its
+// fetcher retries). If the broker becomes the leader first, there is no
+// fetcher: taking the leadership rebuilds, or the partition's
+// read_committed consumers would wait forever.
+func TestLeadershipRebuildsPendingProducerState(t *testing.T) {
+	var hook func(op errorfs.Op, path string) error
+	p := newErrorFSFollower(t, &hook)
+	for off := int64(0); off < 3; off++ {
+		b := encodeOffsetsBatch([]group.Record{grec("k", "v")}, 1000)
+		putBatchOffsetEpoch(b, off, 3)
+		if err := p.appendReplicated(b, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.followerHighWatermark(3, 3)
+	hook = func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileRead && strings.HasSuffix(path, ".log") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	}
+	if err := p.truncateTo(2, 3); err == nil {
+		t.Fatal("truncation with a failing rebuild succeeded")
+	}
+	hook = nil
+	if !p.rebuildPending() || p.lastStableOffset() != 0 {
+		t.Fatalf("after a failed rebuild: pending %v, last stable offset %d; want true and 0", p.rebuildPending(), p.lastStableOffset())
+	}
+	p.applyAssignment(1, &metadata.Partition{Leader: 1, LeaderEpoch: 4, PartitionEpoch: 6,
+		Replicas: []int32{1, 2}, ISR: []int32{1}}, 2)
+	if p.rebuildPending() {
+		t.Fatal("the new leader still has a producer-state rebuild pending")
+	}
+	if lso, hw := p.lastStableOffset(), p.log.HighWatermark(); lso == 0 || lso != hw {
+		t.Fatalf("leader's last stable offset %d, want its high watermark %d (no transaction is open)", lso, hw)
 	}
 }

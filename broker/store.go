@@ -561,7 +561,8 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if err != nil {
 		return nil, err
 	}
-	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l, producerIDExpiration: s.b.cfg.ProducerIDExpiration}
+	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l, producerIDExpiration: s.b.cfg.ProducerIDExpiration,
+		logger: s.b.log.With("topic", t.Name, "partition", idx)}
 	p.logConfig.applied = logCfg
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/zeebo/xxh3"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/vfs"
@@ -284,6 +285,17 @@ func BenchmarkClean(b *testing.B) {
 // plain read of them: the figures of BenchmarkClean's map-s, without the
 // rewrite, and the gain of the second goroutine on this machine as it is
 // loaded at the time.
+//
+// It also takes the serial map phase apart, in CPU time a record, by
+// running its first steps alone on the same segments: the read (the plain
+// read), the read with each batch's header parsed and CRC checked (scan
+// with nothing more), that and the key walk and hashing (scan with
+// batchKeys: the pipeline's producer), and the whole serial map phase (the
+// puts and the bitmap marks on top). bound-ratio-of-read is what the map
+// phase alone would reach against the plain read, both in CPU time, if its
+// serial work were split over two cores at no cost: an upper bound of
+// ratio-of-read for any split of this work on a 2-core machine (the
+// rewrite, the fsync and the swap come on top).
 func BenchmarkCleanMap(b *testing.B) {
 	keys := benchKeys()
 	dir := b.TempDir()
@@ -291,13 +303,39 @@ func BenchmarkCleanMap(b *testing.B) {
 	defer l.Close()
 	memory := offsetMapBytes(int64(keys)+1000, int64(keys)*10)
 	var wall, cpu [2]time.Duration
-	var readTime time.Duration
+	var readTime, readCPU, checkedCPU, keysCPU, keysTime time.Duration
 	var read int64
+	scanOnly := func(withKeys bool) {
+		c := NewCleaner(CleanerConfig{DedupeBufferBytes: 1 << 10}, nil)
+		defer c.Close()
+		var st Stats
+		c.stats = &st
+		err := c.scan(context.Background(), l, 0, l.HighWatermark(), func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
+			if !withKeys {
+				return true, nil
+			}
+			var err error
+			c.keys, err = c.batchKeys(h, batch, c.keys[:0])
+			return true, err
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		cpu0 := cpuTime()
 		n, d := plainRead(b, l)
+		readCPU += cpuTime() - cpu0
 		read += n
 		readTime += d
+		cpu0 = cpuTime()
+		scanOnly(false)
+		checkedCPU += cpuTime() - cpu0
+		start, cpu0 := time.Now(), cpuTime()
+		scanOnly(true)
+		keysTime += time.Since(start)
+		keysCPU += cpuTime() - cpu0
 		for v, pipeline := range []bool{false, true} {
 			c := NewCleaner(CleanerConfig{DedupeBufferBytes: memory}, nil)
 			c.pipeline = pipeline
@@ -321,6 +359,15 @@ func BenchmarkCleanMap(b *testing.B) {
 	b.ReportMetric(mbs(cpu[0]), "serial-cpu-MB/s")
 	b.ReportMetric(mbs(cpu[1]), "pipelined-cpu-MB/s")
 	b.ReportMetric(mbs(wall[1])/readMBs, "pipelined-ratio-of-read")
+	b.ReportMetric(mbs(keysTime)/readMBs, "keys-ratio-of-read")
+	if readCPU > 0 {
+		b.ReportMetric(2*readCPU.Seconds()/cpu[0].Seconds()*float64(size)*float64(b.N)/float64(read), "bound-ratio-of-read")
+		perRecord := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) / float64(keys*10) }
+		b.ReportMetric(perRecord(readCPU), "read-cpu-ns/rec")
+		b.ReportMetric(perRecord(checkedCPU), "checked-cpu-ns/rec")
+		b.ReportMetric(perRecord(keysCPU), "keys-cpu-ns/rec")
+		b.ReportMetric(perRecord(cpu[0]), "serial-cpu-ns/rec")
+	}
 }
 
 var benchFS = &timedFS{FS: vfs.Default}
@@ -445,4 +492,82 @@ func BenchmarkCleanRemote(b *testing.B) {
 	b.ReportMetric(cleanMBs/readMBs, "ratio-of-download")
 	b.ReportMetric(float64(before)/1e6, "bucket-MB-before")
 	b.ReportMetric(float64(after)/1e6, "bucket-MB-after")
+}
+
+// BenchmarkOffsetMapPut times the key map's puts alone, as the map phase's
+// consumer makes them (home buckets computed for a chunk of 2048 keys, the
+// buckets prefetched prefetchAhead keys ahead), updating keys already in a
+// table sized for n keys (offsetMapBytes, 10 offsets a key): from a table
+// that fits the L1 cache (200 keys) to the benchmark's 1 M keys and twice
+// that, what a put costs on this machine with its bucket in each level of
+// the memory hierarchy (put-ns-<n>, 2^21 puts a table an iteration), and
+// l1-ratio = the L1 put's cost / the 1 M-key put's: the put against its
+// own limit on this machine. The chunk's keys are made in place (a digest
+// mixed from a key number, a few ns a key, in every figure: the L1 one
+// shows them), so that they come from the cache as in the map phase, not
+// from a stream of stored keys larger than the cache.
+func BenchmarkOffsetMapPut(b *testing.B) {
+	digest := func(k uint64) xxh3.Uint128 {
+		return xxh3.Uint128{Hi: splitmix64(k), Lo: splitmix64(k ^ 0x9e3779b97f4a7c15)}
+	}
+	sizes := []int{200, 20_000, 1_000_000, 2_000_000}
+	maps := make([]*offsetMap, len(sizes))
+	for i, keys := range sizes {
+		maps[i] = newOffsetMap(offsetMapBytes(int64(keys)+1000, 10*int64(keys)))
+		defer maps[i].release()
+		for k := range keys {
+			maps[i].putHash(digest(uint64(k)), int64(k))
+		}
+	}
+	const chunk, puts = 2048, 1 << 21
+	ch := make([]keyOffset, chunk)
+	homes := make([]uint32, 0, chunk)
+	spent := make([]time.Duration, len(sizes))
+	var sink uint32
+	b.ResetTimer()
+	for range b.N {
+		for i, m := range maps {
+			keys := sizes[i]
+			off := int64(keys)
+			// Key numbers in a scattered order over all keys (7919 is a
+			// prime that divides none of the counts).
+			k, step := uint64(0), uint64(7919%keys)
+			start := time.Now()
+			for n := 0; n < puts; n += chunk {
+				for j := range ch {
+					if k += step; k >= uint64(keys) {
+						k -= uint64(keys)
+					}
+					ch[j] = keyOffset{digest: digest(k), offset: off}
+					off++
+				}
+				homes = m.homes(homes[:0], ch)
+				sink += m.prefetch(homes[:prefetchAhead])
+				for j := range ch {
+					if j%16 == 0 && j+prefetchAhead < len(homes) {
+						sink += m.prefetch(homes[j+prefetchAhead : min(j+prefetchAhead+16, len(homes))])
+					}
+					m.putHome(ch[j].digest, int(homes[j]), ch[j].offset)
+				}
+			}
+			spent[i] += time.Since(start)
+			if m.entries != keys {
+				b.Fatalf("%d entries for %d keys (sink %d)", m.entries, keys, sink)
+			}
+		}
+	}
+	ns := func(i int) float64 { return float64(spent[i].Nanoseconds()) / float64(b.N) / puts }
+	for i, keys := range sizes {
+		b.ReportMetric(ns(i), fmt.Sprintf("put-ns-%d", keys))
+	}
+	b.ReportMetric(ns(0)/ns(2), "l1-ratio")
+}
+
+// splitmix64 mixes x (SplitMix64's finalizer).
+func splitmix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	return x ^ x>>31
 }

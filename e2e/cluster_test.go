@@ -554,6 +554,32 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	if !strings.Contains(victim.Log(), "controlled shutdown: leadership moved away") {
 		t.Errorf("the broker stopped without moving leadership first")
 	}
+	// Its controlled shutdown ends by fencing it (Kafka's SHUTDOWN_NOW), so
+	// that clients stop being sent to it while it exits and restarts.
+	if !strings.Contains(victim.Log(), "fenced=true") {
+		t.Errorf("the broker did not fence itself at the end of its controlled shutdown:\n%s", victim.Log())
+	}
+	var other *Broker
+	for _, ob := range c.Brokers {
+		if ob != victim {
+			other = ob
+		}
+	}
+	ocl := other.Client(t)
+	waitFor(t, 5*time.Second, fmt.Sprintf("Metadata from broker %d without broker %d", other.NodeID, victim.NodeID), func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		m, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, ocl)
+		if err != nil {
+			return false
+		}
+		for _, b := range m.Brokers {
+			if b.NodeID == int32(victim.NodeID) {
+				return false
+			}
+		}
+		return true
+	})
 	base := kp.count()
 	waitFor(t, 60*time.Second, "writes acknowledged after the shutdown", func() bool { return kp.count() > base+300 })
 	victim.Start()

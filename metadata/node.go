@@ -257,15 +257,7 @@ func setDefaults(c *Config) {
 	def(&c.CommitTimeout, 50*time.Millisecond)
 	def(&c.SnapshotInterval, 2*time.Minute)
 	def(&c.ControllerInterval, 250*time.Millisecond)
-	if c.LeaderImbalanceCheckInterval <= 0 {
-		c.LeaderImbalanceCheckInterval = 300 * time.Second
-	}
-	switch {
-	case c.LeaderImbalancePerBrokerPercentage == 0:
-		c.LeaderImbalancePerBrokerPercentage = 10
-	case c.LeaderImbalancePerBrokerPercentage < 0:
-		c.LeaderImbalancePerBrokerPercentage = 0
-	}
+	c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage = LeaderImbalanceDefaults(c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
 	}
@@ -710,4 +702,20 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		w.l.Info(msg)
 	}
 	return len(p), nil
+}
+
+// LeaderImbalanceDefaults fills in Kafka's defaults for the leader
+// imbalance check: an interval of zero or less is 300 s, a percentage of
+// zero is 10 and a negative one 0 (the broker's config uses the same).
+func LeaderImbalanceDefaults(interval time.Duration, percentage int) (time.Duration, int) {
+	if interval <= 0 {
+		interval = 300 * time.Second
+	}
+	switch {
+	case percentage == 0:
+		percentage = 10
+	case percentage < 0:
+		percentage = 0
+	}
+	return interval, percentage
 }
