@@ -60,7 +60,7 @@ var brokerSettings = []brokerSetting{
 	{"num-partitions", 1, "num.partitions: partitions of auto-created topics and of CreateTopics with -1"},
 	{"default-replication-factor", 1, "default.replication.factor"},
 	{"message-max-bytes", 1048588, "message.max.bytes: default max.message.bytes of topics"},
-	{"log-segment-bytes", 1 << 30, "log.segment.bytes: default segment.bytes of topics"},
+	{"log-segment-bytes", int64(1 << 30), "log.segment.bytes: default segment.bytes of topics"},
 	{"log-retention-ms", int64(7 * 24 * 3600 * 1000), "log.retention.ms: default retention.ms of topics"},
 	{"log-segment-delete-delay", time.Minute, "log.segment.delete.delay.ms: default file.delete.delay.ms of topics: how long the files of a segment deleted by retention or replaced by the log cleaner stay (renamed *.deleted) before they are removed (0: at once)"},
 	{"log-flush", "commit", "commit (every append fsynced, group-committed; acks=all answered after it), interval, or os (page cache only)"},
@@ -113,6 +113,11 @@ func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
 				if err := v.ReadInConfig(); err != nil {
 					return fmt.Errorf("reading config %s: %w", f, err)
 				}
+			}
+			// A value that does not parse is an error too, never a
+			// zero (viper's getters return one on failure).
+			if err := checkValues(v, cmd.Flags()); err != nil {
+				return err
 			}
 			return runBroker(cmd.Context(), v)
 		},

@@ -59,6 +59,9 @@ func configFromFile(t *testing.T, file string, args ...string) broker.Config {
 	if err := vv.ReadInConfig(); err != nil {
 		t.Fatal(err)
 	}
+	if err := checkValues(vv, cmd.Flags()); err != nil {
+		t.Fatal(err)
+	}
 	cfg, err := brokerConfig(vv, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -8,9 +8,13 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/viper"
 )
@@ -125,4 +129,125 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// int16Settings are the int settings whose broker field is an int16; the
+// other int settings are int32 fields (or plain ints kept small).
+var int16Settings = []string{"default-replication-factor"}
+
+// checkValues returns an error naming each setting whose value, from
+// whichever layer won (flag, environment, file), does not parse as the
+// setting's type: an integer that is no integer or overflows its field, a
+// bool that is no bool, a duration without a unit ("30" is not 30 seconds;
+// only 0 may go without one). viper's typed getters would read all of
+// these as zero.
+func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error {
+	var errs []error
+	for _, s := range brokerSettings {
+		raw := v.Get(s.name)
+		if raw == nil {
+			continue
+		}
+		var err error
+		switch s.def.(type) {
+		case int:
+			lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
+			if slices.Contains(int16Settings, s.name) {
+				lo, hi = math.MinInt16, math.MaxInt16
+			}
+			err = checkInt(raw, lo, hi)
+		case int64:
+			err = checkInt(raw, math.MinInt64, math.MaxInt64)
+		case bool:
+			err = checkBool(raw)
+		case time.Duration:
+			err = checkDuration(raw)
+		}
+		if err == nil {
+			continue
+		}
+		src := "config " + v.ConfigFileUsed() + ": " + s.name
+		switch {
+		case flags.Changed(s.name):
+			src = "--" + s.name
+		case os.Getenv(envName(s.name)) != "": // viper skips empty variables
+			src = envName(s.name)
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", src, err))
+	}
+	return errors.Join(errs...)
+}
+
+func checkInt(raw any, lo, hi int64) error {
+	var n int64
+	switch x := raw.(type) {
+	case int:
+		n = int64(x)
+	case int32:
+		n = int64(x)
+	case int64:
+		n = x
+	case uint64:
+		if x > math.MaxInt64 {
+			return fmt.Errorf("%d is out of range (%d to %d)", x, lo, hi)
+		}
+		n = int64(x)
+	case float64:
+		if x != math.Trunc(x) || x < math.MinInt64 || x >= math.MaxInt64 {
+			return fmt.Errorf("%v is not an integer", x)
+		}
+		n = int64(x)
+	case string:
+		var err error
+		if n, err = strconv.ParseInt(strings.TrimSpace(x), 10, 64); err != nil {
+			if errors.Is(err, strconv.ErrRange) {
+				return fmt.Errorf("%q is out of range (%d to %d)", x, lo, hi)
+			}
+			return fmt.Errorf("%q is not an integer", x)
+		}
+	default:
+		return fmt.Errorf("%v (%T) is not an integer", raw, raw)
+	}
+	if n < lo || n > hi {
+		return fmt.Errorf("%d is out of range (%d to %d)", n, lo, hi)
+	}
+	return nil
+}
+
+func checkBool(raw any) error {
+	switch x := raw.(type) {
+	case bool:
+		return nil
+	case string:
+		if _, err := strconv.ParseBool(strings.TrimSpace(x)); err != nil {
+			return fmt.Errorf("%q is not a bool (want true or false)", x)
+		}
+		return nil
+	}
+	return fmt.Errorf("%v (%T) is not a bool (want true or false)", raw, raw)
+}
+
+func checkDuration(raw any) error {
+	switch x := raw.(type) {
+	case time.Duration:
+		return nil
+	case int, int64:
+		if x == 0 || x == int64(0) {
+			return nil
+		}
+		return fmt.Errorf("%v has no unit (write e.g. %vs or %vms)", x, x, x)
+	case string:
+		t := strings.TrimSpace(x)
+		if t == "0" {
+			return nil
+		}
+		if _, err := strconv.ParseFloat(t, 64); err == nil {
+			return fmt.Errorf("%q has no unit (write e.g. %ss or %sms)", x, t, t)
+		}
+		if _, err := time.ParseDuration(t); err != nil {
+			return fmt.Errorf("%q is not a duration (write e.g. 30s, 5m or 168h)", x)
+		}
+		return nil
+	}
+	return fmt.Errorf("%v (%T) is not a duration (write e.g. 30s, 5m or 168h)", raw, raw)
 }

@@ -207,6 +207,61 @@ func TestUnknownEnvironmentVariablesAreErrors(t *testing.T) {
 	}
 }
 
+// TestBadValuesAreErrors: a value that does not parse as its setting's
+// type, from the environment, the file or a flag, stops the broker before it
+// opens anything, naming where it came from; viper's getters would have
+// read each as zero (SEDIMENT_NUM_PARTITIONS=abc as 0 partitions,
+// shutdown-timeout: 30 as 30ns).
+func TestBadValuesAreErrors(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("SEDIMENT_NUM_PARTITIONS", "abc")
+	t.Setenv("SEDIMENT_LOG_RETENTION_MS", "7d")
+	t.Setenv("SEDIMENT_JOIN_TIMEOUT", "5")
+	t.Setenv("SEDIMENT_PRODUCER_ID_EXPIRATION", "") // empty: unset, not an error
+	file := writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\n"+
+		"shutdown-timeout: 30\nauto-create-topics-enable: yes\nmessage-max-bytes: 3000000000\nlog-flush-interval: soon\n"+
+		"node-id: 1.5\nlog-segment-delete-delay: 0\nstray-log-delete-delay: -1s\nlog-segment-bytes: 4294967296\n")
+	err := runBrokerCmd(t, "broker", "--config", file, "--default-replication-factor", "40000")
+	if err == nil {
+		t.Fatal("the broker started")
+	}
+	msg := err.Error()
+	for _, want := range []string{
+		`SEDIMENT_NUM_PARTITIONS: "abc" is not an integer`,
+		`SEDIMENT_LOG_RETENTION_MS: "7d" is not an integer`,
+		`SEDIMENT_JOIN_TIMEOUT: "5" has no unit`,
+		"config " + file + ": shutdown-timeout: 30 has no unit",
+		"config " + file + `: auto-create-topics-enable: "yes" is not a bool`,
+		"config " + file + ": message-max-bytes: 3000000000 is out of range",
+		"config " + file + `: log-flush-interval: "soon" is not a duration`,
+		"config " + file + ": node-id: 1.5 is not an integer",
+		"--default-replication-factor: 40000 is out of range (-32768 to 32767)",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("error lacks %q:\n%s", want, msg)
+		}
+	}
+	// Valid forms are not named: 0 without a unit, negative durations,
+	// int64 settings past int32, an empty variable.
+	for _, good := range []string{"log-segment-delete-delay", "stray-log-delete-delay", "log-segment-bytes", "PRODUCER_ID"} {
+		if strings.Contains(msg, good) {
+			t.Errorf("error names the valid %s:\n%s", good, msg)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "meta")); err == nil {
+		t.Error("the broker opened its data directory before failing")
+	}
+
+	// The real binary exits 1 with the message on stderr.
+	p := sedimentProc(t, []string{"SEDIMENT_NUM_PARTITIONS=abc"}, localArgs(t.TempDir())...)
+	if code := p.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("exit status %d, want 1; stderr:\n%s", code, p.output())
+	}
+	if out := p.output(); !strings.Contains(out, `SEDIMENT_NUM_PARTITIONS: "abc" is not an integer`) {
+		t.Fatalf("stderr:\n%s", out)
+	}
+}
+
 // TestConfigTypoExitsNonZero: the real binary exits with status 1 and the
 // message on stderr.
 func TestConfigTypoExitsNonZero(t *testing.T) {
