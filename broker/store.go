@@ -98,7 +98,8 @@ func openStore(b *Broker) (*store, error) {
 		Bootstrap: !joining,
 		Peers:     cfg.Voters,
 		ClusterID: cfg.ClusterID,
-		Logger:    b.log.With("part", "metadata"),
+		// The node adds its own "node" attribute (b.log has one already).
+		Logger: cfg.Logger.With("part", "metadata"),
 
 		DisableAutoLeaderRebalance:         cfg.DisableAutoLeaderRebalance,
 		LeaderImbalanceCheckInterval:       cfg.LeaderImbalanceCheckInterval,

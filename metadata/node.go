@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -684,23 +686,50 @@ func (n *Node) shutdown() error {
 	return errors.Join(errs...)
 }
 
-// newHCLogger sends raft's hclog output to slog.
+// newHCLogger sends the output of raft and raft-wal (hclog) to slog: hclog
+// writes one JSON object per line, whose level, message and fields become
+// the slog record's (not hclog's "[WARN]  raft: ..." text inside a slog
+// message, which read as a doubled level).
 func newHCLogger(l *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{l}, DisableTime: true})
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{l}, JSONFormat: true, DisableTime: true})
 }
 
 type slogWriter struct{ l *slog.Logger }
 
 func (w slogWriter) Write(p []byte) (int, error) {
-	msg := strings.TrimSpace(string(p))
-	switch {
-	case strings.Contains(msg, "[ERROR]"):
-		w.l.Error(msg)
-	case strings.Contains(msg, "[WARN]"):
-		w.l.Warn(msg)
-	default:
-		w.l.Info(msg)
+	var rec map[string]any
+	if err := json.Unmarshal(p, &rec); err != nil {
+		w.l.Info(strings.TrimSpace(string(p)))
+		return len(p), nil
 	}
+	msg, _ := rec["@message"].(string)
+	lvl := slog.LevelInfo
+	switch rec["@level"] {
+	case "error":
+		lvl = slog.LevelError
+	case "warn":
+		lvl = slog.LevelWarn
+	case "debug", "trace":
+		lvl = slog.LevelDebug
+	}
+	// Every voter's first election starts on a heartbeat timeout with no
+	// leader ever heard from (a single broker at each start): that is the
+	// normal way up, not a warning. A timeout after a leader is one.
+	if msg == "heartbeat timeout reached, starting election" && rec["last-leader-id"] == "" {
+		lvl = slog.LevelInfo
+	}
+	attrs := make([]slog.Attr, 0, len(rec))
+	for k, v := range rec {
+		if strings.HasPrefix(k, "@") {
+			continue
+		}
+		attrs = append(attrs, slog.Any(k, v))
+	}
+	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Key < attrs[j].Key })
+	if mod, _ := rec["@module"].(string); mod != "" {
+		attrs = append([]slog.Attr{slog.String("module", mod)}, attrs...)
+	}
+	w.l.LogAttrs(context.Background(), lvl, msg, attrs...)
 	return len(p), nil
 }
 
