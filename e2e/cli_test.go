@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -221,6 +222,77 @@ func TestTopicCommands(t *testing.T) {
 		t.Errorf("second delete: err %v, stderr %q", r.Err, r.Stderr)
 	}
 	b.sediment(t, "", "topic", "delete", "orders", "--if-exists")
+}
+
+// TestTopicCreateReadyOnEveryBroker: in a cluster, `topic create` returns
+// only when every broker knows the topic and its leaders answer for it, so
+// the next command works whichever broker it asks. It used to return when
+// the controller had committed the topic: a describe right after said the
+// topic did not exist, or showed unknown offsets, for a moment. A broker
+// cut off from the quorum cannot learn the topic: create then says so after
+// --timeout, and the topic is there once the broker is back.
+func TestTopicCreateReadyOnEveryBroker(t *testing.T) {
+	c := NewCluster(t, 3)
+	fn := newFaultNet(t, c)
+	c.StartAll()
+	cl := c.Client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	// ledEverywhere asks each broker alone for topic's metadata.
+	ledEverywhere := func(topic string) error {
+		for _, b := range c.Brokers {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl.Broker(b.NodeID))
+			if err != nil {
+				return err
+			}
+			if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 || len(resp.Topics[0].Partitions) != 6 {
+				return fmt.Errorf("broker %d: %+v", b.NodeID, resp.Topics)
+			}
+			for _, p := range resp.Topics[0].Partitions {
+				if p.ErrorCode != 0 || p.Leader < 0 {
+					return fmt.Errorf("broker %d: partition %d: error %d, leader %d", b.NodeID, p.Partition, p.ErrorCode, p.Leader)
+				}
+			}
+		}
+		return nil
+	}
+
+	r := c.Brokers[0].sediment(t, "", "topic", "create", "ready", "-p", "6", "-r", "2")
+	if want := "created topic ready: 6 partitions, replication factor 2\n"; r.Stdout != want || r.Stderr != "" {
+		t.Errorf("create printed %q, stderr %q; want %q", r.Stdout, r.Stderr, want)
+	}
+	if err := ledEverywhere("ready"); err != nil {
+		t.Fatalf("right after create: %v", err)
+	}
+	out := c.Brokers[2].sediment(t, "", "topic", "describe", "ready").Stdout
+	if _, rows := parseDescribe(t, out); len(rows) != 6 { // parseDescribe fails on an unknown (?) offset
+		t.Fatalf("describe right after create shows %d partitions:\n%s", len(rows), out)
+	}
+
+	// Cut a broker that is not the controller off from the others.
+	var controller int32 = -1
+	waitFor(t, 30*time.Second, "a controller", func() bool {
+		m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+		controller = m.Controller
+		return err == nil && controller > 0
+	})
+	cut, seed := c.Brokers[0], c.Brokers[1]
+	if int32(cut.NodeID) == controller {
+		cut, seed = c.Brokers[1], c.Brokers[0]
+	}
+	fn.Isolate(cut.NodeID)
+	r = seed.sediment(t, "", "topic", "create", "late", "-p", "6", "-r", "2", "--timeout", "3s")
+	if !strings.HasPrefix(r.Stdout, "created topic late: 6 partitions") ||
+		!strings.Contains(r.Stderr, "not yet ready on every broker") || !strings.Contains(r.Stderr, fmt.Sprintf("broker %d", cut.NodeID)) {
+		t.Errorf("create with broker %d cut off printed %q, stderr %q; want the topic created and broker %d named", cut.NodeID, r.Stdout, r.Stderr, cut.NodeID)
+	}
+	fn.HealAll()
+	waitFor(t, 30*time.Second, "broker "+strconv.Itoa(cut.NodeID)+" to learn topic late", func() bool { return ledEverywhere("late") == nil })
 }
 
 // TestProduceConsume checks `sediment produce` and `sediment consume` end to

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/broker"
@@ -50,6 +51,7 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 		replication int16
 		configs     []string
 		ifNotExists bool
+		noWait      bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create TOPIC...",
@@ -71,14 +73,34 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			adm, err := opts.newAdmin(ctx)
+			cl, err := opts.newClient(ctx)
 			if err != nil {
 				return err
 			}
+			adm := kadm.NewClient(cl)
+			adm.SetTimeoutMillis(int32(min(opts.timeout(), time.Hour) / time.Millisecond))
 			defer adm.Close()
 			resps, err := adm.CreateTopics(ctx, partitions, replication, cfg, topics...)
 			if err != nil {
 				return fmt.Errorf("create topics: %w", err)
+			}
+			created := map[string]int32{}
+			for _, r := range resps {
+				if r.Err == nil {
+					created[r.Topic] = r.NumPartitions
+				}
+			}
+			// The controller answers once the topic is in the metadata
+			// log; brokers apply it and leaders open their partitions a
+			// moment later. Wait for that, so that the next command
+			// (describe, produce) finds the topic on any broker.
+			if len(created) > 0 && !noWait {
+				wctx, wcancel := context.WithTimeout(ctx, opts.timeout())
+				err := waitTopicsReady(wctx, cl, adm, created)
+				wcancel()
+				if err != nil {
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: created, but not yet ready on every broker: %v\n", err)
+				}
 			}
 			out := cmd.OutOrStdout()
 			var failed []error
@@ -102,7 +124,88 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 	f.Int16VarP(&replication, "replication-factor", "r", -1, "replicas per partition (-1: the broker's default.replication.factor)")
 	f.StringArrayVarP(&configs, "config", "c", nil, "topic config key=value, repeatable (e.g. retention.ms=604800000)")
 	f.BoolVar(&ifNotExists, "if-not-exists", false, "succeed when the topic already exists")
+	f.BoolVar(&noWait, "no-wait", false, "return when the controller has created the topics, before every broker knows them and their leaders are ready")
 	return cmd
+}
+
+// waitTopicsReady returns when every broker's Metadata lists each topic
+// with its partitions (want: topic to partition count), each with a leader,
+// and the leaders answer ListOffsets for all of them; or with what was
+// still missing when ctx ends.
+func waitTopicsReady(ctx context.Context, cl *kgo.Client, adm *kadm.Client, want map[string]int32) error {
+	names := make([]string, 0, len(want))
+	for t := range want {
+		names = append(names, t)
+	}
+	sort.Strings(names)
+	check := func() error {
+		brokers, err := adm.ListBrokers(ctx)
+		if err != nil {
+			return err
+		}
+		for _, b := range brokers {
+			req := kmsg.NewPtrMetadataRequest()
+			for _, t := range names {
+				rt := kmsg.NewMetadataRequestTopic()
+				rt.Topic = kmsg.StringPtr(t)
+				req.Topics = append(req.Topics, rt)
+			}
+			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
+			if err != nil {
+				return fmt.Errorf("broker %d: %w", b.NodeID, err)
+			}
+			for _, rt := range resp.Topics {
+				var name string
+				if rt.Topic != nil {
+					name = *rt.Topic
+				}
+				if err := kerr.ErrorForCode(rt.ErrorCode); err != nil {
+					return fmt.Errorf("broker %d: topic %s: %w", b.NodeID, name, err)
+				}
+				if n := int32(len(rt.Partitions)); n < want[name] {
+					return fmt.Errorf("broker %d: topic %s: %d of %d partitions", b.NodeID, name, n, want[name])
+				}
+				for _, p := range rt.Partitions {
+					if err := kerr.ErrorForCode(p.ErrorCode); err != nil || p.Leader < 0 {
+						return fmt.Errorf("broker %d: %s-%d has no leader yet", b.NodeID, name, p.Partition)
+					}
+				}
+			}
+		}
+		ends, err := adm.ListEndOffsets(ctx, names...)
+		if err != nil {
+			return err
+		}
+		var errs []error
+		for _, t := range names {
+			if n := int32(len(ends[t])); n < want[t] {
+				errs = append(errs, fmt.Errorf("topic %s: end offsets of %d of %d partitions", t, n, want[t]))
+			}
+		}
+		ends.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				errs = append(errs, fmt.Errorf("%s-%d: %w", o.Topic, o.Partition, o.Err))
+			}
+		})
+		return errors.Join(errs...)
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	var last error // of the last check that ctx's end did not cut short
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() == nil || last == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return last
+		case <-tick.C:
+		}
+	}
 }
 
 func isTopicExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
