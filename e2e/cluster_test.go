@@ -28,6 +28,8 @@ import (
 type Cluster struct {
 	t       testing.TB
 	Brokers []*Broker
+
+	stopRegistered bool
 }
 
 // StartCluster starts n brokers at once (a quorum of n needs a majority up
@@ -77,6 +79,12 @@ func NewCluster(t testing.TB, n int, extra ...string) *Cluster {
 func (c *Cluster) StartAll() {
 	t := c.t
 	t.Helper()
+	if !c.stopRegistered {
+		// Registered here, after NewCluster's per-broker cleanups and a
+		// faultNet's proxies, so that it runs before both.
+		c.stopRegistered = true
+		t.Cleanup(c.stopAll)
+	}
 	errs := make([]error, len(c.Brokers))
 	var wg sync.WaitGroup
 	for i, b := range c.Brokers {
@@ -87,6 +95,32 @@ func (c *Cluster) StartAll() {
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("broker %d did not come up: %v", i+1, err)
+		}
+	}
+}
+
+// stopAll stops the cluster at the end of a test: SIGTERM, one broker at a
+// time, while a majority is up to carry out each controlled shutdown, and
+// SIGKILL for the rest, whose controlled shutdown could only wait out its
+// timeout for a quorum that is gone (about 10 s each, for every cluster
+// test). The per-broker cleanups then find them stopped and check the logs.
+func (c *Cluster) stopAll() {
+	majority := len(c.Brokers)/2 + 1
+	for i := len(c.Brokers) - 1; i >= 0; i-- {
+		b := c.Brokers[i]
+		if !b.running() {
+			continue
+		}
+		up := 0
+		for _, o := range c.Brokers {
+			if o.running() {
+				up++
+			}
+		}
+		if up >= majority {
+			b.Stop() //nolint:errcheck // the test is over; the log is checked
+		} else {
+			b.Kill()
 		}
 	}
 }

@@ -355,6 +355,14 @@ func (b *Broker) probe() error {
 	return fmt.Errorf("Metadata does not list broker %d yet (brokers %v)", b.NodeID, brokers.Brokers)
 }
 
+// running reports whether the broker's process was started and has not
+// been stopped or killed through b.
+func (b *Broker) running() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.cmd != nil
+}
+
 // Stop sends SIGTERM and waits for the process to exit; after stopTimeout it
 // sends SIGKILL and fails the test (a clean shutdown must not hang). It
 // returns the exit error (nil for status 0). Stopping a stopped broker is a
