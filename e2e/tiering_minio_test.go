@@ -286,6 +286,11 @@ func checkTierStatusCLI(t *testing.T, b *Broker, topic string, st broker.TierPar
 	if len(fields) < len(wantFields) || strings.Join(fields[:len(wantFields)], " ") != strings.Join(wantFields, " ") {
 		t.Fatalf("sediment tier status row %q, want it to start with %q", lines[1], strings.Join(wantFields, " "))
 	}
+	// With no topic: every topic's rows but the internal topics'.
+	all := b.sediment(t, "", "tier", "status", "--admin", b.AdminAddr).Stdout
+	if !strings.Contains(all, "\n"+topic+" ") || strings.Contains(all, "\n__") {
+		t.Fatalf("sediment tier status with no topic:\n%s", all)
+	}
 	var rows []broker.TierPartitionStatus
 	js := b.sediment(t, "", "tier", "status", topic, "--admin", b.AdminAddr, "-o", "json").Stdout
 	if err := json.Unmarshal([]byte(js), &rows); err != nil || len(rows) != 1 || rows[0].RemoteEndOffset != st.RemoteEndOffset {

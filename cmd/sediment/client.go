@@ -5,13 +5,16 @@ package main
 // records and kadm for administration, exactly as a user's program would.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -202,4 +205,39 @@ func parseKeyValues(flag string, items []string) ([][2]string, error) {
 		out = append(out, [2]string{k, v})
 	}
 	return out, nil
+}
+
+// table aligns tab-separated columns like text/tabwriter (two spaces
+// between columns) and drops the padding at the end of each line, which
+// tabwriter leaves when a row's last cells are empty.
+type table struct {
+	tw  *tabwriter.Writer
+	buf bytes.Buffer
+	out io.Writer
+}
+
+func newTable(w io.Writer) *table {
+	t := &table{out: w}
+	t.tw = tabwriter.NewWriter(&t.buf, 0, 4, 2, ' ', 0)
+	return t
+}
+
+func (t *table) Write(p []byte) (int, error) { return t.tw.Write(p) }
+
+// Flush writes the aligned rows to the output.
+func (t *table) Flush() error {
+	if err := t.tw.Flush(); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	for _, line := range strings.SplitAfter(t.buf.String(), "\n") {
+		nl := strings.HasSuffix(line, "\n")
+		out.WriteString(strings.TrimRight(line, " \n"))
+		if nl {
+			out.WriteByte('\n')
+		}
+	}
+	t.buf.Reset()
+	_, err := t.out.Write(out.Bytes())
+	return err
 }

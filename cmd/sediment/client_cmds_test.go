@@ -6,6 +6,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +272,24 @@ func TestTopicIDLikeKafka(t *testing.T) {
 	id := [16]byte{0x01, 0x23, 0x45, 0x67, 0x89, 0xab, 0xcd, 0xef, 0xfe, 0xdc, 0xba, 0x98, 0x76, 0x54, 0x32, 0x10}
 	if got, want := topicID(id), "ASNFZ4mrze_-3LqYdlQyEA"; got != want {
 		t.Errorf("topicID = %q, want %q", got, want)
+	}
+}
+
+// TestTableTrimsPadding: columns align as with text/tabwriter, and a row
+// whose last cells are empty ends without spaces.
+func TestTableTrimsPadding(t *testing.T) {
+	var out bytes.Buffer
+	tw := newTable(&out)
+	fmt.Fprintln(tw, "PARTITION\tLAST-CLEANED\tERROR")
+	fmt.Fprintln(tw, "0\tnever\t")
+	fmt.Fprintln(tw, "10\t2026-12-02T07:00:00Z\tdisk full")
+	if err := tw.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	want := "PARTITION  LAST-CLEANED          ERROR\n" +
+		"0          never\n" +
+		"10         2026-12-02T07:00:00Z  disk full\n"
+	if out.String() != want {
+		t.Fatalf("got:\n%q\nwant:\n%q", out.String(), want)
 	}
 }

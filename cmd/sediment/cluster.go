@@ -6,7 +6,6 @@ import (
 	"net"
 	"slices"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,7 +82,7 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "cluster id: %s\ncontroller: %d\nvoters: %v\nunder-replicated partitions: %d\n\n", cresp.ClusterID, leader, voters, under)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			tw := newTable(out)
 			fmt.Fprintln(tw, "BROKER\tADDRESS\tSTATE\tREACHABLE\tVOTER")
 			for _, b := range cresp.Brokers {
 				addr := net.JoinHostPort(b.Host, strconv.Itoa(int(b.Port)))

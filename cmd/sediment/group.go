@@ -12,7 +12,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -56,7 +55,7 @@ func newGroupListCmd(opts *clientOptions) *cobra.Command {
 				if err != nil {
 					return fmt.Errorf("list groups: %w", err)
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+				w := newTable(cmd.OutOrStdout())
 				fmt.Fprintln(w, "GROUP\tTYPE\tPROTOCOL-TYPE\tSTATE")
 				for _, g := range groups.Sorted() {
 					typ := g.GroupType
@@ -233,7 +232,7 @@ func describeOne(ctx context.Context, adm *kadm.Client, out io.Writer, group str
 		}
 	}
 	fmt.Fprintf(out, "GROUP %s  TYPE %s  STATE %s  ASSIGNOR %s  MEMBERS %d\n", gi.name, gi.typ, gi.state, orDash(gi.protocol), len(gi.members))
-	w := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	w := newTable(out)
 	if len(gi.members) > 0 {
 		fmt.Fprintln(w, "MEMBER-ID\tINSTANCE-ID\tCLIENT-ID\tHOST\tASSIGNMENT")
 		for _, m := range gi.members {
@@ -372,7 +371,7 @@ func newGroupResetCmd(opts *clientOptions) *cobra.Command {
 					}
 				}
 				plan := kadm.Offsets{}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
+				w := newTable(cmd.OutOrStdout())
 				fmt.Fprintln(w, "TOPIC\tPARTITION\tCURRENT\tNEW")
 				var sorted []kadm.ListedOffset
 				ends.Each(func(o kadm.ListedOffset) { sorted = append(sorted, o) })

@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -96,7 +95,7 @@ func newTierCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			tw := newTable(os.Stdout)
 			fmt.Fprintln(tw, "TOPIC\tPARTITION\tTOPIC-ID\tREMOTE-START\tREMOTE-END\tSEGMENTS\tSEGMENT-BYTES\tOBJECTS\tMANIFEST-VERSION")
 			for _, p := range parts {
 				start, end, segs, bytes, version := int64(-1), int64(-1), 0, int64(0), int64(0)
@@ -136,7 +135,8 @@ func newTierStatusCmd() *cobra.Command {
 		Short: "Show each partition's local and remote offsets, bytes per tier and upload lag, from running brokers",
 		Example: `  sediment tier status
   sediment tier status orders --admin 10.0.0.1:9644,10.0.0.2:9644,10.0.0.3:9644
-  sediment tier status orders -o json`,
+  sediment tier status orders -o json
+  sediment tier status --internal`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			topic := ""
@@ -153,6 +153,9 @@ func newTierStatusCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if topic == "" && !v.GetBool("internal") {
+				rows = slices.DeleteFunc(rows, func(r tierStatusRow) bool { return isInternalTopic(r.Topic) })
+			}
 			if topic != "" && len(rows) == 0 {
 				return fmt.Errorf("topic %q: no partition of it on the brokers asked", topic)
 			}
@@ -168,12 +171,19 @@ func newTierStatusCmd() *cobra.Command {
 	f.StringSlice("admin", []string{"127.0.0.1:9644"}, "admin addresses (host:port, the brokers' admin-address) to ask, comma-separated; list every broker of a cluster")
 	f.StringP("output", "o", "table", "table or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for each broker")
+	f.Bool("internal", false, "with no TOPIC, include internal topics (__consumer_offsets, __transaction_state)")
 	v.SetEnvPrefix("SEDIMENT")
 	v.AutomaticEnv()
 	if err := v.BindPFlags(f); err != nil {
 		panic(err)
 	}
 	return cmd
+}
+
+// isInternalTopic: the coordinators' topics, which the listings leave out
+// unless asked (--internal).
+func isInternalTopic(name string) bool {
+	return name == "__consumer_offsets" || name == "__transaction_state"
 }
 
 // tierStatusRow is a partition's row: the status from the broker that
@@ -257,7 +267,7 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 }
 
 func printTierStatus(w io.Writer, rows []tierStatusRow) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "TOPIC\tPARTITION\tLEADER\tREMOTE-STORAGE\tLOCAL-START\tLOCAL-END\tLOCAL-BYTES\tREMOTE-START\tREMOTE-END\tREMOTE-BYTES\tLAG-OFFSETS\tLAG-BYTES\tERROR")
 	for _, r := range rows {
 		leader, enabled, errText := "-", "off", "-"

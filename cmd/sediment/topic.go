@@ -17,7 +17,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -255,7 +254,7 @@ func newTopicListCmd(opts *clientOptions) *cobra.Command {
 }
 
 func printTopicList(w io.Writer, details kadm.TopicDetails) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "TOPIC\tPARTITIONS\tREPLICATION\tID")
 	var failed []error
 	for _, t := range details.Sorted() {
@@ -383,7 +382,7 @@ func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic str
 	}
 
 	fmt.Fprintln(w)
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "PARTITION\tLEADER\tEPOCH\tREPLICAS\tISR\tOFFLINE\tSTART\tEND\tERROR")
 	for _, p := range t.Partitions.Sorted() {
 		errText := ""
@@ -413,7 +412,7 @@ func printTopicConfigs(w io.Writer, configs []kadm.Config, all bool) error {
 		return err
 	}
 	fmt.Fprintln(w, "Configs:")
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	for _, c := range shown {
 		value := c.MaybeValue()
 		if c.Sensitive {
@@ -616,7 +615,7 @@ func printCleaner(ctx context.Context, w io.Writer, admins []string, topic strin
 		fmt.Fprintf(w, "Cleaner: no state reported (%s)\n", strings.Join(append(notes, "no partition of the topic on these brokers"), "; "))
 		return
 	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "PARTITION\tTIER\tCLEANUP.POLICY\tDIRTY-RATIO\tDIRTY-BYTES\tFIRST-DIRTY\tLAST-CLEANED\tERROR")
 	for _, s := range all {
 		last := "never"

@@ -10,7 +10,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -108,7 +107,7 @@ func newTxnDescribeCmd(opts *clientOptions) *cobra.Command {
 // printTxns prints one line per transaction; with minAge only those open
 // at least that long.
 func printTxns(w io.Writer, txns []kadm.DescribedTransaction, minAge time.Duration, now time.Time) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	tw := newTable(w)
 	fmt.Fprintln(tw, "TRANSACTIONAL ID\tSTATE\tPRODUCER ID\tEPOCH\tTIMEOUT\tAGE\tPARTITIONS")
 	for _, d := range txns {
 		if d.Err != nil {

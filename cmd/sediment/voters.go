@@ -7,7 +7,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -66,7 +65,7 @@ func newClusterVotersCmd(opts *clientOptions) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				tw := newTable(cmd.OutOrStdout())
 				fmt.Fprintln(tw, "VOTER\tRAFT-ADDRESS\tLEADER")
 				for _, v := range q.voters {
 					fmt.Fprintf(tw, "%d\t%s\t%v\n", v.ID, v.Addr, v.ID == q.leader)
