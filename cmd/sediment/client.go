@@ -83,6 +83,18 @@ func splitBrokers(s string) ([]string, error) {
 	return out, nil
 }
 
+// checkTimeout refuses a --timeout or SEDIMENT_TIMEOUT that is no duration
+// ("3" would be 3ns to viper, and every request would time out).
+func checkTimeout(v *viper.Viper) error {
+	if err := checkDuration(v.Get("timeout")); err != nil {
+		if os.Getenv("SEDIMENT_TIMEOUT") != "" {
+			return fmt.Errorf("SEDIMENT_TIMEOUT: %w", err)
+		}
+		return fmt.Errorf("--timeout: %w", err)
+	}
+	return nil
+}
+
 func (o *clientOptions) timeout() time.Duration {
 	d := o.v.GetDuration("timeout")
 	if d <= 0 {
@@ -116,6 +128,9 @@ func (o *clientOptions) logger() (kgo.Logger, error) {
 func (o *clientOptions) newClient(ctx context.Context, extra ...kgo.Opt) (*kgo.Client, error) {
 	seeds, err := o.seeds()
 	if err != nil {
+		return nil, err
+	}
+	if err := checkTimeout(o.v); err != nil {
 		return nil, err
 	}
 	logger, err := o.logger()

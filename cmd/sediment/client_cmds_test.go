@@ -7,6 +7,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -291,5 +292,27 @@ func TestTableTrimsPadding(t *testing.T) {
 		"10         2026-12-02T07:00:00Z  disk full\n"
 	if out.String() != want {
 		t.Fatalf("got:\n%q\nwant:\n%q", out.String(), want)
+	}
+}
+
+// TestClientTimeoutNeedsAUnit: SEDIMENT_TIMEOUT=3 is refused (viper would
+// read it as 3ns and every request would time out), naming the variable.
+func TestClientTimeoutNeedsAUnit(t *testing.T) {
+	t.Setenv("SEDIMENT_TIMEOUT", "3")
+	cmd := newRootCmd()
+	cmd.SetArgs([]string{"topic", "list", "--brokers", "127.0.0.1:1"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	err := cmd.Execute()
+	if err == nil || !strings.Contains(err.Error(), `SEDIMENT_TIMEOUT: "3" has no unit`) {
+		t.Fatalf("err %v", err)
+	}
+	t.Setenv("SEDIMENT_TIMEOUT", "3s")
+	cmd = newRootCmd()
+	cmd.SetArgs([]string{"topic", "list", "--brokers", "127.0.0.1:1"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), "cannot connect to the broker at 127.0.0.1:1") {
+		t.Fatalf("with 3s: err %v", err)
 	}
 }

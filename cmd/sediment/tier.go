@@ -143,6 +143,9 @@ func newTierStatusCmd() *cobra.Command {
 			if len(args) == 1 {
 				topic = args[0]
 			}
+			if err := checkTimeout(v); err != nil {
+				return err
+			}
 			format := v.GetString("output")
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--output %q: want table or json", format)
