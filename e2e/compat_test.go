@@ -181,4 +181,5 @@ func TestCompat(t *testing.T) {
 	t.Run("kafkajs", func(t *testing.T) { testKafkaJS(t, b) })
 	t.Run("kcat", func(t *testing.T) { testKcatMore(t, b) })
 	t.Run("confluent-python", func(t *testing.T) { testConfluentEOS(t, b) })
+	t.Run("kafka-python", func(t *testing.T) { testKafkaPython(t, b) })
 }

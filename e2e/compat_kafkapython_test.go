@@ -1,0 +1,144 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// kafkaPythonReady checks that Debian's python3-kafka (kafka-python 2.0.2,
+// the pure-Python client) is importable by /usr/bin/python3. Missing, the
+// test is skipped locally and fails in CI (CI=true), where .ci/run installs
+// it.
+func kafkaPythonReady(t *testing.T) string {
+	t.Helper()
+	if err := exec.Command(confluentPython, "-c", "import kafka").Run(); err == nil {
+		return confluentPython
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s cannot import kafka (Debian package python3-kafka)", confluentPython)
+	}
+	t.Skipf("%s cannot import kafka (apt-get install python3-kafka)", confluentPython)
+	return ""
+}
+
+// testKafkaPython runs e2e/kafkapython/clients.py: kafka-python's admin
+// client, producers (gzip with acks=all, none with acks=1, headers, its
+// murmur2 partitioner), a consumer group and a second member that resumes
+// at the committed offsets, offset lookups and a manually assigned re-read;
+// then checks its report and, with franz-go and kadm, the log and the
+// group's offsets.
+func testKafkaPython(t *testing.T, b *Broker) {
+	py := kafkaPythonReady(t)
+	const n, partitions = 400, 3
+	prefix := "kpy"
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "clients.py"), b.Addr, prefix, strconv.Itoa(n))
+	if r.Err != nil {
+		t.Fatalf("clients.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	type rec struct {
+		P int32      `json:"p"`
+		O int64      `json:"o"`
+		K string     `json:"k"`
+		V string     `json:"v"`
+		H [][]string `json:"h"`
+	}
+	var report struct {
+		Version         string            `json:"kafka_python"`
+		APIVersion      []int             `json:"api_version"`
+		AlreadyExists   bool              `json:"already_exists"`
+		InvalidTopic    bool              `json:"invalid_topic"`
+		Configs         map[string]string `json:"configs"`
+		Produced        []rec             `json:"produced"`
+		Consumed        []rec             `json:"consumed"`
+		Committed       map[string]int64  `json:"committed"`
+		SecondMember    int               `json:"second_member"`
+		Beginning       map[string]int64  `json:"beginning"`
+		End             map[string]int64  `json:"end"`
+		OffsetsForTimes map[string]*int64 `json:"offsets_for_times"`
+		RereadP0        []int64           `json:"reread_p0"`
+		Groups          []string          `json:"groups"`
+		GroupOffsets    map[string]int64  `json:"group_offsets"`
+		GroupState      string            `json:"group_state"`
+		TopicsAfter     []string          `json:"topics_after_delete"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("clients.py report is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
+	}
+	t.Logf("kafka-python %s, broker version guessed %v", report.Version, report.APIVersion)
+	topic, group := prefix+"-t", prefix+"-g"
+	if !report.AlreadyExists || !report.InvalidTopic {
+		t.Errorf("create again: TopicAlreadyExistsError %v; bad name: InvalidTopicError %v", report.AlreadyExists, report.InvalidTopic)
+	}
+	if report.Configs["retention.ms"] != "86400000" || report.Configs["cleanup.policy"] != "delete" {
+		t.Errorf("describe_configs: %v", report.Configs)
+	}
+
+	// Each key went where Java's (and franz-go's) murmur2 partitioner puts
+	// it, and the offsets the producer was told are where the records are.
+	javaPartition := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
+	want := map[string]string{}
+	at := map[string]rec{}
+	for _, p := range report.Produced {
+		want[p.K] = p.V
+		at[p.K] = p
+		if wp := int32(javaPartition.Partition(&kgo.Record{Key: []byte(p.K)}, partitions)); p.P != wp {
+			t.Errorf("key %s went to partition %d, murmur2 says %d", p.K, p.P, wp)
+		}
+	}
+	if len(want) != n {
+		t.Fatalf("produced %d distinct records, want %d", len(want), n)
+	}
+	c := newCollector()
+	for _, m := range report.Consumed {
+		c.add(m.P, m.O, m.K, m.V)
+		if p := at[m.K]; p.P != m.P || p.O != m.O {
+			t.Errorf("%s read at %d/%d, produced at %d/%d", m.K, m.P, m.O, p.P, p.O)
+		}
+		if len(m.H) != 1 || m.H[0][0] != "i" || "v-"+m.H[0][1] != m.V {
+			t.Errorf("%s: headers %v", m.K, m.H)
+		}
+	}
+	c.check(t, "kafka-python group member", want)
+	franz := consumeFranz(t, b, topic, n)
+	franz.check(t, "franz-go", want)
+
+	var ends int64
+	for p := 0; p < partitions; p++ {
+		k := strconv.Itoa(p)
+		ends += report.End[k]
+		if report.Beginning[k] != 0 || report.Committed[k] != report.End[k] || report.GroupOffsets[k] != report.End[k] {
+			t.Errorf("partition %d: beginning %d, end %d, committed %d, group offsets %d", p,
+				report.Beginning[k], report.End[k], report.Committed[k], report.GroupOffsets[k])
+		}
+		if o := report.OffsetsForTimes[fmt.Sprintf("%s-%d", topic, p)]; o == nil || *o != 0 {
+			t.Errorf("offsets_for_times(0) of partition %d: %v, want 0", p, o)
+		}
+	}
+	if ends != n {
+		t.Errorf("end offsets sum to %d, want %d", ends, n)
+	}
+	if o, ok := report.OffsetsForTimes[prefix+"-scratch-0"]; !ok || o != nil {
+		t.Errorf("offsets_for_times(an hour ahead) of an empty topic: %v, want None", o)
+	}
+	if report.SecondMember != 0 {
+		t.Errorf("a second member of the group read %d records after the commit, want 0", report.SecondMember)
+	}
+	if int64(len(report.RereadP0)) != report.End["0"] {
+		t.Errorf("re-read of partition 0: %d records, want %d", len(report.RereadP0), report.End["0"])
+	}
+	checkCommitted(t, b, group, topic)
+	if len(report.Groups) != 1 || report.GroupState != "Empty" {
+		t.Errorf("list_consumer_groups %v, state %q; want the group, Empty", report.Groups, report.GroupState)
+	}
+	if strings.Join(report.TopicsAfter, ",") != topic {
+		t.Errorf("topics after deleting the scratch topic: %v", report.TopicsAfter)
+	}
+}
