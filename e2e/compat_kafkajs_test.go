@@ -18,10 +18,17 @@ import (
 // pins kafkajs 2.2.4); node_modules is installed there by `npm ci`.
 const kafkajsDir = "kafkajs"
 
-// kafkajsReady installs the pinned kafkajs with `npm ci`. Without node the
-// test is skipped locally and fails in CI (CI=true); an install failure
-// likewise fails in CI and skips elsewhere (e.g. offline).
+// kafkajsReady installs the pinned kafkajs (npmProjectReady).
 func kafkajsReady(t *testing.T) (node string) {
+	t.Helper()
+	return npmProjectReady(t, kafkajsDir, "kafkajs")
+}
+
+// npmProjectReady installs the npm project in e2e/dir with `npm ci` (its
+// package-lock.json pins every package) and checks that module is there.
+// Without node the test is skipped locally and fails in CI (CI=true); an
+// install failure likewise fails in CI and skips elsewhere (e.g. offline).
+func npmProjectReady(t *testing.T, dir, module string) (node string) {
 	t.Helper()
 	inCI := os.Getenv("CI") == "true"
 	giveUp := func(format string, args ...any) {
@@ -39,13 +46,13 @@ func kafkajsReady(t *testing.T) (node string) {
 	if err != nil {
 		giveUp("npm is not installed: %v", err)
 	}
-	r := run(t, "", []string{"npm_config_update_notifier=false"}, npm, "ci", "--prefix", kafkajsDir,
+	r := run(t, "", []string{"npm_config_update_notifier=false"}, npm, "ci", "--prefix", dir,
 		"--no-audit", "--no-fund", "--prefer-offline")
 	if r.Err != nil {
-		giveUp("npm ci in e2e/%s: %v\n%s\n%s", kafkajsDir, r.Err, r.Stdout, r.Stderr)
+		giveUp("npm ci in e2e/%s: %v\n%s\n%s", dir, r.Err, r.Stdout, r.Stderr)
 	}
-	if _, err := os.Stat(filepath.Join(kafkajsDir, "node_modules", "kafkajs", "package.json")); err != nil {
-		t.Fatalf("npm ci did not install kafkajs: %v", err)
+	if _, err := os.Stat(filepath.Join(dir, "node_modules", module, "package.json")); err != nil {
+		t.Fatalf("npm ci did not install %s: %v", module, err)
 	}
 	return node
 }
