@@ -19,9 +19,10 @@ const platformaticDir = "platformatic"
 // testPlatformatic runs e2e/platformatic/run.mjs: @platformatic/kafka, a
 // pure JavaScript client for Kafka 3.5 to 4.1 at current API versions:
 // admin calls, an idempotent producer over four codecs, a classic and a
-// KIP-848 group member each reading everything and committing, and an
-// exactly-once copy in transactions with an aborted one; then checks its
-// report and, with franz-go and kadm, the logs and the groups' offsets.
+// KIP-848 group member each reading everything and committing, an
+// exactly-once copy in transactions with an aborted one, and the admin API
+// on a scratch topic; then checks its report and, with franz-go and kadm,
+// the logs and the groups' offsets.
 func testPlatformatic(t *testing.T, b *Broker) {
 	node := npmProjectReady(t, platformaticDir, filepath.Join("@platformatic", "kafka"))
 	const n = 300
@@ -29,6 +30,10 @@ func testPlatformatic(t *testing.T, b *Broker) {
 	r := run(t, "", nil, node, filepath.Join(platformaticDir, "run.mjs"), b.Addr, prefix, strconv.Itoa(n))
 	if r.Err != nil {
 		t.Fatalf("run.mjs: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	type config struct {
+		Value  string `json:"value"`
+		Source int    `json:"source"` // 1 topic, 5 default
 	}
 	type rec struct {
 		P int32      `json:"p"`
@@ -49,6 +54,15 @@ func testPlatformatic(t *testing.T, b *Broker) {
 			State string `json:"state"`
 			Type  string `json:"type"`
 		} `json:"groups"`
+		Admin struct {
+			AfterIncremental map[string]config `json:"afterIncremental"`
+			AfterAlter       map[string]config `json:"afterAlter"`
+			Offsets          map[string]int64  `json:"offsets"`
+			GroupOffsets     map[string]int64  `json:"groupOffsets"`
+			GroupState       string            `json:"groupState"`
+			LogDirPartitions []int32           `json:"logDirPartitions"`
+			TopicsAfter      []string          `json:"topicsAfter"`
+		} `json:"admin"`
 	}
 	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
 		t.Fatalf("run.mjs report is not JSON: %v\n%s\nstderr:\n%s", err, r.Stdout, r.Stderr)
@@ -109,6 +123,33 @@ func testPlatformatic(t *testing.T, b *Broker) {
 		t.Errorf("read_uncommitted sees %d aborted decoys, want 20", decoys)
 	}
 	checkCommitted(t, b, prefix+"-eos", in)
+
+	// Admin calls on the scratch topic: IncrementalAlterConfigs sets one
+	// config; AlterConfigs replaces the set, so it goes back to its
+	// default; CreatePartitions 2 -> 3; DeleteRecords moves partition 0's
+	// start to 2 (ListOffsets earliest), 5 records in partition 1
+	// (latest), none in the new one; AlterConsumerGroupOffsets then
+	// OffsetDelete of one partition; DescribeGroups; DescribeLogDirs;
+	// DeleteGroups; DeleteTopics.
+	a := report.Admin
+	if c := a.AfterIncremental["retention.ms"]; c.Value != "3600000" || c.Source != 1 {
+		t.Errorf("retention.ms after IncrementalAlterConfigs: %+v", c)
+	}
+	if c := a.AfterAlter["retention.ms"]; c.Value != "604800000" || c.Source != 5 {
+		t.Errorf("retention.ms after AlterConfigs of cleanup.policy alone: %+v, want the default", c)
+	}
+	if c := a.AfterAlter["cleanup.policy"]; c.Value != "compact" || c.Source != 1 {
+		t.Errorf("cleanup.policy after AlterConfigs: %+v", c)
+	}
+	if a.Offsets["0"] != 2 || a.Offsets["1"] != 5 || a.Offsets["2"] != 0 || len(a.Offsets) != 3 {
+		t.Errorf("ListOffsets after DeleteRecords and CreatePartitions: %v, want 0:2 1:5 2:0", a.Offsets)
+	}
+	if len(a.GroupOffsets) != 1 || a.GroupOffsets["0"] != 3 || a.GroupState != "EMPTY" {
+		t.Errorf("group offsets %v (want 0:3 after deleting 1's), state %q", a.GroupOffsets, a.GroupState)
+	}
+	if fmt.Sprint(a.LogDirPartitions) != "[0 1]" || len(a.TopicsAfter) != 0 {
+		t.Errorf("DescribeLogDirs partitions %v; topics left after DeleteTopics %v", a.LogDirPartitions, a.TopicsAfter)
+	}
 
 	for g, typ := range map[string]string{prefix + "-classic": "classic", prefix + "-modern": "consumer", prefix + "-eos": "classic"} {
 		if st := report.Groups[g]; st == nil || st.State != "EMPTY" || st.Type != typ {

@@ -9,9 +9,11 @@
 // group member and with a KIP-848 (groupProtocol "consumer") member, each
 // committing, then copies every record, transformed, to PREFIX-out in
 // transactions that also commit the offsets of a group reading PREFIX-in
-// read_committed; one transaction of decoys is aborted. Finally it reads PREFIX-out back
-// read_committed and lists and describes the groups. The report is one JSON
-// object on stdout; the Go test checks it and the logs themselves.
+// read_committed; one transaction of decoys is aborted. Then it reads
+// PREFIX-out back read_committed, lists the groups, and makes admin calls
+// on a scratch topic (configs, partitions, records, offsets, groups, log
+// dirs). The report is one JSON object on stdout; the Go test checks it
+// and the logs themselves.
 import { Admin, Consumer, Producer, stringDeserializers, stringSerializers } from '@platformatic/kafka'
 
 const [bootstrap, prefix, nArg] = process.argv.slice(2)
@@ -154,5 +156,44 @@ report.offsets = {}
 for (const g of await admin.listConsumerGroupOffsets({ groups: [classicGroup, modernGroup, eosGroup] })) {
   report.offsets[g.groupId] = JSON.parse(JSON.stringify(g, (k, v) => typeof v === 'bigint' ? Number(v) : v))
 }
+// Admin calls at the client's versions, on a scratch topic.
+const tAdm = `${prefix}-admin`
+const big = v => typeof v === 'bigint' ? v.toString() : v
+const adm = {}
+await admin.createTopics({ topics: [tAdm], partitions: 2, replicas: 1 })
+const p2 = new Producer({ clientId: `${prefix}-admin-producer`, bootstrapBrokers, serializers: stringSerializers })
+await p2.send({ messages: [...Array(10).keys()].map(i => ({ topic: tAdm, key: `a${i}`, value: `a${i}`, partition: i % 2 })) })
+await p2.close()
+const TOPIC = 2
+await admin.incrementalAlterConfigs({ resources: [{ resourceType: TOPIC, resourceName: tAdm, configs: [{ name: 'retention.ms', configOperation: 0, value: '3600000' }] }] })
+const configsOf = async () => {
+  const described = await admin.describeConfigs({ resources: [{ resourceType: TOPIC, resourceName: tAdm, configurationKeys: ['retention.ms', 'cleanup.policy'] }], includeSynonyms: true })
+  return Object.fromEntries(described[0].configs.map(c => [c.name, { value: c.value, source: c.configSource }]))
+}
+adm.afterIncremental = await configsOf()
+// AlterConfigs replaces the topic's whole set: retention.ms goes back to
+// its default.
+await admin.alterConfigs({ resources: [{ resourceType: TOPIC, resourceName: tAdm, configs: [{ name: 'cleanup.policy', value: 'compact' }] }] })
+adm.afterAlter = await configsOf()
+await admin.createPartitions({ topics: [{ name: tAdm, count: 3, assignments: [] }] })
+await admin.deleteRecords({ topics: [{ name: tAdm, partitions: [{ partition: 0, offset: 2n }] }] })
+const listed = await admin.listOffsets({ topics: [{ name: tAdm, partitions: [{ partitionIndex: 0, timestamp: -2n }, { partitionIndex: 1, timestamp: -1n }, { partitionIndex: 2, timestamp: -1n }] }] })
+adm.offsets = Object.fromEntries(listed[0].partitions.map(p => [p.partitionIndex, Number(p.offset)]))
+const g = `${prefix}-admin-group`
+await admin.alterConsumerGroupOffsets({ groupId: g, topics: [{ name: tAdm, partitionOffsets: [{ partition: 0, offset: 3n }, { partition: 1, offset: 1n }] }] })
+await admin.deleteConsumerGroupOffsets({ groupId: g, topics: [{ name: tAdm, partitionIndexes: [1] }] })
+adm.groupOffsets = {}
+for (const gr of await admin.listConsumerGroupOffsets({ groups: [g] })) {
+  for (const t of gr.topics ?? []) for (const p of t.partitions) adm.groupOffsets[p.partitionIndex] = Number(p.committedOffset)
+}
+const dg = await admin.describeGroups({ groups: [g] })
+adm.groupState = dg.get(g)?.state ?? null
+const dirs = await admin.describeLogDirs({ topics: [{ name: tAdm, partitions: [0, 1] }] })
+adm.logDirPartitions = dirs.flatMap(d => d.results.flatMap(r => r.topics.flatMap(t => t.partitions.map(p => p.partitionIndex)))).sort()
+await admin.deleteGroups({ groups: [g] })
+await admin.deleteTopics({ topics: [tAdm] })
+adm.topicsAfter = (await admin.listTopics()).filter(t => t === tAdm)
+report.admin = JSON.parse(JSON.stringify(adm, (k, v) => big(v)))
+
 await admin.close()
 console.log(JSON.stringify(report))
