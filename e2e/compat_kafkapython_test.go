@@ -3,8 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,22 +11,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// kafkaPythonReady checks that Debian's python3-kafka (kafka-python 2.0.2,
-// the pure-Python client) is importable by /usr/bin/python3. Missing, the
-// test is skipped locally and fails in CI (CI=true), where .ci/run installs
-// it.
-func kafkaPythonReady(t *testing.T) string {
-	t.Helper()
-	if err := exec.Command(confluentPython, "-c", "import kafka").Run(); err == nil {
-		return confluentPython
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("%s cannot import kafka (Debian package python3-kafka)", confluentPython)
-	}
-	t.Skipf("%s cannot import kafka (apt-get install python3-kafka)", confluentPython)
-	return ""
-}
-
 // testKafkaPython runs e2e/kafkapython/clients.py: kafka-python's admin
 // client, producers (gzip with acks=all, none with acks=1, headers, its
 // murmur2 partitioner), a consumer group and a second member that resumes
@@ -36,19 +18,12 @@ func kafkaPythonReady(t *testing.T) string {
 // then checks its report and, with franz-go and kadm, the log and the
 // group's offsets.
 func testKafkaPython(t *testing.T, b *Broker) {
-	py := kafkaPythonReady(t)
+	py := debianPythonReady(t, "kafka", "python3-kafka")
 	const n, partitions = 400, 3
 	prefix := "kpy"
 	r := run(t, "", nil, py, filepath.Join("kafkapython", "clients.py"), b.Addr, prefix, strconv.Itoa(n))
 	if r.Err != nil {
 		t.Fatalf("clients.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
-	}
-	type rec struct {
-		P int32      `json:"p"`
-		O int64      `json:"o"`
-		K string     `json:"k"`
-		V string     `json:"v"`
-		H [][]string `json:"h"`
 	}
 	var report struct {
 		Version         string            `json:"kafka_python"`
@@ -56,8 +31,8 @@ func testKafkaPython(t *testing.T, b *Broker) {
 		AlreadyExists   bool              `json:"already_exists"`
 		InvalidTopic    bool              `json:"invalid_topic"`
 		Configs         map[string]string `json:"configs"`
-		Produced        []rec             `json:"produced"`
-		Consumed        []rec             `json:"consumed"`
+		Produced        []scriptRecord    `json:"produced"`
+		Consumed        []scriptRecord    `json:"consumed"`
 		Committed       map[string]int64  `json:"committed"`
 		SecondMember    int               `json:"second_member"`
 		Beginning       map[string]int64  `json:"beginning"`
@@ -85,7 +60,7 @@ func testKafkaPython(t *testing.T, b *Broker) {
 	// it, and the offsets the producer was told are where the records are.
 	javaPartition := kgo.StickyKeyPartitioner(nil).ForTopic(topic)
 	want := map[string]string{}
-	at := map[string]rec{}
+	at := map[string]scriptRecord{}
 	for _, p := range report.Produced {
 		want[p.K] = p.V
 		at[p.K] = p

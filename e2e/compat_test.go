@@ -184,3 +184,34 @@ func TestCompat(t *testing.T) {
 	t.Run("kafka-python", func(t *testing.T) { testKafkaPython(t, b) })
 	t.Run("platformatic", func(t *testing.T) { testPlatformatic(t, b) })
 }
+
+// scriptRecord is a record as the client scripts (Python, JavaScript)
+// report it: partition, offset, key, value, headers as [key, value] pairs.
+type scriptRecord struct {
+	P int32      `json:"p"`
+	O int64      `json:"o"`
+	K string     `json:"k"`
+	V string     `json:"v"`
+	H [][]string `json:"h"`
+}
+
+// checkTxnCopy checks the output of an exactly-once copy: franz-go reading
+// read_committed sees want, every record once; reading uncommitted it also
+// sees the decoys of the aborted transactions (keys containing
+// "-aborted-"), which must number decoys.
+func checkTxnCopy(t *testing.T, b *Broker, topic string, want map[string]string, decoys int) {
+	t.Helper()
+	consumeFranz(t, b, topic, len(want), kgo.FetchIsolationLevel(kgo.ReadCommitted())).check(t, "franz-go read_committed", want)
+	all := consumeFranz(t, b, topic, len(want)+decoys)
+	all.mu.Lock()
+	defer all.mu.Unlock()
+	got := 0
+	for k := range all.got {
+		if strings.Contains(k, "-aborted-") {
+			got++
+		}
+	}
+	if got != decoys {
+		t.Errorf("read_uncommitted sees %d aborted decoys, want %d", got, decoys)
+	}
+}
