@@ -35,6 +35,7 @@ func testKafkaPython(t *testing.T, b *Broker) {
 		Consumed        []scriptRecord    `json:"consumed"`
 		Committed       map[string]int64  `json:"committed"`
 		SecondMember    int               `json:"second_member"`
+		SecondPositions map[string]int64  `json:"second_positions"`
 		Beginning       map[string]int64  `json:"beginning"`
 		End             map[string]int64  `json:"end"`
 		OffsetsForTimes map[string]*int64 `json:"offsets_for_times"`
@@ -103,8 +104,13 @@ func testKafkaPython(t *testing.T, b *Broker) {
 	if o, ok := report.OffsetsForTimes[prefix+"-scratch-0"]; !ok || o != nil {
 		t.Errorf("offsets_for_times(an hour ahead) of an empty topic: %v, want None", o)
 	}
-	if report.SecondMember != 0 {
-		t.Errorf("a second member of the group read %d records after the commit, want 0", report.SecondMember)
+	if report.SecondMember != 0 || len(report.SecondPositions) != partitions {
+		t.Errorf("a second member of the group read %d records after the commit (want 0), positions %v", report.SecondMember, report.SecondPositions)
+	}
+	for p, o := range report.SecondPositions {
+		if o != report.End[p] {
+			t.Errorf("the second member resumed partition %s at %d, want the committed %d", p, o, report.End[p])
+		}
 	}
 	if int64(len(report.RereadP0)) != report.End["0"] {
 		t.Errorf("re-read of partition 0: %d records, want %d", len(report.RereadP0), report.End["0"])
