@@ -176,9 +176,14 @@ func (o *clientOptions) newAdmin(ctx context.Context) (*kadm.Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	return o.admin(cl), nil
+}
+
+// admin returns a kadm client over cl with the command's timeout.
+func (o *clientOptions) admin(cl *kgo.Client) *kadm.Client {
 	adm := kadm.NewClient(cl)
 	adm.SetTimeoutMillis(int32(min(o.timeout(), time.Hour) / time.Millisecond))
-	return adm, nil
+	return adm
 }
 
 // signalContext is the context every client command runs under: cancelled by

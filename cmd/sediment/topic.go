@@ -76,8 +76,7 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			adm := kadm.NewClient(cl)
-			adm.SetTimeoutMillis(int32(min(opts.timeout(), time.Hour) / time.Millisecond))
+			adm := opts.admin(cl) // waitTopicsReady needs cl too
 			defer adm.Close()
 			resps, err := adm.CreateTopics(ctx, partitions, replication, cfg, topics...)
 			if err != nil {
@@ -152,6 +151,9 @@ func waitTopicsReady(ctx context.Context, cl *kgo.Client, adm *kadm.Client, want
 			resp, err := req.RequestWith(ctx, cl.Broker(int(b.NodeID)))
 			if err != nil {
 				return fmt.Errorf("broker %d: %w", b.NodeID, err)
+			}
+			if len(resp.Topics) != len(names) {
+				return fmt.Errorf("broker %d: Metadata answered %d of %d topics", b.NodeID, len(resp.Topics), len(names))
 			}
 			for _, rt := range resp.Topics {
 				var name string
