@@ -49,7 +49,7 @@ compat-kafkago:
 compat-sarama:
 	GO=$(GO) ./scripts/compat-sarama.sh
 
-## compat-confluent-go: confluent-kafka-go's own tests (CONFLUENT_GO_VERSION, v2.11.1, fetched into a scratch module; librdkafka bundled, cgo) against a broker of this tree (docs/compatibility.md).
+## compat-confluent-go: confluent-kafka-go's own tests (CONFLUENT_GO_VERSION, v2.11.1, fetched into a scratch module; librdkafka bundled, cgo), then librdkafka's KIP-848 consumer, against a broker of this tree (docs/compatibility.md).
 compat-confluent-go:
 	GO=$(GO) ./scripts/compat-confluent-go.sh
 

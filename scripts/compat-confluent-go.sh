@@ -8,6 +8,10 @@
 # first build on 2 cores, cached afterwards). Nothing of it is copied into
 # the repository.
 #
+# Then scripts/compat-confluent-go/kip848.go.txt, built in the same scratch
+# module, checks librdkafka's KIP-848 consumer (group.protocol=consumer),
+# which the suite does not cover (skipped when RUN is set).
+#
 # Its tests read the broker list from ./testconf.json: the script writes one
 # (Brokers 127.0.0.1:COMPAT_PORT, no SASL broker) and runs the test binary
 # from the scratch folder. The broker is set up as the kafka/testresources
@@ -72,6 +76,9 @@ $GO build -o "$work/sediment" ./cmd/sediment
 	$GO mod init compat-confluent-go > /dev/null 2>&1
 	$GO get -t "github.com/confluentinc/confluent-kafka-go/v2/kafka@$VERSION" > /dev/null 2>&1
 	$GO test -c -o "$work/kafka.test" github.com/confluentinc/confluent-kafka-go/v2/kafka
+	mkdir kip848
+	cp "$repo/scripts/compat-confluent-go/kip848.go.txt" kip848/main.go
+	$GO build -o "$work/kip848.bin" ./kip848
 )
 cat > "$work/testconf.json" <<EOF
 {"Brokers": "127.0.0.1:$PORT", "TopicName": "test", "GroupID": "testgroup", "PerfMsgCount": 10000, "PerfMsgSize": 100, "Config": ["api.version.request=true"]}
@@ -104,6 +111,13 @@ count_tests "$work/kafka.log"
 ipass=$(grep -c '^    --- PASS: TestIntegration/' "$work/kafka.log" || true)
 ifail=$(grep -c '^    --- FAIL: TestIntegration/' "$work/kafka.log" || true)
 iskip=$(grep -c '^    --- SKIP: TestIntegration/' "$work/kafka.log" || true)
+# librdkafka's KIP-848 consumer, which the suite does not cover
+# (scripts/compat-confluent-go/kip848.go.txt).
+kip=0
+if [ -z "${RUN:-}" ] || [ "$RUN" = . ]; then
+	"$work/sediment" topic create kip848 -p 6 -b "127.0.0.1:$PORT" > /dev/null
+	"$work/kip848.bin" "127.0.0.1:$PORT" kip848 kip848-group 600 || kip=1
+fi
 if ! kill -0 "$pid" 2>/dev/null; then
 	echo "compat-confluent-go: the broker died during the run" >&2
 	fail=$((fail + 1))
@@ -111,7 +125,7 @@ fi
 echo "confluent-kafka-go $VERSION against a Sediment broker: $pass passed, $fail failed, $skip skipped (top-level tests; -test.skip'd ones not counted); TestIntegration's suite: $ipass passed, $ifail failed, $iskip skipped"
 cd "$repo"
 status=0
-if [ "$rc" -ne 0 ] || [ "$fail" -ne 0 ]; then
+if [ "$rc" -ne 0 ] || [ "$fail" -ne 0 ] || [ "$kip" -ne 0 ]; then
 	status=1
 fi
 if [ "$status" -ne 0 ] || [ "${KEEP:-0}" = 1 ]; then
