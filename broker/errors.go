@@ -35,6 +35,7 @@ var errorTable = []struct {
 	{hotlog.ErrInvalidTimestamp, kerr.InvalidTimestamp},
 	{hotlog.ErrBatchTooLarge, kerr.MessageTooLarge},
 	{hotlog.ErrLogFailed, kerr.KafkaStorageError},
+	{hotlog.ErrIO, kerr.KafkaStorageError},
 	{hotlog.ErrClosed, kerr.NotLeaderForPartition},
 	{hotlog.ErrUnexpectedOffset, kerr.UnknownServerError},
 	// metadata

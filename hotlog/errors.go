@@ -26,6 +26,10 @@ var (
 	// ErrLogFailed: an earlier write or fsync failed and the log no longer
 	// accepts appends; reopen it to recover (KAFKA_STORAGE_ERROR).
 	ErrLogFailed = errors.New("hotlog: log failed after an I/O error")
+	// ErrIO: a write to the log's files failed (the disk is full or failing)
+	// and nothing of the append stays: the log is as before and a later
+	// append may succeed (KAFKA_STORAGE_ERROR, which clients retry).
+	ErrIO = errors.New("hotlog: I/O error")
 	// ErrClosed: the log is closed.
 	ErrClosed = errors.New("hotlog: log closed")
 )

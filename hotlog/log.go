@@ -34,6 +34,7 @@ type Log struct {
 	epochs   atomic.Pointer[[]epochEntry]
 	closed   atomic.Bool
 	failed   atomic.Pointer[error]
+	ioWarned atomic.Int64 // unix nanoseconds of the last ioError log line
 
 	// mu is the append lock. It guards the fields below it and every change
 	// of segs, logStart, logEnd and epochs.
@@ -457,6 +458,20 @@ func (l *Log) fail(err error) error {
 	return fmt.Errorf("%w: %w", ErrLogFailed, err)
 }
 
+// ioError wraps err, an I/O error the append took back, with ErrIO (an
+// ErrLogFailed stays as it is), and logs it at most every 10 s per log: a
+// full disk fails every append until space is freed.
+func (l *Log) ioError(err error) error {
+	if errors.Is(err, ErrLogFailed) {
+		return err
+	}
+	now := l.now().UnixNano()
+	if last := l.ioWarned.Load(); now-last >= int64(10*time.Second) && l.ioWarned.CompareAndSwap(last, now) {
+		l.logger.Warn("hotlog: append refused after an I/O error (the log is unchanged; appends are retried)", "err", err)
+	}
+	return fmt.Errorf("%w: %w", ErrIO, err)
+}
+
 // Append validates one or more concatenated v2 batches (a Produce partition's
 // records), assigns offsets from the log end, stamps base offset and leader
 // epoch into records in place (both outside the CRC), writes them, and returns
@@ -574,7 +589,7 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	first, last := hdrs[0].BaseOffset, hdrs[len(hdrs)-1].LastOffset()
 	if l.shouldRollLocked(int64(len(records)), last, now) {
 		if err := l.rollLocked(first); err != nil {
-			return 0, AppendResult{}, err
+			return 0, AppendResult{}, l.ioError(err)
 		}
 	}
 	if opts.Check != nil {
@@ -629,7 +644,7 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 		if terr := seg.file.Truncate(oldSize); terr != nil {
 			return 0, AppendResult{}, l.fail(fmt.Errorf("hotlog: append: %w", err))
 		}
-		return 0, AppendResult{}, fmt.Errorf("hotlog: append: %w", err)
+		return 0, AppendResult{}, l.ioError(fmt.Errorf("hotlog: append: %w", err))
 	}
 	pos := oldSize
 	for i := range hdrs {
