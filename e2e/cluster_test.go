@@ -106,22 +106,23 @@ func (c *Cluster) StartAll() {
 // test). The per-broker cleanups then find them stopped and check the logs.
 func (c *Cluster) stopAll() {
 	majority := len(c.Brokers)/2 + 1
+	up := 0
+	for _, b := range c.Brokers {
+		if b.running() {
+			up++
+		}
+	}
 	for i := len(c.Brokers) - 1; i >= 0; i-- {
 		b := c.Brokers[i]
 		if !b.running() {
 			continue
-		}
-		up := 0
-		for _, o := range c.Brokers {
-			if o.running() {
-				up++
-			}
 		}
 		if up >= majority {
 			b.Stop() //nolint:errcheck // the test is over; the log is checked
 		} else {
 			b.Kill()
 		}
+		up--
 	}
 }
 
