@@ -21,9 +21,9 @@ run: build
 cluster: build
 	./scripts/cluster.sh
 
-## chaos: the long fault run under an idempotent acks=all producer: SIGKILLs of partition leaders, SIGSTOP pauses and network partitions (toxiproxy).
+## chaos: the long fault runs under an idempotent acks=all producer: SIGKILLs of partition leaders, SIGSTOP pauses and network partitions (toxiproxy); then replica moves (AlterPartitionReassignments) with a broker SIGKILLed during most of them.
 chaos:
-	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} $(GO) test -race -count=1 -timeout 30m -run 'TestReplicationLeaderKills' -v ./e2e/
+	SEDIMENT_CHAOS_KILLS=$${SEDIMENT_CHAOS_KILLS:-12} SEDIMENT_CHAOS_MOVES=$${SEDIMENT_CHAOS_MOVES:-16} $(GO) test -race -count=1 -timeout 45m -run 'TestReplicationLeaderKills|TestReassignmentChaos' -v ./e2e/
 
 ## compaction-kills: SIGKILL a broker during compaction 20 times (make test runs 5); every key's latest value is its last acknowledged write.
 compaction-kills:
