@@ -61,6 +61,10 @@ type fetchPart struct {
 	// is a follower then, and while it truncates a divergent tail its
 	// producer state and log disagree (truncateTo).
 	led bool
+	// throttleRate: a follower's fetch of a throttled replica out of the
+	// ISR, the leader's replication throttle in bytes per second
+	// (replication_throttle.go); 0 otherwise.
+	throttleRate int64
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -85,6 +89,10 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	replicaID, replicaEpoch := req.ReplicaID, int64(-1)
 	if r.Version >= 15 {
 		replicaID, replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
+	}
+	var leaderRate int64 // the leader side's replication throttle
+	if replicaID >= 0 {
+		leaderRate, _ = throttleRate(st, b.cfg.NodeID, cfgLeaderThrottledRate)
 	}
 	var parts []*fetchPart
 	redirected := false // a partition answers with a preferred read replica
@@ -140,8 +148,12 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if replicaID >= 0 {
 					p.recordFollowerFetch(replicaID, replicaEpoch, pt.FetchOffset)
 				}
-				parts = append(parts, &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0,
-					led: replicaID < 0 && !follower && p.isLeader(-1)})
+				fp := &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0,
+					led: replicaID < 0 && !follower && p.isLeader(-1)}
+				if !unlimitedRate(leaderRate) && throttledReplica(st, p.topic, cfgLeaderThrottledReplicas, p.id, b.cfg.NodeID) && !p.inISR(replicaID) {
+					fp.throttleRate = leaderRate
+				}
+				parts = append(parts, fp)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
@@ -192,8 +204,13 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}
 
 	zc := &zeroCopy{}
+	now := time.Now()
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		if fp.throttleRate > 0 && fp.res != nil {
+			b.leaderQuota.record(fp.throttleRate, fp.res.Size, now)
+			b.metrics.throttledBytes.WithLabelValues("leader").Add(float64(fp.res.Size))
+		}
 		if fp.remote != nil {
 			regions := make([]region, len(fp.remote.Regions))
 			for i, rg := range fp.remote.Regions {
@@ -285,6 +302,14 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		}
 		if fp.offset >= limit || budget <= 0 {
 			continue
+		}
+		if fp.throttleRate > 0 {
+			// A throttled replica out of the ISR gets nothing while the
+			// leader's quota is used up (KIP-73); it asks again.
+			if over, _ := b.leaderQuota.exceeded(fp.throttleRate, time.Now()); over {
+				b.metrics.throttledSkips.WithLabelValues("leader").Inc()
+				continue
+			}
 		}
 		res, err := l.Read(fp.offset, budget, limit)
 		if err != nil {

@@ -15,7 +15,8 @@ import (
 // value and source (dynamic topic override or default). v1+ synonyms (the
 // broker-level name a default comes from), v3+ type and documentation, v4+
 // flexible. Brokers: the broker's own settings under Kafka's names, read-only,
-// with their types and (v3+, when asked) documentation.
+// with their types and (v3+, when asked) documentation, and the dynamic
+// replication throttle rates (replication_throttle.go) with their sources.
 
 func init() { regKey(32, 0, 4).handler = handleDescribeConfigs }
 
@@ -84,6 +85,32 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 				c.ConfigType = kmsg.ConfigType(bc.typ.kafkaType())
 				if req.IncludeDocumentation {
 					c.Documentation = kmsg.StringPtr(bc.doc)
+				}
+				rr.Configs = append(rr.Configs, c)
+			}
+			// The dynamic ones (replication_throttle.go), as Kafka shows
+			// them: the broker's own value, else the cluster default,
+			// else Long.MAX (no limit).
+			for _, name := range []string{cfgFollowerThrottledRate, cfgLeaderThrottledRate} {
+				if !want(name) {
+					continue
+				}
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Source = name, kmsg.ConfigSourceDefaultConfig
+				value := strconv.FormatInt(math.MaxInt64, 10)
+				if res.ResourceName == "" {
+					if v, ok := st.BrokerConfigs("")[name]; ok {
+						value, c.Source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+					}
+				} else if rate, src := throttleRate(st, b.cfg.NodeID, name); src == "broker" {
+					value, c.Source = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicBrokerConfig
+				} else if src == "default" {
+					value, c.Source = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicDefaultBrokerConfig
+				}
+				c.Value = kmsg.StringPtr(value)
+				c.ConfigType = kmsg.ConfigType(cfgLong.kafkaType())
+				if req.IncludeDocumentation {
+					c.Documentation = kmsg.StringPtr(dynamicBrokerConfigs[name])
 				}
 				rr.Configs = append(rr.Configs, c)
 			}

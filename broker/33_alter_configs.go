@@ -2,7 +2,7 @@ package broker
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -15,12 +15,12 @@ import (
 //
 // Replaces a topic's whole set of overrides (Kafka's non-incremental
 // semantics: configs not listed return to their defaults). Every value is
-// validated first (INVALID_CONFIG); validate_only stops there. Broker
-// configs are static here (INVALID_REQUEST). v2 flexible.
+// validated first (INVALID_CONFIG); validate_only stops there. On a broker
+// resource (a broker id, or "" for the cluster default) only the dynamic
+// replication throttle rates may be named (replication_throttle.go); any
+// other broker config is static here (INVALID_REQUEST). v2 flexible.
 
 func init() { regKey(33, 0, 2).handler = handleAlterConfigs }
-
-var errStaticBrokerConfig = errors.Join(metadata.ErrInvalidRequest, errors.New("broker configs are static; set them in the broker's config file"))
 
 func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.AlterConfigsRequest)
@@ -48,7 +48,20 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 				_, _, err = b.store.propose(ctx, cmd)
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			err = errStaticBrokerConfig
+			// Replaces the resource's dynamic configs, as Kafka's legacy
+			// AlterConfigs does; only the dynamic ones may be named.
+			cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceBroker, ResourceName: res.ResourceName, Replace: true}
+			err = validateBrokerResource(res.ResourceName)
+			for _, c := range res.Configs {
+				if err == nil {
+					if err = validateDynamicBrokerConfig(c.Name, c.Value); err == nil {
+						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
+					}
+				}
+			}
+			if err == nil && !req.ValidateOnly {
+				_, _, err = b.store.propose(ctx, cmd)
+			}
 		default:
 			err = kerr.InvalidRequest
 		}

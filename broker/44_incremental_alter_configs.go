@@ -17,7 +17,9 @@ import (
 // SET, DELETE (back to the default), APPEND and SUBTRACT (list configs such
 // as cleanup.policy) on a topic's overrides; the resulting values are
 // validated (INVALID_CONFIG) before one metadata command applies them all.
-// v1 flexible.
+// On a broker resource, SET and DELETE of the dynamic replication throttle
+// rates (replication_throttle.go); other broker configs are static
+// (INVALID_REQUEST). v1 flexible.
 
 func init() { regKey(44, 0, 1).handler = handleIncrementalAlterConfigs }
 
@@ -34,7 +36,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (
 		case kmsg.ConfigResourceTypeTopic:
 			err = b.incrementalAlterTopic(ctx, res, req.ValidateOnly)
 		case kmsg.ConfigResourceTypeBroker:
-			err = errStaticBrokerConfig
+			err = b.incrementalAlterBroker(ctx, res, req.ValidateOnly)
 		default:
 			err = kerr.InvalidRequest
 		}
@@ -94,6 +96,44 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 				return err
 			}
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: nv})
+		default:
+			return fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
+		}
+	}
+	if validateOnly || len(cmd.Ops) == 0 {
+		return nil
+	}
+	_, _, err := b.store.propose(ctx, cmd)
+	return err
+}
+
+// incrementalAlterBroker sets or deletes dynamic broker configs (of one
+// broker, or the cluster default for resource name "").
+func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	if err := validateBrokerResource(res.ResourceName); err != nil {
+		return err
+	}
+	cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceBroker, ResourceName: res.ResourceName}
+	seen := map[string]bool{}
+	for _, c := range res.Configs {
+		if seen[c.Name] {
+			return fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
+		}
+		seen[c.Name] = true
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if err := validateDynamicBrokerConfig(c.Name, c.Value); err != nil {
+				return err
+			}
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			v := "0"
+			if err := validateDynamicBrokerConfig(c.Name, &v); err != nil {
+				return err
+			}
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
 		default:
 			return fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
 		}

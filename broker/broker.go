@@ -249,6 +249,9 @@ type Broker struct {
 	budget  *memBudget
 
 	fetchSessions fetchSessions
+	// leaderQuota and followerQuota are the replication throttles
+	// (replication_throttle.go).
+	leaderQuota, followerQuota replicationQuota
 
 	ctx    context.Context
 	cancel context.CancelFunc

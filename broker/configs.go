@@ -58,6 +58,8 @@ type topicConfigDef struct {
 	// brokerName is the broker-level setting the default comes from.
 	brokerName string
 	doc        string
+	// check, if set, validates the value instead of the type's rules.
+	check func(v string) error
 }
 
 func constDef(v string) func(*Config) string { return func(*Config) string { return v } }
@@ -70,9 +72,11 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
 		{name: "delete.retention.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("86400000"), brokerName: "log.cleaner.delete.retention.ms", doc: "how long tombstones are kept in compacted topics"},
 		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10) }, brokerName: "log.segment.delete.delay.ms", doc: "how long a deleted segment's files stay before they are removed"},
+		{name: cfgFollowerThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose fetching the follower throttles (follower.replication.throttled.rate) while they are out of the ISR"},
 		{name: "flush.messages", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.messages"},
 		{name: "flush.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.ms"},
 		{name: "index.interval.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: constDef("4096"), brokerName: "log.index.interval.bytes"},
+		{name: cfgLeaderThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose replication the leader throttles (leader.replication.throttled.rate) while they are out of the ISR"},
 		{name: "local.retention.bytes", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.bytes", doc: "local bytes kept once tiered (-2: retention.bytes)"},
 		{name: "local.retention.ms", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.ms", doc: "local time kept once tiered (-2: retention.ms)"},
 		{name: "max.compaction.lag.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.cleaner.max.compaction.lag.ms"},
@@ -114,6 +118,12 @@ func validateTopicConfig(name string, value *string) error {
 	v := strings.TrimSpace(*value)
 	bad := func(why string) error {
 		return fmt.Errorf("%w: invalid value %q for %s: %s", errInvalidConfig, *value, name, why)
+	}
+	if d.check != nil {
+		if err := d.check(v); err != nil {
+			return bad(err.Error())
+		}
+		return nil
 	}
 	switch d.typ {
 	case cfgInt, cfgLong:

@@ -21,6 +21,10 @@ type metrics struct {
 	connections prometheus.Gauge
 	sendfile    prometheus.Counter
 	copied      prometheus.Counter
+	// throttledBytes and throttledSkips: the replication throttles, by
+	// side (leader, follower).
+	throttledBytes *prometheus.CounterVec
+	throttledSkips *prometheus.CounterVec
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -52,8 +56,14 @@ func newMetrics(b *Broker) *metrics {
 		copied: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_fetch_copied_bytes_total", Help: "Record bytes copied through user space (no OS file, or sendfile disabled).",
 		}),
+		throttledBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sediment_replication_throttled_bytes_total", Help: "Replication bytes of throttled replicas out of the ISR, by side (leader: served, follower: fetched).",
+		}, []string{"side"}),
+		throttledSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sediment_replication_throttled_skips_total", Help: "Partitions left out of a replica fetch because the side's replication throttle was used up.",
+		}, []string{"side"}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied,
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m

@@ -855,9 +855,26 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 	}
 	index := map[key]*partition{}
 	topicIdx := map[string]int{}
+	// The follower side's replication throttle (replication_throttle.go):
+	// a throttled replica out of the ISR is left out of the request while
+	// the quota is used up.
+	ms := b.meta.State()
+	rate, _ := throttleRate(ms, b.cfg.NodeID, cfgFollowerThrottledRate)
+	throttled := map[*partition]bool{}
+	var skipped bool
+	var wait time.Duration
+	now := time.Now()
 	for p, st := range parts {
 		if !st.truncated {
 			continue
+		}
+		if !unlimitedRate(rate) && throttledReplica(ms, p.topic, cfgFollowerThrottledReplicas, p.id, b.cfg.NodeID) && !p.inISR(b.cfg.NodeID) {
+			if over, d := b.followerQuota.exceeded(rate, now); over {
+				b.metrics.throttledSkips.WithLabelValues("follower").Inc()
+				skipped, wait = true, max(wait, d)
+				continue
+			}
+			throttled[p] = true
 		}
 		i, ok := topicIdx[p.topic]
 		if !ok {
@@ -876,6 +893,9 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 		index[key{p.topic, p.id}] = p
 	}
 	if len(req.Topics) == 0 {
+		if skipped {
+			f.pause(ctx, min(wait, time.Second))
+		}
 		return nil
 	}
 	resp, err := req.RequestWith(ctx, f.r.client.Broker(int(f.leader)))
@@ -916,6 +936,11 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				// Not leader, fenced epoch…: wait for the metadata to tell us more.
 				firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
 				continue
+			}
+			if throttled[p] {
+				n := int64(len(rp.RecordBatches))
+				b.followerQuota.record(rate, n, time.Now())
+				b.metrics.throttledBytes.WithLabelValues("follower").Add(float64(n))
 			}
 			if len(rp.RecordBatches) > 0 {
 				if err := p.appendReplicated(wholeBatches(rp.RecordBatches), epoch); err != nil {
