@@ -61,9 +61,10 @@ type fetchPart struct {
 	// is a follower then, and while it truncates a divergent tail its
 	// producer state and log disagree (truncateTo).
 	led bool
-	// throttleRate: a follower's fetch of a throttled replica out of the
-	// ISR, the leader's replication throttle in bytes per second
-	// (replication_throttle.go); 0 otherwise.
+	// throttled: a follower's fetch of a throttled replica out of the
+	// ISR, under the leader's replication throttle of throttleRate bytes
+	// per second (replication_throttle.go).
+	throttled    bool
 	throttleRate int64
 }
 
@@ -90,7 +91,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	if r.Version >= 15 {
 		replicaID, replicaEpoch = req.ReplicaState.ID, req.ReplicaState.Epoch
 	}
-	var leaderRate int64 // the leader side's replication throttle
+	leaderRate := int64(-1) // the leader side's replication throttle
 	if replicaID >= 0 {
 		leaderRate, _ = throttleRate(st, b.cfg.NodeID, cfgLeaderThrottledRate)
 	}
@@ -151,7 +152,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				fp := &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0,
 					led: replicaID < 0 && !follower && p.isLeader(-1)}
 				if !unlimitedRate(leaderRate) && throttledReplica(st, p.topic, cfgLeaderThrottledReplicas, p.id, b.cfg.NodeID) && !p.inISR(replicaID) {
-					fp.throttleRate = leaderRate
+					fp.throttled, fp.throttleRate = true, leaderRate
 				}
 				parts = append(parts, fp)
 			}
@@ -207,7 +208,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	now := time.Now()
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
-		if fp.throttleRate > 0 && fp.res != nil {
+		if fp.throttled && fp.res != nil {
 			b.leaderQuota.record(fp.throttleRate, fp.res.Size, now)
 			b.metrics.throttledBytes.WithLabelValues("leader").Add(float64(fp.res.Size))
 		}
@@ -303,7 +304,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if fp.offset >= limit || budget <= 0 {
 			continue
 		}
-		if fp.throttleRate > 0 {
+		if fp.throttled {
 			// A throttled replica out of the ISR gets nothing while the
 			// leader's quota is used up (KIP-73); it asks again.
 			if over, _ := b.leaderQuota.exceeded(fp.throttleRate, time.Now()); over {

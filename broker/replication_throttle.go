@@ -114,7 +114,7 @@ func throttledReplica(st *metadata.State, topic, key string, partition, broker i
 }
 
 // throttleRate is a dynamic rate for this broker: its own value, else the
-// cluster default, else none (0).
+// cluster default, else none (-1). As in Kafka, 0 lets nothing through.
 func throttleRate(st *metadata.State, self int32, name string) (rate int64, source string) {
 	for _, res := range []string{strconv.Itoa(int(self)), ""} {
 		if v, ok := st.BrokerConfigs(res)[name]; ok {
@@ -126,7 +126,7 @@ func throttleRate(st *metadata.State, self int32, name string) (rate int64, sour
 			}
 		}
 	}
-	return 0, ""
+	return -1, ""
 }
 
 // replicationQuota is a token bucket of bytes per second with a burst of
@@ -134,12 +134,12 @@ func throttleRate(st *metadata.State, self int32, name string) (rate int64, sour
 // whole); it is exceeded until the refill pays the debt back.
 type replicationQuota struct {
 	mu     sync.Mutex
-	rate   int64 // bytes per second; 0 (or Long.MAX): no limit
+	rate   int64 // bytes per second; -1 (or Long.MAX): no limit; 0: nothing passes
 	tokens float64
 	last   time.Time
 }
 
-func unlimitedRate(rate int64) bool { return rate <= 0 || rate == math.MaxInt64 }
+func unlimitedRate(rate int64) bool { return rate < 0 || rate == math.MaxInt64 }
 
 // refill sets the rate and adds what accrued since the last call (q.mu held).
 func (q *replicationQuota) refill(rate int64, now time.Time) {
@@ -160,6 +160,9 @@ func (q *replicationQuota) exceeded(rate int64, now time.Time) (bool, time.Durat
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.refill(rate, now)
+	if rate == 0 {
+		return true, time.Second // paused; the config may change
+	}
 	if unlimitedRate(rate) || q.tokens >= 0 {
 		return false, 0
 	}

@@ -35,12 +35,17 @@ func TestReplicationQuota(t *testing.T) {
 		t.Fatal("an hour of idleness gave more than a second's burst")
 	}
 	// No limit: never exceeded, recording is free.
-	for _, r := range []int64{0, math.MaxInt64} {
+	for _, r := range []int64{-1, math.MaxInt64} {
 		var u replicationQuota
 		u.record(r, 1<<40, now)
 		if over, _ := u.exceeded(r, now); over {
 			t.Fatalf("rate %d: exceeded", r)
 		}
+	}
+	// 0 lets nothing through, as in Kafka.
+	var z replicationQuota
+	if over, wait := z.exceeded(0, now); !over || wait <= 0 {
+		t.Fatalf("rate 0: exceeded %v, wait %v", over, wait)
 	}
 	// A new rate starts a new bucket.
 	q.record(rate, 1<<20, later)

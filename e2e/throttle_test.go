@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -97,6 +98,7 @@ func TestReplicationThrottle(t *testing.T) {
 			t.Fatalf("setting %s=%s on topic %s: %v", key, value, topic, err)
 		}
 	}
+	var followerBroker int32 // the second step's new replica
 	steps := []step{
 		{topic: "throttled-leader", side: "leader", configure: func(leader, added int32) {
 			alterBroker("", "leader.replication.throttled.rate", strconv.Itoa(rate))
@@ -105,6 +107,7 @@ func TestReplicationThrottle(t *testing.T) {
 		{topic: "throttled-follower", side: "follower", configure: func(leader, added int32) {
 			// The leader side off again (a cluster default of Long.MAX).
 			alterBroker("", "leader.replication.throttled.rate", "9223372036854775807")
+			followerBroker = added
 			alterBroker(strconv.Itoa(int(added)), "follower.replication.throttled.rate", strconv.Itoa(rate))
 			alterTopic("throttled-follower", "follower.replication.throttled.replicas", "*")
 		}},
@@ -184,22 +187,95 @@ func TestReplicationThrottle(t *testing.T) {
 		}
 	}
 
-	// DescribeConfigs: the per-broker value on the added broker of the
-	// second step, the cluster default elsewhere.
-	rc, err := adm.DescribeBrokerConfigs(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range rc {
-		for _, cfg := range r.Configs {
-			if cfg.Key == "leader.replication.throttled.rate" {
-				t.Logf("broker %s: %s=%v (%v)", r.Name, cfg.Key, cfg.MaybeValue(), cfg.Source)
-				if cfg.MaybeValue() != "9223372036854775807" || cfg.Source != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
-					t.Errorf("broker %s: %s=%v (%v), want Long.MAX as the dynamic default", r.Name, cfg.Key, cfg.MaybeValue(), cfg.Source)
+	// DescribeConfigs: the follower rate set on the second step's new
+	// broker, the leader rate as the cluster default (Long.MAX) elsewhere.
+	describeRate := func(key string, brokers ...int32) (string, kmsg.ConfigSource) {
+		t.Helper()
+		rc, err := adm.DescribeBrokerConfigs(ctx, brokers...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rc {
+			for _, cfg := range r.Configs {
+				if cfg.Key == key {
+					return cfg.MaybeValue(), cfg.Source
 				}
 			}
 		}
+		t.Fatalf("DescribeConfigs of brokers %v lists no %s", brokers, key)
+		return "", 0
 	}
+	if v, src := describeRate("leader.replication.throttled.rate"); v != "9223372036854775807" || src != kmsg.ConfigSourceDynamicDefaultBrokerConfig {
+		t.Errorf("cluster default leader.replication.throttled.rate=%s (%v), want Long.MAX, DYNAMIC_DEFAULT_BROKER_CONFIG", v, src)
+	}
+	if v, src := describeRate("follower.replication.throttled.rate", followerBroker); v != strconv.Itoa(rate) || src != kmsg.ConfigSourceDynamicBrokerConfig {
+		t.Errorf("broker %d: follower.replication.throttled.rate=%s (%v), want %d, DYNAMIC_BROKER_CONFIG", followerBroker, v, src, rate)
+	}
+	alterBroker(strconv.Itoa(int(followerBroker)), "follower.replication.throttled.rate", "9223372036854775807")
+
+	// The same through the command line: sediment topic reassign
+	// --throttle sets the four configs, waits for the move and removes
+	// them; reassignments lists nothing left; bad arguments are refused.
+	{
+		const topic = "moved-by-cli"
+		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		leader := c.WaitFullISR(t, adm, topic, 30*time.Second)[0].Leader
+		added := leader%3 + 1
+		cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+		for range (8 << 20) / (64 << 10) {
+			value := make([]byte, 64<<10)
+			crand.Read(value)
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, nil)
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b := c.Broker(leader)
+		bytes0 := metricValue(t, b, "sediment_replication_throttled_bytes_total", "leader")
+		for _, args := range [][]string{
+			{"topic", "reassign", topic, "0=1,1"},
+			{"topic", "reassign", topic, "x=1"},
+			{"topic", "reassign", topic},
+			{"topic", "reassign", topic, "7=1,2"},
+			{"topic", "reassign", topic, "0=1,2", "--cancel", "0"},
+		} {
+			if r := b.sedimentMayFail(t, "", args...); r.Err == nil {
+				t.Errorf("sediment %v succeeded: %s", args, r.Stdout)
+			}
+		}
+		r := b.sediment(t, "", "topic", "reassign", topic, fmt.Sprintf("0=%d,%d", leader, added), "--throttle", strconv.Itoa(rate))
+		t.Logf("sediment topic reassign:\n%s", r.Stdout)
+		for _, want := range []string{"throttled the moving replicas to 2097152 bytes/s", fmt.Sprintf("%s-0: done, replicas %d,%d", topic, leader, added), "removed the throttles"} {
+			if !strings.Contains(r.Stdout, want) {
+				t.Errorf("sediment topic reassign printed no %q", want)
+			}
+		}
+		if got := metricValue(t, b, "sediment_replication_throttled_bytes_total", "leader") - bytes0; got < 8<<20 {
+			t.Errorf("the CLI's move: %v throttled bytes on the leader, want at least 8 MiB", got)
+		}
+		tc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range tc[0].Configs {
+			if strings.Contains(cfg.Key, "throttled") && cfg.Source == kmsg.ConfigSourceDynamicTopicConfig {
+				t.Errorf("after the move %s is still set: %v", cfg.Key, cfg.MaybeValue())
+			}
+		}
+		if r := b.sediment(t, "", "topic", "reassignments"); !strings.Contains(r.Stdout, "no reassignment in progress") {
+			t.Errorf("sediment topic reassignments: %s", r.Stdout)
+		}
+		if v, src := describeRate("leader.replication.throttled.rate"); v != "9223372036854775807" || src != kmsg.ConfigSourceDefaultConfig {
+			t.Errorf("after the CLI's move: leader.replication.throttled.rate=%s (%v), want the default again", v, src)
+		}
+	}
+
 }
 
 // metricValue is the value of a counter with one label side="…" on the

@@ -2,7 +2,8 @@ package main
 
 // sediment topic create|list|describe|alter|delete: topic administration
 // through kadm (CreateTopics, Metadata, DescribeConfigs, ListOffsets,
-// CreatePartitions, IncrementalAlterConfigs, DeleteTopics).
+// CreatePartitions, IncrementalAlterConfigs, DeleteTopics); reassign and
+// reassignments are in reassign.go.
 
 import (
 	"bytes"
@@ -31,7 +32,7 @@ import (
 func newTopicCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "topic",
-		Short: "Create, list, describe, alter and delete topics",
+		Short: "Create, list, describe, alter, delete and reassign topics",
 	}
 	opts := addClientFlags(cmd)
 	cmd.AddCommand(
@@ -40,6 +41,8 @@ func newTopicCmd() *cobra.Command {
 		newTopicDescribeCmd(opts),
 		newTopicAlterCmd(opts),
 		newTopicDeleteCmd(opts),
+		newTopicReassignCmd(opts),
+		newTopicReassignmentsCmd(opts),
 	)
 	return cmd
 }

@@ -1,0 +1,376 @@
+package main
+
+// sediment topic reassign / reassignments: moving replicas
+// (AlterPartitionReassignments, ListPartitionReassignments, KIP-455), with
+// the replication throttles of KIP-73 as kafka-reassign-partitions
+// --throttle sets them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+const (
+	leaderThrottledRate       = "leader.replication.throttled.rate"
+	followerThrottledRate     = "follower.replication.throttled.rate"
+	leaderThrottledReplicas   = "leader.replication.throttled.replicas"
+	followerThrottledReplicas = "follower.replication.throttled.replicas"
+)
+
+func newTopicReassignCmd(opts *clientOptions) *cobra.Command {
+	var (
+		throttle      int64
+		noWait        bool
+		cancelParts   []int32
+		clearThrottle bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reassign TOPIC [PARTITION=BROKER,BROKER...]...",
+		Short: "Move partitions' replicas to other brokers, optionally throttled",
+		Long: `Reassign moves each named partition's replicas to the brokers listed (the
+first is the preferred leader), as kafka-reassign-partitions does. New replicas
+copy the partition from the leader, join the in-sync replicas, and then the
+replicas not listed are removed.
+
+--throttle BYTES_PER_SECOND limits that copy (KIP-73): the moving partitions'
+current replicas are listed in leader.replication.throttled.replicas and their
+new ones in follower.replication.throttled.replicas, and the cluster-wide
+leader. and follower.replication.throttled.rate are set. Only replicas out of
+the ISR are throttled. Once every move is complete the command removes these
+configs again (as kafka-reassign-partitions --verify does); with --no-wait it
+returns at once and leaves them: remove them later with --clear-throttle.
+
+Without --no-wait the command waits until every move is complete, printing
+progress, and is stopped only by Ctrl-C (the moves go on without it).`,
+		Example: `  sediment topic reassign orders 0=2,3,4 1=3,4,1 --throttle 50000000
+  sediment topic reassign orders --cancel 1
+  sediment topic reassign orders --clear-throttle
+  sediment topic reassignments`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			topic := args[0]
+			targets, err := parseAssignments(args[1:])
+			if err != nil {
+				return err
+			}
+			modes := 0
+			for _, b := range []bool{len(targets) > 0, len(cancelParts) > 0, clearThrottle} {
+				if b {
+					modes++
+				}
+			}
+			if modes != 1 {
+				return errors.New("give either PARTITION=BROKERS... assignments, --cancel PARTITION or --clear-throttle")
+			}
+			if throttle < 0 {
+				return errors.New("--throttle must be a positive number of bytes per second")
+			}
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			out := cmd.OutOrStdout()
+			switch {
+			case clearThrottle:
+				if err := clearThrottles(ctx, adm, topic); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "removed the replication throttles of topic %s and the cluster-wide throttle rates\n", topic)
+				return nil
+			case len(cancelParts) > 0:
+				var req kadm.AlterPartitionAssignmentsReq
+				for _, p := range cancelParts {
+					req.CancelAssign(topic, p)
+				}
+				return alterAssignments(ctx, out, adm, req, "cancelled the reassignment of")
+			}
+
+			md, err := adm.Metadata(ctx, topic)
+			if err != nil {
+				return err
+			}
+			td, ok := md.Topics[topic]
+			if !ok || td.Err != nil {
+				if ok && !isUnknownTopic(td.Err) {
+					return fmt.Errorf("topic %s: %w", topic, td.Err)
+				}
+				return fmt.Errorf("topic %s does not exist", topic)
+			}
+			for p := range targets {
+				if _, ok := td.Partitions[p]; !ok {
+					return fmt.Errorf("topic %s has no partition %d", topic, p)
+				}
+			}
+			if throttle > 0 {
+				if err := setThrottles(ctx, adm, topic, td, targets, throttle); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "throttled the moving replicas to %d bytes/s\n", throttle)
+			}
+			var req kadm.AlterPartitionAssignmentsReq
+			for p, brokers := range targets {
+				req.Assign(topic, p, brokers)
+			}
+			if err := alterAssignments(ctx, out, adm, req, "reassigning"); err != nil {
+				if throttle > 0 {
+					if cerr := clearThrottles(ctx, adm, topic); cerr != nil {
+						err = errors.Join(err, cerr)
+					}
+				}
+				return err
+			}
+			if noWait {
+				if throttle > 0 {
+					fmt.Fprintf(out, "the throttles stay until: sediment topic reassign %s --clear-throttle\n", topic)
+				}
+				return nil
+			}
+			if err := waitReassigned(ctx, out, adm, topic, targets); err != nil {
+				return err
+			}
+			if throttle > 0 {
+				if err := clearThrottles(ctx, adm, topic); err != nil {
+					return err
+				}
+				fmt.Fprintln(out, "removed the throttles")
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&throttle, "throttle", 0, "limit the copy to new replicas to this many bytes per second (leader and follower side)")
+	f.BoolVar(&noWait, "no-wait", false, "return once the moves are accepted")
+	f.Int32SliceVar(&cancelParts, "cancel", nil, "cancel the reassignment in progress of these partitions")
+	f.BoolVar(&clearThrottle, "clear-throttle", false, "remove the topic's replication throttles and the cluster-wide throttle rates")
+	return cmd
+}
+
+// parseAssignments reads PARTITION=BROKER,BROKER... arguments.
+func parseAssignments(args []string) (map[int32][]int32, error) {
+	out := map[int32][]int32{}
+	for _, a := range args {
+		ps, bs, ok := strings.Cut(a, "=")
+		p, err := strconv.ParseInt(ps, 10, 32)
+		if !ok || err != nil || p < 0 {
+			return nil, fmt.Errorf("%q: want PARTITION=BROKER,BROKER,...", a)
+		}
+		if _, dup := out[int32(p)]; dup {
+			return nil, fmt.Errorf("partition %d given twice", p)
+		}
+		var brokers []int32
+		for _, s := range strings.Split(bs, ",") {
+			b, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
+			if err != nil || b < 0 {
+				return nil, fmt.Errorf("%q: %q is not a broker id", a, s)
+			}
+			if slices.Contains(brokers, int32(b)) {
+				return nil, fmt.Errorf("%q: broker %d listed twice", a, b)
+			}
+			brokers = append(brokers, int32(b))
+		}
+		out[int32(p)] = brokers
+	}
+	return out, nil
+}
+
+func alterAssignments(ctx context.Context, out io.Writer, adm *kadm.Client, req kadm.AlterPartitionAssignmentsReq, verb string) error {
+	resps, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		return fmt.Errorf("alter partition assignments: %w", err)
+	}
+	var failed []error
+	for _, r := range resps.Sorted() {
+		if r.Err != nil {
+			failed = append(failed, fmt.Errorf("%s-%d: %w", r.Topic, r.Partition, kafkaError(r.Err, r.ErrMessage)))
+			continue
+		}
+		fmt.Fprintf(out, "%s %s-%d\n", verb, r.Topic, r.Partition)
+	}
+	return errors.Join(failed...)
+}
+
+// setThrottles lists the moving partitions' current replicas for the leader
+// side and their new ones for the follower side, and sets both rates as the
+// cluster default.
+func setThrottles(ctx context.Context, adm *kadm.Client, topic string, td kadm.TopicDetail, targets map[int32][]int32, rate int64) error {
+	var leaders, followers []string
+	for _, p := range sortedKeys32(targets) {
+		cur := td.Partitions[p].Replicas
+		for _, r := range cur {
+			leaders = append(leaders, fmt.Sprintf("%d:%d", p, r))
+		}
+		for _, r := range targets[p] {
+			if !slices.Contains(cur, r) {
+				followers = append(followers, fmt.Sprintf("%d:%d", p, r))
+			}
+		}
+	}
+	lv, fv := strings.Join(leaders, ","), strings.Join(followers, ",")
+	if err := checkAlter(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: leaderThrottledReplicas, Value: &lv},
+		{Op: kadm.SetConfig, Name: followerThrottledReplicas, Value: &fv},
+	}, topic)); err != nil {
+		return fmt.Errorf("topic %s: setting the throttled replicas: %w", topic, err)
+	}
+	rs := strconv.FormatInt(rate, 10)
+	if err := checkAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.SetConfig, Name: leaderThrottledRate, Value: &rs},
+		{Op: kadm.SetConfig, Name: followerThrottledRate, Value: &rs},
+	})); err != nil {
+		return fmt.Errorf("setting the cluster-wide throttle rates: %w", err)
+	}
+	return nil
+}
+
+func clearThrottles(ctx context.Context, adm *kadm.Client, topic string) error {
+	err1 := checkAlter(adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.DeleteConfig, Name: leaderThrottledReplicas},
+		{Op: kadm.DeleteConfig, Name: followerThrottledReplicas},
+	}, topic))
+	if err1 != nil {
+		err1 = fmt.Errorf("topic %s: removing the throttled replicas: %w", topic, err1)
+	}
+	err2 := checkAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+		{Op: kadm.DeleteConfig, Name: leaderThrottledRate},
+		{Op: kadm.DeleteConfig, Name: followerThrottledRate},
+	}))
+	if err2 != nil {
+		err2 = fmt.Errorf("removing the cluster-wide throttle rates: %w", err2)
+	}
+	return errors.Join(err1, err2)
+}
+
+func checkAlter(resps kadm.AlterConfigsResponses, err error) error {
+	if err != nil {
+		return err
+	}
+	var failed []error
+	for _, r := range resps {
+		if r.Err != nil {
+			failed = append(failed, kafkaError(r.Err, r.ErrMessage))
+		}
+	}
+	return errors.Join(failed...)
+}
+
+// waitReassigned polls until no partition of targets is being reassigned
+// and each has its target replicas, all in sync; it prints each partition
+// as it completes, and the progress every 10 seconds.
+func waitReassigned(ctx context.Context, out io.Writer, adm *kadm.Client, topic string, targets map[int32][]int32) error {
+	pending := map[int32]bool{}
+	set := kadm.TopicsSet{topic: {}}
+	for p := range targets {
+		pending[p] = true
+		set[topic][p] = struct{}{}
+	}
+	lastReport := time.Now()
+	for {
+		ls, lerr := adm.ListPartitionReassignments(ctx, set)
+		md, merr := adm.Metadata(ctx, topic)
+		if lerr == nil && merr == nil {
+			td := md.Topics[topic]
+			for _, p := range sortedKeys32(targets) {
+				if !pending[p] {
+					continue
+				}
+				_, moving := ls[topic][p]
+				pd := td.Partitions[p]
+				if !moving && slices.Equal(pd.Replicas, targets[p]) && len(pd.ISR) == len(pd.Replicas) {
+					delete(pending, p)
+					fmt.Fprintf(out, "%s-%d: done, replicas %s, leader %d\n", topic, p, joinInt32(pd.Replicas), pd.Leader)
+				}
+			}
+			if len(pending) == 0 {
+				return nil
+			}
+			if time.Since(lastReport) >= 10*time.Second {
+				lastReport = time.Now()
+				var ps []string
+				for _, p := range sortedKeys32(targets) {
+					if pending[p] {
+						pd := td.Partitions[p]
+						ps = append(ps, fmt.Sprintf("%d (replicas %s, in sync %s)", p, joinInt32(pd.Replicas), joinInt32(pd.ISR)))
+					}
+				}
+				fmt.Fprintf(out, "waiting for %s %s\n", topic, strings.Join(ps, ", "))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("stopped waiting; the moves go on (follow them with sediment topic reassignments): %w", ctx.Err())
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func sortedKeys32[V any](m map[int32]V) []int32 {
+	ks := make([]int32, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i] < ks[j] })
+	return ks
+}
+
+func newTopicReassignmentsCmd(opts *clientOptions) *cobra.Command {
+	return &cobra.Command{
+		Use:   "reassignments [TOPIC...]",
+		Short: "List the reassignments in progress",
+		RunE: func(cmd *cobra.Command, topics []string) error {
+			ctx, cancel := signalContext(cmd)
+			defer cancel()
+			adm, err := opts.newAdmin(ctx)
+			if err != nil {
+				return err
+			}
+			defer adm.Close()
+			var set kadm.TopicsSet
+			if len(topics) > 0 {
+				md, err := adm.Metadata(ctx, topics...)
+				if err != nil {
+					return err
+				}
+				set = kadm.TopicsSet{}
+				for _, t := range topics {
+					td, ok := md.Topics[t]
+					if !ok || td.Err != nil {
+						return fmt.Errorf("topic %s does not exist", t)
+					}
+					set[t] = map[int32]struct{}{}
+					for p := range td.Partitions {
+						set[t][p] = struct{}{}
+					}
+				}
+			}
+			ls, err := adm.ListPartitionReassignments(ctx, set)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			rows := ls.Sorted()
+			if len(rows) == 0 {
+				fmt.Fprintln(out, "no reassignment in progress")
+				return nil
+			}
+			tw := newTable(out)
+			fmt.Fprintln(tw, "TOPIC\tPARTITION\tREPLICAS\tADDING\tREMOVING")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", r.Topic, r.Partition, joinInt32(r.Replicas), joinInt32(r.AddingReplicas), joinInt32(r.RemovingReplicas))
+			}
+			return tw.Flush()
+		},
+	}
+}
