@@ -165,7 +165,7 @@ func parseAssignments(args []string) (map[int32][]int32, error) {
 		ps, bs, ok := strings.Cut(a, "=")
 		p, err := strconv.ParseInt(ps, 10, 32)
 		if !ok || err != nil || p < 0 {
-			return nil, fmt.Errorf("%q: want PARTITION=BROKER,BROKER,...", a)
+			return nil, fmt.Errorf("%q: want PARTITION=BROKER[,BROKER]", a)
 		}
 		if _, dup := out[int32(p)]; dup {
 			return nil, fmt.Errorf("partition %d given twice", p)
