@@ -89,7 +89,17 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 					}
 					if r.Version >= 8 {
 						rp.ErrorMessage = errMessage(err)
-						if errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord) {
+						var re *recordErrors
+						switch {
+						case errors.As(err, &re):
+							// The records at fault, by index (KIP-467).
+							for _, i := range re.indexes {
+								er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
+								er.RelativeOffset = i
+								er.ErrorMessage = errMessage(re.err)
+								rp.ErrorRecords = append(rp.ErrorRecords, er)
+							}
+						case errors.Is(err, hotlog.ErrCorruptBatch) || errors.Is(err, hotlog.ErrInvalidRecord):
 							// librdkafka expects per-record errors.
 							er := kmsg.NewProduceResponseTopicPartitionErrorRecord()
 							er.ErrorMessage = errMessage(err)

@@ -261,9 +261,29 @@ func (b *Broker) checkCompactedKeys(set map[string]string, records []byte) error
 	err := compaction.CheckKeys(records, maxCheckedBatchBytes)
 	switch {
 	case errors.Is(err, compaction.ErrMissingKey):
-		return fmt.Errorf("%w: %v", hotlog.ErrInvalidRecord, err)
+		return &recordErrors{err: fmt.Errorf("%w: compacted topic cannot accept a record without a key", hotlog.ErrInvalidRecord), indexes: missingKeyIndexes(err)}
 	case err != nil:
 		return fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
+	}
+	return nil
+}
+
+// recordErrors is a Produce error naming the records at fault by their index
+// in the batch (the response's record errors, KIP-467); clients fail those
+// records with it and the rest of the batch with a retriable error
+// (librdkafka: _INVALID_DIFFERENT_RECORD).
+type recordErrors struct {
+	err     error
+	indexes []int32
+}
+
+func (e *recordErrors) Error() string { return e.err.Error() }
+func (e *recordErrors) Unwrap() error { return e.err }
+
+func missingKeyIndexes(err error) []int32 {
+	var mk *compaction.MissingKeysError
+	if errors.As(err, &mk) {
+		return mk.Indexes
 	}
 	return nil
 }

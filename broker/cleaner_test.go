@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // fastCleaner makes the cleaner look for work and apply retention often.
@@ -108,6 +111,34 @@ func TestCompactedTopicEndToEnd(t *testing.T) {
 		if !errors.Is(err, kerr.InvalidRecord) {
 			t.Fatalf("%v: keyless record in a compacted topic: %v, want INVALID_RECORD", codec, err)
 		}
+	}
+	// The response names the keyless records by their index in the batch
+	// (KIP-467), so that clients fail only those (librdkafka's own test
+	// 0011_produce_batch counts them) and the rest with a retriable error.
+	var recs []byte
+	for i := range 5 {
+		r := kmsg.NewRecord()
+		r.OffsetDelta = int32(i)
+		if i != 1 && i != 3 {
+			r.Key = []byte(fmt.Sprintf("key-%d", i))
+		}
+		r.Value = []byte("v")
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = append(recs, r.AppendTo(nil)...)
+	}
+	rb := kmsg.NewRecordBatch()
+	rb.Magic, rb.LastOffsetDelta, rb.NumRecords, rb.Records = 2, 4, 5, recs
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
+	raw := rb.AppendTo(nil)
+	putU32(raw[8:], uint32(len(raw)-12))
+	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	rp := produceRaw(t, dial(t, b), topic, raw, -1, 9, 1)
+	var idx []int32
+	for _, er := range rp.ErrorRecords {
+		idx = append(idx, er.RelativeOffset)
+	}
+	if rp.ErrorCode != kerr.InvalidRecord.Code || !slices.Equal(idx, []int32{1, 3}) {
+		t.Fatalf("keyless records 1 and 3 of a batch: error %d, record errors at %v; want INVALID_RECORD at [1 3]", rp.ErrorCode, idx)
 	}
 	want := map[string]string{}
 	const keys, rounds = 30, 5

@@ -13,6 +13,17 @@ import (
 // (INVALID_RECORD at the broker edge).
 var ErrMissingKey = errors.New("compaction: record without a key in a compacted topic")
 
+// MissingKeysError is CheckKeys' error for keyless records: Indexes are
+// their positions in the batch (0 for its first record), as Kafka lists them
+// in a Produce response's record errors (KIP-467). It matches ErrMissingKey.
+type MissingKeysError struct{ Indexes []int32 }
+
+func (e *MissingKeysError) Error() string {
+	return fmt.Sprintf("%v: %d of the batch's records (the first at index %d)", ErrMissingKey, len(e.Indexes), e.Indexes[0])
+}
+
+func (e *MissingKeysError) Is(target error) bool { return target == ErrMissingKey }
+
 // keyCodecs reuses decompressors across CheckKeys calls (their zstd
 // decoders are synchronous: no goroutines to stop).
 var keyCodecs = sync.Pool{New: func() any { return new(codecs) }}
@@ -21,7 +32,8 @@ var keyCodecs = sync.Pool{New: func() any { return new(codecs) }}
 // partition's records) has a key, as Kafka requires for compacted topics.
 // Control batches pass. The payload is decompressed up to maxBytes; a batch
 // that does not parse or decompress returns ErrCorrupt, a malformed record
-// errBadRecord (wrapped in ErrCorrupt), a keyless record ErrMissingKey.
+// errBadRecord (wrapped in ErrCorrupt), keyless records a *MissingKeysError
+// (which is ErrMissingKey).
 func CheckKeys(batch []byte, maxBytes int) error {
 	h, err := hotlog.ParseBatchHeader(batch)
 	if err != nil || int64(len(batch)) < h.Size() {
@@ -40,14 +52,18 @@ func CheckKeys(batch []byte, maxBytes int) error {
 		}
 		payload = buf
 	}
-	missing := false
+	var missing []int32
+	var i int32
 	if err := recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(_ int32, key []byte, _ bool) {
-		missing = missing || key == nil
+		if key == nil {
+			missing = append(missing, i)
+		}
+		i++
 	}); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	if missing {
-		return ErrMissingKey
+	if len(missing) > 0 {
+		return &MissingKeysError{Indexes: missing}
 	}
 	return nil
 }
