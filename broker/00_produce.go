@@ -83,6 +83,14 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 				}
 				if err != nil {
 					rp.ErrorCode = errCode(err)
+					if errors.Is(err, errTxnProducerFenced) {
+						// A fenced transactional producer's Produce is
+						// answered INVALID_PRODUCER_EPOCH, as Kafka does
+						// since 2.7 (ProducerAppendInfo.checkProducerEpoch):
+						// librdkafka raises its fatal _FENCED on it, and
+						// the coordinator's PRODUCER_FENCED comes on EndTxn.
+						rp.ErrorCode = kerr.InvalidProducerEpoch.Code
+					}
 					if r.Version >= 10 {
 						// KIP-951: where the partition moved (replication.go).
 						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, topic.Topic, topic.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)

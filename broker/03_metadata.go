@@ -29,6 +29,18 @@ func init() { regKey(3, 0, 13).handler = handleMetadata }
 
 const authorizedOpsUnknown = -2147483648
 
+// With no authorizer every operation a resource supports is allowed, and
+// Kafka reports them all when asked (AuthHelper.authorizedOperations): the
+// bits are ACL operation codes.
+const (
+	// topicOperations: READ, WRITE, CREATE, DELETE, ALTER, DESCRIBE,
+	// DESCRIBE_CONFIGS, ALTER_CONFIGS.
+	topicOperations = 1<<3 | 1<<4 | 1<<5 | 1<<6 | 1<<7 | 1<<8 | 1<<10 | 1<<11
+	// clusterOperations: CREATE, ALTER, DESCRIBE, CLUSTER_ACTION,
+	// DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.
+	clusterOperations = 1<<5 | 1<<7 | 1<<8 | 1<<9 | 1<<10 | 1<<11 | 1<<12
+)
+
 func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.MetadataRequest)
 	resp := req.ResponseKind().(*kmsg.MetadataResponse)
@@ -102,6 +114,9 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 	resp.ClusterID = kmsg.StringPtr(st.ClusterID)
 	resp.ControllerID = b.controllerID()
 	resp.AuthorizedOperations = authorizedOpsUnknown
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterOperations
+	}
 	return &Reply{Msg: resp}, nil
 }
 
@@ -111,6 +126,9 @@ func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt.TopicID = t.ID
 	mt.IsInternal = len(t.Name) > 0 && t.Name[0] == '_' && t.Name == "__consumer_offsets"
 	mt.AuthorizedOperations = authorizedOpsUnknown
+	if req, ok := r.Msg.(*kmsg.MetadataRequest); ok && req.IncludeTopicAuthorizedOperations {
+		mt.AuthorizedOperations = topicOperations
+	}
 	for _, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.Index

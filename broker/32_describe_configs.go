@@ -138,6 +138,7 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"auto.create.topics.enable", strconv.FormatBool(c.AutoCreateTopics), cfgBool, "create topics on Metadata requests (--auto-create-topics-enable)"},
 		{"auto.leader.rebalance.enable", strconv.FormatBool(!c.DisableAutoLeaderRebalance), cfgBool, "the controller moves leadership back to preferred replicas at leader imbalance checks (--auto-leader-rebalance-enable)"},
 		{"broker.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
+		{"broker.rack", c.Rack, cfgString, "this broker's rack or zone, for rack-aware replica placement and fetching from the closest replica (--broker-rack)"},
 		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10), cfgLong, "idle connections are closed after this (--connections-max-idle)"},
 		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor)), cfgInt, "replication factor of topics created without one (--default-replication-factor)"},
 		{"leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(math.Ceil(c.LeaderImbalanceCheckInterval.Seconds())), 10), cfgLong, "how long after the controller sees a partition not led by its preferred replica it checks the leader imbalance (--leader-imbalance-check-interval)"},

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -63,7 +64,7 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 				_, _, err = b.store.propose(ctx, cmd)
 			}
 		default:
-			err = kerr.InvalidRequest
+			err = fmt.Errorf("%w: unsupported resource type %d (topics and brokers only)", kerr.InvalidRequest, res.ResourceType)
 		}
 		if err != nil {
 			rr.ErrorCode = errCode(err)

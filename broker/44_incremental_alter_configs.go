@@ -38,7 +38,7 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (
 		case kmsg.ConfigResourceTypeBroker:
 			err = b.incrementalAlterBroker(ctx, res, req.ValidateOnly)
 		default:
-			err = kerr.InvalidRequest
+			err = fmt.Errorf("%w: unsupported resource type %d (topics and brokers only)", kerr.InvalidRequest, res.ResourceType)
 		}
 		if err != nil {
 			rr.ErrorCode = errCode(err)

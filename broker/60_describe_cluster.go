@@ -29,6 +29,9 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Reply, er
 	resp.ClusterID = st.ClusterID
 	resp.ControllerID = b.controllerID()
 	resp.ClusterAuthorizedOperations = authorizedOpsUnknown
+	if req.IncludeClusterAuthorizedOperations {
+		resp.ClusterAuthorizedOperations = clusterOperations
+	}
 	for _, br := range st.Brokers() {
 		if len(br.Listeners) == 0 || (br.Fenced && !req.IncludeFencedBrokers) {
 			continue

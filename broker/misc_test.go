@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"math/bits"
 	"testing"
 	"time"
 
@@ -74,5 +75,72 @@ func TestMiscAPIs(t *testing.T) {
 	dc, err := kmsg.NewPtrDescribeClusterRequest().RequestWith(ctx, cl)
 	if err != nil || dc.ErrorCode != 0 || len(dc.Brokers) != 1 || dc.ClusterID == "" {
 		t.Fatalf("describe cluster: %+v %v", dc, err)
+	}
+}
+
+// TestAuthorizedOperations: with no authorizer, Metadata and DescribeCluster
+// report every operation a topic and the cluster support when asked (as
+// Kafka does; librdkafka's 0081 DescribeTopics/DescribeCluster check the
+// counts), the "not requested" value otherwise; DescribeConfigs of the
+// broker lists broker.rack (librdkafka's 0101 reads it).
+func TestAuthorizedOperations(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.Rack = "rack-a" })
+	createTopic(t, b, "ops", 1, nil)
+	cl := newClient(t, b)
+	ctx := testCtx(t)
+	for _, include := range []bool{false, true} {
+		md := kmsg.NewPtrMetadataRequest()
+		mt := kmsg.NewMetadataRequestTopic()
+		mt.Topic = kmsg.StringPtr("ops")
+		md.Topics = append(md.Topics, mt)
+		md.IncludeTopicAuthorizedOperations, md.IncludeClusterAuthorizedOperations = include, include
+		mr, err := md.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.IncludeClusterAuthorizedOperations = include
+		dr, err := dc.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantTopic, wantCluster := int32(authorizedOpsUnknown), int32(authorizedOpsUnknown)
+		if include {
+			wantTopic, wantCluster = topicOperations, clusterOperations
+		}
+		if got := mr.Topics[0].AuthorizedOperations; got != wantTopic {
+			t.Errorf("include=%v: topic operations %b, want %b", include, got, wantTopic)
+		}
+		// Metadata carries the cluster's operations in v8-v10 only (kgo
+		// sends its newest version).
+		if (mr.Version <= 10 && mr.AuthorizedOperations != wantCluster) || dr.ClusterAuthorizedOperations != wantCluster {
+			t.Errorf("include=%v: cluster operations %b (Metadata), %b (DescribeCluster), want %b", include, mr.AuthorizedOperations, dr.ClusterAuthorizedOperations, wantCluster)
+		}
+	}
+	// Metadata v10 (the last with the cluster's operations), raw.
+	md := kmsg.NewPtrMetadataRequest()
+	md.Version = 10
+	md.IncludeClusterAuthorizedOperations = true
+	if mr := rawRequest(t, dial(t, b), md, 1).(*kmsg.MetadataResponse); mr.AuthorizedOperations != clusterOperations {
+		t.Errorf("Metadata v10: cluster operations %b, want %b", mr.AuthorizedOperations, int32(clusterOperations))
+	}
+	if n := bits.OnesCount32(topicOperations); n != 8 {
+		t.Errorf("%d topic operations, Kafka has 8", n)
+	}
+	if n := bits.OnesCount32(clusterOperations); n != 7 {
+		t.Errorf("%d cluster operations, Kafka has 7", n)
+	}
+	rc, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx, b.cfg.NodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rack := ""
+	for _, c := range rc[0].Configs {
+		if c.Key == "broker.rack" {
+			rack = c.MaybeValue()
+		}
+	}
+	if rack != "rack-a" {
+		t.Errorf("DescribeConfigs(broker) broker.rack = %q, want rack-a", rack)
 	}
 }
