@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go compat-librdkafka tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -44,6 +44,10 @@ compat-franz:
 ## compat-kafkago: segmentio/kafka-go's own package tests (go.mod's version, from the module cache) against a broker of this tree on localhost:9092, which must be free (docs/compatibility.md).
 compat-kafkago:
 	GO=$(GO) ./scripts/compat-kafkago.sh
+
+## compat-librdkafka: librdkafka's own test suite (tests/0xxx; a checkout in LIBRDKAFKA_DIR, built if needed) against three brokers of this tree (docs/compatibility.md).
+compat-librdkafka:
+	GO=$(GO) ./scripts/compat-librdkafka.sh
 
 ## compat-sarama: IBM/sarama's own functional tests (go.mod's version, from the module cache) against five brokers of this tree, each behind toxiproxy on 127.0.0.1:29091-29095 (docs/compatibility.md).
 compat-sarama:
