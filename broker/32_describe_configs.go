@@ -114,6 +114,18 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 				}
 				rr.Configs = append(rr.Configs, c)
 			}
+			if want(cfgUncleanLeaderElection) {
+				c := kmsg.NewDescribeConfigsResponseResourceConfig()
+				c.Name, c.Value, c.Source = cfgUncleanLeaderElection, kmsg.StringPtr("false"), kmsg.ConfigSourceDefaultConfig
+				if v, ok := st.BrokerConfigs("")[cfgUncleanLeaderElection]; ok {
+					c.Value, c.Source = kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig
+				}
+				c.ConfigType = kmsg.ConfigType(cfgBool.kafkaType())
+				if req.IncludeDocumentation {
+					c.Documentation = kmsg.StringPtr(dynamicBrokerConfigs[cfgUncleanLeaderElection])
+				}
+				rr.Configs = append(rr.Configs, c)
+			}
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type")

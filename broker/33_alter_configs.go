@@ -55,7 +55,7 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			err = validateBrokerResource(res.ResourceName)
 			for _, c := range res.Configs {
 				if err == nil {
-					if err = validateDynamicBrokerConfig(c.Name, c.Value); err == nil {
+					if err = validateDynamicBrokerConfig(res.ResourceName, c.Name, c.Value); err == nil {
 						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
 					}
 				}

@@ -122,14 +122,14 @@ func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.Incrementa
 		seen[c.Name] = true
 		switch c.Op {
 		case kmsg.IncrementalAlterConfigOpSet:
-			if err := validateDynamicBrokerConfig(c.Name, c.Value); err != nil {
+			if err := validateDynamicBrokerConfig(res.ResourceName, c.Name, c.Value); err != nil {
 				return err
 			}
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
 		case kmsg.IncrementalAlterConfigOpDelete:
-			v := "0"
-			if err := validateDynamicBrokerConfig(c.Name, &v); err != nil {
-				return err
+			if _, ok := dynamicBrokerConfigs[c.Name]; !ok {
+				v := ""
+				return validateDynamicBrokerConfig(res.ResourceName, c.Name, &v)
 			}
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:

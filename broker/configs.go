@@ -174,6 +174,13 @@ func (b *Broker) topicConfigValue(set map[string]string, name string) (string, k
 	if v, ok := set[name]; ok {
 		return v, kmsg.ConfigSourceDynamicTopicConfig
 	}
+	if name == cfgUncleanLeaderElection {
+		// The cluster-wide dynamic default (replication_throttle.go's
+		// dynamic broker configs), which the controller reads too.
+		if v, ok := b.meta.State().BrokerConfigs("")[name]; ok {
+			return v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+		}
+	}
 	d := topicConfigDefs[name]
 	return d.def(&b.cfg), kmsg.ConfigSourceDefaultConfig
 }

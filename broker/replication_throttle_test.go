@@ -66,17 +66,29 @@ func TestThrottledReplicasConfig(t *testing.T) {
 		}
 	}
 	for _, v := range []string{"1000", "0", "9223372036854775807"} {
-		if err := validateDynamicBrokerConfig(cfgLeaderThrottledRate, &v); err != nil {
+		if err := validateDynamicBrokerConfig("", cfgLeaderThrottledRate, &v); err != nil {
 			t.Errorf("rate %q refused: %v", v, err)
 		}
 	}
 	for _, v := range []string{"-1", "1k", ""} {
-		if err := validateDynamicBrokerConfig(cfgFollowerThrottledRate, &v); !errors.Is(err, errInvalidConfig) {
+		if err := validateDynamicBrokerConfig("1", cfgFollowerThrottledRate, &v); !errors.Is(err, errInvalidConfig) {
 			t.Errorf("rate %q: %v, want an invalid config", v, err)
 		}
 	}
 	v := "1"
-	if err := validateDynamicBrokerConfig("log.retention.ms", &v); !errors.Is(err, metadata.ErrInvalidRequest) {
+	if err := validateDynamicBrokerConfig("", "log.retention.ms", &v); !errors.Is(err, metadata.ErrInvalidRequest) {
 		t.Errorf("a static broker config: %v, want an invalid request", err)
+	}
+	for _, v := range []string{"true", "false"} {
+		if err := validateDynamicBrokerConfig("", cfgUncleanLeaderElection, &v); err != nil {
+			t.Errorf("cluster-wide unclean election %q refused: %v", v, err)
+		}
+	}
+	if err := validateDynamicBrokerConfig("2", cfgUncleanLeaderElection, &v); !errors.Is(err, metadata.ErrInvalidRequest) {
+		t.Errorf("unclean election on one broker: %v, want an invalid request (cluster-wide only)", err)
+	}
+	bad := "yes"
+	if err := validateDynamicBrokerConfig("", cfgUncleanLeaderElection, &bad); !errors.Is(err, errInvalidConfig) {
+		t.Errorf("unclean election %q: %v, want an invalid config", bad, err)
 	}
 }
