@@ -399,15 +399,7 @@ func leaderKills(t *testing.T, kills int) {
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "chaos"
 	const partitions = 3
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	c.WaitFullISR(t, adm, topic, 30*time.Second)
 	kp := startKeyedProducer(t, c, topic)
 	defer kp.stop()
@@ -481,15 +473,7 @@ func TestReplicationMinISR(t *testing.T) {
 	c := StartCluster(t, 3)
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "minisr"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 1, 2, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	leader := ps[0].Leader
 	var follower *Broker
@@ -536,7 +520,7 @@ func TestReplicationMinISR(t *testing.T) {
 		return strings.Contains(scrape(c.Broker(leader)), "\nsediment_under_replicated_partitions 1\n")
 	})
 	before := end()
-	err = produce(prod, "refused")
+	err := produce(prod, "refused")
 	if err == nil || !strings.Contains(err.Error(), "NOT_ENOUGH_REPLICAS") {
 		t.Fatalf("acks=all with one in-sync replica: got %v, want NOT_ENOUGH_REPLICAS", err)
 	}
@@ -560,15 +544,7 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	c := StartCluster(t, 3, "--leader-imbalance-check-interval", "2s")
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "shutdown"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 3, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	status := c.Brokers[1].sediment(t, "", "cluster", "status").Stdout
 	for _, want := range []string{"voters: [1 2 3]", "under-replicated partitions: 0"} {
@@ -736,5 +712,20 @@ func (b *Broker) signalOnly(sig syscall.Signal) {
 	fmt.Fprintf(b.log, "=== e2e: sending %v\n", sig)
 	if err := cmd.Process.Signal(sig); err != nil {
 		b.t.Fatalf("broker %d: %v: %v", b.NodeID, sig, err)
+	}
+}
+
+// createClusterTopic creates a topic with a replication factor through adm
+// and fails the test on any error.
+func createClusterTopic(t testing.TB, adm *kadm.Client, topic string, partitions int32, rf int16, configs map[string]*string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := adm.CreateTopic(ctx, partitions, rf, configs, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("create topic %s: %v (%s)", topic, err, resp.ErrMessage)
 	}
 }

@@ -52,13 +52,7 @@ func TestReplicationFollowerFetch(t *testing.T) {
 	const topic = "nearby"
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 1, 3, nil)
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	leader := ps[0].Leader
 	var follower int32 = -1

@@ -152,13 +152,7 @@ func TestReplicationNetworkPartition(t *testing.T) {
 	const topic = "partitioned"
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 1, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	old := c.Broker(ps[0].Leader)
 	var majority []*Broker

@@ -39,13 +39,7 @@ func TestReassignmentChaos(t *testing.T) {
 	const partitions = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	c.WaitFullISR(t, adm, topic, 30*time.Second)
 	kp := startKeyedProducer(t, c, topic)
 	defer kp.stop()

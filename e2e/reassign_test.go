@@ -27,13 +27,7 @@ func TestReplicationReassignment(t *testing.T) {
 	const partitions = 3
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")}, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
 	before := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	kp := startKeyedProducer(t, c, topic)
 	defer kp.stop()

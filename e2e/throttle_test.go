@@ -113,13 +113,7 @@ func TestReplicationThrottle(t *testing.T) {
 		}},
 	}
 	for _, s := range steps {
-		resp, err := adm.CreateTopic(ctx, 1, 1, nil, s.topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		createClusterTopic(t, adm, s.topic, 1, 1, nil)
 		st := c.WaitFullISR(t, adm, s.topic, 30*time.Second)[0]
 		leader := st.Leader
 		added := leader%3 + 1
@@ -218,13 +212,7 @@ func TestReplicationThrottle(t *testing.T) {
 	// them; reassignments lists nothing left; bad arguments are refused.
 	{
 		const topic = "moved-by-cli"
-		resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic)
-		if err == nil {
-			err = resp.Err
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		createClusterTopic(t, adm, topic, 1, 1, nil)
 		leader := c.WaitFullISR(t, adm, topic, 30*time.Second)[0].Leader
 		added := leader%3 + 1
 		cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerBatchMaxBytes(1<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))

@@ -28,13 +28,7 @@ func TestTxnClusterV2(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	adm := kadm.NewClient(c.Client(t))
-	resp, err := adm.CreateTopic(ctx, 6, 1, nil, "ctx")
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, "ctx", 6, 1, nil)
 	parts := c.WaitFullISR(t, adm, "ctx", 30*time.Second)
 	leaders := map[int32]bool{}
 	for _, p := range parts {
@@ -117,13 +111,7 @@ func TestTxnCoordinatorEpochFailover(t *testing.T) {
 	defer cancel()
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "cef"
-	resp, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 1, 3, nil)
 	c.WaitFullISR(t, adm, topic, 30*time.Second)
 	cl := c.Client(t, kgo.TransactionalID("cef-id"), kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0))
 	commit := func(v string) {

@@ -28,13 +28,7 @@ func TestDynamicUncleanLeaderElection(t *testing.T) {
 	const topic = "unclean"
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	resp, err := adm.CreateTopic(ctx, 1, 2, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	createClusterTopic(t, adm, topic, 1, 2, nil)
 	ps := c.WaitFullISR(t, adm, topic, 30*time.Second)
 	leader := c.Broker(ps[0].Leader)
 	var follower, third *Broker
