@@ -126,6 +126,8 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 				}
 				rr.Configs = append(rr.Configs, c)
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			b.describeGroupConfigs(st, res, req.IncludeDocumentation, &rr) // group_configs.go
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type")

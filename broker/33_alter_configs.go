@@ -63,8 +63,20 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			if err == nil && !req.ValidateOnly {
 				_, _, err = b.store.propose(ctx, cmd)
 			}
+		case kmsg.ConfigResourceTypeGroupConfig:
+			ops := make([]metadata.ConfigOp, 0, len(res.Configs))
+			for _, c := range res.Configs {
+				if c.Value == nil {
+					err = fmt.Errorf("%w: null value for %q", errInvalidConfig, c.Name)
+					break
+				}
+				ops = append(ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+			}
+			if err == nil {
+				err = b.alterGroupConfigs(ctx, res.ResourceName, true, ops, req.ValidateOnly) // group_configs.go
+			}
 		default:
-			err = fmt.Errorf("%w: unsupported resource type %d (topics and brokers only)", kerr.InvalidRequest, res.ResourceType)
+			err = fmt.Errorf("%w: unsupported resource type %d (topics, brokers and groups only)", kerr.InvalidRequest, res.ResourceType)
 		}
 		if err != nil {
 			rr.ErrorCode = errCode(err)

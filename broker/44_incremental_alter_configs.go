@@ -37,8 +37,10 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (
 			err = b.incrementalAlterTopic(ctx, res, req.ValidateOnly)
 		case kmsg.ConfigResourceTypeBroker:
 			err = b.incrementalAlterBroker(ctx, res, req.ValidateOnly)
+		case kmsg.ConfigResourceTypeGroupConfig:
+			err = b.incrementalAlterGroup(ctx, res, req.ValidateOnly)
 		default:
-			err = fmt.Errorf("%w: unsupported resource type %d (topics and brokers only)", kerr.InvalidRequest, res.ResourceType)
+			err = fmt.Errorf("%w: unsupported resource type %d (topics, brokers and groups only)", kerr.InvalidRequest, res.ResourceType)
 		}
 		if err != nil {
 			rr.ErrorCode = errCode(err)
@@ -143,6 +145,33 @@ func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.Incrementa
 	}
 	_, _, err := b.store.propose(ctx, cmd)
 	return err
+}
+
+// incrementalAlterGroup sets or deletes a group's configs (group_configs.go).
+func (b *Broker) incrementalAlterGroup(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
+	var ops []metadata.ConfigOp
+	seen := map[string]bool{}
+	for _, c := range res.Configs {
+		if seen[c.Name] {
+			return fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
+		}
+		seen[c.Name] = true
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if c.Value == nil {
+				return fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
+			}
+			ops = append(ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			ops = append(ops, metadata.ConfigOp{Key: c.Name, Delete: true})
+		default:
+			return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	return b.alterGroupConfigs(ctx, res.ResourceName, false, ops, validateOnly)
 }
 
 func splitList(s string) []string {

@@ -40,6 +40,7 @@ func newGroups(b *Broker) *groups {
 		cfg.Partitions = group.DefaultPartitions
 	}
 	cfg.Topics = groupTopics{b}
+	cfg.GroupConfigs = func(id string) map[string]string { return b.meta.State().GroupConfigs(id) }
 	if cfg.Logger == nil {
 		cfg.Logger = b.log
 	}

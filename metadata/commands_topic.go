@@ -347,8 +347,14 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		nt.Configs = change(t.Configs)
 		s.putTopic(&nt)
 		return Result{TopicID: t.ID}, nil
-	case ResourceBroker:
-		if c.ResourceName != "" {
+	case ResourceBroker, ResourceGroup:
+		key := c.ResourceName
+		if c.ResourceType == ResourceGroup {
+			if c.ResourceName == "" {
+				return Result{}, reject(ErrInvalidRequest, "empty group name")
+			}
+			key = groupConfigKey(c.ResourceName)
+		} else if c.ResourceName != "" {
 			if id, err := strconv.ParseInt(c.ResourceName, 10, 32); err != nil || id < 0 {
 				return Result{}, reject(ErrInvalidRequest, "broker resource %q", c.ResourceName)
 			}
@@ -357,10 +363,10 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		for k, v := range s.brokerConfigs {
 			bc[k] = v
 		}
-		if m := change(s.brokerConfigs[c.ResourceName]); len(m) > 0 {
-			bc[c.ResourceName] = m
+		if m := change(s.brokerConfigs[key]); len(m) > 0 {
+			bc[key] = m
 		} else {
-			delete(bc, c.ResourceName)
+			delete(bc, key)
 		}
 		s.brokerConfigs = bc
 		return Result{}, nil

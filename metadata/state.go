@@ -138,8 +138,14 @@ type ResourceType int8
 
 const (
 	ResourceTopic  ResourceType = 2
-	ResourceBroker ResourceType = 4 // Name "" means the cluster-wide default
+	ResourceBroker ResourceType = 4  // Name "" means the cluster-wide default
+	ResourceGroup  ResourceType = 32 // a consumer group's configs (Kafka 4.0, KIP-848)
 )
+
+// groupConfigKey is where a group's configs are kept in the map of non-topic
+// resources' configs (brokerConfigs), beside broker ids and "": no broker id
+// has this form, and the snapshot format stays as it is.
+func groupConfigKey(group string) string { return "group:" + group }
 
 // State is an immutable snapshot of the cluster metadata. Every committed
 // command produces a new State sharing unchanged parts with the previous one,
@@ -153,7 +159,7 @@ type State struct {
 	topics         *immutable.SortedMap[string, *Topic] // key: string(topic ID)
 	names          *immutable.SortedMap[string, UUID]
 	leases         *immutable.SortedMap[string, *Lease] // key: kind \x00 resource
-	brokerConfigs  map[string]map[string]string         // key: broker id, "" for cluster
+	brokerConfigs  map[string]map[string]string         // key: broker id, "" for cluster, groupConfigKey for a group
 	nextProducerID int64
 	nextLeaseToken uint64
 	partitions     int
@@ -222,6 +228,12 @@ func (s *State) Partition(topic UUID, index int32) (*Partition, bool) {
 // BrokerConfigs returns the dynamic configs of one broker ("" for the
 // cluster-wide defaults). The map must not be modified.
 func (s *State) BrokerConfigs(broker string) map[string]string { return s.brokerConfigs[broker] }
+
+// GroupConfigs returns the configs set on a consumer group (AlterConfigs of
+// a GROUP resource). The map must not be modified.
+func (s *State) GroupConfigs(group string) map[string]string {
+	return s.brokerConfigs[groupConfigKey(group)]
+}
 
 // Lease returns the lease on (kind, resource), if any (possibly expired).
 func (s *State) Lease(kind, resource string) (*Lease, bool) {

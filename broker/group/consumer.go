@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -320,7 +321,7 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		id := m.id
 		r.MemberID = &id
 		r.MemberEpoch = m.epoch
-		r.HeartbeatIntervalMillis = int32(c.cfg.ConsumerHeartbeatInterval.Milliseconds())
+		r.HeartbeatIntervalMillis = int32(c.groupDuration(g.id, GroupConsumerHeartbeatInterval, c.cfg.ConsumerHeartbeatInterval).Milliseconds())
 		if full || changed {
 			r.Assignment = c.cgAssignment(m)
 		}
@@ -460,6 +461,25 @@ func (c *Coordinator) cgWrite(g *group, records []Record, done func(error)) {
 	})
 }
 
+// The group configs a KIP-848 group may set (Kafka 4.0), in milliseconds.
+const (
+	GroupConsumerSessionTimeout    = "consumer.session.timeout.ms"
+	GroupConsumerHeartbeatInterval = "consumer.heartbeat.interval.ms"
+)
+
+// groupDuration is a group's config name (milliseconds) if set, else def.
+func (c *Coordinator) groupDuration(group, name string, def time.Duration) time.Duration {
+	if c.cfg.GroupConfigs == nil {
+		return def
+	}
+	if v, ok := c.cfg.GroupConfigs(group)[name]; ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil && ms > 0 {
+			return time.Duration(ms) * time.Millisecond
+		}
+	}
+	return def
+}
+
 func (c *Coordinator) cgTouch(g *group, m *cmember) {
 	m.lastSeen = c.now()
 	if m.hbStop != nil {
@@ -467,7 +487,7 @@ func (c *Coordinator) cgTouch(g *group, m *cmember) {
 	}
 	m.hbSeq++
 	seq := m.hbSeq
-	m.hbStop = c.after(c.cfg.ConsumerSessionTimeout, func() {
+	m.hbStop = c.after(c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout), func() {
 		if g.cg == nil || g.cg.members[m.id] != m || m.hbSeq != seq {
 			return
 		}
@@ -823,7 +843,7 @@ func (c *Coordinator) cgReconcile(g *group, m *cmember, owned partSet) bool {
 		seq := m.revokeSeq
 		d := m.rebalanceTimeout
 		if d <= 0 {
-			d = c.cfg.ConsumerSessionTimeout
+			d = c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout)
 		}
 		m.revokeStop = c.after(d, func() {
 			if g.cg == nil || g.cg.members[m.id] != m || m.revokeSeq != seq || len(m.revoking) == 0 {

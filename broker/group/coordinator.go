@@ -73,6 +73,10 @@ type Config struct {
 	// ConsumerHeartbeatInterval is group.consumer.heartbeat.interval.ms,
 	// the interval KIP-848 members are told to heartbeat at.
 	ConsumerHeartbeatInterval time.Duration
+	// GroupConfigs, if set, returns the configs set on a group (Kafka
+	// 4.0's GROUP config resource): consumer.session.timeout.ms and
+	// consumer.heartbeat.interval.ms override the two above for it.
+	GroupConfigs func(group string) map[string]string
 	// Clock defaults to the wall clock; tests inject a fake one.
 	Clock Clock
 	// Logger defaults to slog.Default().

@@ -1,0 +1,143 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Group configs (Kafka 4.0, KIP-848): a GROUP config resource, named by the
+// group id, sets consumer.session.timeout.ms and consumer.heartbeat.interval.ms
+// for that group's KIP-848 members, over the broker's
+// group.consumer.session.timeout.ms / group.consumer.heartbeat.interval.ms.
+// They are kept in the metadata log (metadata.ResourceGroup), may be set
+// before the group exists, and take effect at each member's next heartbeat.
+// Values must lie within Kafka's default bounds (session 45-60 s, heartbeat
+// 5-15 s, each widened to take in the broker's own default) and the
+// heartbeat interval must stay below the session timeout.
+
+type groupConfigDef struct {
+	name     string
+	def      func(b *Broker) time.Duration
+	min, max time.Duration
+	doc      string
+}
+
+var groupConfigDefs = []groupConfigDef{
+	{name: group.GroupConsumerHeartbeatInterval, def: func(b *Broker) time.Duration {
+		return b.groupDefault(b.cfg.Groups.ConsumerHeartbeatInterval, group.DefaultConsumerHeartbeatInterval)
+	},
+		min: 5 * time.Second, max: 15 * time.Second, doc: "the interval this group's KIP-848 members are told to heartbeat at"},
+	{name: group.GroupConsumerSessionTimeout, def: func(b *Broker) time.Duration {
+		return b.groupDefault(b.cfg.Groups.ConsumerSessionTimeout, group.DefaultConsumerSessionTimeout)
+	},
+		min: 45 * time.Second, max: 60 * time.Second, doc: "a KIP-848 member of this group with no heartbeat within it is removed"},
+}
+
+func (b *Broker) groupDefault(set, def time.Duration) time.Duration {
+	if set > 0 {
+		return set
+	}
+	return def
+}
+
+func findGroupConfig(name string) (groupConfigDef, bool) {
+	for _, d := range groupConfigDefs {
+		if d.name == name {
+			return d, true
+		}
+	}
+	return groupConfigDef{}, false
+}
+
+// groupConfigValue is a group's effective value of d and its source.
+func (b *Broker) groupConfigValue(set map[string]string, d groupConfigDef) (time.Duration, kmsg.ConfigSource) {
+	if v, ok := set[d.name]; ok {
+		if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+			return time.Duration(ms) * time.Millisecond, kmsg.ConfigSourceGroupConfig
+		}
+	}
+	return d.def(b), kmsg.ConfigSourceDefaultConfig
+}
+
+// validateGroupConfigs checks the configs a group would have after a change
+// (each value in its bounds, the heartbeat below the session timeout).
+func (b *Broker) validateGroupConfigs(after map[string]string) error {
+	for name, v := range after {
+		d, ok := findGroupConfig(name)
+		if !ok {
+			return fmt.Errorf("%w: unknown group config %q (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)", errInvalidConfig, name)
+		}
+		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		lo, hi := min(d.min, d.def(b)), max(d.max, d.def(b))
+		if err != nil || time.Duration(ms)*time.Millisecond < lo || time.Duration(ms)*time.Millisecond > hi {
+			return fmt.Errorf("%w: invalid value %q for %s: must be a number of milliseconds in [%d, %d]", errInvalidConfig, v, name, lo.Milliseconds(), hi.Milliseconds())
+		}
+	}
+	hb, _ := b.groupConfigValue(after, groupConfigDefs[0])
+	session, _ := b.groupConfigValue(after, groupConfigDefs[1])
+	if hb >= session {
+		return fmt.Errorf("%w: %s (%d) must be below %s (%d)", errInvalidConfig, group.GroupConsumerHeartbeatInterval, hb.Milliseconds(), group.GroupConsumerSessionTimeout, session.Milliseconds())
+	}
+	return nil
+}
+
+// alterGroupConfigs validates and proposes a change of a group's configs:
+// replace (legacy AlterConfigs) or SET/DELETE ops.
+func (b *Broker) alterGroupConfigs(ctx context.Context, groupID string, replace bool, ops []metadata.ConfigOp, validateOnly bool) error {
+	if groupID == "" {
+		return fmt.Errorf("%w: empty group name", errInvalidConfig)
+	}
+	after := map[string]string{}
+	if !replace {
+		for k, v := range b.meta.State().GroupConfigs(groupID) {
+			after[k] = v
+		}
+	}
+	for _, op := range ops {
+		if _, ok := findGroupConfig(op.Key); !ok {
+			return fmt.Errorf("%w: unknown group config %q (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)", errInvalidConfig, op.Key)
+		}
+		if op.Delete {
+			delete(after, op.Key)
+		} else {
+			after[op.Key] = strings.TrimSpace(op.Value)
+		}
+	}
+	if err := b.validateGroupConfigs(after); err != nil {
+		return err
+	}
+	if validateOnly {
+		return nil
+	}
+	for i := range ops {
+		ops[i].Value = strings.TrimSpace(ops[i].Value)
+	}
+	_, _, err := b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceGroup, ResourceName: groupID, Replace: replace, Ops: ops})
+	return err
+}
+
+// describeGroupConfigs answers DescribeConfigs for a GROUP resource.
+func (b *Broker) describeGroupConfigs(st *metadata.State, res kmsg.DescribeConfigsRequestResource, includeDocs bool, rr *kmsg.DescribeConfigsResponseResource) {
+	set := st.GroupConfigs(res.ResourceName)
+	for _, d := range groupConfigDefs {
+		if res.ConfigNames != nil && !containsStr(res.ConfigNames, d.name) {
+			continue
+		}
+		v, src := b.groupConfigValue(set, d)
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.Source = d.name, kmsg.StringPtr(strconv.FormatInt(v.Milliseconds(), 10)), src
+		c.ConfigType = kmsg.ConfigType(cfgInt.kafkaType())
+		if includeDocs {
+			c.Documentation = kmsg.StringPtr(d.doc)
+		}
+		rr.Configs = append(rr.Configs, c)
+	}
+}
