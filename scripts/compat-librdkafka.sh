@@ -114,7 +114,14 @@ done
 # Summary: each test's line of test-runner's final table.
 failed=0
 for f in "$SCRATCH"/logs/*.log; do
-	sed 's/\x1b\[[0-9;]*m//g' "$f" | grep -E '^\|\s+[0-9]{4}_\S+\s+\|\s+(PASSED|FAILED|SKIPPED)' | grep -v '_local ' || echo "| $(basename "$f" .log) | FAILED | (no summary: killed or aborted, see $f)"
+	clean=$(sed 's/\x1b\[[0-9;]*m//g' "$f")
+	rows=$(echo "$clean" | grep -E '^\|\s+[0-9]{4}_\S+\s+\|\s+(PASSED|FAILED|SKIPPED)' | grep -v '_local ' || true)
+	if [ -n "$rows" ]; then
+		echo "$rows"
+	elif ! echo "$clean" | grep -q 'ALL TESTS PASSED'; then
+		# No summary table: the runner aborted on a failed assertion.
+		echo "| $(basename "$f" .log) | FAILED | $(echo "$clean" | grep -m1 -E 'Test assertion failed|failed at' | cut -c1-160)"
+	fi # else: only local tests, filtered out by -L
 done | tee "$SCRATCH/summary.txt"
 p=$(grep -c '| *PASSED' "$SCRATCH/summary.txt" || true)
 f=$(grep -c '| *FAILED' "$SCRATCH/summary.txt" || true)
