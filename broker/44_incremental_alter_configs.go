@@ -109,67 +109,68 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 	return err
 }
 
+// setDeleteOps turns a non-topic resource's SET and DELETE operations into
+// metadata ops (APPEND and SUBTRACT are for list configs, which only topics
+// have); check validates each SET's value, and each DELETE's name (value nil).
+func setDeleteOps(res kmsg.IncrementalAlterConfigsRequestResource, check func(name string, value *string) error) ([]metadata.ConfigOp, error) {
+	var ops []metadata.ConfigOp
+	seen := map[string]bool{}
+	for _, c := range res.Configs {
+		if seen[c.Name] {
+			return nil, fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
+		}
+		seen[c.Name] = true
+		switch c.Op {
+		case kmsg.IncrementalAlterConfigOpSet:
+			if c.Value == nil {
+				return nil, fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
+			}
+			if err := check(c.Name, c.Value); err != nil {
+				return nil, err
+			}
+			ops = append(ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
+		case kmsg.IncrementalAlterConfigOpDelete:
+			if err := check(c.Name, nil); err != nil {
+				return nil, err
+			}
+			ops = append(ops, metadata.ConfigOp{Key: c.Name, Delete: true})
+		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
+			return nil, fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
+		default:
+			return nil, fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
+		}
+	}
+	return ops, nil
+}
+
 // incrementalAlterBroker sets or deletes dynamic broker configs (of one
 // broker, or the cluster default for resource name "").
 func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	if err := validateBrokerResource(res.ResourceName); err != nil {
 		return err
 	}
-	cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceBroker, ResourceName: res.ResourceName}
-	seen := map[string]bool{}
-	for _, c := range res.Configs {
-		if seen[c.Name] {
-			return fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
-		}
-		seen[c.Name] = true
-		switch c.Op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			if err := validateDynamicBrokerConfig(res.ResourceName, c.Name, c.Value); err != nil {
-				return err
+	ops, err := setDeleteOps(res, func(name string, value *string) error {
+		if value == nil {
+			if _, ok := dynamicBrokerConfigs[name]; ok {
+				return nil
 			}
-			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: strings.TrimSpace(*c.Value)})
-		case kmsg.IncrementalAlterConfigOpDelete:
-			if _, ok := dynamicBrokerConfigs[c.Name]; !ok {
-				v := ""
-				return validateDynamicBrokerConfig(res.ResourceName, c.Name, &v)
-			}
-			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
-		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
-			return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
-		default:
-			return fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
+			value = new(string) // an unknown name: the same error as a SET
 		}
+		return validateDynamicBrokerConfig(res.ResourceName, name, value)
+	})
+	if err != nil || validateOnly || len(ops) == 0 {
+		return err
 	}
-	if validateOnly || len(cmd.Ops) == 0 {
-		return nil
-	}
-	_, _, err := b.store.propose(ctx, cmd)
+	_, _, err = b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceBroker, ResourceName: res.ResourceName, Ops: ops})
 	return err
 }
 
-// incrementalAlterGroup sets or deletes a group's configs (group_configs.go).
+// incrementalAlterGroup sets or deletes a group's configs (group_configs.go
+// validates names and values).
 func (b *Broker) incrementalAlterGroup(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
-	var ops []metadata.ConfigOp
-	seen := map[string]bool{}
-	for _, c := range res.Configs {
-		if seen[c.Name] {
-			return fmt.Errorf("%w: %s altered twice", errInvalidConfig, c.Name)
-		}
-		seen[c.Name] = true
-		switch c.Op {
-		case kmsg.IncrementalAlterConfigOpSet:
-			if c.Value == nil {
-				return fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
-			}
-			ops = append(ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
-		case kmsg.IncrementalAlterConfigOpDelete:
-			ops = append(ops, metadata.ConfigOp{Key: c.Name, Delete: true})
-		default:
-			return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
-		}
-	}
-	if len(ops) == 0 {
-		return nil
+	ops, err := setDeleteOps(res, func(string, *string) error { return nil })
+	if err != nil || len(ops) == 0 {
+		return err
 	}
 	return b.alterGroupConfigs(ctx, res.ResourceName, false, ops, validateOnly)
 }
