@@ -87,17 +87,7 @@ func TestReassignmentChaos(t *testing.T) {
 			t.Logf("move %d: SIGKILL broker %d (the replica to add) first", i+1, victim.NodeID)
 			victim.Kill()
 		}
-		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(topic, p, target)
-		res, err := adm.AlterPartitionAssignments(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res.Sorted() {
-			if r.Err != nil {
-				t.Fatalf("move %d: reassigning %s-%d to %v: %v (%s)", i+1, topic, r.Partition, target, r.Err, r.ErrMessage)
-			}
-		}
+		assignReplicas(t, ctx, adm, topic, p, target)
 		t.Logf("move %d: %s-%d replicas %v (leader %d) → %v (%d acknowledged so far)", i+1, topic, p, before.Replicas, before.Leader, target, kp.count())
 		if victim != nil && victim.NodeID != int(added) {
 			t.Logf("move %d: SIGKILL broker %d during the move", i+1, victim.NodeID)
@@ -129,11 +119,7 @@ func TestReassignmentChaos(t *testing.T) {
 	ps := c.WaitFullISR(t, adm, topic, 60*time.Second)
 	for p, st := range ps {
 		t.Logf("%s-%d: replicas %v, leader %d, ISR %v", topic, p, st.Replicas, st.Leader, st.ISR)
-		var replicas []*Broker
-		for _, r := range st.Replicas {
-			replicas = append(replicas, c.Broker(r))
-		}
-		c.WaitIdenticalReplicasOf(t, topic, p, replicas, 60*time.Second)
+		c.WaitIdenticalReplicasOf(t, topic, p, c.brokersOf(st.Replicas), 60*time.Second)
 		for id := int32(1); id <= 4; id++ {
 			if slices.Contains(st.Replicas, id) {
 				continue

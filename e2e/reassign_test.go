@@ -53,17 +53,7 @@ func TestReplicationReassignment(t *testing.T) {
 	}
 	alter := func(p int32) {
 		t.Helper()
-		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(topic, p, targets[p])
-		res, err := adm.AlterPartitionAssignments(ctx, req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, r := range res.Sorted() {
-			if r.Err != nil {
-				t.Fatalf("reassigning %s-%d to %v: %v (%s)", topic, r.Partition, targets[p], r.Err, r.ErrMessage)
-			}
-		}
+		assignReplicas(t, ctx, adm, topic, p, targets[p])
 		t.Logf("%s-%d: replicas %v (leader %d) → %v", topic, p, before[p].Replicas, before[p].Leader, targets[p])
 	}
 
@@ -123,11 +113,7 @@ func TestReplicationReassignment(t *testing.T) {
 	ps := c.WaitFullISR(t, adm, topic, 60*time.Second)
 	for p, st := range ps {
 		t.Logf("%s-%d: replicas %v, leader %d, ISR %v", topic, p, st.Replicas, st.Leader, st.ISR)
-		var replicas []*Broker
-		for _, r := range st.Replicas {
-			replicas = append(replicas, c.Broker(r))
-		}
-		c.WaitIdenticalReplicasOf(t, topic, p, replicas, 60*time.Second)
+		c.WaitIdenticalReplicasOf(t, topic, p, c.brokersOf(st.Replicas), 60*time.Second)
 		// The removed replica's data goes, once that broker has applied
 		// the reassignment's end (it may be catching up after its restart).
 		removed := c.Broker(before[p].Leader)
@@ -146,4 +132,31 @@ func TestReplicationReassignment(t *testing.T) {
 		}
 	}
 	checkAcked(t, c, topic, kp)
+}
+
+// assignReplicas asks (AlterPartitionReassignments) that topic's partition p
+// be moved to target, failing the test if the request or the partition's
+// answer is an error.
+func assignReplicas(t testing.TB, ctx context.Context, adm *kadm.Client, topic string, p int32, target []int32) {
+	t.Helper()
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, p, target)
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatalf("reassigning %s-%d to %v: %v", topic, p, target, err)
+	}
+	for _, r := range res.Sorted() {
+		if r.Err != nil {
+			t.Fatalf("reassigning %s-%d to %v: %v (%s)", topic, r.Partition, target, r.Err, r.ErrMessage)
+		}
+	}
+}
+
+// brokersOf returns the cluster's brokers with the given ids.
+func (c *Cluster) brokersOf(ids []int32) []*Broker {
+	out := make([]*Broker, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, c.Broker(id))
+	}
+	return out
 }

@@ -111,17 +111,7 @@ func TestReplicationStrayAfterRestart(t *testing.T) {
 		t.Fatalf("stopping broker %d: %v", xid, err)
 	}
 	t.Logf("broker %d stopped; %s-%d: %v → %v while it is down; %s-%d stays", xid, topic, p, before[p].Replicas, target, topic, q)
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, p, target)
-	res, err := adm.AlterPartitionAssignments(ctx, req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range res.Sorted() {
-		if r.Err != nil {
-			t.Fatalf("reassigning %s-%d to %v: %v (%s)", topic, r.Partition, target, r.Err, r.ErrMessage)
-		}
-	}
+	assignReplicas(t, ctx, adm, topic, p, target)
 	waitFor(t, 90*time.Second, "the reassignment to complete", func() bool {
 		ls, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {p: {}}})
 		if err != nil || len(ls[topic]) > 0 {
@@ -186,11 +176,7 @@ func TestReplicationStrayAfterRestart(t *testing.T) {
 		t.Errorf("broker %d's %s-%d was replaced: %v", xid, topic, q, err)
 	}
 	for part, st := range ps {
-		var replicas []*Broker
-		for _, r := range st.Replicas {
-			replicas = append(replicas, c.Broker(r))
-		}
-		c.WaitIdenticalReplicasOf(t, topic, part, replicas, 60*time.Second)
+		c.WaitIdenticalReplicasOf(t, topic, part, c.brokersOf(st.Replicas), 60*time.Second)
 	}
 	if !slices.Equal(ps[p].Replicas, target) || !slices.Contains(ps[q].Replicas, xid) {
 		t.Fatalf("replicas after the restart: %+v", ps)

@@ -138,20 +138,8 @@ func TestReplicationThrottle(t *testing.T) {
 		skips0 := metricValue(t, measured, "sediment_replication_throttled_skips_total", s.side)
 		bytes0 := metricValue(t, measured, "sediment_replication_throttled_bytes_total", s.side)
 
-		var req kadm.AlterPartitionAssignmentsReq
-		req.Assign(s.topic, 0, []int32{leader, added})
 		start := time.Now()
-		ares, err := adm.AlterPartitionAssignments(ctx, req)
-		if err == nil {
-			for _, r := range ares.Sorted() {
-				if r.Err != nil {
-					err = r.Err
-				}
-			}
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+		assignReplicas(t, ctx, adm, s.topic, 0, []int32{leader, added})
 		waitFor(t, 120*time.Second, fmt.Sprintf("broker %d to join the ISR of %s-0", added, s.topic), func() bool {
 			ps, err := c.Partitions(ctx, adm, s.topic)
 			return err == nil && slices.Contains(ps[0].ISR, added)
