@@ -62,7 +62,7 @@ func FuzzRequestStream(f *testing.F) {
 		r := bytes.NewReader(b)
 		var sizeBuf [4]byte
 		for {
-			fr, err := readFrame(r, &sizeBuf, maxSize, nil)
+			fr, err := readFrame(r, &sizeBuf, 8, maxSize, nil)
 			if err != nil {
 				return
 			}

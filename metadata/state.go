@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/benbjohnson/immutable"
 )
@@ -140,7 +141,16 @@ const (
 	ResourceTopic  ResourceType = 2
 	ResourceBroker ResourceType = 4  // Name "" means the cluster-wide default
 	ResourceGroup  ResourceType = 32 // a consumer group's configs (Kafka 4.0, KIP-848)
+	// ResourceUser is not Kafka's: a SASL user's SCRAM credentials, one
+	// config per mechanism ("SCRAM-SHA-256" → "salt=…,stored_key=…,
+	// server_key=…,iterations=…", the form ZooKeeper-era Kafka kept under
+	// /config/users), changed by AlterUserScramCredentials.
+	ResourceUser ResourceType = 65
 )
+
+// userConfigKey is where a user's credentials are kept in brokerConfigs, as
+// groupConfigKey is for groups.
+func userConfigKey(user string) string { return "user:" + user }
 
 // groupConfigKey is where a group's configs are kept in the map of non-topic
 // resources' configs (brokerConfigs), beside broker ids and "": no broker id
@@ -233,6 +243,23 @@ func (s *State) BrokerConfigs(broker string) map[string]string { return s.broker
 // a GROUP resource). The map must not be modified.
 func (s *State) GroupConfigs(group string) map[string]string {
 	return s.brokerConfigs[groupConfigKey(group)]
+}
+
+// UserConfigs returns a SASL user's credentials by mechanism (ResourceUser).
+// The map must not be modified.
+func (s *State) UserConfigs(user string) map[string]string {
+	return s.brokerConfigs[userConfigKey(user)]
+}
+
+// Users returns the names of the users that have credentials, sorted.
+func (s *State) Users() []string {
+	var out []string
+	for _, k := range sortedKeys(s.brokerConfigs) {
+		if name, ok := strings.CutPrefix(k, "user:"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // Lease returns the lease on (kind, resource), if any (possibly expired).
