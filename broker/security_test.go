@@ -532,7 +532,7 @@ func TestSecurityConfigChecks(t *testing.T) {
 		"SSL without certificate": func(c *Config) {
 			c.Listeners = []Listener{{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL}}
 		},
-		"unknown protocol": func(c *Config) { c.Listeners[0].SecurityProtocol = "KERBEROS" },
+		"unknown protocol":  func(c *Config) { c.Listeners[0].SecurityProtocol = "KERBEROS" },
 		"unknown mechanism": func(c *Config) { c.SASLMechanisms = []string{"GSSAPI"} },
 	} {
 		cfg := Config{DataDir: t.TempDir(), Listeners: []Listener{{Addr: "127.0.0.1:0"}}, Logger: testLogger(t)}
