@@ -3,8 +3,7 @@ package broker
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/sha256"
-	"crypto/sha512"
+	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -23,8 +22,8 @@ import (
 // against its own copy of the metadata state:
 //
 //   - SCRAM-SHA-256 and SCRAM-SHA-512 (RFC 5802, RFC 7677): the server side
-//     of the exchange is github.com/xdg-go/scram over the stored credentials;
-//     the password never reaches the broker.
+//     over the stored credentials (scramExchange); the password never
+//     reaches the broker.
 //   - PLAIN (RFC 4616): the password is checked against the user's SCRAM
 //     credentials by deriving them again (PBKDF2 with the stored salt and
 //     iterations), so PLAIN needs no second store of passwords. It sends the
@@ -38,7 +37,7 @@ const (
 )
 
 // scramHashes maps the SCRAM mechanisms to their hash.
-var scramHashes = map[string]scram.HashGeneratorFcn{
+var scramHashes = map[string]scram.HashGeneratorFcn{ // func() hash.Hash
 	MechanismSCRAMSHA256: scram.SHA256,
 	MechanismSCRAMSHA512: scram.SHA512,
 }
@@ -70,46 +69,157 @@ type saslExchange interface {
 // newSASLExchange starts a login with the given mechanism.
 func (b *Broker) newSASLExchange(mechanism string) (saslExchange, error) {
 	if mechanism == MechanismPlain {
-		return &plainExchange{b: b}, nil
+		return &plainExchange{lookup: b.scramCredential}, nil
 	}
-	h, ok := scramHashes[mechanism]
-	if !ok {
+	if _, ok := scramHashes[mechanism]; !ok {
 		return nil, fmt.Errorf("mechanism %q", mechanism)
 	}
-	srv, err := h.NewServer(func(user string) (scram.StoredCredentials, error) {
-		cred, ok := b.scramCredential(user, mechanism)
-		if !ok {
-			return scram.StoredCredentials{}, errAuthFailed
-		}
-		return cred, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &scramExchange{conv: srv.NewConversation()}, nil
+	return &scramExchange{lookup: b.scramCredential, mechanism: mechanism}, nil
 }
 
-type scramExchange struct{ conv *scram.ServerConversation }
+// scramExchange is the server side of SCRAM (RFC 5802), as Kafka's
+// ScramSaslServer runs it: no channel binding, an authorization id only if
+// it is the user, and a client-final nonce accepted when it ends with the
+// server's nonce (librdkafka sends the client's nonce once more in front,
+// and Kafka accepts it; xdg-go/scram's server requires equality, which is
+// why this side is not xdg-go's). The proof is checked over the messages as
+// the client sent them.
+type scramExchange struct {
+	lookup    func(user, mechanism string) (scram.StoredCredentials, bool)
+	mechanism string
+	state     int // 0: client-first expected, 1: client-final expected
+
+	user                        string
+	cred                        scram.StoredCredentials
+	gs2Header                   string
+	clientFirstBare, serverMsg1 string
+	nonce                       string
+}
 
 func (x *scramExchange) step(in []byte) ([]byte, bool, string, error) {
-	out, err := x.conv.Step(string(in))
-	if err != nil {
-		return nil, false, "", err
-	}
-	if x.conv.Done() {
-		if !x.conv.Valid() {
-			return nil, false, "", errAuthFailed
+	msg := string(in)
+	switch x.state {
+	case 0:
+		x.state = 1
+		out, err := x.clientFirst(msg)
+		return []byte(out), false, "", err
+	case 1:
+		x.state = 2
+		out, err := x.clientFinal(msg)
+		if err != nil {
+			return nil, false, "", err
 		}
-		if az := x.conv.AuthzID(); az != "" && az != x.conv.Username() {
-			// Kafka accepts an authorization id only if it is the user.
-			return nil, false, "", errors.New("authorization id differs from the user")
-		}
-		return []byte(out), true, x.conv.Username(), nil
+		return []byte(out), true, x.user, nil
 	}
-	return []byte(out), false, "", nil
+	return nil, false, "", errors.New("SCRAM exchange already finished")
 }
 
-type plainExchange struct{ b *Broker }
+func (x *scramExchange) clientFirst(msg string) (string, error) {
+	// gs2-header: "n," or "y," (no channel binding), then "a=authzid," or ",".
+	cb, rest, ok := strings.Cut(msg, ",")
+	if !ok || (cb != "n" && cb != "y") {
+		return "", errors.New("SCRAM: channel binding not supported")
+	}
+	authz, bare, ok := strings.Cut(rest, ",")
+	if !ok || (authz != "" && !strings.HasPrefix(authz, "a=")) {
+		return "", errors.New("SCRAM: malformed client-first message")
+	}
+	x.gs2Header = msg[:len(msg)-len(bare)]
+	fields := strings.Split(bare, ",")
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], "n=") || !strings.HasPrefix(fields[1], "r=") || len(fields[1]) < 3 {
+		return "", errors.New("SCRAM: malformed client-first message")
+	}
+	user, err := scramName(fields[0][2:])
+	if err != nil {
+		return "", err
+	}
+	if authz != "" {
+		if az, err := scramName(authz[2:]); err != nil || az != user {
+			return "", errors.New("SCRAM: authorization id differs from the user")
+		}
+	}
+	cred, ok := x.lookup(user, x.mechanism)
+	if !ok {
+		return "", errAuthFailed
+	}
+	var raw [24]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", err
+	}
+	x.user, x.cred, x.clientFirstBare = user, cred, bare
+	x.nonce = fields[1][2:] + base64.RawURLEncoding.EncodeToString(raw[:])
+	x.serverMsg1 = fmt.Sprintf("r=%s,s=%s,i=%d", x.nonce, base64.StdEncoding.EncodeToString([]byte(cred.Salt)), cred.Iters)
+	return x.serverMsg1, nil
+}
+
+func (x *scramExchange) clientFinal(msg string) (string, error) {
+	i := strings.LastIndex(msg, ",p=")
+	if i < 0 {
+		return "", errors.New("SCRAM: no proof")
+	}
+	withoutProof, proofB64 := msg[:i], msg[i+3:]
+	fields := strings.Split(withoutProof, ",")
+	if len(fields) < 2 || !strings.HasPrefix(fields[0], "c=") || !strings.HasPrefix(fields[1], "r=") {
+		return "", errors.New("SCRAM: malformed client-final message")
+	}
+	if cb, err := base64.StdEncoding.DecodeString(fields[0][2:]); err != nil || string(cb) != x.gs2Header {
+		return "", errors.New("SCRAM: channel binding differs from the gs2 header")
+	}
+	if !strings.HasSuffix(fields[1][2:], x.nonce) {
+		return "", errors.New("SCRAM: nonce differs from the server's")
+	}
+	proof, err := base64.StdEncoding.DecodeString(proofB64)
+	h := scramHashes[x.mechanism]
+	if err != nil || len(proof) != h().Size() {
+		return "", errors.New("SCRAM: malformed proof")
+	}
+	authMsg := []byte(x.clientFirstBare + "," + x.serverMsg1 + "," + withoutProof)
+	sig := hmacSum(h, x.cred.StoredKey, authMsg)
+	for j := range proof {
+		proof[j] ^= sig[j] // now the client key
+	}
+	d := h()
+	d.Write(proof)
+	if !hmac.Equal(d.Sum(nil), x.cred.StoredKey) {
+		return "", errAuthFailed
+	}
+	return "v=" + base64.StdEncoding.EncodeToString(hmacSum(h, x.cred.ServerKey, authMsg)), nil
+}
+
+func hmacSum(h func() hash.Hash, key, msg []byte) []byte {
+	m := hmac.New(h, key)
+	m.Write(msg)
+	return m.Sum(nil)
+}
+
+// scramName decodes a SCRAM saslname ("=2C" is ',', "=3D" is '=').
+func scramName(s string) (string, error) {
+	if s == "" {
+		return "", errors.New("SCRAM: empty user name")
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == ',':
+			return "", errors.New("SCRAM: malformed user name")
+		case s[i] != '=':
+			b.WriteByte(s[i])
+		case strings.HasPrefix(s[i:], "=2C"):
+			b.WriteByte(',')
+			i += 2
+		case strings.HasPrefix(s[i:], "=3D"):
+			b.WriteByte('=')
+			i += 2
+		default:
+			return "", errors.New("SCRAM: malformed user name")
+		}
+	}
+	return b.String(), nil
+}
+
+type plainExchange struct {
+	lookup func(user, mechanism string) (scram.StoredCredentials, bool)
+}
 
 // step reads "authzid NUL user NUL password" (RFC 4616).
 func (x *plainExchange) step(in []byte) ([]byte, bool, string, error) {
@@ -119,7 +229,7 @@ func (x *plainExchange) step(in []byte) ([]byte, bool, string, error) {
 	}
 	// Any of the user's credentials that the password reproduces.
 	for _, m := range []string{MechanismSCRAMSHA512, MechanismSCRAMSHA256} {
-		cred, ok := x.b.scramCredential(user, m)
+		cred, ok := x.lookup(user, m)
 		if !ok {
 			continue
 		}
@@ -207,21 +317,13 @@ func parseSCRAMCredential(s string) (scram.StoredCredentials, error) {
 // AlterUserScramCredentials carries (RFC 5802: StoredKey = H(HMAC(salted,
 // "Client Key")), ServerKey = HMAC(salted, "Server Key")).
 func scramFromSaltedPassword(mechanism string, salt, salted []byte, iterations int32) scram.StoredCredentials {
-	var h func() hash.Hash = sha256.New
-	if mechanism == MechanismSCRAMSHA512 {
-		h = sha512.New
-	}
-	mac := func(key []byte, msg string) []byte {
-		m := hmac.New(h, key)
-		m.Write([]byte(msg))
-		return m.Sum(nil)
-	}
+	h := scramHashes[mechanism]
 	d := h()
-	d.Write(mac(salted, "Client Key"))
+	d.Write(hmacSum(h, salted, []byte("Client Key")))
 	return scram.StoredCredentials{
 		KeyFactors: scram.KeyFactors{Salt: string(salt), Iters: int(iterations)},
 		StoredKey:  d.Sum(nil),
-		ServerKey:  mac(salted, "Server Key"),
+		ServerKey:  hmacSum(h, salted, []byte("Server Key")),
 	}
 }
 
