@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -141,4 +142,45 @@ func TestSecurityKcatAndCLI(t *testing.T) {
 	if r := kcat(saslSSL, append(scramTLS, "socket.timeout.ms=5000"), "", "-L", "-m", "5"); r.Err == nil {
 		t.Fatalf("kcat as a deleted user: listed\n%s", r.Stdout)
 	}
+}
+
+// TestKafkaPythonSASL: kafka-python (SaslHandshake v0 and raw tokens)
+// produces and consumes with PLAIN and SCRAM-SHA-256 on SASL_PLAINTEXT and
+// SCRAM-SHA-512 on SASL_SSL; a wrong password is refused.
+func TestKafkaPythonSASL(t *testing.T) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	dir := t.TempDir()
+	ca, cert, key := writeTestCA(t, dir)
+	saslSSL := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
+	})
+	b.sediment(t, "", "user", "set", "kpy", "--password", "kpy-pw")
+	b.sediment(t, "", "topic", "create", "kpy-sasl", "--partitions", "1")
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "sasl.py"), saslPlain, saslSSL, ca, "kpy-sasl", "kpy", "kpy-pw")
+	if r.Err != nil {
+		t.Fatalf("sasl.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced      []string            `json:"produced"`
+		Consumed      map[string][]string `json:"consumed"`
+		WrongPassword string              `json:"wrong_password"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("sasl.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	if len(report.Produced) != 30 || len(report.Consumed) != 3 {
+		t.Fatalf("report: %+v", report)
+	}
+	for run, got := range report.Consumed {
+		if strings.Join(got, ",") != strings.Join(report.Produced, ",") {
+			t.Errorf("%s consumed %v, want %v", run, got, report.Produced)
+		}
+	}
+	if report.WrongPassword == "accepted" || report.WrongPassword == "" {
+		t.Errorf("wrong password: %q", report.WrongPassword)
+	}
+	t.Logf("kafka-python with a wrong password: %s", report.WrongPassword)
 }
