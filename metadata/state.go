@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/benbjohnson/immutable"
 )
@@ -140,12 +141,22 @@ const (
 	ResourceTopic  ResourceType = 2
 	ResourceBroker ResourceType = 4  // Name "" means the cluster-wide default
 	ResourceGroup  ResourceType = 32 // a consumer group's configs (Kafka 4.0, KIP-848)
+	// ResourceClientQuota is internal (no Kafka config resource): the
+	// client quotas of one entity (KIP-546), named by the broker's
+	// canonical entity string, with the quota keys as config names.
+	ResourceClientQuota ResourceType = 66
 )
 
 // groupConfigKey is where a group's configs are kept in the map of non-topic
 // resources' configs (brokerConfigs), beside broker ids and "": no broker id
 // has this form, and the snapshot format stays as it is.
 func groupConfigKey(group string) string { return "group:" + group }
+
+// quotaConfigKeyPrefix marks a client quota entity's entry in
+// brokerConfigs (ResourceClientQuota), beside broker ids and groups.
+const quotaConfigKeyPrefix = "quota:"
+
+func quotaConfigKey(entity string) string { return quotaConfigKeyPrefix + entity }
 
 // State is an immutable snapshot of the cluster metadata. Every committed
 // command produces a new State sharing unchanged parts with the previous one,
@@ -233,6 +244,19 @@ func (s *State) BrokerConfigs(broker string) map[string]string { return s.broker
 // a GROUP resource). The map must not be modified.
 func (s *State) GroupConfigs(group string) map[string]string {
 	return s.brokerConfigs[groupConfigKey(group)]
+}
+
+// ClientQuotas returns the client quotas by entity (the canonical entity
+// strings the broker wrote, ResourceClientQuota), each entity's map from
+// quota key to value. The maps must not be modified.
+func (s *State) ClientQuotas() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for k, m := range s.brokerConfigs {
+		if entity, ok := strings.CutPrefix(k, quotaConfigKeyPrefix); ok {
+			out[entity] = m
+		}
+	}
+	return out
 }
 
 // Lease returns the lease on (kind, resource), if any (possibly expired).
