@@ -58,6 +58,9 @@ type conn struct {
 	closeOnce sync.Once
 	handlers  sync.WaitGroup
 	stopRead  atomic.Bool
+	// mutedUntil (Unix ns): no request is handled before it, set by the
+	// writer from a reply's Throttle (client quotas, quota.go).
+	mutedUntil atomic.Int64
 }
 
 var connIDs atomic.Uint64
@@ -136,6 +139,11 @@ func (c *conn) readLoop() {
 		}
 		size := int32(len(fr.b))
 		c.b.metrics.bytesIn.Add(float64(size + 4))
+		if !c.waitMuted() {
+			c.reserve(-int64(size))
+			fr.release()
+			return
+		}
 		s, run, ok := c.decode(fr)
 		if !ok {
 			c.reserve(-int64(size))
@@ -308,6 +316,9 @@ func (c *conn) writeLoop() {
 			failed = true
 			c.kill()
 			continue
+		}
+		if s.reply != nil && s.reply.Throttle > 0 {
+			c.mute(s.reply.Throttle) // after this reply, KIP-219
 		}
 		if s.reply == nil || s.reply.NoResponse {
 			if s.reply != nil && s.reply.Close {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -50,6 +51,10 @@ type Reply struct {
 	NoResponse bool
 	// Close, if set, closes the connection after the reply is written.
 	Close bool
+	// Throttle, if set, mutes the connection for that long after the
+	// reply is written (or dropped, for NoResponse): the client is over
+	// a quota (quota.go, KIP-219).
+	Throttle time.Duration
 }
 
 // Handler handles one request. A returned error closes the connection
