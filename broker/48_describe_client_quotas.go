@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"fmt"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -81,7 +80,7 @@ func parseQuotaFilter(req *kmsg.DescribeClientQuotasRequest) (quotaFilter, error
 		switch c.EntityType {
 		case quotaEntityUser, quotaEntityClientID, quotaEntityIP:
 		default:
-			return f, fmt.Errorf("%w: Unsupported entity type %s", kerr.UnsupportedVersion, c.EntityType)
+			return f, &quotaError{kerr.UnsupportedVersion, "Unsupported entity type " + c.EntityType}
 		}
 		switch c.MatchType {
 		case kmsg.QuotasMatchTypeExact:

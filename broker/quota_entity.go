@@ -51,9 +51,19 @@ type quotaEntity struct {
 	user, client       *string
 }
 
+// quotaError is a Kafka error code with Kafka's message for it, alone (the
+// response's error_message).
+type quotaError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *quotaError) Error() string { return e.msg }
+func (e *quotaError) Unwrap() error { return e.code }
+
 // errQuotaRequest is INVALID_REQUEST with a message.
 func errQuotaRequest(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", kerr.InvalidRequest, fmt.Sprintf(format, args...))
+	return &quotaError{kerr.InvalidRequest, fmt.Sprintf(format, args...)}
 }
 
 // parseQuotaEntity checks the components of an entity as Kafka does.

@@ -30,5 +30,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newGroupCmd())
 	root.AddCommand(newTxnCmd())
 	root.AddCommand(newTierCmd())
+	root.AddCommand(newQuotaCmd())
 	return root
 }
