@@ -253,14 +253,9 @@ func (q *quotas) middleware(next Handler) Handler {
 		default:
 			return next(ctx, b, r)
 		}
-		size := int64(r.Size) // read before next: a Produce frame is reused after it
-		reply, err := next(ctx, b, r)
-		if err != nil || reply == nil {
-			return reply, err
-		}
 		t := q.currentTable()
 		if !t.any[typ] {
-			return reply, nil
+			return next(ctx, b, r)
 		}
 		user := r.Conn.Principal
 		if user == "" {
@@ -269,6 +264,14 @@ func (q *quotas) middleware(next Handler) Handler {
 		client := ""
 		if r.ClientID != nil {
 			client = *r.ClientID
+		}
+		if typ == quotaTypeFetch {
+			q.boundFetch(t, r.Msg.(*kmsg.FetchRequest), user, client)
+		}
+		size := int64(r.Size) // read before next: a Produce frame is reused after it
+		reply, err := next(ctx, b, r)
+		if err != nil || reply == nil {
+			return reply, err
 		}
 		if typ == quotaTypeFetch {
 			size = responseSize(reply)
@@ -284,6 +287,21 @@ func (q *quotas) middleware(next Handler) Handler {
 			}
 		}
 		return reply, nil
+	}
+}
+
+// boundFetch lowers a consumer's fetch max_bytes to what its quota lets
+// through in the measured window (quota x (quota-window-num - 1) windows),
+// as Kafka does, so that one answer does not earn a throttle of many
+// windows. As ever (KIP-74) the first batch is returned whole.
+func (q *quotas) boundFetch(t *quotaTable, req *kmsg.FetchRequest, user, client string) {
+	bound, _, ok := t.resolve(quotaTypeFetch, user, client)
+	if !ok {
+		return
+	}
+	limit := bound * float64(q.numWindows-1) * float64(q.windowMs) / 1000
+	if limit < float64(req.MaxBytes) {
+		req.MaxBytes = int32(max(limit, 1))
 	}
 }
 

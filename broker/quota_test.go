@@ -365,3 +365,27 @@ func TestProduceQuotaMute(t *testing.T) {
 		t.Fatalf("throttle time histogram series: %d", n)
 	}
 }
+
+// TestBoundFetch: a consumer's max_bytes is lowered to its quota's worth
+// of quota-window-num - 1 windows, as Kafka's getMaxValueInQuotaWindow.
+func TestBoundFetch(t *testing.T) {
+	q := &quotas{numWindows: 11, windowMs: 1000}
+	tbl := &quotaTable{values: map[quotaKey]map[string]float64{
+		{hasClient: true, client: "slow"}: {quotaConsumerByteRate: 1024},
+	}}
+	for _, c := range []struct {
+		client   string
+		max, out int32
+	}{
+		{"slow", 50 << 20, 10 << 10},
+		{"slow", 5000, 5000},
+		{"other", 50 << 20, 50 << 20},
+	} {
+		req := kmsg.NewPtrFetchRequest()
+		req.MaxBytes = c.max
+		q.boundFetch(tbl, req, anonymousPrincipal, c.client)
+		if req.MaxBytes != c.out {
+			t.Errorf("%s, max_bytes %d: %d, want %d", c.client, c.max, req.MaxBytes, c.out)
+		}
+	}
+}
