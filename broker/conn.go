@@ -58,8 +58,8 @@ type conn struct {
 	closeOnce sync.Once
 	handlers  sync.WaitGroup
 	stopRead  atomic.Bool
-	// mutedUntil (Unix ns): no request is handled before it, set by the
-	// writer from a reply's Throttle (client quotas, quota.go).
+	// mutedUntil (Unix ns): no request is read or handled before it
+	// (Request.mute: client quotas, quota.go).
 	mutedUntil atomic.Int64
 }
 
@@ -252,6 +252,7 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		ClientID:      s.hdr.clientID,
 		Msg:           req,
 		Size:          len(frame),
+		mute:          c.mute,
 	}
 	var prev chan struct{}
 	if e.serial {
@@ -279,6 +280,10 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 				return
 			}
 			defer r.ordered()
+		}
+		if !c.waitMuted() { // read before an earlier reply's throttle (quota.go)
+			s.err = c.ctx.Err()
+			return
 		}
 		start := time.Now()
 		pprof.Do(c.ctx, pprof.Labels("sediment", "handler", "api", kmsg.NameForKey(hdr.key)), func(ctx context.Context) {
@@ -316,9 +321,6 @@ func (c *conn) writeLoop() {
 			failed = true
 			c.kill()
 			continue
-		}
-		if s.reply != nil && s.reply.Throttle > 0 {
-			c.mute(s.reply.Throttle) // after this reply, KIP-219
 		}
 		if s.reply == nil || s.reply.NoResponse {
 			if s.reply != nil && s.reply.Close {

@@ -19,9 +19,11 @@ import (
 // after a consumer Fetch the response's size against its
 // consumer_byte_rate. A client over its quota gets the throttle time that
 // Kafka computes in the response's throttle_time_ms, and the connection is
-// muted for that long after the response is written (Reply.Throttle,
-// conn.go): the next request is not read until then. Clients at versions
-// that honour KIP-219 (Produce v6+, Fetch v8+) wait on their side too; older
+// muted for that long from then on (Request.mute, conn.go): the response
+// goes out at once, but no later request of the connection is read or
+// started until the time has passed, as Kafka, which handles one request
+// of a connection at a time, holds the next one. Clients at versions that
+// honour KIP-219 (Produce v6+, Fetch v8+) wait on their side too; older
 // ones are held back by the mute alone.
 //
 // The client is the pair (user, client id): the user is the connection's
@@ -265,19 +267,31 @@ func (q *quotas) middleware(next Handler) Handler {
 		if r.ClientID != nil {
 			client = *r.ClientID
 		}
-		if typ == quotaTypeFetch {
+		var d time.Duration
+		if typ == quotaTypeProduce {
+			// Recorded before the handler: the size is known, and the
+			// mute must be in place before the connection's next
+			// Produce (serial, pipelined by clients) may start, as in
+			// Kafka, which reads a connection's next request only once
+			// it has answered this one.
+			d = q.record(t, typ, user, client, int64(r.Size), time.Now())
+			if d > 0 && r.mute != nil {
+				r.mute(d)
+			}
+		} else {
 			q.boundFetch(t, r.Msg.(*kmsg.FetchRequest), user, client)
 		}
-		size := int64(r.Size) // read before next: a Produce frame is reused after it
 		reply, err := next(ctx, b, r)
 		if err != nil || reply == nil {
 			return reply, err
 		}
 		if typ == quotaTypeFetch {
-			size = responseSize(reply)
+			d = q.record(t, typ, user, client, responseSize(reply), time.Now())
 		}
-		if d := q.record(t, typ, user, client, size, time.Now()); d > 0 {
-			reply.Throttle = d
+		if d > 0 {
+			if r.mute != nil {
+				r.mute(d) // from now: this reply goes out at once, later requests wait (KIP-219)
+			}
 			if tr, ok := reply.Msg.(kmsg.SetThrottleResponse); ok && !reply.NoResponse {
 				ms := int32(min(d.Milliseconds(), math.MaxInt32))
 				if old, _ := reply.Msg.(kmsg.ThrottleResponse).Throttle(); old > ms {
@@ -436,8 +450,9 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// mute holds the connection's next request for d (KIP-219: the broker
-// stops reading from a throttled client once its response is out).
+// mute holds the connection's later requests for d from now (KIP-219:
+// the broker stops reading from a throttled client once its response is
+// out; the response is written right after this).
 func (c *conn) mute(d time.Duration) {
 	until := time.Now().Add(d).UnixNano()
 	for {

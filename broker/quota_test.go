@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"sort"
 	"testing"
@@ -360,6 +362,41 @@ func TestProduceQuotaMute(t *testing.T) {
 	rawRequest(t, nc, kmsg.NewPtrApiVersionsRequest(), 2)
 	if waited := time.Since(answered); waited < throttle-50*time.Millisecond {
 		t.Fatalf("next request answered %v after a throttled reply of %v: the connection was not muted", waited, throttle)
+	}
+	// Pipelined: two Produce requests sent at once. The broker reads both
+	// but starts the second only once the first's throttle has passed,
+	// also with acks=-1, where the first lets the second start its
+	// appends before it is answered (Request.Ordered).
+	req.Acks = -1
+	var f kmsg.RequestFormatter
+	frames := append(f.AppendRequest(nil, req, 3), f.AppendRequest(nil, req, 4)...)
+	if _, err := nc.Write(frames); err != nil {
+		t.Fatal(err)
+	}
+	var at [2]time.Time
+	var throttles [2]time.Duration
+	for i := range at {
+		nc.SetReadDeadline(time.Now().Add(30 * time.Second))
+		var sz [4]byte
+		if _, err := io.ReadFull(nc, sz[:]); err != nil {
+			t.Fatalf("pipelined response %d: %v", i, err)
+		}
+		body := make([]byte, binary.BigEndian.Uint32(sz[:]))
+		if _, err := io.ReadFull(nc, body); err != nil {
+			t.Fatal(err)
+		}
+		at[i] = time.Now()
+		pr := req.ResponseKind().(*kmsg.ProduceResponse)
+		if err := pr.ReadFrom(body[5:]); err != nil { // correlation id, header tags (v9 is flexible)
+			t.Fatal(err)
+		}
+		throttles[i] = time.Duration(pr.ThrottleMillis) * time.Millisecond
+	}
+	if throttles[0] <= 0 {
+		t.Fatalf("first pipelined Produce not throttled")
+	}
+	if gap := at[1].Sub(at[0]); gap < throttles[0]-50*time.Millisecond {
+		t.Fatalf("second pipelined Produce answered %v after the first, throttled %v: it did not wait", gap, throttles[0])
 	}
 	if n := testutil.CollectAndCount(b.quotas.throttleTime); n != 1 {
 		t.Fatalf("throttle time histogram series: %d", n)

@@ -29,6 +29,9 @@ type Request struct {
 	Size int
 
 	ordered func()
+	// mute holds the connection's later requests for a throttle time
+	// (client quotas, quota.go); nil outside a connection.
+	mute func(time.Duration)
 }
 
 // Ordered tells the connection that a serial request has fixed its order
@@ -51,10 +54,6 @@ type Reply struct {
 	NoResponse bool
 	// Close, if set, closes the connection after the reply is written.
 	Close bool
-	// Throttle, if set, mutes the connection for that long after the
-	// reply is written (or dropped, for NoResponse): the client is over
-	// a quota (quota.go, KIP-219).
-	Throttle time.Duration
 }
 
 // Handler handles one request. A returned error closes the connection
