@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -28,6 +29,10 @@ type Listener struct {
 	// Advertised is the host:port clients are told to connect to; empty
 	// means the bound address.
 	Advertised string
+	// SecurityProtocol is PLAINTEXT (the default), SSL, SASL_PLAINTEXT or
+	// SASL_SSL (security.go). The first listener carries the brokers' own
+	// traffic and must not be SASL.
+	SecurityProtocol string
 }
 
 // Config configures a broker. Zero fields take Kafka's defaults (see
@@ -52,8 +57,22 @@ type Config struct {
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
 	ShutdownTimeout time.Duration
-	// DisableSendfile forces the copying path for Fetch (tests, TLS).
+	// DisableSendfile forces the copying path for Fetch (tests; TLS
+	// connections always copy).
 	DisableSendfile bool
+
+	// TLS is the server side of SSL and SASL_SSL listeners: certificate,
+	// and ClientAuth/ClientCAs for client certificates (ssl.client.auth).
+	TLS *tls.Config
+	// PeerTLS is what the broker's own clients use to reach an SSL first
+	// listener of its peers (the CA that signed their certificates, and
+	// this broker's certificate when they ask for one).
+	PeerTLS *tls.Config
+	// SASLMechanisms are those offered on SASL listeners
+	// (sasl.enabled.mechanisms) [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512]. Users
+	// and their SCRAM credentials live in the metadata log
+	// (AlterUserScramCredentials); PLAIN checks a password against them.
+	SASLMechanisms []string
 
 	// Topic defaults (Kafka broker settings).
 	AutoCreateTopics         bool  // auto.create.topics.enable
@@ -172,8 +191,14 @@ func (c *Config) setDefaults() {
 	}
 	for i := range c.Listeners {
 		if c.Listeners[i].Name == "" {
-			c.Listeners[i].Name = "PLAINTEXT"
+			c.Listeners[i].Name = ProtocolPlaintext
 		}
+		if c.Listeners[i].SecurityProtocol == "" {
+			c.Listeners[i].SecurityProtocol = ProtocolPlaintext
+		}
+	}
+	if len(c.SASLMechanisms) == 0 {
+		c.SASLMechanisms = SupportedSASLMechanisms
 	}
 	if c.SocketRequestMaxBytes <= 0 {
 		c.SocketRequestMaxBytes = 100 << 20
@@ -310,6 +335,9 @@ func (b *Broker) isStopping() bool {
 // starts its listeners.
 func New(cfg Config) (*Broker, error) {
 	cfg.setDefaults()
+	if err := cfg.checkSecurity(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
@@ -349,10 +377,10 @@ func New(cfg Config) (*Broker, error) {
 	b.txns.start()
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
-		name := b.addrs[i].Name
-		go pprof.Do(ctx, pprof.Labels("sediment", "accept", "listener", name), func(context.Context) {
+		l := b.addrs[i]
+		go pprof.Do(ctx, pprof.Labels("sediment", "accept", "listener", l.Name), func(context.Context) {
 			defer b.acceptWG.Done()
-			b.acceptLoop(ln, name)
+			b.acceptLoop(ln, l)
 		})
 	}
 	b.log.Info("broker started", "listeners", b.addrs, "data", cfg.DataDir)
@@ -386,7 +414,7 @@ func (b *Broker) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{})
 }
 
-func (b *Broker) acceptLoop(ln net.Listener, name string) {
+func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
 	var delay time.Duration
 	for {
 		nc, err := ln.Accept()
@@ -408,7 +436,7 @@ func (b *Broker) acceptLoop(ln net.Listener, name string) {
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
-		c := newConn(b, nc, name)
+		c := newConn(b, nc, l)
 		b.mu.Lock()
 		if b.mu.draining {
 			// Close closes the listeners before it drains the
@@ -522,5 +550,9 @@ func (b *Broker) peerAddress(addr string) string {
 // transaction markers): it follows Config.PeerAddresses.
 func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	d := net.Dialer{Timeout: 5 * time.Second}
-	return d.DialContext(ctx, network, b.peerAddress(addr))
+	nc, err := d.DialContext(ctx, network, b.peerAddress(addr))
+	if err != nil {
+		return nil, err
+	}
+	return b.peerTLS(nc, addr), nil
 }

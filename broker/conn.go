@@ -18,15 +18,20 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ConnInfo describes a client connection to handlers and middleware. The
-// fields after Listener are for the authentication layer to fill in.
+// ConnInfo describes a client connection to handlers and middleware.
 type ConnInfo struct {
 	ID       uint64
 	Remote   net.Addr
 	Listener string
-	// Principal is set by an authentication middleware (SASL); empty
-	// means anonymous.
+	// SecurityProtocol is the listener's (security.go).
+	SecurityProtocol string
+	// Principal is the authenticated user (security.go): a SASL user
+	// name, or a TLS client certificate's subject; empty means
+	// anonymous. On a SASL connection it is set once, by the
+	// SaslAuthenticate that succeeds, before any other request is read.
 	Principal string
+
+	sasl *saslConn // nil unless the listener is SASL_*
 }
 
 // maxInflight bounds the requests one connection may have in flight
@@ -40,11 +45,19 @@ type slot struct {
 	done     chan struct{}
 	reply    *Reply
 	err      error
+	// rawToken, if set, is a raw SASL token to send as it is, size
+	// prefixed (SaslHandshake v0's exchange); reply is nil then.
+	rawToken *[]byte
 }
 
 type conn struct {
-	b     *Broker
+	b *Broker
+	// raw is the accepted connection (closed and interrupted through it);
+	// nc is what requests are read from and replies written to: raw, or
+	// the TLS connection over it, once serve has set it up.
+	raw   net.Conn
 	nc    net.Conn
+	lis   Listener
 	info  ConnInfo
 	log   *slog.Logger
 	slots chan *slot
@@ -65,12 +78,14 @@ type conn struct {
 
 var connIDs atomic.Uint64
 
-func newConn(b *Broker, nc net.Conn, listener string) *conn {
+func newConn(b *Broker, nc net.Conn, l Listener) *conn {
 	ctx, cancel := context.WithCancel(b.ctx)
 	c := &conn{
 		b:      b,
+		raw:    nc,
 		nc:     nc,
-		info:   ConnInfo{ID: connIDs.Add(1), Remote: nc.RemoteAddr(), Listener: listener},
+		lis:    l,
+		info:   ConnInfo{ID: connIDs.Add(1), Remote: nc.RemoteAddr(), Listener: l.Name, SecurityProtocol: l.SecurityProtocol},
 		slots:  make(chan *slot, maxInflight),
 		ctx:    ctx,
 		cancel: cancel,
@@ -87,6 +102,14 @@ func newConn(b *Broker, nc net.Conn, listener string) *conn {
 func (c *conn) serve() {
 	c.b.metrics.connections.Inc()
 	defer c.b.metrics.connections.Dec()
+	nc, sc, principal, err := c.b.secure(c.raw, c.lis)
+	if err != nil {
+		c.log.Info("closing connection", "err", err)
+		c.cancel()
+		c.raw.Close()
+		return
+	}
+	c.nc, c.info.sasl, c.info.Principal = nc, sc, principal
 	writerDone := make(chan struct{})
 	go pprof.Do(c.ctx, pprof.Labels("sediment", "conn-writer"), func(context.Context) {
 		defer close(writerDone)
@@ -97,28 +120,35 @@ func (c *conn) serve() {
 	<-writerDone
 	c.handlers.Wait()
 	c.cancel()
-	c.nc.Close()
+	c.raw.Close()
 }
 
 // shutdown stops reading new requests; in-flight requests finish and their
 // replies are written before the connection closes.
 func (c *conn) shutdown() {
 	c.stopRead.Store(true)
-	c.nc.SetReadDeadline(time.Now())
+	c.raw.SetReadDeadline(time.Now())
 }
 
 func (c *conn) kill() {
 	c.closeOnce.Do(func() {
 		c.cancel()
-		c.nc.Close()
+		c.raw.Close()
 	})
 }
 
 func (c *conn) readLoop() {
 	var sizeBuf [4]byte
 	maxSize := c.b.cfg.SocketRequestMaxBytes
+	authBy := time.Now().Add(handshakeTimeout)
 	for {
-		if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
+		limit := maxSize
+		if sc := c.info.sasl; sc != nil && !sc.done.Load() {
+			// Not authenticated yet: small frames only, and the
+			// whole exchange within handshakeTimeout.
+			limit = min(limit, saslMaxReceive)
+			c.nc.SetReadDeadline(authBy)
+		} else if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(idle))
 		}
 		// Checked after setting the idle deadline: shutdown stores the
@@ -127,7 +157,12 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		fr, err := readFrame(c.nc, &sizeBuf, maxSize, c.reserve)
+		minSize := int32(8)
+		sc := c.info.sasl
+		if sc != nil && !sc.done.Load() {
+			minSize = 0 // perhaps a raw SASL token (SaslHandshake v0), checked below
+		}
+		fr, err := readFrame(c.nc, &sizeBuf, minSize, limit, c.reserve)
 		if err != nil {
 			switch {
 			case errors.Is(err, errFrameSize):
@@ -139,6 +174,25 @@ func (c *conn) readLoop() {
 		}
 		size := int32(len(fr.b))
 		c.b.metrics.bytesIn.Add(float64(size + 4))
+		// Loaded after the read: the handshake that switches to raw
+		// tokens may have finished while the reader waited.
+		raw := sc != nil && !sc.done.Load() && sc.raw.Load()
+		if !raw && size < 8 {
+			c.reserve(-int64(size))
+			fr.release()
+			c.log.Warn("closing connection", "err", fmt.Errorf("%w: %d", errFrameSize, size))
+			return
+		}
+		if raw {
+			s, ok := c.rawSASLToken(sc, fr.b)
+			c.reserve(-int64(size))
+			fr.release()
+			if !ok {
+				return
+			}
+			c.slots <- s
+			continue
+		}
 		if !c.waitMuted() {
 			c.reserve(-int64(size))
 			fr.release()
@@ -165,16 +219,17 @@ func (c *conn) readLoop() {
 var errFrameSize = errors.New("broker: request size out of bounds")
 
 // readFrame reads one size-prefixed frame. The size is checked against
-// [8, maxSize] before anything is allocated; a short read is an error.
+// [minSize, maxSize] (8 for a request: its fixed header) before anything is
+// allocated; a short read is an error.
 // reserve, if set, is called with the size before the allocation (the
 // broker's memory budget); it returns false to abandon the read. The
 // caller releases the frame once nothing refers to its bytes (framepool.go).
-func readFrame(r io.Reader, sizeBuf *[4]byte, maxSize int32, reserve func(int64) bool) (*requestFrame, error) {
+func readFrame(r io.Reader, sizeBuf *[4]byte, minSize, maxSize int32, reserve func(int64) bool) (*requestFrame, error) {
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-	if size < 8 || size > maxSize {
+	if size < minSize || size > maxSize {
 		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
 	}
 	if reserve != nil && !reserve(int64(size)) {
@@ -214,6 +269,12 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		return nil, nil, false
 	}
 	s = &slot{hdr: hdr, done: make(chan struct{})}
+	if sc := c.info.sasl; sc != nil && !sc.done.Load() && !saslPreAuthAPI(hdr.key) {
+		// As Kafka: anything but the SASL exchange before it has
+		// succeeded closes the connection.
+		c.log.Info("closing connection: request before SASL authentication", "api", kmsg.NameForKey(hdr.key))
+		return nil, nil, false
+	}
 	e := apis[hdr.key]
 	if e == nil || e.handler == nil {
 		c.log.Warn("closing connection: unsupported API", "key", hdr.key, "version", hdr.version)
@@ -314,6 +375,13 @@ func (c *conn) writeLoop() {
 		}
 		if failed {
 			s.reply.release()
+			continue
+		}
+		if s.rawToken != nil {
+			if err := writeRawToken(w, *s.rawToken); err != nil {
+				failed = true
+				c.kill()
+			}
 			continue
 		}
 		if s.err != nil {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/xdg-go/scram"
 )
 
 // FuzzRequestFrame feeds arbitrary frames (the bytes after the length
@@ -62,7 +63,7 @@ func FuzzRequestStream(f *testing.F) {
 		r := bytes.NewReader(b)
 		var sizeBuf [4]byte
 		for {
-			fr, err := readFrame(r, &sizeBuf, maxSize, nil)
+			fr, err := readFrame(r, &sizeBuf, 8, maxSize, nil)
 			if err != nil {
 				return
 			}
@@ -134,6 +135,40 @@ func FuzzControlBatch(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, coordinatorEpoch, ok := controlType(b); ok && coordinatorEpoch < -1 {
 			t.Fatalf("coordinator epoch %d", coordinatorEpoch)
+		}
+	})
+}
+
+// FuzzSASLExchange feeds arbitrary client messages to the PLAIN check and
+// the SCRAM server (one known user, "u" with password "p"): no panic, and a
+// login succeeds only as that user.
+func FuzzSASLExchange(f *testing.F) {
+	creds := map[string]scram.StoredCredentials{}
+	for m, h := range scramHashes {
+		c, _ := h.NewClientUnprepped("u", "p", "")
+		creds[m] = c.GetStoredCredentials(scram.KeyFactors{Salt: "salt", Iters: 4096})
+	}
+	lookup := func(user, m string) (scram.StoredCredentials, bool) {
+		c, ok := creds[m]
+		return c, ok && user == "u"
+	}
+	f.Add(false, []byte("\x00u\x00p"), []byte(""))
+	f.Add(true, []byte("n,,n=u,r=abc"), []byte("c=biws,r=abcdef,p=AAAA"))
+	f.Add(true, []byte("y,a=u,n=u=2C=3D,r=x,ext=1"), []byte("c=eSxhPXUs,r=x,p="))
+	f.Fuzz(func(t *testing.T, sha512 bool, first, final []byte) {
+		if _, done, user, err := (&plainExchange{lookup: lookup}).step(first); err == nil && (!done || user != "u") {
+			t.Fatalf("PLAIN %q: done %v as %q", first, done, user)
+		}
+		m := MechanismSCRAMSHA256
+		if sha512 {
+			m = MechanismSCRAMSHA512
+		}
+		x := &scramExchange{lookup: lookup, mechanism: m}
+		if _, done, _, err := x.step(first); err != nil || done {
+			return
+		}
+		if _, done, user, err := x.step(final); err == nil && (!done || user != "u") {
+			t.Fatalf("SCRAM: done %v as %q", done, user)
 		}
 	})
 }

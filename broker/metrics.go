@@ -25,6 +25,8 @@ type metrics struct {
 	// side (leader, follower).
 	throttledBytes *prometheus.CounterVec
 	throttledSkips *prometheus.CounterVec
+	// saslLogins and saslFailures count SASL authentications (security.go).
+	saslLogins, saslFailures prometheus.Counter
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -62,8 +64,15 @@ func newMetrics(b *Broker) *metrics {
 		throttledSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sediment_replication_throttled_skips_total", Help: "Partitions left out of a replica fetch because the side's replication throttle was used up.",
 		}, []string{"side"}),
+		saslLogins: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_sasl_authentications_total", Help: "SASL logins that succeeded.",
+		}),
+		saslFailures: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_sasl_authentication_failures_total", Help: "SASL logins that failed (the connection was closed).",
+		}),
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
+		m.saslLogins, m.saslFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m

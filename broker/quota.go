@@ -42,9 +42,6 @@ import (
 // (replication_throttle.go) instead. request_percentage is not enforced
 // (AlterClientQuotas refuses it).
 
-// anonymousPrincipal is Kafka's name for an unauthenticated user.
-const anonymousPrincipal = "ANONYMOUS"
-
 // quotaType is what a quota limits.
 type quotaType int
 
@@ -259,10 +256,7 @@ func (q *quotas) middleware(next Handler) Handler {
 		if !t.any[typ] {
 			return next(ctx, b, r)
 		}
-		user := r.Conn.Principal
-		if user == "" {
-			user = anonymousPrincipal
-		}
+		user := r.Conn.principal() // ANONYMOUS if unauthenticated
 		client := ""
 		if r.ClientID != nil {
 			client = *r.ClientID

@@ -420,7 +420,7 @@ func TestBoundFetch(t *testing.T) {
 	} {
 		req := kmsg.NewPtrFetchRequest()
 		req.MaxBytes = c.max
-		q.boundFetch(tbl, req, anonymousPrincipal, c.client)
+		q.boundFetch(tbl, req, AnonymousPrincipal, c.client)
 		if req.MaxBytes != c.out {
 			t.Errorf("%s, max_bytes %d: %d, want %d", c.client, c.max, req.MaxBytes, c.out)
 		}

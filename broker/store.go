@@ -131,7 +131,7 @@ func openStore(b *Broker) (*store, error) {
 			host, port = l.Advertised[:i], l.Advertised[i+1:]
 		}
 		p, _ := strconv.Atoi(port)
-		listeners = append(listeners, metadata.Listener{Name: l.Name, Host: host, Port: int32(p)})
+		listeners = append(listeners, metadata.Listener{Name: l.Name, Host: host, Port: int32(p), SecurityProtocol: protocolIDs[l.SecurityProtocol]})
 	}
 	// The epoch of this data directory's previous registration lets a
 	// restarted broker take over its own session without waiting for it

@@ -131,6 +131,9 @@ type BrokerOptions struct {
 	ExtraArgs []string
 	// Env is added to the broker's environment (e.g. AWS credentials).
 	Env []string
+	// Listeners are more listeners after the first (the PLAINTEXT one at
+	// Addr, which the harness probes): NAME://host:port,...
+	Listeners string
 }
 
 // Broker is one `sediment broker` process. Its address, admin address and
@@ -144,6 +147,7 @@ type Broker struct {
 	DataDir   string
 	extra     []string
 	env       []string
+	listeners string // BrokerOptions.Listeners
 	log       *syncBuffer
 	starts    int
 
@@ -165,12 +169,13 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 		opts.DataDir = filepath.Join(t.TempDir(), "data")
 	}
 	b := &Broker{
-		t:       t,
-		NodeID:  opts.NodeID,
-		DataDir: opts.DataDir,
-		extra:   opts.ExtraArgs,
-		env:     opts.Env,
-		log:     &syncBuffer{},
+		t:         t,
+		NodeID:    opts.NodeID,
+		DataDir:   opts.DataDir,
+		extra:     opts.ExtraArgs,
+		env:       opts.Env,
+		listeners: opts.Listeners,
+		log:       &syncBuffer{},
 	}
 	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
 		b.log.tee = os.Stderr
@@ -206,9 +211,13 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 // brokerArgs is the command line of `sediment broker`, kept in one place so
 // that it follows the broker's flags.
 func (b *Broker) brokerArgs() []string {
+	listeners := b.Addr
+	if b.listeners != "" {
+		listeners += "," + b.listeners
+	}
 	args := []string{
 		"broker",
-		"--listeners", b.Addr,
+		"--listeners", listeners,
 		"--admin-address", b.AdminAddr,
 		"--raft-address", b.RaftAddr,
 		"--data-dir", b.DataDir,

@@ -349,13 +349,18 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		nt.Configs = change(t.Configs)
 		s.putTopic(&nt)
 		return Result{TopicID: t.ID}, nil
-	case ResourceBroker, ResourceGroup:
+	case ResourceBroker, ResourceGroup, ResourceUser:
 		key := c.ResourceName
 		if c.ResourceType == ResourceGroup {
 			if c.ResourceName == "" {
 				return Result{}, reject(ErrInvalidRequest, "empty group name")
 			}
 			key = groupConfigKey(c.ResourceName)
+		} else if c.ResourceType == ResourceUser {
+			if c.ResourceName == "" {
+				return Result{}, reject(ErrInvalidRequest, "empty user name")
+			}
+			key = userConfigKey(c.ResourceName)
 		} else if c.ResourceName != "" {
 			if id, err := strconv.ParseInt(c.ResourceName, 10, 32); err != nil || id < 0 {
 				return Result{}, reject(ErrInvalidRequest, "broker resource %q", c.ResourceName)

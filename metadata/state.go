@@ -141,11 +141,20 @@ const (
 	ResourceTopic  ResourceType = 2
 	ResourceBroker ResourceType = 4  // Name "" means the cluster-wide default
 	ResourceGroup  ResourceType = 32 // a consumer group's configs (Kafka 4.0, KIP-848)
+	// ResourceUser is not Kafka's: a SASL user's SCRAM credentials, one
+	// config per mechanism ("SCRAM-SHA-256" → "salt=…,stored_key=…,
+	// server_key=…,iterations=…", the form ZooKeeper-era Kafka kept under
+	// /config/users), changed by AlterUserScramCredentials.
+	ResourceUser ResourceType = 65
 	// ResourceClientQuota is internal (no Kafka config resource): the
 	// client quotas of one entity (KIP-546), named by the broker's
 	// canonical entity string, with the quota keys as config names.
 	ResourceClientQuota ResourceType = 66
 )
+
+// userConfigKey is where a user's credentials are kept in brokerConfigs, as
+// groupConfigKey is for groups.
+func userConfigKey(user string) string { return "user:" + user }
 
 // groupConfigKey is where a group's configs are kept in the map of non-topic
 // resources' configs (brokerConfigs), beside broker ids and "": no broker id
@@ -254,6 +263,23 @@ func (s *State) ClientQuotas() map[string]map[string]string {
 	for k, m := range s.brokerConfigs {
 		if entity, ok := strings.CutPrefix(k, quotaConfigKeyPrefix); ok {
 			out[entity] = m
+		}
+	}
+	return out
+}
+
+// UserConfigs returns a SASL user's credentials by mechanism (ResourceUser).
+// The map must not be modified.
+func (s *State) UserConfigs(user string) map[string]string {
+	return s.brokerConfigs[userConfigKey(user)]
+}
+
+// Users returns the names of the users that have credentials, sorted.
+func (s *State) Users() []string {
+	var out []string
+	for _, k := range sortedKeys(s.brokerConfigs) {
+		if name, ok := strings.CutPrefix(k, "user:"); ok {
+			out = append(out, name)
 		}
 	}
 	return out

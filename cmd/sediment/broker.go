@@ -231,7 +231,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	if imbalancePct == 0 {
 		imbalancePct = -1 // broker.Config's "none" (its zero value means the default)
 	}
-	return broker.Config{
+	cfg := broker.Config{
 		Voters:                             voters,
 		PeerAddresses:                      peers,
 		Rack:                               v.GetString("broker-rack"),
@@ -290,7 +290,11 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			ExpireInterval: v.GetDuration("transaction-remove-expired-interval"),
 		},
 		Logger: log,
-	}, nil
+	}
+	if err := applySecurity(v, &cfg); err != nil { // security.go
+		return broker.Config{}, err
+	}
+	return cfg, nil
 }
 
 // noDelayIsNegative maps a configured zero delay to the "none" of

@@ -49,7 +49,9 @@ func addClientFlags(cmd *cobra.Command) *clientOptions {
 	fs.Duration("timeout", 30*time.Second, "how long to wait for the cluster before giving up (env SEDIMENT_TIMEOUT)")
 	fs.String("client-id", "sediment-cli", "client id sent to the brokers (env SEDIMENT_CLIENT_ID)")
 	fs.String("log-level", "none", "client log level on stderr: none, error, warn, info, debug (env SEDIMENT_CLIENT_LOG_LEVEL)")
-	for _, name := range []string{"brokers", "timeout", "client-id", "log-level"} {
+	names := []string{"brokers", "timeout", "client-id", "log-level"}
+	names = append(names, addClientSecurityFlags(fs)...) // client_security.go
+	for _, name := range names {
 		// BindPFlag fails only for a nil flag, which would be a bug here.
 		if err := v.BindPFlag(name, fs.Lookup(name)); err != nil {
 			panic(err)
@@ -147,6 +149,11 @@ func (o *clientOptions) newClient(ctx context.Context, extra ...kgo.Opt) (*kgo.C
 	if logger != nil {
 		opts = append(opts, kgo.WithLogger(logger))
 	}
+	sec, err := o.securityOpts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	opts = append(opts, extra...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

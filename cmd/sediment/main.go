@@ -31,5 +31,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newTxnCmd())
 	root.AddCommand(newTierCmd())
 	root.AddCommand(newQuotaCmd())
+	root.AddCommand(newUserCmd())
 	return root
 }

@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Listener security (Kafka's security.protocol per listener):
+//
+//	PLAINTEXT       no encryption, every client is User:ANONYMOUS
+//	SSL             TLS; with a client certificate the principal is its subject
+//	SASL_PLAINTEXT  SASL authentication (PLAIN, SCRAM-SHA-256/512) before any other request
+//	SASL_SSL        both
+//
+// Everything that depends on the protocol happens here and in the connection
+// layer (conn.go): the TLS handshake when a connection is accepted, the gate
+// that admits only ApiVersions, SaslHandshake and SaslAuthenticate until a SASL
+// connection has authenticated, and the principal handed to middleware
+// (ConnInfo.Principal). Handlers never look at the protocol.
+
+// Security protocol names, as Kafka spells them.
+const (
+	ProtocolPlaintext     = "PLAINTEXT"
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// protocolIDs are Kafka's SecurityProtocol ids (the metadata log's listeners).
+var protocolIDs = map[string]int16{ProtocolPlaintext: 0, ProtocolSSL: 1, ProtocolSASLPlaintext: 2, ProtocolSASLSSL: 3}
+
+// SASL mechanisms the broker implements.
+const (
+	MechanismPlain       = "PLAIN"
+	MechanismSCRAMSHA256 = "SCRAM-SHA-256"
+	MechanismSCRAMSHA512 = "SCRAM-SHA-512"
+)
+
+// SupportedSASLMechanisms lists the mechanisms in the order the broker
+// advertises them.
+var SupportedSASLMechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismSCRAMSHA512}
+
+// AnonymousPrincipal is Kafka's name for an unauthenticated client.
+const AnonymousPrincipal = "ANONYMOUS"
+
+// saslMaxReceive bounds a request read before a SASL connection has
+// authenticated (Kafka's sasl.server.max.receive.size): an unauthenticated
+// peer cannot make the broker read a 100 MiB frame.
+const saslMaxReceive = 512 << 10
+
+// handshakeTimeout bounds a TLS handshake and, on SASL listeners, the time
+// from accept to a completed authentication.
+const handshakeTimeout = 10 * time.Second
+
+func usesTLS(protocol string) bool {
+	return protocol == ProtocolSSL || protocol == ProtocolSASLSSL
+}
+
+func usesSASL(protocol string) bool {
+	return protocol == ProtocolSASLPlaintext || protocol == ProtocolSASLSSL
+}
+
+// checkSecurity validates the listeners' protocols against the TLS and SASL
+// settings (called by New).
+func (c *Config) checkSecurity() error {
+	for i, l := range c.Listeners {
+		if _, ok := protocolIDs[l.SecurityProtocol]; !ok {
+			return fmt.Errorf("broker: listener %s: unknown security protocol %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", l.Name, l.SecurityProtocol)
+		}
+		if usesTLS(l.SecurityProtocol) && (c.TLS == nil || (len(c.TLS.Certificates) == 0 && c.TLS.GetCertificate == nil && c.TLS.GetConfigForClient == nil)) {
+			return fmt.Errorf("broker: listener %s is %s but no server certificate is configured (ssl-cert-file, ssl-key-file)", l.Name, l.SecurityProtocol)
+		}
+		if i == 0 && usesSASL(l.SecurityProtocol) {
+			// The broker's own clients (replica fetchers, transaction
+			// markers) connect to the first listener and do not log in.
+			return fmt.Errorf("broker: the first listener (%s) carries inter-broker traffic and must be PLAINTEXT or SSL, not %s; put a SASL listener after it", l.Name, l.SecurityProtocol)
+		}
+	}
+	for _, m := range c.SASLMechanisms {
+		if !slices.Contains(SupportedSASLMechanisms, m) {
+			return fmt.Errorf("broker: SASL mechanism %q not supported (want some of %s)", m, strings.Join(SupportedSASLMechanisms, ", "))
+		}
+	}
+	return nil
+}
+
+// saslConn is a SASL connection's authentication state. The reader checks
+// done before it decodes each request; the SaslHandshake and SaslAuthenticate
+// handlers (serial, so in request order) move the state along.
+type saslConn struct {
+	done atomic.Bool // authenticated: every API is open
+	raw  atomic.Bool // SaslHandshake v0: the exchange comes as raw tokens
+
+	mu        sync.Mutex
+	mechanism string // chosen by SaslHandshake; "" before
+	exchange  saslExchange
+}
+
+// saslPreAuthAPIs are the APIs a SASL connection may send before it has
+// authenticated: ApiVersions, SaslHandshake, SaslAuthenticate.
+func saslPreAuthAPI(key int16) bool { return key == 18 || key == 17 || key == 36 }
+
+// principal returns the Kafka principal name of a connection ("User:" is not
+// included).
+func (ci *ConnInfo) principal() string {
+	if ci.Principal == "" {
+		return AnonymousPrincipal
+	}
+	return ci.Principal
+}
+
+// secure runs the listener's security setup on an accepted connection: the
+// TLS handshake (bounded by handshakeTimeout) and, for a client certificate,
+// the principal. It returns the connection to serve, or an error to close it.
+func (b *Broker) secure(nc net.Conn, l Listener) (net.Conn, *saslConn, string, error) {
+	var principal string
+	if usesTLS(l.SecurityProtocol) {
+		tc := tls.Server(nc, b.cfg.TLS)
+		ctx, cancel := context.WithTimeout(b.ctx, handshakeTimeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
+		}
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+			// Kafka's default SSL principal: the certificate's
+			// subject, as an X.500 distinguished name.
+			principal = certs[0].Subject.String()
+		}
+		nc = tc
+	}
+	var sc *saslConn
+	if usesSASL(l.SecurityProtocol) {
+		sc = &saslConn{}
+	}
+	return nc, sc, principal, nil
+}
+
+// authenticated opens the connection to every API as user. Principal is
+// set before done, which the reader loads before it decodes a request.
+func (ci *ConnInfo) authenticated(b *Broker, user string) {
+	ci.Principal = user
+	ci.sasl.done.Store(true)
+	b.metrics.saslLogins.Inc()
+	b.log.Debug("SASL login", "conn", ci.ID, "remote", ci.Remote.String(), "user", user, "mechanism", ci.sasl.mechanism)
+}
+
+func (ci *ConnInfo) logAuthFailure(b *Broker, mechanism string, err error) {
+	b.metrics.saslFailures.Inc()
+	b.log.Info("SASL login failed", "conn", ci.ID, "remote", ci.Remote.String(), "mechanism", mechanism, "err", err)
+}
+
+// rawSASLToken runs one step of a SaslHandshake v0 exchange on the reader's
+// goroutine: the token is the whole frame and the answer goes back the same
+// way, in reply order. ok false closes the connection (a failed login: raw
+// tokens have no way to carry an error).
+func (c *conn) rawSASLToken(sc *saslConn, token []byte) (*slot, bool) {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.exchange == nil {
+		return nil, false
+	}
+	out, done, user, err := sc.exchange.step(token)
+	if err != nil {
+		c.info.logAuthFailure(c.b, sc.mechanism, err)
+		return nil, false
+	}
+	if out == nil {
+		out = []byte{} // PLAIN's success is an empty token, still sent
+	}
+	if done {
+		sc.raw.Store(false)
+		c.info.authenticated(c.b, user)
+	}
+	s := &slot{done: make(chan struct{}), rawToken: &out}
+	close(s.done)
+	return s, true
+}
+
+// writeRawToken writes a size-prefixed raw SASL token and flushes it.
+func writeRawToken(w *bufio.Writer, tok []byte) error {
+	var size [4]byte
+	binary.BigEndian.PutUint32(size[:], uint32(len(tok)))
+	w.Write(size[:])
+	w.Write(tok)
+	return w.Flush()
+}
+
+// peerTLS wraps a dialed connection to a peer's inter-broker listener in
+// TLS when that listener is SSL.
+func (b *Broker) peerTLS(nc net.Conn, addr string) net.Conn {
+	if !usesTLS(b.cfg.Listeners[0].SecurityProtocol) {
+		return nc
+	}
+	cfg := b.cfg.PeerTLS
+	if cfg == nil {
+		cfg = &tls.Config{}
+	} else {
+		cfg = cfg.Clone()
+	}
+	if cfg.ServerName == "" {
+		if host, _, err := net.SplitHostPort(addr); err == nil {
+			cfg.ServerName = host
+		}
+	}
+	return tls.Client(nc, cfg)
+}

@@ -1,0 +1,545 @@
+package broker
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+	xscram "github.com/xdg-go/scram"
+)
+
+// testPKI is a CA with a server certificate for 127.0.0.1 and a client
+// certificate, made fresh for each test.
+type testPKI struct {
+	pool           *x509.CertPool
+	server, client tls.Certificate
+}
+
+func newTestPKI(t testing.TB) *testPKI {
+	t.Helper()
+	key := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	caKey := key()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sediment test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP) tls.Certificate {
+		k := key()
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(serial), Subject: subject,
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
+	}
+	p := &testPKI{pool: x509.NewCertPool()}
+	p.pool.AddCert(ca)
+	p.server = issue(2, pkix.Name{CommonName: "broker"}, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
+	p.client = issue(3, pkix.Name{CommonName: "alice", Organization: []string{"acme"}}, x509.ExtKeyUsageClientAuth, nil)
+	return p
+}
+
+// startSecureBroker starts a broker with the four kinds of listener, in
+// this order: PLAINTEXT (first: inter-broker), SASL_PLAINTEXT, SSL, SASL_SSL.
+func startSecureBroker(t testing.TB, dir string, pki *testPKI) *Broker {
+	t.Helper()
+	return startBroker(t, dir, func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+			{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL},
+			{Name: "SASL_SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLSSL},
+		}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.VerifyClientCertIfGiven}
+	})
+}
+
+func (b *Broker) listenerAddr(name string) string {
+	for _, l := range b.addrs {
+		if l.Name == name {
+			return l.Addr
+		}
+	}
+	return ""
+}
+
+func setUser(t testing.TB, b *Broker, user, password string, mechs ...kadm.ScramMechanism) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, b))
+	var ups []kadm.UpsertSCRAM
+	for _, m := range mechs {
+		ups = append(ups, kadm.UpsertSCRAM{User: user, Mechanism: m, Iterations: 4096, Password: password})
+	}
+	res, err := adm.AlterUserSCRAMs(testCtx(t), nil, ups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("set user %s: %v %s", r.User, r.Err, r.ErrMessage)
+		}
+	}
+}
+
+// secureClient is a kgo client on one of startSecureBroker's listeners.
+func secureClient(t testing.TB, b *Broker, pki *testPKI, listener string, m sasl.Mechanism, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	o := []kgo.Opt{kgo.SeedBrokers(b.listenerAddr(listener)), kgo.RequestRetries(0), kgo.RetryTimeout(5 * time.Second)}
+	if strings.Contains(listener, "SSL") {
+		o = append(o, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool}))
+	}
+	if m != nil {
+		o = append(o, kgo.SASL(m))
+	}
+	cl, err := kgo.NewClient(append(o, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestSecureListeners: every listener kind with every SASL mechanism
+// carries produce and consume (with kgo's own SASL and TLS), the metadata
+// a client gets names its own listener, TLS fetches are copied (no
+// sendfile), and the users' credentials survive a restart.
+func TestSecureListeners(t *testing.T) {
+	dir := t.TempDir()
+	pki := newTestPKI(t)
+	b := startSecureBroker(t, dir, pki)
+	setUser(t, b, "alice", "alice-secret", kadm.ScramSha256, kadm.ScramSha512)
+
+	adm := kadm.NewClient(newClient(t, b))
+	d, err := adm.DescribeUserSCRAMs(testCtx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u := d["alice"]; u.Err != nil || len(u.CredInfos) != 2 || u.CredInfos[0].Iterations != 4096 {
+		t.Fatalf("described alice: %+v", d)
+	}
+
+	mechs := map[string]func() sasl.Mechanism{
+		"PLAIN":         func() sasl.Mechanism { return plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism() },
+		"SCRAM-SHA-256": func() sasl.Mechanism { return scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha256Mechanism() },
+		"SCRAM-SHA-512": func() sasl.Mechanism { return scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism() },
+	}
+	type run struct{ listener, mech string }
+	runs := []run{{"SSL", ""}}
+	for _, l := range []string{"SASL_PLAINTEXT", "SASL_SSL"} {
+		for m := range mechs {
+			runs = append(runs, run{l, m})
+		}
+	}
+	copiedBefore := testutil.ToFloat64(b.metrics.copied)
+	for _, r := range runs {
+		t.Run(r.listener+"/"+r.mech, func(t *testing.T) {
+			var m sasl.Mechanism
+			if r.mech != "" {
+				m = mechs[r.mech]()
+			}
+			topic := strings.ToLower("sec-" + r.listener + "-" + r.mech)
+			cl := secureClient(t, b, pki, r.listener, m)
+			acl := kadm.NewClient(cl)
+			if _, err := acl.CreateTopic(testCtx(t), 2, 1, nil, topic); err != nil {
+				t.Fatal(err)
+			}
+			meta, err := acl.BrokerMetadata(testCtx(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := meta.Brokers[0]; net.JoinHostPort(got.Host, itoa(got.Port)) != b.listenerAddr(r.listener) {
+				t.Fatalf("metadata on %s names %s:%d, want %s", r.listener, got.Host, got.Port, b.listenerAddr(r.listener))
+			}
+			want := produceAll(t, cl, makeRecords(topic, 300, r.mech))
+			consumer := secureClient(t, b, pki, r.listener, m, kgo.ConsumeTopics(topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(100*time.Millisecond))
+			got := map[int32][]*kgo.Record{}
+			for n := 0; n < 300; {
+				fs := consumer.PollFetches(testCtx(t))
+				fs.EachError(func(_ string, _ int32, err error) { t.Fatal(err) })
+				fs.EachRecord(func(rec *kgo.Record) { got[rec.Partition] = append(got[rec.Partition], rec); n++ })
+			}
+			sameRecords(t, want, got)
+		})
+	}
+	if testutil.ToFloat64(b.metrics.copied) == copiedBefore {
+		t.Fatal("fetches over TLS did not go through the copying path")
+	}
+	if n := testutil.ToFloat64(b.metrics.saslLogins); n < 6 {
+		t.Fatalf("sasl logins %v, want at least 6", n)
+	}
+
+	// The credentials are in the metadata log: after a restart alice
+	// still logs in.
+	b.Close()
+	b = startSecureBroker(t, dir, pki)
+	cl := secureClient(t, b, pki, "SASL_SSL", mechs["SCRAM-SHA-512"]())
+	if err := cl.Ping(testCtx(t)); err != nil {
+		t.Fatalf("login after restart: %v", err)
+	}
+}
+
+func itoa(n int32) string { return big.NewInt(int64(n)).String() }
+
+// TestSASLFailures: wrong passwords, unknown users, changed and deleted
+// credentials, a disabled mechanism and requests out of turn get Kafka's
+// answers, and the connection closes.
+func TestSASLFailures(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startSecureBroker(t, "", pki)
+	setUser(t, b, "bob", "old", kadm.ScramSha256)
+
+	login := func(m sasl.Mechanism) error {
+		cl := secureClient(t, b, pki, "SASL_PLAINTEXT", m)
+		defer cl.Close()
+		return cl.Ping(testCtx(t))
+	}
+	isAuthFailed := func(err error) bool { return errors.Is(err, kerr.SaslAuthenticationFailed) }
+	for name, m := range map[string]sasl.Mechanism{
+		"scram wrong password":   scram.Auth{User: "bob", Pass: "nope"}.AsSha256Mechanism(),
+		"scram unknown user":     scram.Auth{User: "mallory", Pass: "old"}.AsSha256Mechanism(),
+		"scram other mechanism":  scram.Auth{User: "bob", Pass: "old"}.AsSha512Mechanism(),
+		"plain wrong password":   plain.Auth{User: "bob", Pass: "nope"}.AsMechanism(),
+		"plain unknown user":     plain.Auth{User: "mallory", Pass: "old"}.AsMechanism(),
+		"plain other authz user": plain.Auth{Zid: "alice", User: "bob", Pass: "old"}.AsMechanism(),
+	} {
+		if err := login(m); !isAuthFailed(err) {
+			t.Errorf("%s: got %v, want SASL_AUTHENTICATION_FAILED", name, err)
+		}
+	}
+	if n := testutil.ToFloat64(b.metrics.saslFailures); n < 6 {
+		t.Errorf("sasl failures %v, want at least 6", n)
+	}
+	if err := login(plain.Auth{User: "bob", Pass: "old"}.AsMechanism()); err != nil {
+		t.Fatalf("bob's PLAIN login: %v", err)
+	}
+	setUser(t, b, "bob", "new", kadm.ScramSha256)
+	if err := login(scram.Auth{User: "bob", Pass: "old"}.AsSha256Mechanism()); !isAuthFailed(err) {
+		t.Errorf("old password after change: %v", err)
+	}
+	if err := login(scram.Auth{User: "bob", Pass: "new"}.AsSha256Mechanism()); err != nil {
+		t.Errorf("new password: %v", err)
+	}
+
+	// Requests out of turn, on raw connections.
+	dialTo := func(listener string) net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr(listener))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	closed := func(nc net.Conn) bool {
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		_, err := nc.Read(make([]byte, 1))
+		return errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(errString(err), "reset")
+	}
+	// Metadata before authenticating: closed.
+	nc := dialTo("SASL_PLAINTEXT")
+	var f kmsg.RequestFormatter
+	nc.Write(f.AppendRequest(nil, kmsg.NewPtrMetadataRequest(), 1))
+	if !closed(nc) {
+		t.Error("metadata before SASL: connection not closed")
+	}
+	// A frame over the pre-authentication bound: closed.
+	nc = dialTo("SASL_PLAINTEXT")
+	nc.Write([]byte{0, 0x10, 0, 0}) // 1 MiB
+	if !closed(nc) {
+		t.Error("1 MiB frame before SASL: connection not closed")
+	}
+	// ApiVersions is allowed, then an unknown mechanism.
+	nc = dialTo("SASL_PLAINTEXT")
+	rawRequest(t, nc, kmsg.NewPtrApiVersionsRequest(), 1)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, "GSSAPI"
+	hr := rawRequest(t, nc, hs, 2).(*kmsg.SASLHandshakeResponse)
+	if hr.ErrorCode != kerr.UnsupportedSaslMechanism.Code || strings.Join(hr.SupportedMechanisms, ",") != "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Errorf("GSSAPI handshake: %+v", hr)
+	}
+	if !closed(nc) {
+		t.Error("unsupported mechanism: connection not closed")
+	}
+	// SaslAuthenticate without a handshake: ILLEGAL_SASL_STATE, closed.
+	nc = dialTo("SASL_PLAINTEXT")
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 1, []byte("\x00bob\x00new")
+	if ar := rawRequest(t, nc, au, 1).(*kmsg.SASLAuthenticateResponse); ar.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Errorf("authenticate without handshake: %+v", ar)
+	}
+	// A handshake on a listener without SASL: ILLEGAL_SASL_STATE.
+	nc = dialTo("PLAINTEXT")
+	hs.Mechanism = "PLAIN"
+	if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Errorf("handshake on PLAINTEXT: %+v", hr)
+	}
+	// Deleting bob's only credential deletes bob.
+	adm := kadm.NewClient(newClient(t, b))
+	res, err := adm.AlterUserSCRAMs(testCtx(t), []kadm.DeleteSCRAM{{User: "bob", Mechanism: kadm.ScramSha256}}, nil)
+	if err != nil || res["bob"].Err != nil {
+		t.Fatalf("delete bob: %v %+v", err, res)
+	}
+	if err := login(scram.Auth{User: "bob", Pass: "new"}.AsSha256Mechanism()); !isAuthFailed(err) {
+		t.Errorf("deleted user logs in: %v", err)
+	}
+	if d, err := adm.DescribeUserSCRAMs(testCtx(t)); err != nil || len(d) != 0 {
+		t.Errorf("users after delete: %v %+v", err, d)
+	}
+	// The broker carries on.
+	if err := newClient(t, b).Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// TestSASLHandshakeV0: the raw-token exchange that follows SaslHandshake v0
+// (kafka-python and other older clients), PLAIN and SCRAM.
+func TestSASLHandshakeV0(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startSecureBroker(t, "", pki)
+	setUser(t, b, "carol", "pw", kadm.ScramSha512)
+
+	rawToken := func(nc net.Conn, tok []byte) []byte {
+		t.Helper()
+		frame := append([]byte{0, 0, 0, 0}, tok...)
+		putU32(frame, uint32(len(tok)))
+		if _, err := nc.Write(frame); err != nil {
+			t.Fatal(err)
+		}
+		nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+		var sz [4]byte
+		if _, err := io.ReadFull(nc, sz[:]); err != nil {
+			t.Fatalf("reading the token's answer: %v", err)
+		}
+		out := make([]byte, int(sz[0])<<24|int(sz[1])<<16|int(sz[2])<<8|int(sz[3]))
+		if _, err := io.ReadFull(nc, out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	handshake := func(mech string) net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 0, mech
+		if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+			t.Fatalf("handshake v0 %s: %+v", mech, hr)
+		}
+		return nc
+	}
+	works := func(nc net.Conn) {
+		t.Helper()
+		if mr := rawRequest(t, nc, kmsg.NewPtrMetadataRequest(), 9).(*kmsg.MetadataResponse); len(mr.Brokers) != 1 {
+			t.Fatalf("metadata after raw login: %+v", mr)
+		}
+	}
+
+	nc := handshake("PLAIN")
+	if out := rawToken(nc, []byte("\x00carol\x00pw")); len(out) != 0 {
+		t.Fatalf("PLAIN answer %q, want empty", out)
+	}
+	works(nc)
+
+	nc = handshake("SCRAM-SHA-512")
+	c, err := xscram.SHA512.NewClient("carol", "pw", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conv := c.NewConversation()
+	first, _ := conv.Step("")
+	final, err := conv.Step(string(rawToken(nc, []byte(first))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conv.Step(string(rawToken(nc, []byte(final)))); err != nil || !conv.Valid() {
+		t.Fatalf("server's final message: %v", err)
+	}
+	works(nc)
+
+	// A wrong password closes the connection without an answer.
+	nc = handshake("PLAIN")
+	frame := []byte{0, 0, 0, 11, 0, 'c', 'a', 'r', 'o', 'l', 0, 'b', 'a', 'd', '!'}
+	nc.Write(frame)
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil {
+		t.Fatal("wrong raw PLAIN password: got an answer")
+	}
+}
+
+// TestTLSClientCertPrincipal: an SSL client's certificate subject is its
+// principal; without one it is anonymous.
+func TestTLSClientCertPrincipal(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startSecureBroker(t, "", pki)
+	principals := func() map[string]bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		out := map[string]bool{}
+		for c := range b.mu.conns {
+			if c.info.Listener == "SSL" {
+				out[c.info.principal()] = true
+			}
+		}
+		return out
+	}
+	withCert := secureClient(t, b, pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
+	if err := withCert.Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if p := principals(); !p["CN=alice,O=acme"] {
+		t.Fatalf("principals on SSL: %v", p)
+	}
+	withCert.Close()
+	anon := secureClient(t, b, pki, "SSL", nil)
+	if err := anon.Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	if p := principals(); !p[AnonymousPrincipal] {
+		t.Fatalf("principals on SSL: %v", p)
+	}
+	// A plaintext client on the SSL port fails its handshake; the broker
+	// carries on.
+	nc, err := net.Dial("tcp", b.listenerAddr("SSL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f kmsg.RequestFormatter
+	nc.Write(f.AppendRequest(nil, kmsg.NewPtrApiVersionsRequest(), 1))
+	nc.SetReadDeadline(time.Now().Add(15 * time.Second))
+	io.Copy(io.Discard, nc) // the TLS alert, then EOF
+	nc.Close()
+	if err := anon.Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAlterUserScramCredentialsErrors: Kafka's per-user error codes.
+func TestAlterUserScramCredentialsErrors(t *testing.T) {
+	b := startBroker(t, "")
+	cl := newClient(t, b)
+	req := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+	up := func(name string, mech int8, iters int32, salted int) kmsg.AlterUserSCRAMCredentialsRequestUpsertion {
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = name, mech, iters, []byte("salt"), make([]byte, salted)
+		return u
+	}
+	del := func(name string, mech int8) kmsg.AlterUserSCRAMCredentialsRequestDeletion {
+		d := kmsg.NewAlterUserSCRAMCredentialsRequestDeletion()
+		d.Name, d.Mechanism = name, mech
+		return d
+	}
+	req.Upsertions = []kmsg.AlterUserSCRAMCredentialsRequestUpsertion{
+		up("ok", 1, 4096, 32),
+		up("few", 1, 100, 32),
+		up("many", 2, 20000, 64),
+		up("mech", 7, 4096, 32),
+		up("", 1, 4096, 32),
+		up("twice", 1, 4096, 32), up("twice", 1, 8192, 32),
+		up("short", 2, 4096, 32),
+	}
+	req.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del("ghost", 1)}
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int16{
+		"ok": 0, "few": kerr.UnacceptableCredential.Code, "many": kerr.UnacceptableCredential.Code,
+		"mech": kerr.UnsupportedSaslMechanism.Code, "": kerr.UnacceptableCredential.Code,
+		"twice": kerr.DuplicateResource.Code, "short": kerr.UnacceptableCredential.Code,
+		"ghost": kerr.ResourceNotFound.Code,
+	}
+	if len(resp.Results) != len(want) {
+		t.Fatalf("results: %+v", resp.Results)
+	}
+	for _, r := range resp.Results {
+		if r.ErrorCode != want[r.User] {
+			t.Errorf("user %q: code %d, want %d (%v)", r.User, r.ErrorCode, want[r.User], r.ErrorMessage)
+		}
+	}
+	dreq := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+	for _, n := range []string{"ok", "ghost", "ok2", "ok2"} {
+		u := kmsg.NewDescribeUserSCRAMCredentialsRequestUser()
+		u.Name = n
+		dreq.Users = append(dreq.Users, u)
+	}
+	dresp, err := dreq.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dwant := map[string]int16{"ok": 0, "ghost": kerr.ResourceNotFound.Code, "ok2": kerr.DuplicateResource.Code}
+	if len(dresp.Results) != 3 {
+		t.Fatalf("describe results: %+v", dresp.Results)
+	}
+	for _, r := range dresp.Results {
+		if r.ErrorCode != dwant[r.User] {
+			t.Errorf("describe %q: code %d, want %d", r.User, r.ErrorCode, dwant[r.User])
+		}
+		if r.User == "ok" && (len(r.CredentialInfos) != 1 || r.CredentialInfos[0].Mechanism != 1 || r.CredentialInfos[0].Iterations != 4096) {
+			t.Errorf("describe ok: %+v", r.CredentialInfos)
+		}
+	}
+}
+
+// TestSecurityConfigChecks: configurations New refuses.
+func TestSecurityConfigChecks(t *testing.T) {
+	for name, mod := range map[string]func(*Config){
+		"SASL first listener": func(c *Config) {
+			c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}}
+		},
+		"SSL without certificate": func(c *Config) {
+			c.Listeners = []Listener{{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL}}
+		},
+		"unknown protocol":  func(c *Config) { c.Listeners[0].SecurityProtocol = "KERBEROS" },
+		"unknown mechanism": func(c *Config) { c.SASLMechanisms = []string{"GSSAPI"} },
+	} {
+		cfg := Config{DataDir: t.TempDir(), Listeners: []Listener{{Addr: "127.0.0.1:0"}}, Logger: testLogger(t)}
+		mod(&cfg)
+		if b, err := New(cfg); err == nil {
+			b.Close()
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+}

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// The client commands' connection security, named as librdkafka's
+// properties (security.protocol, sasl.mechanism, sasl.username, …).
+// --ssl-ca-file is the broker setting's name too: the same CA file serves
+// both (SEDIMENT_SSL_CA_FILE).
+func addClientSecurityFlags(fs *pflag.FlagSet) []string {
+	fs.String("security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (env SEDIMENT_SECURITY_PROTOCOL)")
+	fs.String("sasl-mechanism", "SCRAM-SHA-256", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env SEDIMENT_SASL_MECHANISM)")
+	fs.String("sasl-username", "", "SASL user (env SEDIMENT_SASL_USERNAME)")
+	fs.String("sasl-password", "", "SASL password (env SEDIMENT_SASL_PASSWORD, which keeps it out of the process list)")
+	fs.String("ssl-ca-file", "", "PEM CA certificates to trust (default: the system's) (env SEDIMENT_SSL_CA_FILE)")
+	fs.String("ssl-client-cert-file", "", "PEM client certificate, for brokers with ssl-client-auth (env SEDIMENT_SSL_CLIENT_CERT_FILE)")
+	fs.String("ssl-client-key-file", "", "PEM key of --ssl-client-cert-file (env SEDIMENT_SSL_CLIENT_KEY_FILE)")
+	return []string{"security-protocol", "sasl-mechanism", "sasl-username", "sasl-password", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
+}
+
+// securityOpts turns the flags into franz-go options (kgo.DialTLSConfig,
+// kgo.SASL with franz-go's own mechanisms).
+func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
+	proto := strings.ToUpper(o.v.GetString("security-protocol"))
+	var useTLS, useSASL bool
+	switch proto {
+	case "PLAINTEXT", "":
+	case "SSL":
+		useTLS = true
+	case "SASL_PLAINTEXT":
+		useSASL = true
+	case "SASL_SSL":
+		useTLS, useSASL = true, true
+	default:
+		return nil, fmt.Errorf("--security-protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", proto)
+	}
+	var opts []kgo.Opt
+	if useTLS {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if f := o.v.GetString("ssl-ca-file"); f != "" {
+			pem, err := os.ReadFile(f)
+			if err != nil {
+				return nil, fmt.Errorf("--ssl-ca-file: %w", err)
+			}
+			cfg.RootCAs = x509.NewCertPool()
+			if !cfg.RootCAs.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("--ssl-ca-file %s: no PEM certificate in it", f)
+			}
+		}
+		cert, key := o.v.GetString("ssl-client-cert-file"), o.v.GetString("ssl-client-key-file")
+		if (cert == "") != (key == "") {
+			return nil, fmt.Errorf("--ssl-client-cert-file and --ssl-client-key-file go together")
+		}
+		if cert != "" {
+			c, err := tls.LoadX509KeyPair(cert, key)
+			if err != nil {
+				return nil, fmt.Errorf("client certificate: %w", err)
+			}
+			cfg.Certificates = []tls.Certificate{c}
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if useSASL {
+		user, pass := o.v.GetString("sasl-username"), o.v.GetString("sasl-password")
+		if user == "" {
+			return nil, fmt.Errorf("--security-protocol %s needs --sasl-username and --sasl-password (or SEDIMENT_SASL_USERNAME, SEDIMENT_SASL_PASSWORD)", proto)
+		}
+		var m sasl.Mechanism
+		switch strings.ToUpper(o.v.GetString("sasl-mechanism")) {
+		case "PLAIN":
+			m = plain.Auth{User: user, Pass: pass}.AsMechanism()
+		case "SCRAM-SHA-256":
+			m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
+		case "SCRAM-SHA-512":
+			m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+		default:
+			return nil, fmt.Errorf("--sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", o.v.GetString("sasl-mechanism"))
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}

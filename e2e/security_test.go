@@ -1,0 +1,186 @@
+package e2e
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// writeTestCA writes a CA certificate and a server certificate for
+// 127.0.0.1 signed by it, as PEM files in dir: ca.pem, broker.pem,
+// broker-key.pem.
+func writeTestCA(t testing.TB, dir string) (ca, cert, key string) {
+	t.Helper()
+	newKey := func() *ecdsa.PrivateKey {
+		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write := func(name, typ string, der []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caKey := newKey()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sediment e2e CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	srvKey := newKey()
+	srvTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+	}
+	srvDER, err := x509.CreateCertificate(rand.Reader, srvTmpl, caCert, &srvKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(srvKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("broker.pem", "CERTIFICATE", srvDER), write("broker-key.pem", "PRIVATE KEY", keyDER)
+}
+
+// TestSecurityKcatAndCLI runs a `sediment broker` process with a SASL_SSL
+// and a SASL_PLAINTEXT listener beside its PLAINTEXT one, creates a user
+// with `sediment user set`, and uses it from kcat (librdkafka: SCRAM over
+// TLS, PLAIN in the clear) and from `sediment` itself; a wrong password is
+// refused and nothing is readable without logging in.
+func TestSecurityKcatAndCLI(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := writeTestCA(t, dir)
+	saslSSL := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
+	})
+	b.sediment(t, "alice-pw\n", "user", "set", "alice", "--password-stdin")
+	b.sediment(t, "", "user", "set", "bob", "--password", "bob-pw", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096")
+	list := b.sediment(t, "", "user", "list").Stdout
+	for _, want := range []string{"alice  SCRAM-SHA-256 (8192 iterations), SCRAM-SHA-512 (8192 iterations)", "bob    SCRAM-SHA-512 (4096 iterations)"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("sediment user list: no %q in\n%s", want, list)
+		}
+	}
+
+	kcat := func(addr string, props []string, stdin string, args ...string) cmdResult {
+		full := []string{"-b", addr}
+		for _, p := range props {
+			full = append(full, "-X", p)
+		}
+		return run(t, stdin, nil, kcatPath(t), append(full, args...)...)
+	}
+	scramTLS := []string{"security.protocol=SASL_SSL", "sasl.mechanisms=SCRAM-SHA-512", "sasl.username=alice", "sasl.password=alice-pw", "ssl.ca.location=" + ca}
+	plainSASL := []string{"security.protocol=SASL_PLAINTEXT", "sasl.mechanisms=PLAIN", "sasl.username=bob", "sasl.password=bob-pw"}
+
+	// kcat -L on the SASL_SSL listener lists the broker at that listener.
+	if r := kcat(saslSSL, scramTLS, "", "-L"); r.Err != nil || !strings.Contains(r.Stdout, "at "+saslSSL) {
+		t.Fatalf("kcat -L over SASL_SSL: %v\n%s\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	b.sediment(t, "", "topic", "create", "secure", "--partitions", "1")
+	lines := keyedLines(300)
+	if r := kcat(saslSSL, scramTLS, strings.Join(lines, "\n")+"\n", "-P", "-t", "secure", "-K:"); r.Err != nil {
+		t.Fatalf("kcat -P over SASL_SSL: %v\n%s", r.Err, r.Stderr)
+	}
+	r := kcat(saslPlain, plainSASL, "", "-C", "-t", "secure", "-e", "-f", "%k:%s\n")
+	if r.Err != nil {
+		t.Fatalf("kcat -C over SASL_PLAINTEXT: %v\n%s", r.Err, r.Stderr)
+	}
+	if got := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n"); strings.Join(got, "\n") != strings.Join(lines, "\n") {
+		t.Fatalf("kcat read %d lines over SASL_PLAINTEXT, want the %d produced over SASL_SSL", len(got), len(lines))
+	}
+
+	// A wrong password: kcat gives up with librdkafka's authentication error.
+	bad := append([]string{}, plainSASL...)
+	bad[3] = "sasl.password=wrong"
+	if r := kcat(saslPlain, append(bad, "socket.timeout.ms=5000"), "", "-L", "-m", "5"); r.Err == nil || !strings.Contains(r.Stderr, "Authentication failed") {
+		t.Fatalf("kcat with a wrong password: err %v, stderr:\n%s", r.Err, r.Stderr)
+	}
+
+	// The sediment CLI over SASL_SSL, the password from the environment.
+	env := []string{"SEDIMENT_BROKERS=" + saslSSL, "SEDIMENT_SECURITY_PROTOCOL=SASL_SSL", "SEDIMENT_SASL_MECHANISM=SCRAM-SHA-256",
+		"SEDIMENT_SASL_USERNAME=alice", "SEDIMENT_SASL_PASSWORD=alice-pw", "SEDIMENT_SSL_CA_FILE=" + ca}
+	out := run(t, "", env, sedimentBin, "consume", "secure", "--from", "earliest", "--count", "300", "--format", "key-value")
+	if out.Err != nil {
+		t.Fatalf("sediment consume over SASL_SSL: %v\n%s", out.Err, out.Stderr)
+	}
+	if n := strings.Count(out.Stdout, "\n"); n != 300 {
+		t.Fatalf("sediment consume over SASL_SSL read %d lines, want 300:\n%s", n, out.Stdout)
+	}
+	out = run(t, "", append(env[:len(env):len(env)], "SEDIMENT_SASL_PASSWORD=nope"), sedimentBin, "topic", "list", "--timeout", "10s")
+	if out.Err == nil || !strings.Contains(out.Stderr, "SASL_AUTHENTICATION_FAILED") {
+		t.Fatalf("sediment with a wrong password: %v\n%s", out.Err, out.Stderr)
+	}
+	// Deleting alice locks her out.
+	b.sediment(t, "", "user", "delete", "alice")
+	if r := kcat(saslSSL, append(scramTLS, "socket.timeout.ms=5000"), "", "-L", "-m", "5"); r.Err == nil {
+		t.Fatalf("kcat as a deleted user: listed\n%s", r.Stdout)
+	}
+}
+
+// TestKafkaPythonSASL: kafka-python (SaslHandshake v0 and raw tokens)
+// produces and consumes with PLAIN and SCRAM-SHA-256 on SASL_PLAINTEXT and
+// SCRAM-SHA-512 on SASL_SSL; a wrong password is refused.
+func TestKafkaPythonSASL(t *testing.T) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	dir := t.TempDir()
+	ca, cert, key := writeTestCA(t, dir)
+	saslSSL := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
+	})
+	b.sediment(t, "", "user", "set", "kpy", "--password", "kpy-pw")
+	b.sediment(t, "", "topic", "create", "kpy-sasl", "--partitions", "1")
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "sasl.py"), saslPlain, saslSSL, ca, "kpy-sasl", "kpy", "kpy-pw")
+	if r.Err != nil {
+		t.Fatalf("sasl.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced      []string            `json:"produced"`
+		Consumed      map[string][]string `json:"consumed"`
+		WrongPassword string              `json:"wrong_password"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("sasl.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	if len(report.Produced) != 30 || len(report.Consumed) != 3 {
+		t.Fatalf("report: %+v", report)
+	}
+	for run, got := range report.Consumed {
+		if strings.Join(got, ",") != strings.Join(report.Produced, ",") {
+			t.Errorf("%s consumed %v, want %v", run, got, report.Produced)
+		}
+	}
+	if report.WrongPassword == "accepted" || report.WrongPassword == "" {
+		t.Errorf("wrong password: %q", report.WrongPassword)
+	}
+	t.Logf("kafka-python with a wrong password: %s", report.WrongPassword)
+}
