@@ -1,18 +1,22 @@
 package broker
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"io"
 	"math"
 	"sort"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
 )
 
 // TestRateSensor: Kafka's windowed rate and throttle time. With 11 windows
@@ -424,5 +428,66 @@ func TestBoundFetch(t *testing.T) {
 		if req.MaxBytes != c.out {
 			t.Errorf("%s, max_bytes %d: %d, want %d", c.client, c.max, req.MaxBytes, c.out)
 		}
+	}
+}
+
+// quotaThrottles counts the throttle times a kgo client is given.
+type quotaThrottles struct{ n atomic.Int32 }
+
+func (h *quotaThrottles) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	if d > 0 {
+		h.n.Add(1)
+	}
+}
+
+// TestUserQuotaSASL: a user quota applies to the SASL user's connections,
+// not to an anonymous client with the same client id on the PLAINTEXT
+// listener.
+func TestUserQuotaSASL(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.QuotaWindowNum = 2
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+	})
+	createTopic(t, b, "quota", 1, nil)
+	setUser(t, b, "alice", "alice-secret", kadm.ScramSha256)
+	alice := "alice"
+	res, err := kadm.NewClient(newClient(t, b)).AlterClientQuotas(testCtx(t), []kadm.AlterClientQuotaEntry{
+		quotaEntry(&alice, nil, kadm.AlterClientQuotaOp{Key: "producer_byte_rate", Value: 100 << 10}),
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	produce := func(cl *kgo.Client) {
+		t.Helper()
+		recs := make([]*kgo.Record, 6)
+		for i := range recs {
+			v := make([]byte, 50<<10)
+			rand.Read(v)
+			recs[i] = &kgo.Record{Topic: "quota", Value: v}
+		}
+		for _, r := range recs { // one request each
+			if err := cl.ProduceSync(testCtx(t), r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var anon, sasl quotaThrottles
+	opts := []kgo.Opt{kgo.ClientID("app"), kgo.ProducerBatchCompression(kgo.NoCompression())}
+	produce(newClient(t, b, append(opts, kgo.WithHooks(&anon))...))
+	if n := anon.n.Load(); n != 0 {
+		t.Fatalf("anonymous client throttled %d times by alice's quota", n)
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.WithHooks(&sasl), kgo.SeedBrokers(b.listenerAddr("SASL_PLAINTEXT")),
+		kgo.SASL(plain.Auth{User: "alice", Pass: "alice-secret"}.AsMechanism()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	produce(cl)
+	if sasl.n.Load() == 0 {
+		t.Fatal("alice's 300 KiB at 100 KiB/s were not throttled")
 	}
 }
