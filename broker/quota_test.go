@@ -491,3 +491,34 @@ func TestUserQuotaSASL(t *testing.T) {
 		t.Fatal("alice's 300 KiB at 100 KiB/s were not throttled")
 	}
 }
+
+// FuzzQuotaEntity: any stored entity string either does not parse or
+// parses to an entity whose canonical form reads back to the same entity;
+// any entity's canonical form parses.
+func FuzzQuotaEntity(f *testing.F) {
+	for _, s := range []string{"user=alice", "user&client-id", "client-id=a%26b", "user=%3Cdefault%3E&client-id=x", "user=", "&", "user=%"} {
+		f.Add(s, "u", "c", true, false)
+	}
+	f.Fuzz(func(t *testing.T, s, user, client string, hasUser, hasClient bool) {
+		if e, ok := parseCanonicalQuotaEntity(s); ok {
+			back, ok := parseCanonicalQuotaEntity(e.String())
+			if !ok || keyOf(back) != keyOf(e) {
+				t.Fatalf("%q: %+v re-encodes to %q, which reads back %v %+v", s, e, e.String(), ok, back)
+			}
+		}
+		if !hasUser && !hasClient {
+			return
+		}
+		e := quotaEntity{hasUser: hasUser, hasClient: hasClient}
+		if hasUser && user != "" {
+			e.user = &user
+		}
+		if hasClient && client != "" {
+			e.client = &client
+		}
+		back, ok := parseCanonicalQuotaEntity(e.String())
+		if !ok || keyOf(back) != keyOf(e) {
+			t.Fatalf("%+v: %q reads back %v %+v", e, e.String(), ok, back)
+		}
+	})
+}
