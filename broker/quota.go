@@ -14,20 +14,22 @@ import (
 )
 
 // Client quota enforcement (KIP-13, KIP-55, KIP-219), in one place: the
-// quota middleware that b.chain puts around every handler. After a Produce
-// it records the request's size against the client's producer_byte_rate,
-// after a consumer Fetch the response's size against its
-// consumer_byte_rate. A client over its quota gets the throttle time that
-// Kafka computes in the response's throttle_time_ms, and the connection is
-// muted for that long from then on (Request.mute, conn.go): the response
-// goes out at once, but no later request of the connection is read or
-// started until the time has passed, as Kafka, which handles one request
-// of a connection at a time, holds the next one. Clients at versions that
-// honour KIP-219 (Produce v6+, Fetch v8+) wait on their side too; older
-// ones are held back by the mute alone.
+// quota middleware that b.chain puts around every handler. It records a
+// Produce request's size against the client's producer_byte_rate as the
+// request starts (so that a pipelined next Produce already finds the
+// connection muted), a consumer Fetch's response size against its
+// consumer_byte_rate once the response is built (with max_bytes first
+// bounded by the quota, boundFetch). A client over its quota gets the
+// throttle time that Kafka computes in the response's throttle_time_ms,
+// and the connection is muted for that long from then on (Request.mute,
+// conn.go): the response goes out at once, but no later request of the
+// connection is read or started until the time has passed, as Kafka, which
+// handles one request of a connection at a time, holds the next one.
+// Clients at versions that honour KIP-219 (Produce v6+, Fetch v8+) wait on
+// their side too; older ones are held back by the mute alone.
 //
 // The client is the pair (user, client id): the user is the connection's
-// authenticated principal (ConnInfo.Principal; "" is Kafka's ANONYMOUS),
+// authenticated principal (ConnInfo.principal(): ANONYMOUS if none),
 // the client id the request header's. Its quota of each type is resolved in
 // Kafka's order (the first entity that has a value for the type's key wins):
 //
