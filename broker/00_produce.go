@@ -184,6 +184,14 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		if err := p.waitCommitted(res.baseOffset+int64(h.LastOffsetDelta), epoch, time.Now().Add(timeout), b.stopping); err != nil {
 			return err
 		}
+		// The high watermark passed the batch, but the ISR may have
+		// shrunk below min.insync.replicas meanwhile (a follower
+		// dropped out, and the leader alone moved the high watermark):
+		// then the batch is not on enough replicas to acknowledge, as
+		// Kafka's checkEnoughReplicasReachOffset answers.
+		if int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
+			return kerr.NotEnoughReplicasAfterAppend
+		}
 	}
 	rp.BaseOffset, rp.LogAppendTime = res.baseOffset, res.logAppendTime
 	rp.LogStartOffset = p.log.LogStartOffset()

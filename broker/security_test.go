@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // testPKI is a CA with a server certificate for 127.0.0.1 and a client
@@ -53,12 +55,12 @@ func newTestPKI(t testing.TB) *testPKI {
 		t.Fatal(err)
 	}
 	ca, _ := x509.ParseCertificate(caDER)
-	issue := func(serial int64, subject pkix.Name, usage x509.ExtKeyUsage, ips []net.IP) tls.Certificate {
+	issue := func(serial int64, subject pkix.Name, usage []x509.ExtKeyUsage, ips []net.IP) tls.Certificate {
 		k := key()
 		tmpl := &x509.Certificate{
 			SerialNumber: big.NewInt(serial), Subject: subject,
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
+			ExtKeyUsage: usage, IPAddresses: ips, KeyUsage: x509.KeyUsageDigitalSignature,
 		}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &k.PublicKey, caKey)
 		if err != nil {
@@ -68,8 +70,10 @@ func newTestPKI(t testing.TB) *testPKI {
 	}
 	p := &testPKI{pool: x509.NewCertPool()}
 	p.pool.AddCert(ca)
-	p.server = issue(2, pkix.Name{CommonName: "broker"}, x509.ExtKeyUsageServerAuth, []net.IP{net.ParseIP("127.0.0.1")})
-	p.client = issue(3, pkix.Name{CommonName: "alice", Organization: []string{"acme"}}, x509.ExtKeyUsageClientAuth, nil)
+	// The broker's certificate serves as a client certificate too: brokers
+	// present it to each other when the first listener is SSL.
+	p.server = issue(2, pkix.Name{CommonName: "broker"}, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, []net.IP{net.ParseIP("127.0.0.1")})
+	p.client = issue(3, pkix.Name{CommonName: "alice", Organization: []string{"acme"}}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, nil)
 	return p
 }
 
@@ -478,7 +482,8 @@ func TestAlterUserScramCredentialsErrors(t *testing.T) {
 		up("mech", 7, 4096, 32),
 		up("", 1, 4096, 32),
 		up("twice", 1, 4096, 32), up("twice", 1, 8192, 32),
-		up("short", 2, 4096, 32),
+		up("short", 2, 4096, 18), // any length, as Kafka (kafka-go's tests send 18 bytes)
+		up("nopw", 2, 4096, 0),
 	}
 	req.Deletions = []kmsg.AlterUserSCRAMCredentialsRequestDeletion{del("ghost", 1)}
 	resp, err := req.RequestWith(testCtx(t), cl)
@@ -488,7 +493,7 @@ func TestAlterUserScramCredentialsErrors(t *testing.T) {
 	want := map[string]int16{
 		"ok": 0, "few": kerr.UnacceptableCredential.Code, "many": kerr.UnacceptableCredential.Code,
 		"mech": kerr.UnsupportedSaslMechanism.Code, "": kerr.UnacceptableCredential.Code,
-		"twice": kerr.DuplicateResource.Code, "short": kerr.UnacceptableCredential.Code,
+		"twice": kerr.DuplicateResource.Code, "short": 0, "nopw": kerr.UnacceptableCredential.Code,
 		"ghost": kerr.ResourceNotFound.Code,
 	}
 	if len(resp.Results) != len(want) {
@@ -541,5 +546,138 @@ func TestSecurityConfigChecks(t *testing.T) {
 			b.Close()
 			t.Errorf("%s: New accepted it", name)
 		}
+	}
+}
+
+// startTLSPair starts two brokers whose only listener is SSL with client
+// certificates required; their own clients trust peerCAs.
+func startTLSPair(t *testing.T, pki *testPKI, peerCAs *x509.CertPool, lag time.Duration) []*Broker {
+	raftAddr := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	voters := []metadata.Peer{{ID: 1, Addr: raftAddr()}, {ID: 2, Addr: raftAddr()}}
+	brokers := make([]*Broker, 2)
+	errs := make(chan error, 2)
+	for i := range brokers {
+		go func() {
+			b, err := New(Config{
+				NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters,
+				Listeners:         []Listener{{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL}},
+				TLS:               &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert},
+				PeerTLS:           &tls.Config{RootCAs: peerCAs, Certificates: []tls.Certificate{pki.server}},
+				ReplicaLagTimeMax: lag,
+				Logger:            testLogger(t),
+			})
+			brokers[i] = b
+			errs <- err
+		}()
+	}
+	for range brokers {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range brokers {
+		t.Cleanup(func() { b.Close() })
+	}
+	return brokers
+}
+
+// createPairTopic creates topic with two partitions on both brokers,
+// retrying until both have registered.
+func createPairTopic(t *testing.T, adm *kadm.Client, topic string, configs map[string]*string) {
+	ctx := testCtx(t)
+	tick := time.NewTicker(50 * time.Millisecond) // polling interval, not synchronisation
+	defer tick.Stop()
+	for {
+		resp, err := adm.CreateTopic(ctx, 2, 2, configs, topic)
+		if err == nil && resp.Err == nil {
+			return
+		}
+		select {
+		case <-tick.C: // INVALID_REPLICATION_FACTOR until both brokers registered
+		case <-ctx.Done():
+			t.Fatalf("create %s: %v %v", topic, err, resp.Err)
+		}
+	}
+}
+
+// TestSSLInterBroker: brokers whose only listener is SSL replicate to each
+// other over TLS (PeerTLS, presenting their certificate): every record
+// produced with acks=all reaches both replicas of both partitions.
+func TestSSLInterBroker(t *testing.T) {
+	pki := newTestPKI(t)
+	brokers := startTLSPair(t, pki, pki.pool, 0)
+	cl := secureClient(t, brokers[0], pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(30*time.Second), kgo.RequestRetries(20))
+	createPairTopic(t, kadm.NewClient(cl), "tls-replicated", nil)
+	produced := produceAll(t, cl, makeRecords("tls-replicated", 200, "tls"))
+	for p, recs := range produced {
+		end := recs[len(recs)-1].Offset + 1
+		for _, b := range brokers {
+			waitCond(t, func() bool {
+				topic, ok := b.meta.State().Topic("tls-replicated")
+				if !ok {
+					return false
+				}
+				part, err := b.store.openLocked(topic, p)
+				return err == nil && part.log.LogEndOffset() >= end
+			})
+		}
+	}
+}
+
+// TestAcksAllISRShrinksBelowMin: a follower that cannot fetch (its TLS
+// handshakes with the leader fail) leaves the ISR while an acks=all
+// produce waits; the leader alone then moves the high watermark past the
+// batch, which is on one replica of the two min.insync.replicas asks for,
+// so the produce gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (as from Kafka),
+// and the next one NOT_ENOUGH_REPLICAS, never success.
+func TestAcksAllISRShrinksBelowMin(t *testing.T) {
+	pki, other := newTestPKI(t), newTestPKI(t)
+	brokers := startTLSPair(t, pki, other.pool, 3*time.Second)
+	cl := secureClient(t, brokers[0], pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
+	two := "2"
+	createPairTopic(t, kadm.NewClient(cl), "min-isr", map[string]*string{"min.insync.replicas": &two})
+	md, err := kadm.NewClient(cl).Metadata(testCtx(t), "min-isr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := md.Topics["min-isr"].Partitions[0].Leader
+	b := brokers[leader-1]
+	nc, err := tls.Dial("tcp", b.listenerAddr("SSL"), &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	produce := func(corr int32) int16 {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 30000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "min-isr"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = 0, buildBatch(-1, -1, 0, 3, 10)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := roundTrip(nc, req, corr, 40*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode
+	}
+	code := produce(1)
+	for corr := int32(10); code == kerr.UnknownTopicOrPartition.Code || code == kerr.NotLeaderForPartition.Code; corr++ {
+		code = produce(corr) // the leader has not opened the new partition yet
+	}
+	if code != kerr.NotEnoughReplicasAfterAppend.Code {
+		t.Fatalf("acks=all while the follower drops out: error %d, want NOT_ENOUGH_REPLICAS_AFTER_APPEND (%d)", code, kerr.NotEnoughReplicasAfterAppend.Code)
+	}
+	if code := produce(2000); code != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all with one in-sync replica: error %d, want NOT_ENOUGH_REPLICAS", code)
 	}
 }

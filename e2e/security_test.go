@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -132,6 +133,11 @@ func TestSecurityKcatAndCLI(t *testing.T) {
 	}
 	if n := strings.Count(out.Stdout, "\n"); n != 300 {
 		t.Fatalf("sediment consume over SASL_SSL read %d lines, want 300:\n%s", n, out.Stdout)
+	}
+	// cluster status reaches the broker on its SASL_SSL address, logging in.
+	out = run(t, "", env, sedimentBin, "cluster", "status")
+	if out.Err != nil || !regexp.MustCompile(`(?m)^1\s+`+regexp.QuoteMeta(saslSSL)+`\s+active\s+true\s+true`).MatchString(out.Stdout) {
+		t.Fatalf("sediment cluster status over SASL_SSL: %v\n%s\n%s", out.Err, out.Stdout, out.Stderr)
 	}
 	out = run(t, "", append(env[:len(env):len(env)], "SEDIMENT_SASL_PASSWORD=nope"), sedimentBin, "topic", "list", "--timeout", "10s")
 	if out.Err == nil || !strings.Contains(out.Stderr, "SASL_AUTHENTICATION_FAILED") {

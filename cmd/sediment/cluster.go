@@ -90,18 +90,27 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 				if b.IsFenced {
 					state = "fenced"
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%v\n", b.NodeID, addr, state, reachable(ctx, addr), slices.Contains(voters, b.NodeID))
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%v\n", b.NodeID, addr, state, opts.reachable(ctx, addr), slices.Contains(voters, b.NodeID))
 			}
 			return tw.Flush()
 		},
 	}
 }
 
-// reachable reports whether the broker answers ApiVersions within a second.
-func reachable(ctx context.Context, addr string) bool {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
+// reachable reports whether the broker answers ApiVersions within a second
+// (or three, with TLS or SASL), connecting as the other commands do.
+func (o *clientOptions) reachable(ctx context.Context, addr string) bool {
+	sec, err := o.securityOpts()
+	if err != nil {
+		return false
+	}
+	wait := time.Second
+	if len(sec) > 0 {
+		wait = 3 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(time.Second))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.RequestRetries(0), kgo.DialTimeout(wait)}, sec...)...)
 	if err != nil {
 		return false
 	}
