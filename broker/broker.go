@@ -166,6 +166,12 @@ type Config struct {
 	// negative removes it at once (dir_delete.go).
 	DeletedLogDeleteDelay time.Duration
 
+	// QuotaWindowNum and QuotaWindowSize are Kafka's quota.window.num [11]
+	// and quota.window.size.seconds [1s]: client quota rates are measured
+	// over that many samples of that length (quota.go).
+	QuotaWindowNum  int
+	QuotaWindowSize time.Duration
+
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// ListenFn opens listeners (tests may pass an in-memory network).
@@ -217,6 +223,12 @@ func (c *Config) setDefaults() {
 	}
 	if c.ProducerSnapshotInterval <= 0 {
 		c.ProducerSnapshotInterval = time.Minute
+	}
+	if c.QuotaWindowNum <= 0 {
+		c.QuotaWindowNum = 11
+	}
+	if c.QuotaWindowSize <= 0 {
+		c.QuotaWindowSize = time.Second
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 30 * time.Second
@@ -271,6 +283,7 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
+	quotas  *quotas // client quotas (quota.go)
 	budget  *memBudget
 
 	fetchSessions fetchSessions
@@ -329,6 +342,7 @@ func New(cfg Config) (*Broker, error) {
 	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
+	b.quotas = newQuotas(b)
 	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
 	lock, err := lockDataDir(cfg.DataDir) // datadir_lock.go: first, fail fast
 	if err != nil {
@@ -450,7 +464,7 @@ func (b *Broker) chain(e *apiEntry) Handler {
 	for i := len(b.cfg.Middleware) - 1; i >= 0; i-- {
 		h = b.cfg.Middleware[i](h)
 	}
-	return h
+	return b.quotas.middleware(h) // client quotas (quota.go), outermost
 }
 
 // Close shuts the broker down gracefully: stop accepting, stop reading new

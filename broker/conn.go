@@ -71,6 +71,9 @@ type conn struct {
 	closeOnce sync.Once
 	handlers  sync.WaitGroup
 	stopRead  atomic.Bool
+	// mutedUntil (Unix ns): no request is read or handled before it
+	// (Request.mute: client quotas, quota.go).
+	mutedUntil atomic.Int64
 }
 
 var connIDs atomic.Uint64
@@ -190,6 +193,11 @@ func (c *conn) readLoop() {
 			c.slots <- s
 			continue
 		}
+		if !c.waitMuted() {
+			c.reserve(-int64(size))
+			fr.release()
+			return
+		}
 		s, run, ok := c.decode(fr)
 		if !ok {
 			c.reserve(-int64(size))
@@ -305,6 +313,7 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		ClientID:      s.hdr.clientID,
 		Msg:           req,
 		Size:          len(frame),
+		mute:          c.mute,
 	}
 	var prev chan struct{}
 	if e.serial {
@@ -332,6 +341,10 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 				return
 			}
 			defer r.ordered()
+		}
+		if !c.waitMuted() { // read before an earlier reply's throttle (quota.go)
+			s.err = c.ctx.Err()
+			return
 		}
 		start := time.Now()
 		pprof.Do(c.ctx, pprof.Labels("sediment", "handler", "api", kmsg.NameForKey(hdr.key)), func(ctx context.Context) {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"sort"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -28,6 +29,9 @@ type Request struct {
 	Size int
 
 	ordered func()
+	// mute holds the connection's later requests for a throttle time
+	// (client quotas, quota.go); nil outside a connection.
+	mute func(time.Duration)
 }
 
 // Ordered tells the connection that a serial request has fixed its order

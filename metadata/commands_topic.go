@@ -338,6 +338,8 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		return m
 	}
 	switch c.ResourceType {
+	case ResourceClientQuota:
+		return s.alterClientQuota(c.ResourceName, change)
 	case ResourceTopic:
 		t, ok := s.Topic(c.ResourceName)
 		if !ok {

@@ -146,6 +146,10 @@ const (
 	// server_key=…,iterations=…", the form ZooKeeper-era Kafka kept under
 	// /config/users), changed by AlterUserScramCredentials.
 	ResourceUser ResourceType = 65
+	// ResourceClientQuota is internal (no Kafka config resource): the
+	// client quotas of one entity (KIP-546), named by the broker's
+	// canonical entity string, with the quota keys as config names.
+	ResourceClientQuota ResourceType = 66
 )
 
 // userConfigKey is where a user's credentials are kept in brokerConfigs, as
@@ -156,6 +160,12 @@ func userConfigKey(user string) string { return "user:" + user }
 // resources' configs (brokerConfigs), beside broker ids and "": no broker id
 // has this form, and the snapshot format stays as it is.
 func groupConfigKey(group string) string { return "group:" + group }
+
+// quotaConfigKeyPrefix marks a client quota entity's entry in
+// brokerConfigs (ResourceClientQuota), beside broker ids and groups.
+const quotaConfigKeyPrefix = "quota:"
+
+func quotaConfigKey(entity string) string { return quotaConfigKeyPrefix + entity }
 
 // State is an immutable snapshot of the cluster metadata. Every committed
 // command produces a new State sharing unchanged parts with the previous one,
@@ -243,6 +253,19 @@ func (s *State) BrokerConfigs(broker string) map[string]string { return s.broker
 // a GROUP resource). The map must not be modified.
 func (s *State) GroupConfigs(group string) map[string]string {
 	return s.brokerConfigs[groupConfigKey(group)]
+}
+
+// ClientQuotas returns the client quotas by entity (the canonical entity
+// strings the broker wrote, ResourceClientQuota), each entity's map from
+// quota key to value. The maps must not be modified.
+func (s *State) ClientQuotas() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for k, m := range s.brokerConfigs {
+		if entity, ok := strings.CutPrefix(k, quotaConfigKeyPrefix); ok {
+			out[entity] = m
+		}
+	}
+	return out
 }
 
 // UserConfigs returns a SASL user's credentials by mechanism (ResourceUser).

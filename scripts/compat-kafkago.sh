@@ -40,7 +40,6 @@ fi
 #     TestDescribeUserScramCredentials: SCRAM credentials (SASL);
 #   TestClientCreateACLs, TestClientDeleteACLs, TestClientDescribeACLs: ACLs;
 #   TestWriter/writing_a_message_with_SASL_Plain_authentication: SASL;
-#   TestClientAlterClientQuotas: client quotas;
 # tests that fail whatever the broker:
 #   TestReaderConsumerGroup/verify_offset_committed*, .../consumer_group_commits_on_close:
 #     the test's getOffsets calls ConsumerGroup.coordinator on a config that
@@ -50,7 +49,7 @@ fi
 #     partitions, each of two readers must read 12; the reader with one
 #     partition has 8, so it passes only when that reader fetched records
 #     before the rebalance and kafka-go hands them out afterwards.
-skip_default='^(TestSASL|TestUnsupportedSASLMechanism|TestAlterUserScramCredentials|TestDescribeUserScramCredentials|TestClientCreateACLs|TestClientDeleteACLs|TestClientDescribeACLs|TestClientAlterClientQuotas)$|^TestWriter$/^writing_a_message_with_SASL_Plain_authentication$|^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
+skip_default='^(TestSASL|TestUnsupportedSASLMechanism|TestAlterUserScramCredentials|TestDescribeUserScramCredentials|TestClientCreateACLs|TestClientDeleteACLs|TestClientDescribeACLs)$|^TestWriter$/^writing_a_message_with_SASL_Plain_authentication$|^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
 SKIP_PATTERN=${SKIP_DEFAULT-$skip_default}
 if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"

@@ -30,6 +30,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newGroupCmd())
 	root.AddCommand(newTxnCmd())
 	root.AddCommand(newTierCmd())
+	root.AddCommand(newQuotaCmd())
 	root.AddCommand(newUserCmd())
 	return root
 }

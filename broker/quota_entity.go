@@ -1,0 +1,216 @@
+package broker
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// Client quota entities and keys (KIP-13 byte rates, KIP-55 user quotas,
+// KIP-546 DescribeClientQuotas/AlterClientQuotas), validated as Kafka's
+// controller does (ClientQuotaControlManager): every mistake is
+// INVALID_REQUEST with a message.
+//
+// An entity is a user, a client id, or the pair; either name may be the
+// default entity (null on the wire, "<default>" in kafka-configs). It is
+// stored in the metadata log (metadata.ResourceClientQuota) under its
+// canonical string: the present components in the order user, client-id,
+// joined by "&", each "type=" and its query-escaped name, or the bare type
+// for the default:
+//
+//	user=alice                  client-id=app%2B1
+//	user=alice&client-id        (alice, default client id)
+//	user                        (the default user)
+
+const (
+	quotaEntityUser     = "user"
+	quotaEntityClientID = "client-id"
+	quotaEntityIP       = "ip"
+
+	quotaProducerByteRate  = "producer_byte_rate"
+	quotaConsumerByteRate  = "consumer_byte_rate"
+	quotaRequestPercentage = "request_percentage"
+	quotaControllerMutRate = "controller_mutation_rate"
+)
+
+// quotaKeys are the quota keys Sediment stores and enforces, with whether
+// the value must be a whole number (Kafka's LONG type).
+var quotaKeys = map[string]struct{ integral bool }{
+	quotaProducerByteRate: {integral: true},
+	quotaConsumerByteRate: {integral: true},
+}
+
+// quotaEntity is one client quota entity. A nil name is the default.
+type quotaEntity struct {
+	hasUser, hasClient bool
+	user, client       *string
+}
+
+// quotaError is a Kafka error code with Kafka's message for it, alone (the
+// response's error_message).
+type quotaError struct {
+	code *kerr.Error
+	msg  string
+}
+
+func (e *quotaError) Error() string { return e.msg }
+func (e *quotaError) Unwrap() error { return e.code }
+
+// errQuotaRequest is INVALID_REQUEST with a message.
+func errQuotaRequest(format string, args ...any) error {
+	return &quotaError{kerr.InvalidRequest, fmt.Sprintf(format, args...)}
+}
+
+// parseQuotaEntity checks the components of an entity as Kafka does.
+func parseQuotaEntity(components []quotaComponent) (quotaEntity, error) {
+	var e quotaEntity
+	if len(components) == 0 {
+		return e, errQuotaRequest("Invalid empty client quota entity")
+	}
+	seen := map[string]bool{}
+	for _, c := range components {
+		if seen[c.typ] {
+			return e, errQuotaRequest("Invalid client quota entity, duplicate entity entry %s", c.typ)
+		}
+		seen[c.typ] = true
+		switch c.typ {
+		case quotaEntityUser:
+			e.hasUser, e.user = true, c.name
+		case quotaEntityClientID:
+			e.hasClient, e.client = true, c.name
+		case quotaEntityIP:
+			// Connection rate quotas (KIP-612) are not enforced here:
+			// refuse rather than store a limit that does nothing.
+			return e, errQuotaRequest("ip entities (connection_creation_rate, KIP-612) are not supported by Sediment")
+		default:
+			return e, errQuotaRequest("Unhandled client quota entity type: %s", c.typ)
+		}
+		if c.name != nil && *c.name == "" {
+			return e, errQuotaRequest("Empty %s not supported", c.typ)
+		}
+	}
+	return e, nil
+}
+
+// validateQuotaValue checks one quota key and value as Kafka's
+// validateQuotaKeyValue does.
+func validateQuotaValue(key string, value float64) error {
+	k, ok := quotaKeys[key]
+	if !ok {
+		switch key {
+		case quotaRequestPercentage, quotaControllerMutRate:
+			// Kafka keys that Sediment does not enforce (yet): refused
+			// rather than stored as a limit that does nothing.
+			return errQuotaRequest("%s is a Kafka quota that Sediment does not enforce; only %s and %s are supported", key, quotaProducerByteRate, quotaConsumerByteRate)
+		}
+		return errQuotaRequest("Invalid configuration key %s", key)
+	}
+	if math.IsNaN(value) || math.IsInf(value, 0) {
+		return errQuotaRequest("Quota %s must be a finite number", key)
+	}
+	if value <= 0 {
+		return errQuotaRequest("Quota %s must be greater than 0", key)
+	}
+	if k.integral {
+		if value > math.MaxInt64 {
+			return errQuotaRequest("Proposed value for %s is too large for a LONG.", key)
+		}
+		if math.Abs(math.Mod(value, 1)) > 1e-6 {
+			return errQuotaRequest("%s cannot be a fractional value.", key)
+		}
+	}
+	return nil
+}
+
+// String is the entity's canonical form (the metadata resource name).
+func (e quotaEntity) String() string {
+	var parts []string
+	add := func(typ string, name *string) {
+		if name == nil {
+			parts = append(parts, typ)
+		} else {
+			parts = append(parts, typ+"="+url.QueryEscape(*name))
+		}
+	}
+	if e.hasUser {
+		add(quotaEntityUser, e.user)
+	}
+	if e.hasClient {
+		add(quotaEntityClientID, e.client)
+	}
+	return strings.Join(parts, "&")
+}
+
+// parseCanonicalQuotaEntity reads back what String wrote.
+func parseCanonicalQuotaEntity(s string) (quotaEntity, bool) {
+	var e quotaEntity
+	if s == "" {
+		return e, false
+	}
+	for _, p := range strings.Split(s, "&") {
+		typ, esc, named := strings.Cut(p, "=")
+		var name *string
+		if named {
+			n, err := url.QueryUnescape(esc)
+			if err != nil {
+				return e, false
+			}
+			name = &n
+		}
+		switch {
+		case typ == quotaEntityUser && !e.hasUser && !e.hasClient:
+			e.hasUser, e.user = true, name
+		case typ == quotaEntityClientID && !e.hasClient:
+			e.hasClient, e.client = true, name
+		default:
+			return e, false
+		}
+	}
+	return e, true
+}
+
+// components lists the entity as the protocol does (user first).
+func (e quotaEntity) components() []quotaComponent {
+	var out []quotaComponent
+	if e.hasUser {
+		out = append(out, quotaComponent{quotaEntityUser, e.user})
+	}
+	if e.hasClient {
+		out = append(out, quotaComponent{quotaEntityClientID, e.client})
+	}
+	return out
+}
+
+type quotaComponent struct {
+	typ  string
+	name *string
+}
+
+// formatQuotaValue is how a value is kept in the metadata log.
+func formatQuotaValue(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// parseQuotaValues reads an entity's stored quotas; a value that does not
+// parse (never written by this code) is left out.
+func parseQuotaValues(m map[string]string) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, v := range m {
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			out[k] = f
+		}
+	}
+	return out
+}
+
+func sortedQuotaKeys(m map[string]float64) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
