@@ -35,11 +35,7 @@ fi
 
 # Skipped by default (why: docs/compatibility.md, "kafka-go's own tests"):
 # what Sediment does not serve:
-#   TestSASL (package sasl), TestUnsupportedSASLMechanism: a SASL listener
-#     on localhost:9093; TestAlterUserScramCredentials,
-#     TestDescribeUserScramCredentials: SCRAM credentials (SASL);
 #   TestClientCreateACLs, TestClientDeleteACLs, TestClientDescribeACLs: ACLs;
-#   TestWriter/writing_a_message_with_SASL_Plain_authentication: SASL;
 # tests that fail whatever the broker:
 #   TestReaderConsumerGroup/verify_offset_committed*, .../consumer_group_commits_on_close:
 #     the test's getOffsets calls ConsumerGroup.coordinator on a config that
@@ -49,16 +45,18 @@ fi
 #     partitions, each of two readers must read 12; the reader with one
 #     partition has 8, so it passes only when that reader fetched records
 #     before the rebalance and kafka-go hands them out afterwards.
-skip_default='^(TestSASL|TestUnsupportedSASLMechanism|TestAlterUserScramCredentials|TestDescribeUserScramCredentials|TestClientCreateACLs|TestClientDeleteACLs|TestClientDescribeACLs)$|^TestWriter$/^writing_a_message_with_SASL_Plain_authentication$|^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
+skip_default='^(TestClientCreateACLs|TestClientDeleteACLs|TestClientDescribeACLs)$|^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
 SKIP_PATTERN=${SKIP_DEFAULT-$skip_default}
 if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"
 fi
 
-if (exec 3<>/dev/tcp/127.0.0.1/9092) 2>/dev/null; then
-	echo "compat-kafkago: something already listens on 127.0.0.1:9092 (kafka-go's tests need that port); stop it first" >&2
-	exit 1
-fi
+for port in 9092 9093; do
+	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+		echo "compat-kafkago: something already listens on 127.0.0.1:$port (kafka-go's tests need that port); stop it first" >&2
+		exit 1
+	fi
+done
 
 work=$(mktemp -d /tmp/sediment-compat-kafkago.XXXXXX)
 pid=""
@@ -85,9 +83,11 @@ kgdir=$($GO list -m -f '{{.Dir}}' github.com/segmentio/kafka-go)
 kgver=$($GO list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
 
 # As kafka-go's docker-compose.yml: auto-created topics, message.max.bytes
-# 200000000, node id 1.
+# 200000000, node id 1, a SASL_PLAINTEXT listener on 9093 (its SASL tests)
+# with the users made below.
 "$work/sediment" broker --node-id 1 \
-	--listeners 127.0.0.1:9092 --advertised-listeners localhost:9092 \
+	--listeners PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093 \
+	--advertised-listeners PLAINTEXT://localhost:9092,SASL_PLAINTEXT://localhost:9093 \
 	--raft-address "127.0.0.1:$PORT" --admin-address "127.0.0.1:$((PORT + 1))" \
 	--data-dir "$work/broker" \
 	--message-max-bytes 200000000 \
@@ -102,6 +102,14 @@ until "$work/sediment" cluster status -b 127.0.0.1:9092 --timeout 5s 2>/dev/null
 	fi
 	sleep 0.5
 done
+
+# kafka-go's docker-compose users (KAFKA_OPTS / kafka-configs there).
+user() { "$work/sediment" user set -b 127.0.0.1:9092 "$@" >/dev/null; }
+user adminplain --password admin-secret
+user adminscram --password admin-secret-256 --mechanism SCRAM-SHA-256
+user adminscram --password admin-secret-512 --mechanism SCRAM-SHA-512
+user adminscram256 --password admin-secret-256 --mechanism SCRAM-SHA-256
+user adminscram512 --password admin-secret-512 --mechanism SCRAM-SHA-512
 
 echo "compat-kafkago: kafka-go $kgver tests, KAFKA_VERSION=$KAFKA_VERSION RUN=$RUN SKIP=$SKIP_PATTERN" >&2
 rc=0
