@@ -7,7 +7,7 @@
 #   BROKERS=1|3          brokers (3: a three-voter quorum, KGO_TEST_RF=3)
 #   KGO_TEST_RF          replication factor of the tests' topics (default BROKERS)
 #   BROKER_LOG_LEVEL     the brokers' --log-level (default warn)
-#   COMPAT_PORT=29192    first Kafka port; Raft, metrics use +100, +200
+#   COMPAT_PORT=29192    first Kafka port; Raft, metrics, SASL_PLAINTEXT use +100, +200, +300
 #   KGO_TEST_RECORDS     records of the ETL tests (default 20000; franz-go: 500000)
 #   RUN                  -test.run pattern (default: every test)
 #   TEST_TIMEOUT         -test.timeout (default 20m)
@@ -44,9 +44,11 @@ kgover=$($GO list -m -f '{{.Version}}' github.com/twmb/franz-go)
 
 voters=""
 seeds=""
+scram_seeds=""
 for n in $(seq 1 "$BROKERS"); do
 	voters+="${voters:+,}$n@127.0.0.1:$((PORT + 100 + n - 1))"
 	seeds+="${seeds:+,}127.0.0.1:$((PORT + n - 1))"
+	scram_seeds+="${scram_seeds:+,}127.0.0.1:$((PORT + 300 + n - 1))"
 done
 extra=()
 if [ "$BROKERS" -gt 1 ]; then
@@ -55,7 +57,7 @@ fi
 start() { # start N: broker N in the background; its pid in pids[N-1]
 	local n=$1
 	"$work/sediment" broker --node-id "$n" \
-		--listeners "127.0.0.1:$((PORT + n - 1))" \
+		--listeners "PLAINTEXT://127.0.0.1:$((PORT + n - 1)),SASL_PLAINTEXT://127.0.0.1:$((PORT + 300 + n - 1))" \
 		--raft-address "127.0.0.1:$((PORT + 100 + n - 1))" \
 		--admin-address "127.0.0.1:$((PORT + 200 + n - 1))" \
 		--data-dir "$work/broker$n" \
@@ -75,6 +77,11 @@ until [ "$("$work/sediment" cluster status -b "$seeds" --timeout 5s 2>/dev/null 
 	fi
 	sleep 0.5
 done
+
+# A SCRAM user for TestSCRAMAuth and TestSCRAMAuthBadCredentials, on the
+# SASL_PLAINTEXT listeners (Kafka port + 300).
+"$work/sediment" user set -b "$seeds" compat --password compat-secret >/dev/null
+export KGO_TEST_SCRAM_SEEDS=$scram_seeds KGO_TEST_SCRAM=compat:compat-secret:256
 
 echo "compat-franz: franz-go $kgover kgo tests, KGO_SEEDS=$seeds KGO_TEST_RF=$KGO_TEST_RF KGO_TEST_RECORDS=$KGO_TEST_RECORDS RUN=$RUN" >&2
 rc=0
