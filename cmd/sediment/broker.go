@@ -291,7 +291,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		},
 		Logger: log,
 	}
-	if err := applySecurity(v, &cfg); err != nil { // security.go
+	if err := applySecurity(v, &cfg, log); err != nil { // security.go
 		return broker.Config{}, err
 	}
 	return cfg, nil

@@ -5,8 +5,11 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/viper"
 
@@ -48,7 +51,7 @@ func parseProtocolMap(s string) (map[string]string, error) {
 }
 
 // applySecurity sets the listeners' protocols and the TLS and SASL settings.
-func applySecurity(v *viper.Viper, cfg *broker.Config) error {
+func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	pm, err := parseProtocolMap(v.GetString("listener-security-protocol-map"))
 	if err != nil {
 		return err
@@ -77,7 +80,7 @@ func applySecurity(v *viper.Viper, cfg *broker.Config) error {
 		}
 		return nil
 	}
-	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	certs, err := newCertReloader(certFile, keyFile, log)
 	if err != nil {
 		return fmt.Errorf("ssl-cert-file/ssl-key-file: %w", err)
 	}
@@ -92,7 +95,7 @@ func applySecurity(v *viper.Viper, cfg *broker.Config) error {
 			return fmt.Errorf("ssl-ca-file %s: no PEM certificate in it", caFile)
 		}
 	}
-	srv := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, MinVersion: tls.VersionTLS12}
+	srv := &tls.Config{GetCertificate: certs.getCertificate, ClientCAs: pool, MinVersion: tls.VersionTLS12}
 	switch strings.ToLower(v.GetString("ssl-client-auth")) {
 	case "none", "":
 		srv.ClientAuth = tls.NoClientCert
@@ -104,6 +107,71 @@ func applySecurity(v *viper.Viper, cfg *broker.Config) error {
 		return fmt.Errorf("ssl-client-auth %q: want none, requested or required", v.GetString("ssl-client-auth"))
 	}
 	cfg.TLS = srv
-	cfg.PeerTLS = &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	cfg.PeerTLS = &tls.Config{RootCAs: pool, GetClientCertificate: certs.getClientCertificate, MinVersion: tls.VersionTLS12}
 	return nil
+}
+
+// certReloader serves the certificate in ssl-cert-file/ssl-key-file and
+// loads it again when either file changes (checked at most once a second,
+// at a handshake), so a rotated certificate is used without a restart, as
+// Kafka's dynamic keystore update. A pair that does not load (a half-written
+// rotation) keeps the previous certificate in use and is tried again later.
+type certReloader struct {
+	certFile, keyFile string
+	log               *slog.Logger
+
+	mu        sync.Mutex
+	cert      *tls.Certificate
+	stamp     string // the files' sizes and modification times
+	checkedAt time.Time
+}
+
+func newCertReloader(certFile, keyFile string, log *slog.Logger) (*certReloader, error) {
+	r := &certReloader{certFile: certFile, keyFile: keyFile, log: log}
+	stamp, err := r.fileStamp()
+	if err != nil {
+		return nil, err
+	}
+	c, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, err
+	}
+	r.cert, r.stamp, r.checkedAt = &c, stamp, time.Now()
+	return r, nil
+}
+
+func (r *certReloader) fileStamp() (string, error) {
+	var b strings.Builder
+	for _, f := range []string{r.certFile, r.keyFile} {
+		fi, err := os.Stat(f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(&b, "%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+	}
+	return b.String(), nil
+}
+
+func (r *certReloader) current() *tls.Certificate {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if time.Since(r.checkedAt) < time.Second {
+		return r.cert
+	}
+	r.checkedAt = time.Now()
+	if stamp, err := r.fileStamp(); err == nil && stamp != r.stamp {
+		if c, err := tls.LoadX509KeyPair(r.certFile, r.keyFile); err == nil {
+			r.cert, r.stamp = &c, stamp
+			r.log.Info("TLS certificate reloaded", "file", r.certFile)
+		}
+	}
+	return r.cert
+}
+
+func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.current(), nil
+}
+
+func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.current(), nil
 }
