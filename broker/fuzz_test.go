@@ -146,7 +146,11 @@ func FuzzSASLExchange(f *testing.F) {
 	creds := map[string]scram.StoredCredentials{}
 	for m, h := range scramHashes {
 		c, _ := h.NewClientUnprepped("u", "p", "")
-		creds[m] = c.GetStoredCredentials(scram.KeyFactors{Salt: "salt", Iters: 4096})
+		cred, err := c.GetStoredCredentialsWithError(scram.KeyFactors{Salt: "salt", Iters: 4096})
+		if err != nil {
+			f.Fatal(err)
+		}
+		creds[m] = cred
 	}
 	lookup := func(user, m string) (scram.StoredCredentials, bool) {
 		c, ok := creds[m]

@@ -237,7 +237,7 @@ func (x *plainExchange) step(in []byte) ([]byte, bool, string, error) {
 		if err != nil {
 			continue
 		}
-		if got := c.GetStoredCredentials(cred.KeyFactors); hmac.Equal(got.StoredKey, cred.StoredKey) {
+		if got, err := c.GetStoredCredentialsWithError(cred.KeyFactors); err == nil && hmac.Equal(got.StoredKey, cred.StoredKey) {
 			return nil, true, user, nil
 		}
 	}
