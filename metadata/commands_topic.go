@@ -337,10 +337,7 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		}
 		return m
 	}
-	switch c.ResourceType {
-	case ResourceClientQuota:
-		return s.alterClientQuota(c.ResourceName, change)
-	case ResourceTopic:
+	if c.ResourceType == ResourceTopic {
 		t, ok := s.Topic(c.ResourceName)
 		if !ok {
 			return Result{}, reject(ErrUnknownTopic, "topic %q", c.ResourceName)
@@ -349,37 +346,49 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		nt.Configs = change(t.Configs)
 		s.putTopic(&nt)
 		return Result{TopicID: t.ID}, nil
-	case ResourceBroker, ResourceGroup, ResourceUser:
-		key := c.ResourceName
-		if c.ResourceType == ResourceGroup {
-			if c.ResourceName == "" {
-				return Result{}, reject(ErrInvalidRequest, "empty group name")
-			}
-			key = groupConfigKey(c.ResourceName)
-		} else if c.ResourceType == ResourceUser {
-			if c.ResourceName == "" {
-				return Result{}, reject(ErrInvalidRequest, "empty user name")
-			}
-			key = userConfigKey(c.ResourceName)
-		} else if c.ResourceName != "" {
+	}
+	// The other resources share one map (brokerConfigs), each under a key
+	// of its own form; the snapshot format stays as it is.
+	var key string
+	switch c.ResourceType {
+	case ResourceBroker:
+		if c.ResourceName != "" {
 			if id, err := strconv.ParseInt(c.ResourceName, 10, 32); err != nil || id < 0 {
 				return Result{}, reject(ErrInvalidRequest, "broker resource %q", c.ResourceName)
 			}
 		}
-		bc := make(map[string]map[string]string, len(s.brokerConfigs)+1)
-		for k, v := range s.brokerConfigs {
-			bc[k] = v
+		key = c.ResourceName
+	case ResourceGroup:
+		if c.ResourceName == "" {
+			return Result{}, reject(ErrInvalidRequest, "empty group name")
 		}
-		if m := change(s.brokerConfigs[key]); len(m) > 0 {
-			bc[key] = m
-		} else {
-			delete(bc, key)
+		key = groupConfigKey(c.ResourceName)
+	case ResourceUser:
+		if c.ResourceName == "" {
+			return Result{}, reject(ErrInvalidRequest, "empty user name")
 		}
-		s.brokerConfigs = bc
-		return Result{}, nil
+		key = userConfigKey(c.ResourceName)
+	case ResourceClientQuota:
+		// The entity string, keys and values are the broker's
+		// (broker/quota_entity.go); only an empty name is refused here.
+		if c.ResourceName == "" {
+			return Result{}, reject(ErrInvalidRequest, "empty client quota entity")
+		}
+		key = quotaConfigKey(c.ResourceName)
 	default:
 		return Result{}, reject(ErrInvalidRequest, "resource type %d", c.ResourceType)
 	}
+	bc := make(map[string]map[string]string, len(s.brokerConfigs)+1)
+	for k, v := range s.brokerConfigs {
+		bc[k] = v
+	}
+	if m := change(s.brokerConfigs[key]); len(m) > 0 {
+		bc[key] = m
+	} else {
+		delete(bc, key)
+	}
+	s.brokerConfigs = bc
+	return Result{}, nil
 }
 
 // ChangeLeaderAndISR sets a partition's leader and ISR (Kafka's AlterPartition,
