@@ -633,22 +633,27 @@ func TestSSLInterBroker(t *testing.T) {
 }
 
 // TestAcksAllISRShrinksBelowMin: a follower that cannot fetch (its TLS
-// handshakes with the leader fail) leaves the ISR while an acks=all
-// produce waits; the leader alone then moves the high watermark past the
-// batch, which is on one replica of the two min.insync.replicas asks for,
-// so the produce gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (as from Kafka),
-// and the next one NOT_ENOUGH_REPLICAS, never success.
+// handshakes with the leader fail) leaves the ISR while an acks=all produce
+// waits (replica lag 10 s); the leader alone then moves the high watermark
+// past the batch, which is on one replica of the two min.insync.replicas
+// asks for, so the produce gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (as from
+// Kafka), and the next one NOT_ENOUGH_REPLICAS, never success.
 func TestAcksAllISRShrinksBelowMin(t *testing.T) {
 	pki, other := newTestPKI(t), newTestPKI(t)
-	brokers := startTLSPair(t, pki, other.pool, 3*time.Second)
+	// The follower leaves the ISR 10 s after the partition is made: long
+	// enough for the first produce to be appended while it is still in.
+	brokers := startTLSPair(t, pki, other.pool, 10*time.Second)
 	cl := secureClient(t, brokers[0], pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
 	two := "2"
 	createPairTopic(t, kadm.NewClient(cl), "min-isr", map[string]*string{"min.insync.replicas": &two})
-	md, err := kadm.NewClient(cl).Metadata(testCtx(t), "min-isr")
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := md.Topics["min-isr"].Partitions[0].Leader
+	var leader int32 = -1
+	waitCond(t, func() bool { // the new partition's leader, once elected
+		md, err := kadm.NewClient(cl).Metadata(testCtx(t), "min-isr")
+		if err == nil && len(md.Topics["min-isr"].Partitions) == 2 {
+			leader = md.Topics["min-isr"].Partitions[0].Leader
+		}
+		return leader == 1 || leader == 2
+	})
 	b := brokers[leader-1]
 	nc, err := tls.Dial("tcp", b.listenerAddr("SSL"), &tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}})
 	if err != nil {
