@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"sync/atomic"
 	"testing"
@@ -205,7 +206,7 @@ func TestClientQuotasAdmin(t *testing.T) {
 		"{user=alice, client-id=app} producer_byte_rate=4096.000000",
 		"{user=alice} consumer_byte_rate=2048.000000 producer_byte_rate=1024.000000",
 	}
-	if got := describe(false); !equalStrings(got, want) {
+	if got := describe(false); !slices.Equal(got, want) {
 		t.Fatalf("describe all:\n%q\nwant\n%q", got, want)
 	}
 	user := func(mt kadm.QuotasMatchType, name *string) kadm.DescribeClientQuotaComponent {
@@ -229,7 +230,7 @@ func TestClientQuotasAdmin(t *testing.T) {
 		{"any user, client app", false, []kadm.DescribeClientQuotaComponent{user(2, nil), client(0, str("app"))}, []string{want[4]}},
 		{"user bob", false, []kadm.DescribeClientQuotaComponent{user(0, str("bob"))}, nil},
 	} {
-		if got := describe(c.strict, c.comps...); !equalStrings(got, c.want) {
+		if got := describe(c.strict, c.comps...); !slices.Equal(got, c.want) {
 			t.Errorf("%s:\n%q\nwant\n%q", c.name, got, c.want)
 		}
 	}
@@ -242,7 +243,7 @@ func TestClientQuotasAdmin(t *testing.T) {
 	if err != nil || res[0].Err != nil || res[1].Err != nil {
 		t.Fatalf("remove: %v %+v", err, res)
 	}
-	if got := describe(false, user(0, str("alice"))); !equalStrings(got, []string{"{user=alice} producer_byte_rate=1024.000000"}) {
+	if got := describe(false, user(0, str("alice"))); !slices.Equal(got, []string{"{user=alice} producer_byte_rate=1024.000000"}) {
 		t.Fatalf("after remove: %q", got)
 	}
 
@@ -313,18 +314,6 @@ func TestClientQuotasAdmin(t *testing.T) {
 			t.Errorf("DescribeConfigs(broker) shows %s", c.Key)
 		}
 	}
-}
-
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestProduceQuotaMute: a Produce over the anonymous user's

@@ -67,20 +67,28 @@ func writeTestCA(t testing.TB, dir string) (ca, cert, key string) {
 	return write("ca.pem", "CERTIFICATE", caDER), write("broker.pem", "CERTIFICATE", srvDER), write("broker-key.pem", "PRIVATE KEY", keyDER)
 }
 
+// startSASLBroker starts a broker process with a SASL_SSL and a
+// SASL_PLAINTEXT listener beside its PLAINTEXT one, its certificate signed
+// by a fresh test CA (the PEM file ca).
+func startSASLBroker(t *testing.T) (b *Broker, ca, saslSSL, saslPlain string) {
+	t.Helper()
+	ca, cert, key := writeTestCA(t, t.TempDir())
+	saslSSL = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	saslPlain = net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b = StartBroker(t, BrokerOptions{
+		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
+	})
+	return b, ca, saslSSL, saslPlain
+}
+
 // TestSecurityKcatAndCLI runs a `sediment broker` process with a SASL_SSL
 // and a SASL_PLAINTEXT listener beside its PLAINTEXT one, creates a user
 // with `sediment user set`, and uses it from kcat (librdkafka: SCRAM over
 // TLS, PLAIN in the clear) and from `sediment` itself; a wrong password is
 // refused and nothing is readable without logging in.
 func TestSecurityKcatAndCLI(t *testing.T) {
-	dir := t.TempDir()
-	ca, cert, key := writeTestCA(t, dir)
-	saslSSL := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	b := StartBroker(t, BrokerOptions{
-		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
-	})
+	b, ca, saslSSL, saslPlain := startSASLBroker(t)
 	b.sediment(t, "alice-pw\n", "user", "set", "alice", "--password-stdin")
 	b.sediment(t, "", "user", "set", "bob", "--password", "bob-pw", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096")
 	list := b.sediment(t, "", "user", "list").Stdout
@@ -155,14 +163,7 @@ func TestSecurityKcatAndCLI(t *testing.T) {
 // SCRAM-SHA-512 on SASL_SSL; a wrong password is refused.
 func TestKafkaPythonSASL(t *testing.T) {
 	py := debianPythonReady(t, "kafka", "python3-kafka")
-	dir := t.TempDir()
-	ca, cert, key := writeTestCA(t, dir)
-	saslSSL := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
-	b := StartBroker(t, BrokerOptions{
-		Listeners: "SASL_SSL://" + saslSSL + ",SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key},
-	})
+	b, ca, saslSSL, saslPlain := startSASLBroker(t)
 	b.sediment(t, "", "user", "set", "kpy", "--password", "kpy-pw")
 	b.sediment(t, "", "topic", "create", "kpy-sasl", "--partitions", "1")
 	r := run(t, "", nil, py, filepath.Join("kafkapython", "sasl.py"), saslPlain, saslSSL, ca, "kpy-sasl", "kpy", "kpy-pw")

@@ -44,26 +44,25 @@ func (f *quotaEntityFlags) add(cmd *cobra.Command) {
 
 func (f *quotaEntityFlags) entity(cmd *cobra.Command) (kadm.ClientQuotaEntity, error) {
 	var e kadm.ClientQuotaEntity
-	userSet, clientSet := cmd.Flags().Changed("user"), cmd.Flags().Changed("client")
-	switch {
-	case userSet && f.userDefaults:
-		return nil, errors.New("--user and --user-defaults exclude each other")
-	case userSet && f.user == "":
-		return nil, errors.New("--user: empty name (use --user-defaults for the default user)")
-	case userSet:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "user", Name: &f.user})
-	case f.userDefaults:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "user"})
-	}
-	switch {
-	case clientSet && f.clientDefaults:
-		return nil, errors.New("--client and --client-defaults exclude each other")
-	case clientSet && f.client == "":
-		return nil, errors.New("--client: empty name (use --client-defaults for the default client id)")
-	case clientSet:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id", Name: &f.client})
-	case f.clientDefaults:
-		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id"})
+	for _, c := range []struct {
+		typ, flag, what string
+		name            *string
+		defaults        bool
+	}{
+		{"user", "user", "user", &f.user, f.userDefaults},
+		{"client-id", "client", "client id", &f.client, f.clientDefaults},
+	} {
+		set := cmd.Flags().Changed(c.flag)
+		switch {
+		case set && c.defaults:
+			return nil, fmt.Errorf("--%s and --%s-defaults exclude each other", c.flag, c.flag)
+		case set && *c.name == "":
+			return nil, fmt.Errorf("--%s: empty name (use --%s-defaults for the default %s)", c.flag, c.flag, c.what)
+		case set:
+			e = append(e, kadm.ClientQuotaEntityComponent{Type: c.typ, Name: c.name})
+		case c.defaults:
+			e = append(e, kadm.ClientQuotaEntityComponent{Type: c.typ})
+		}
 	}
 	if len(e) == 0 {
 		return nil, errors.New("name an entity: --user, --user-defaults, --client and/or --client-defaults")
