@@ -375,6 +375,18 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 			return Result{}, reject(ErrInvalidRequest, "empty client quota entity")
 		}
 		key = quotaConfigKey(c.ResourceName)
+	case ResourceACL:
+		// The broker validates ACLs (broker/acl.go); only what the
+		// stored form cannot hold is refused here.
+		if _, _, _, ok := parseACLPattern(c.ResourceName); !ok {
+			return Result{}, reject(ErrInvalidRequest, "ACL pattern %q", c.ResourceName)
+		}
+		for _, op := range c.Ops {
+			if _, _, _, _, ok := parseACLEntry(op.Key); !ok || op.Value != "" {
+				return Result{}, reject(ErrInvalidRequest, "ACL entry %q", op.Key)
+			}
+		}
+		key = aclConfigKeyPrefix + c.ResourceName
 	default:
 		return Result{}, reject(ErrInvalidRequest, "resource type %d", c.ResourceType)
 	}
@@ -388,6 +400,9 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 		delete(bc, key)
 	}
 	s.brokerConfigs = bc
+	if c.ResourceType == ResourceACL {
+		s.acls = buildACLSet(bc)
+	}
 	return Result{}, nil
 }
 

@@ -150,6 +150,7 @@ func DecodeSnapshot(b []byte) (*State, error) {
 			s.brokerConfigs[k] = m
 		}
 	}
+	s.acls = buildACLSet(s.brokerConfigs)
 
 	topics := immutable.NewSortedMapBuilder[string, *Topic](nil)
 	names := immutable.NewSortedMapBuilder[string, UUID](nil)

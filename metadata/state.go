@@ -180,6 +180,7 @@ type State struct {
 	names          *immutable.SortedMap[string, UUID]
 	leases         *immutable.SortedMap[string, *Lease] // key: kind \x00 resource
 	brokerConfigs  map[string]map[string]string         // key: broker id, "" for cluster, groupConfigKey for a group
+	acls           *ACLSet                              // parsed from brokerConfigs' "acl:" entries (acl.go)
 	nextProducerID int64
 	nextLeaseToken uint64
 	partitions     int
@@ -192,6 +193,7 @@ func newState() *State {
 		names:          immutable.NewSortedMap[string, UUID](nil),
 		leases:         immutable.NewSortedMap[string, *Lease](nil),
 		brokerConfigs:  map[string]map[string]string{},
+		acls:           &ACLSet{},
 		nextLeaseToken: 1,
 	}
 }
