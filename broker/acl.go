@@ -83,9 +83,6 @@ type aclIndex struct {
 	src      *metadata.ACLSet
 	literal  map[resKey][]metadata.ACL               // LITERAL patterns, "*" included
 	prefixed map[kmsg.ACLResourceType][]metadata.ACL // PREFIXED patterns by type
-	// writeAny: principals (or User:*) with an ALLOW WRITE or ALL entry on
-	// some topic pattern, for authorizeByResourceType.
-	writeAny []metadata.ACL
 }
 
 type authorizer struct {
@@ -109,8 +106,14 @@ func (a *authorizer) index(st *metadata.State) *aclIndex {
 	if ix := a.idx.Load(); ix != nil && ix.src == set {
 		return ix
 	}
+	ix := buildACLIndex(set, set.All())
+	a.idx.Store(ix)
+	return ix
+}
+
+func buildACLIndex(set *metadata.ACLSet, acls []metadata.ACL) *aclIndex {
 	ix := &aclIndex{src: set, literal: map[resKey][]metadata.ACL{}, prefixed: map[kmsg.ACLResourceType][]metadata.ACL{}}
-	for _, acl := range set.All() {
+	for _, acl := range acls {
 		rt := kmsg.ACLResourceType(acl.ResourceType)
 		switch kmsg.ACLResourcePatternType(acl.PatternType) {
 		case kmsg.ACLResourcePatternTypeLiteral:
@@ -120,7 +123,6 @@ func (a *authorizer) index(st *metadata.State) *aclIndex {
 			ix.prefixed[rt] = append(ix.prefixed[rt], acl)
 		}
 	}
-	a.idx.Store(ix)
 	return ix
 }
 

@@ -172,6 +172,10 @@ type Config struct {
 	QuotaWindowNum  int
 	QuotaWindowSize time.Duration
 
+	// Authorizer enforces ACLs on every request (acl.go, authz.go); off
+	// by default, as Kafka without authorizer.class.name.
+	Authorizer AuthorizerConfig
+
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// ListenFn opens listeners (tests may pass an in-memory network).
@@ -283,7 +287,8 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
-	quotas  *quotas // client quotas (quota.go)
+	quotas  *quotas     // client quotas (quota.go)
+	authz   *authorizer // nil: every request allowed (acl.go)
 	budget  *memBudget
 
 	fetchSessions fetchSessions
@@ -343,6 +348,9 @@ func New(cfg Config) (*Broker, error) {
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
 	b.quotas = newQuotas(b)
+	if cfg.Authorizer.Enabled {
+		b.authz = newAuthorizer(cfg.Authorizer)
+	}
 	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
 	lock, err := lockDataDir(cfg.DataDir) // datadir_lock.go: first, fail fast
 	if err != nil {
@@ -461,6 +469,9 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
 // chain wraps an API's handler in the configured middleware.
 func (b *Broker) chain(e *apiEntry) Handler {
 	h := e.handler
+	if authz := b.authzMiddleware(e.key); authz != nil {
+		h = authz(h) // ACLs (authz.go), innermost: inside quotas and any others
+	}
 	for i := len(b.cfg.Middleware) - 1; i >= 0; i-- {
 		h = b.cfg.Middleware[i](h)
 	}

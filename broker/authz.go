@@ -1,0 +1,1212 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Per-API authorization: which operation each request needs on which
+// resource, in one table, applied by one middleware (b.chain) around the
+// handlers, which know nothing of it. The rules follow Kafka's KafkaApis:
+// a request that names several resources is answered per resource (the
+// denied ones get TOPIC_, GROUP_, TRANSACTIONAL_ID_ or
+// CLUSTER_AUTHORIZATION_FAILED and are taken out of the request the handler
+// sees; the others are handled as usual); a request about one resource is
+// answered with the error alone. Lists (Metadata for all topics, ListGroups,
+// ListTransactions, OffsetFetch for all topics) leave out what the client
+// may not DESCRIBE, so that a denied resource's existence does not leak.
+//
+// Requests from inside the broker (r.Conn nil) and from super users pass.
+// Inter-broker requests (replica Fetch and OffsetForLeaderEpoch,
+// WriteTxnMarkers, AddPartitionsToTxn v4) need CLUSTER_ACTION: the
+// brokers' principal on the first listener must be a super user or hold it.
+//
+// Fetch sessions (KIP-227) are turned off for consumers while the
+// authorizer is on: every consumer fetch names its partitions, so every
+// fetch is authorized against the ACLs current then (the clients fall back
+// to full fetches when the response carries no session id).
+
+// authzRule authorizes one request for s and calls next with what is
+// allowed.
+type authzRule func(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error)
+
+// authzRules: every API the registry serves has an entry (TestAuthzTable).
+var authzRules = map[int16]authzRule{
+	0:  authzProduce,
+	1:  authzFetch,
+	2:  authzListOffsets,
+	3:  authzMetadata,
+	8:  authzOffsetCommit,
+	9:  authzOffsetFetch,
+	10: authzFindCoordinator,
+	11: groupRule(kmsg.ACLOperationRead, func(m kmsg.Request) string { return m.(*kmsg.JoinGroupRequest).Group }),
+	12: groupRule(kmsg.ACLOperationRead, func(m kmsg.Request) string { return m.(*kmsg.HeartbeatRequest).Group }),
+	13: groupRule(kmsg.ACLOperationRead, func(m kmsg.Request) string { return m.(*kmsg.LeaveGroupRequest).Group }),
+	14: groupRule(kmsg.ACLOperationRead, func(m kmsg.Request) string { return m.(*kmsg.SyncGroupRequest).Group }),
+	15: authzDescribeGroups,
+	16: authzListGroups,
+	17: authzNone, // SaslHandshake
+	18: authzNone, // ApiVersions
+	19: authzCreateTopics,
+	20: authzDeleteTopics,
+	21: authzDeleteRecords,
+	22: authzInitProducerID,
+	23: authzOffsetForLeaderEpoch,
+	24: authzAddPartitionsToTxn,
+	25: authzAddOffsetsToTxn,
+	26: txnRule(func(m kmsg.Request) string { return m.(*kmsg.EndTxnRequest).TransactionalID }),
+	27: authzWriteTxnMarkers,
+	28: authzTxnOffsetCommit,
+	29: clusterRule(kmsg.ACLOperationDescribe),
+	30: authzCreateACLs,
+	31: authzDeleteACLs,
+	32: authzDescribeConfigs,
+	33: authzAlterConfigs,
+	35: clusterRule(kmsg.ACLOperationDescribe), // DescribeLogDirs
+	36: authzNone,                              // SaslAuthenticate
+	37: authzCreatePartitions,
+	42: authzDeleteGroups,
+	43: authzElectLeaders,
+	44: authzIncrementalAlterConfigs,
+	45: clusterRule(kmsg.ACLOperationAlter),           // AlterPartitionAssignments
+	46: clusterRule(kmsg.ACLOperationDescribe),        // ListPartitionReassignments
+	47: authzOffsetDelete,                             //
+	48: clusterRule(kmsg.ACLOperationDescribeConfigs), // DescribeClientQuotas
+	49: authzAlterClientQuotas,
+	50: clusterRule(kmsg.ACLOperationDescribe), // DescribeUserScramCredentials
+	51: authzAlterUserSCRAM,
+	55: clusterRule(kmsg.ACLOperationDescribe), // DescribeQuorum
+	60: authzDescribeCluster,
+	61: authzDescribeProducers,
+	65: authzDescribeTransactions,
+	66: authzListTransactions,
+	68: authzConsumerGroupHeartbeat,
+	69: authzConsumerGroupDescribe,
+	80: clusterRule(kmsg.ACLOperationAlter), // AddRaftVoter
+	81: clusterRule(kmsg.ACLOperationAlter), // RemoveRaftVoter
+}
+
+// authzMiddleware applies the API's rule; nil when the authorizer is off.
+func (b *Broker) authzMiddleware(key int16) Middleware {
+	if b.authz == nil {
+		return nil
+	}
+	rule, ok := authzRules[key]
+	if !ok {
+		panic(fmt.Sprintf("broker: API %d has no authorization rule (authz.go)", key))
+	}
+	return func(next Handler) Handler {
+		return func(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+			if r.Conn == nil {
+				return next(ctx, b, r)
+			}
+			s := b.authz.subject(b.meta.State(), r.Conn)
+			if s.super {
+				return next(ctx, b, r)
+			}
+			return rule(ctx, b, s, r, next)
+		}
+	}
+}
+
+var (
+	errTopicAuth   = kerr.TopicAuthorizationFailed.Code
+	errGroupAuth   = kerr.GroupAuthorizationFailed.Code
+	errClusterAuth = kerr.ClusterAuthorizationFailed.Code
+	errTxnAuth     = kerr.TransactionalIDAuthorizationFailed.Code
+)
+
+func authzNone(ctx context.Context, b *Broker, _ *subject, r *Request, next Handler) (*Reply, error) {
+	return next(ctx, b, r)
+}
+
+// topError answers the request with code in its top-level ErrorCode (every
+// API whose rule uses it has one at the versions served).
+func topError(r *Request, code int16) *Reply {
+	resp := r.Msg.ResponseKind()
+	resp.SetVersion(r.Version)
+	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+	if !f.IsValid() {
+		panic(fmt.Sprintf("broker: %T has no ErrorCode", resp))
+	}
+	f.SetInt(int64(code))
+	return &Reply{Msg: resp}
+}
+
+func clusterRule(op kmsg.ACLOperation) authzRule {
+	return func(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+		if !s.cluster(op) {
+			return topError(r, errClusterAuth), nil
+		}
+		return next(ctx, b, r)
+	}
+}
+
+func groupRule(op kmsg.ACLOperation, group func(kmsg.Request) string) authzRule {
+	return func(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+		if !s.group(op, group(r.Msg)) {
+			return topError(r, errGroupAuth), nil
+		}
+		return next(ctx, b, r)
+	}
+}
+
+func txnRule(id func(kmsg.Request) string) authzRule {
+	return func(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+		if !s.txnID(kmsg.ACLOperationWrite, id(r.Msg)) {
+			return topError(r, errTxnAuth), nil
+		}
+		return next(ctx, b, r)
+	}
+}
+
+// nextIf calls next if run, and otherwise answers an empty response (every
+// resource of the request was denied) for the rule to fill.
+func nextIf(run bool, ctx context.Context, b *Broker, r *Request, next Handler) (*Reply, error) {
+	if run {
+		return next(ctx, b, r)
+	}
+	resp := r.Msg.ResponseKind()
+	resp.SetVersion(r.Version)
+	return &Reply{Msg: resp}, nil
+}
+
+// topicName is the name of a topic a request names by name or, at newer
+// versions, by ID ("" for an unknown ID: the handler answers that).
+func topicName(st *metadata.State, name string, id [16]byte) string {
+	if id == ([16]byte{}) {
+		return name
+	}
+	if t, ok := st.TopicByID(metadata.UUID(id)); ok {
+		return t.Name
+	}
+	return ""
+}
+
+// split keeps in place the elements of xs that ok allows and returns the
+// others.
+func split[T any](xs []T, ok func(*T) bool) (kept, denied []T) {
+	kept = xs[:0:0]
+	for i := range xs {
+		if ok(&xs[i]) {
+			kept = append(kept, xs[i])
+		} else {
+			denied = append(denied, xs[i])
+		}
+	}
+	return kept, denied
+}
+
+// topicAllowed is a filter for split over topics named by name or ID: an
+// unknown ID passes (the handler answers UNKNOWN_TOPIC_ID).
+func topicAllowed(st *metadata.State, s *subject, op kmsg.ACLOperation) func(name string, id [16]byte) bool {
+	return func(name string, id [16]byte) bool {
+		n := topicName(st, name, id)
+		return (n == "" && id != ([16]byte{})) || s.topic(op, n)
+	}
+}
+
+// ---- Produce, Fetch, ListOffsets, Metadata ----
+
+func authzProduce(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ProduceRequest)
+	code := errTopicAuth
+	var denied []kmsg.ProduceRequestTopic
+	if req.TransactionID != nil && !s.txnID(kmsg.ACLOperationWrite, *req.TransactionID) {
+		denied, req.Topics = req.Topics, nil
+		code = errTxnAuth
+	} else {
+		ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationWrite)
+		req.Topics, denied = split(req.Topics, func(t *kmsg.ProduceRequestTopic) bool { return ok(t.Topic, t.TopicID) })
+	}
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	if req.Acks == 0 {
+		// As the handler on a failed acks=0 produce, and Kafka: no
+		// answer, and the connection is closed so that the client
+		// notices.
+		return &Reply{NoResponse: true, Close: true}, nil
+	}
+	resp := rep.Msg.(*kmsg.ProduceResponse)
+	for _, t := range denied {
+		rt := kmsg.NewProduceResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewProduceResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.BaseOffset, rp.LogAppendTime, rp.LogStartOffset = p.Partition, code, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+// fetchReplicaID is the replica id of a fetch (-1 for a consumer).
+func fetchReplicaID(req *kmsg.FetchRequest) int32 {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID
+	}
+	return req.ReplicaID
+}
+
+func authzFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.FetchRequest)
+	if fetchReplicaID(req) >= 0 {
+		if s.cluster(kmsg.ACLOperationClusterAction) {
+			return next(ctx, b, r)
+		}
+		if r.Version >= 7 {
+			return topError(r, errClusterAuth), nil
+		}
+		return &Reply{Msg: fetchErrors(req, req.Topics, errClusterAuth, nil)}, nil
+	}
+	// Sessionless: every fetch names what it reads.
+	req.SessionID, req.SessionEpoch, req.ForgottenTopics = 0, -1, nil
+	ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
+	var denied []kmsg.FetchRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.FetchRequestTopic) bool { return ok(t.Topic, t.TopicID) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 || rep.Msg == nil {
+		return rep, err
+	}
+	fetchErrors(req, denied, errTopicAuth, rep.Msg.(*kmsg.FetchResponse))
+	return rep, nil
+}
+
+// fetchErrors appends to resp (a new one if nil) code for every partition
+// of topics. The partitions carry no records, so a zero-copy response
+// (whose record sets are placed by marker) is unaffected.
+func fetchErrors(req *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, code int16, resp *kmsg.FetchResponse) *kmsg.FetchResponse {
+	if resp == nil {
+		resp = req.ResponseKind().(*kmsg.FetchResponse)
+	}
+	for _, t := range topics {
+		rt := kmsg.NewFetchResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return resp
+}
+
+func authzListOffsets(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ListOffsetsRequest)
+	var denied []kmsg.ListOffsetsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return s.topic(kmsg.ACLOperationDescribe, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.ListOffsetsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewListOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewListOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, errTopicAuth, -1, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+// canCreateTopic: CREATE on the cluster or on the topic.
+func (s *subject) canCreateTopic(name string) bool {
+	return s.cluster(kmsg.ACLOperationCreate) || s.topic(kmsg.ACLOperationCreate, name)
+}
+
+func authzMetadata(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.MetadataRequest)
+	st := b.meta.State()
+	all := req.Topics == nil || (r.Version == 0 && len(req.Topics) == 0)
+	var extra []kmsg.MetadataResponseTopic
+	if !all {
+		kept := req.Topics[:0:0]
+		for _, t := range req.Topics {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			}
+			var id [16]byte
+			if t.Topic == nil {
+				id = t.TopicID
+				if name = topicName(st, "", t.TopicID); name == "" {
+					kept = append(kept, t) // unknown ID: the handler's answer
+					continue
+				}
+			}
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.TopicID = id
+			if id == ([16]byte{}) {
+				mt.Topic = kmsg.StringPtr(name)
+			}
+			_, exists := st.Topic(name)
+			switch {
+			case !s.topic(kmsg.ACLOperationDescribe, name):
+				mt.ErrorCode = errTopicAuth
+			case !exists && !s.canCreateTopic(name):
+				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				if validTopicName(name) != nil {
+					mt.ErrorCode = kerr.InvalidTopicException.Code
+				}
+			default:
+				kept = append(kept, t)
+				continue
+			}
+			extra = append(extra, mt)
+		}
+		req.Topics = kept
+	}
+	emptied := r.Version == 0 && !all && len(req.Topics) == 0 // v0: empty means all
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.MetadataResponse)
+	if emptied {
+		resp.Topics = nil
+	} else if all {
+		resp.Topics, _ = split(resp.Topics, func(t *kmsg.MetadataResponseTopic) bool {
+			return t.Topic == nil || s.topic(kmsg.ACLOperationDescribe, *t.Topic)
+		})
+	}
+	if req.IncludeTopicAuthorizedOperations {
+		for i := range resp.Topics {
+			if t := &resp.Topics[i]; t.ErrorCode == 0 && t.Topic != nil {
+				t.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeTopic, *t.Topic, topicOps...)
+			}
+		}
+	}
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeCluster, "kafka-cluster", clusterOps...)
+	}
+	resp.Topics = append(resp.Topics, extra...)
+	return rep, nil
+}
+
+// ---- consumer groups ----
+
+func authzOffsetCommit(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.OffsetCommitRequest)
+	code := errGroupAuth
+	var denied []kmsg.OffsetCommitRequestTopic
+	if !s.group(kmsg.ACLOperationRead, req.Group) {
+		denied, req.Topics = req.Topics, nil
+	} else {
+		code = errTopicAuth
+		ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
+		req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) })
+	}
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.OffsetCommitResponse)
+	for _, t := range denied {
+		rt := kmsg.NewOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzOffsetFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.OffsetFetchRequest)
+	st := b.meta.State()
+	describe := topicAllowed(st, s, kmsg.ACLOperationDescribe)
+	if r.Version < 8 {
+		if !s.group(kmsg.ACLOperationDescribe, req.Group) {
+			resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
+			resp.ErrorCode = errGroupAuth
+			if r.Version < 2 { // no top-level error: per partition
+				for _, t := range req.Topics {
+					rt := kmsg.NewOffsetFetchResponseTopic()
+					rt.Topic = t.Topic
+					for _, p := range t.Partitions {
+						rp := kmsg.NewOffsetFetchResponseTopicPartition()
+						rp.Partition, rp.Offset, rp.ErrorCode = p, -1, errGroupAuth
+						rt.Partitions = append(rt.Partitions, rp)
+					}
+					resp.Topics = append(resp.Topics, rt)
+				}
+			}
+			return &Reply{Msg: resp}, nil
+		}
+		var denied []kmsg.OffsetFetchRequestTopic
+		if req.Topics != nil {
+			req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetFetchRequestTopic) bool { return describe(t.Topic, [16]byte{}) })
+		}
+		rep, err := next(ctx, b, r)
+		if err != nil {
+			return nil, err
+		}
+		resp := rep.Msg.(*kmsg.OffsetFetchResponse)
+		if req.Topics == nil {
+			resp.Topics, _ = split(resp.Topics, func(t *kmsg.OffsetFetchResponseTopic) bool { return describe(t.Topic, [16]byte{}) })
+		}
+		for _, t := range denied {
+			rt := kmsg.NewOffsetFetchResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, errTopicAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			resp.Topics = append(resp.Topics, rt)
+		}
+		return rep, nil
+	}
+	// v8+: groups, each answered on its own.
+	var deniedGroups []string
+	deniedTopics := map[string][]kmsg.OffsetFetchRequestGroupTopic{}
+	req.Groups, _ = split(req.Groups, func(g *kmsg.OffsetFetchRequestGroup) bool {
+		if !s.group(kmsg.ACLOperationDescribe, g.Group) {
+			deniedGroups = append(deniedGroups, g.Group)
+			return false
+		}
+		if g.Topics != nil {
+			var d []kmsg.OffsetFetchRequestGroupTopic
+			g.Topics, d = split(g.Topics, func(t *kmsg.OffsetFetchRequestGroupTopic) bool { return describe(t.Topic, t.TopicID) })
+			if len(d) > 0 {
+				deniedTopics[g.Group] = d
+			}
+		}
+		return true
+	})
+	allTopics := map[string]bool{}
+	for _, g := range req.Groups {
+		if g.Topics == nil {
+			allTopics[g.Group] = true
+		}
+	}
+	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.OffsetFetchResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		if allTopics[g.Group] {
+			g.Topics, _ = split(g.Topics, func(t *kmsg.OffsetFetchResponseGroupTopic) bool { return describe(t.Topic, t.TopicID) })
+		}
+		for _, t := range deniedTopics[g.Group] {
+			rt := kmsg.NewOffsetFetchResponseGroupTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetFetchResponseGroupTopicPartition()
+				rp.Partition, rp.Offset, rp.ErrorCode = p, -1, errTopicAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			g.Topics = append(g.Topics, rt)
+		}
+	}
+	for _, name := range deniedGroups {
+		g := kmsg.NewOffsetFetchResponseGroup()
+		g.Group, g.ErrorCode = name, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+// coordinatorAllowed: DESCRIBE on the group or transactional id.
+func (s *subject) coordinatorAllowed(typ int8, key string) (bool, int16) {
+	if typ == 1 {
+		return s.txnID(kmsg.ACLOperationDescribe, key), errTxnAuth
+	}
+	return s.group(kmsg.ACLOperationDescribe, key), errGroupAuth
+}
+
+func authzFindCoordinator(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.FindCoordinatorRequest)
+	if r.Version < 4 {
+		if ok, code := s.coordinatorAllowed(req.CoordinatorType, req.CoordinatorKey); !ok {
+			resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+			resp.ErrorCode, resp.NodeID, resp.Port = code, -1, -1
+			return &Reply{Msg: resp}, nil
+		}
+		return next(ctx, b, r)
+	}
+	var denied []kmsg.FindCoordinatorResponseCoordinator
+	req.CoordinatorKeys, _ = split(req.CoordinatorKeys, func(k *string) bool {
+		ok, code := s.coordinatorAllowed(req.CoordinatorType, *k)
+		if !ok {
+			c := kmsg.NewFindCoordinatorResponseCoordinator()
+			c.Key, c.NodeID, c.Port, c.ErrorCode = *k, -1, -1, code
+			denied = append(denied, c)
+		}
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.CoordinatorKeys) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.FindCoordinatorResponse)
+	resp.Coordinators = append(resp.Coordinators, denied...)
+	return rep, nil
+}
+
+func authzDescribeGroups(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeGroupsRequest)
+	var denied []string
+	req.Groups, denied = split(req.Groups, func(g *string) bool { return s.group(kmsg.ACLOperationDescribe, *g) })
+	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeGroupsResponse)
+	if req.IncludeAuthorizedOperations {
+		for i := range resp.Groups {
+			if g := &resp.Groups[i]; g.ErrorCode == 0 {
+				g.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeGroup, g.Group, groupOps...)
+			}
+		}
+	}
+	for _, name := range denied {
+		g := kmsg.NewDescribeGroupsResponseGroup()
+		g.Group, g.ErrorCode = name, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+func authzListGroups(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	rep, err := next(ctx, b, r)
+	if err != nil || s.cluster(kmsg.ACLOperationDescribe) {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.ListGroupsResponse)
+	resp.Groups, _ = split(resp.Groups, func(g *kmsg.ListGroupsResponseGroup) bool { return s.group(kmsg.ACLOperationDescribe, g.Group) })
+	return rep, nil
+}
+
+func authzDeleteGroups(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DeleteGroupsRequest)
+	var denied []string
+	req.Groups, denied = split(req.Groups, func(g *string) bool { return s.group(kmsg.ACLOperationDelete, *g) })
+	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DeleteGroupsResponse)
+	for _, name := range denied {
+		g := kmsg.NewDeleteGroupsResponseGroup()
+		g.Group, g.ErrorCode = name, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+func authzOffsetDelete(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.OffsetDeleteRequest)
+	if !s.group(kmsg.ACLOperationDelete, req.Group) {
+		return topError(r, errGroupAuth), nil
+	}
+	var denied []kmsg.OffsetDeleteRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetDeleteRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.OffsetDeleteResponse)
+	for _, t := range denied {
+		rt := kmsg.NewOffsetDeleteResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, errTopicAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzConsumerGroupHeartbeat(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if !s.group(kmsg.ACLOperationRead, req.Group) {
+		return topError(r, errGroupAuth), nil
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !s.topic(kmsg.ACLOperationDescribe, t) {
+			rep := topError(r, errTopicAuth)
+			msg := fmt.Sprintf("not authorized to describe topic %q", t)
+			rep.Msg.(*kmsg.ConsumerGroupHeartbeatResponse).ErrorMessage = &msg
+			return rep, nil
+		}
+	}
+	return next(ctx, b, r)
+}
+
+func authzConsumerGroupDescribe(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ConsumerGroupDescribeRequest)
+	var denied []string
+	req.Groups, denied = split(req.Groups, func(g *string) bool { return s.group(kmsg.ACLOperationDescribe, *g) })
+	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.ConsumerGroupDescribeResponse)
+	if req.IncludeAuthorizedOperations {
+		for i := range resp.Groups {
+			if g := &resp.Groups[i]; g.ErrorCode == 0 {
+				g.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeGroup, g.Group, groupOps...)
+			}
+		}
+	}
+	for _, name := range denied {
+		g := kmsg.NewConsumerGroupDescribeResponseGroup()
+		g.Group, g.ErrorCode = name, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+// ---- topics ----
+
+func authzCreateTopics(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.CreateTopicsRequest)
+	var denied []kmsg.CreateTopicsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool { return s.canCreateTopic(t.Topic) })
+	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.CreateTopicsResponse)
+	// The configs of a created topic only with DESCRIBE_CONFIGS on it.
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.ErrorCode == 0 && !s.topic(kmsg.ACLOperationDescribeConfigs, t.Topic) {
+			t.ConfigErrorCode, t.Configs, t.NumPartitions, t.ReplicationFactor = errTopicAuth, nil, -1, -1
+		}
+	}
+	for _, t := range denied {
+		rt := kmsg.NewCreateTopicsResponseTopic()
+		rt.Topic, rt.ErrorCode, rt.NumPartitions, rt.ReplicationFactor = t.Topic, errTopicAuth, -1, -1
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzDeleteTopics(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DeleteTopicsRequest)
+	var denied []kmsg.DeleteTopicsResponseTopic
+	deny := func(name *string, id [16]byte) {
+		t := kmsg.NewDeleteTopicsResponseTopic()
+		t.Topic, t.TopicID, t.ErrorCode = name, id, errTopicAuth
+		denied = append(denied, t)
+	}
+	if r.Version < 6 {
+		req.TopicNames, _ = split(req.TopicNames, func(n *string) bool {
+			ok := s.topic(kmsg.ACLOperationDelete, *n)
+			if !ok {
+				deny(kmsg.StringPtr(*n), [16]byte{})
+			}
+			return ok
+		})
+	} else {
+		st := b.meta.State()
+		req.Topics, _ = split(req.Topics, func(t *kmsg.DeleteTopicsRequestTopic) bool {
+			name := ""
+			if t.Topic != nil {
+				name = *t.Topic
+			} else if name = topicName(st, "", t.TopicID); name == "" {
+				return true // unknown ID: the handler's answer
+			}
+			ok := s.topic(kmsg.ACLOperationDelete, name)
+			if !ok {
+				if t.Topic != nil {
+					deny(t.Topic, [16]byte{})
+				} else {
+					deny(nil, t.TopicID)
+				}
+			}
+			return ok
+		})
+	}
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.TopicNames)+len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DeleteTopicsResponse)
+	resp.Topics = append(resp.Topics, denied...)
+	return rep, nil
+}
+
+func authzDeleteRecords(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DeleteRecordsRequest)
+	var denied []kmsg.DeleteRecordsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return s.topic(kmsg.ACLOperationDelete, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.DeleteRecordsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewDeleteRecordsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, errTopicAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzCreatePartitions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.CreatePartitionsRequest)
+	var denied []kmsg.CreatePartitionsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return s.topic(kmsg.ACLOperationAlter, t.Topic) })
+	rep, err := nextIf(len(req.Topics) > 0 || len(denied) == 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.CreatePartitionsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewCreatePartitionsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, errTopicAuth
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzOffsetForLeaderEpoch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
+	var denied []kmsg.OffsetForLeaderEpochRequestTopic
+	code := errTopicAuth
+	if r.Version >= 3 && req.ReplicaID >= 0 {
+		if s.cluster(kmsg.ACLOperationClusterAction) {
+			return next(ctx, b, r)
+		}
+		denied, req.Topics, code = req.Topics, nil, errClusterAuth
+	} else {
+		req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool {
+			return s.topic(kmsg.ACLOperationDescribe, t.Topic)
+		})
+	}
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.OffsetForLeaderEpochResponse)
+	for _, t := range denied {
+		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzDescribeProducers(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeProducersRequest)
+	var denied []kmsg.DescribeProducersRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.DescribeProducersRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeProducersResponse)
+	for _, t := range denied {
+		rt := kmsg.NewDescribeProducersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewDescribeProducersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, errTopicAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzElectLeaders(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationAlter) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.ElectLeadersRequest)
+	resp := req.ResponseKind().(*kmsg.ElectLeadersResponse)
+	resp.ErrorCode = errClusterAuth
+	for _, t := range req.Topics { // v0 has no top-level error
+		rt := kmsg.NewElectLeadersResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewElectLeadersResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, errClusterAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+// ---- transactions and idempotence ----
+
+func authzInitProducerID(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.InitProducerIDRequest)
+	if req.TransactionalID != nil {
+		if !s.txnID(kmsg.ACLOperationWrite, *req.TransactionalID) {
+			return topError(r, errTxnAuth), nil
+		}
+	} else if !s.cluster(kmsg.ACLOperationIdempotentWrite) && !s.writeAnyTopic() {
+		return topError(r, errClusterAuth), nil
+	}
+	return next(ctx, b, r)
+}
+
+func authzAddPartitionsToTxn(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.AddPartitionsToTxnRequest)
+	if r.Version >= 4 { // from brokers (KIP-890 verification)
+		if !s.cluster(kmsg.ACLOperationClusterAction) {
+			return topError(r, errClusterAuth), nil
+		}
+		return next(ctx, b, r)
+	}
+	txnOK := s.txnID(kmsg.ACLOperationWrite, req.TransactionalID)
+	anyDenied := false
+	for _, t := range req.Topics {
+		if !s.topic(kmsg.ACLOperationWrite, t.Topic) {
+			anyDenied = true
+		}
+	}
+	if txnOK && !anyDenied {
+		return next(ctx, b, r)
+	}
+	// As Kafka: nothing is added; the denied partitions say why, the
+	// others OPERATION_NOT_ATTEMPTED.
+	resp := req.ResponseKind().(*kmsg.AddPartitionsToTxnResponse)
+	for _, t := range req.Topics {
+		code := errTxnAuth
+		if txnOK {
+			code = kerr.OperationNotAttempted.Code
+			if !s.topic(kmsg.ACLOperationWrite, t.Topic) {
+				code = errTopicAuth
+			}
+		}
+		rt := kmsg.NewAddPartitionsToTxnResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAddPartitionsToTxnResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func authzAddOffsetsToTxn(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.AddOffsetsToTxnRequest)
+	if !s.txnID(kmsg.ACLOperationWrite, req.TransactionalID) {
+		return topError(r, errTxnAuth), nil
+	}
+	if !s.group(kmsg.ACLOperationRead, req.Group) {
+		return topError(r, errGroupAuth), nil
+	}
+	return next(ctx, b, r)
+}
+
+func authzWriteTxnMarkers(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationClusterAction) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.WriteTxnMarkersRequest)
+	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	for _, m := range req.Markers {
+		rm := kmsg.NewWriteTxnMarkersResponseMarker()
+		rm.ProducerID = m.ProducerID
+		for _, t := range m.Topics {
+			rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rp.Partition, rp.ErrorCode = p, errClusterAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			rm.Topics = append(rm.Topics, rt)
+		}
+		resp.Markers = append(resp.Markers, rm)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func authzTxnOffsetCommit(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
+	code := int16(0)
+	switch {
+	case !s.txnID(kmsg.ACLOperationWrite, req.TransactionalID):
+		code = errTxnAuth
+	case !s.group(kmsg.ACLOperationRead, req.Group):
+		code = errGroupAuth
+	}
+	var denied []kmsg.TxnOffsetCommitRequestTopic
+	if code != 0 {
+		denied, req.Topics = req.Topics, nil
+	} else {
+		code = errTopicAuth
+		ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
+		req.Topics, denied = split(req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) })
+	}
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.TxnOffsetCommitResponse)
+	for _, t := range denied {
+		rt := kmsg.NewTxnOffsetCommitResponseTopic()
+		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, code
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzDescribeTransactions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeTransactionsRequest)
+	var denied []string
+	req.TransactionalIDs, denied = split(req.TransactionalIDs, func(id *string) bool { return s.txnID(kmsg.ACLOperationDescribe, *id) })
+	rep, err := nextIf(len(req.TransactionalIDs) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeTransactionsResponse)
+	for i := range resp.TransactionStates {
+		ts := &resp.TransactionStates[i]
+		ts.Topics, _ = split(ts.Topics, func(t *kmsg.DescribeTransactionsResponseTransactionStateTopic) bool {
+			return s.topic(kmsg.ACLOperationDescribe, t.Topic)
+		})
+	}
+	for _, id := range denied {
+		ts := kmsg.NewDescribeTransactionsResponseTransactionState()
+		ts.TransactionalID, ts.ErrorCode, ts.ProducerID, ts.ProducerEpoch = id, errTxnAuth, -1, -1
+		resp.TransactionStates = append(resp.TransactionStates, ts)
+	}
+	return rep, nil
+}
+
+func authzListTransactions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.ListTransactionsResponse)
+	resp.TransactionStates, _ = split(resp.TransactionStates, func(ts *kmsg.ListTransactionsResponseTransactionState) bool {
+		return s.txnID(kmsg.ACLOperationDescribe, ts.TransactionalID)
+	})
+	return rep, nil
+}
+
+// ---- cluster, configs, ACLs ----
+
+func authzDescribeCluster(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	if r.Msg.(*kmsg.DescribeClusterRequest).IncludeClusterAuthorizedOperations {
+		rep.Msg.(*kmsg.DescribeClusterResponse).ClusterAuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeCluster, "kafka-cluster", clusterOps...)
+	}
+	return rep, nil
+}
+
+func authzCreateACLs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationAlter) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.CreateACLsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateACLsResponse)
+	for range req.Creations {
+		res := kmsg.NewCreateACLsResponseResult()
+		res.ErrorCode = errClusterAuth
+		resp.Results = append(resp.Results, res)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func authzDeleteACLs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationAlter) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.DeleteACLsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteACLsResponse)
+	for range req.Filters {
+		res := kmsg.NewDeleteACLsResponseResult()
+		res.ErrorCode = errClusterAuth
+		resp.Results = append(resp.Results, res)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func authzAlterClientQuotas(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationAlterConfigs) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.AlterClientQuotasRequest)
+	resp := req.ResponseKind().(*kmsg.AlterClientQuotasResponse)
+	for _, e := range req.Entries {
+		re := kmsg.NewAlterClientQuotasResponseEntry()
+		re.ErrorCode = errClusterAuth
+		for _, en := range e.Entity {
+			ren := kmsg.NewAlterClientQuotasResponseEntryEntity()
+			ren.Type, ren.Name = en.Type, en.Name
+			re.Entity = append(re.Entity, ren)
+		}
+		resp.Entries = append(resp.Entries, re)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+func authzAlterUserSCRAM(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	if s.cluster(kmsg.ACLOperationAlter) {
+		return next(ctx, b, r)
+	}
+	req := r.Msg.(*kmsg.AlterUserSCRAMCredentialsRequest)
+	resp := req.ResponseKind().(*kmsg.AlterUserSCRAMCredentialsResponse)
+	seen := map[string]bool{}
+	add := func(user string) {
+		if seen[user] {
+			return
+		}
+		seen[user] = true
+		res := kmsg.NewAlterUserSCRAMCredentialsResponseResult()
+		res.User, res.ErrorCode = user, errClusterAuth
+		resp.Results = append(resp.Results, res)
+	}
+	for _, d := range req.Deletions {
+		add(d.Name)
+	}
+	for _, u := range req.Upsertions {
+		add(u.Name)
+	}
+	return &Reply{Msg: resp}, nil
+}
+
+// configAllowed: op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
+// resource: a topic, a group, or the cluster for brokers and loggers.
+func (s *subject) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) (bool, int16) {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		return s.topic(op, name), errTopicAuth
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return s.group(op, name), errGroupAuth
+	default:
+		return s.cluster(op), errClusterAuth
+	}
+}
+
+func authzDescribeConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeConfigsRequest)
+	var denied []kmsg.DescribeConfigsResponseResource
+	req.Resources, _ = split(req.Resources, func(res *kmsg.DescribeConfigsRequestResource) bool {
+		ok, code := s.configAllowed(kmsg.ACLOperationDescribeConfigs, res.ResourceType, res.ResourceName)
+		if !ok {
+			d := kmsg.NewDescribeConfigsResponseResource()
+			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, d)
+		}
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
+
+func authzAlterConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.AlterConfigsRequest)
+	var denied []kmsg.AlterConfigsResponseResource
+	req.Resources, _ = split(req.Resources, func(res *kmsg.AlterConfigsRequestResource) bool {
+		ok, code := s.configAllowed(kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
+		if !ok {
+			d := kmsg.NewAlterConfigsResponseResource()
+			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, d)
+		}
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.AlterConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
+
+func authzIncrementalAlterConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
+	var denied []kmsg.IncrementalAlterConfigsResponseResource
+	req.Resources, _ = split(req.Resources, func(res *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		ok, code := s.configAllowed(kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
+		if !ok {
+			d := kmsg.NewIncrementalAlterConfigsResponseResource()
+			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
+			denied = append(denied, d)
+		}
+		return ok
+	})
+	if len(denied) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.IncrementalAlterConfigsResponse)
+	resp.Resources = append(resp.Resources, denied...)
+	return rep, nil
+}
