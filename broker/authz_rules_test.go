@@ -79,7 +79,7 @@ func TestAuthorizerRules(t *testing.T) {
 		{"User:carol", "127.0.0.1", read, topic, "anything", false},
 		{"User:carol", "127.0.0.1", desc, topic, "anything", true}, // WRITE implies DESCRIBE
 		{"User:dave", "10.0.0.1", read, topic, "pinned", true},
-		{"User:dave", "10.0.0.2", read, topic, "pinned", false}, // other host
+		{"User:dave", "10.0.0.2", read, topic, "pinned", false},                        // other host
 		{"User:erin", "127.0.0.1", kmsg.ACLOperationDescribeConfigs, topic, "x", true}, // ALTER_CONFIGS implies DESCRIBE_CONFIGS
 		{"User:erin", "127.0.0.1", desc, topic, "x", false},
 		{"User:alice", "127.0.0.1", read, group, "app-1", true},
