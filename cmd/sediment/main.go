@@ -32,5 +32,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newTierCmd())
 	root.AddCommand(newQuotaCmd())
 	root.AddCommand(newUserCmd())
+	root.AddCommand(newACLCmd())
 	return root
 }
