@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/metadata"
@@ -14,7 +15,9 @@ import (
 // type, pattern, operation and permission, a null name, principal or host
 // every one; the MATCH pattern type every pattern that applies to the name
 // given), grouped by resource pattern. A filter with an UNKNOWN element is
-// INVALID_REQUEST. v0 knows only LITERAL patterns. Needs DESCRIBE on the
+// INVALID_REQUEST. v0 knows only LITERAL patterns. Without the authorizer
+// the three ACL APIs answer SECURITY_DISABLED, as Kafka's: ACLs that nothing
+// enforces are not accepted. Needs DESCRIBE on the
 // cluster (authz.go). v2+ flexible.
 
 func init() { regKey(29, 0, 3).handler = handleDescribeAcls }
@@ -26,6 +29,10 @@ func handleDescribeAcls(_ context.Context, b *Broker, r *Request) (*Reply, error
 		principal: req.Principal, host: req.Host, op: req.Operation, perm: req.PermissionType}
 	if r.Version == 0 {
 		f.pattern = kmsg.ACLResourcePatternTypeLiteral
+	}
+	if b.authz == nil {
+		resp.ErrorCode, resp.ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errNoAuthorizer)
+		return &Reply{Msg: resp}, nil
 	}
 	if err := f.check(); err != nil {
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
@@ -50,6 +57,8 @@ func handleDescribeAcls(_ context.Context, b *Broker, r *Request) (*Reply, error
 	}
 	return &Reply{Msg: resp}, nil
 }
+
+const errNoAuthorizer = "no authorizer is configured on the broker (sediment broker --authorizer-enabled)"
 
 // aclFromKafka builds the stored form of a new ACL.
 func aclFromKafka(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, principal, host string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) metadata.ACL {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/metadata"
@@ -16,8 +17,8 @@ import (
 // codes, a non-empty name, the CLUSTER resource named kafka-cluster, a
 // principal of the form Type:name) and answers INVALID_REQUEST otherwise.
 // The creations on one resource pattern are one metadata command; creating
-// an ACL that exists succeeds. Needs ALTER on the cluster (authz.go). v2+
-// flexible.
+// an ACL that exists succeeds. Needs ALTER on the cluster (authz.go);
+// SECURITY_DISABLED without the authorizer. v2+ flexible.
 
 func init() { regKey(30, 0, 3).handler = handleCreateAcls }
 
@@ -32,6 +33,10 @@ func handleCreateAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 	idx := map[string][]int{} // pattern → creations in it
 	for i, c := range req.Creations {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
+		if b.authz == nil {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errNoAuthorizer)
+			continue
+		}
 		pt := c.ResourcePatternType
 		if r.Version == 0 {
 			pt = kmsg.ACLResourcePatternTypeLiteral

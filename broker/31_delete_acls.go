@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/metadata"
@@ -37,6 +38,10 @@ func handleDeleteAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 			principal: fl.Principal, host: fl.Host, op: fl.Operation, perm: fl.PermissionType}
 		if r.Version == 0 {
 			f.pattern = kmsg.ACLResourcePatternTypeLiteral
+		}
+		if b.authz == nil {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = kerr.SecurityDisabled.Code, kmsg.StringPtr(errNoAuthorizer)
+			continue
 		}
 		if err := f.check(); err != nil {
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errCode(err), errMessage(err)

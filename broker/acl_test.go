@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sort"
 	"strings"
@@ -38,7 +39,11 @@ func str(p *string) string {
 func TestACLAPIs(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	b := startBroker(t, dir)
+	// ANONYMOUS (PLAINTEXT) is a super user.
+	withAuthorizer := func(c *Config) {
+		c.Authorizer = AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}}
+	}
+	b := startBroker(t, dir, withAuthorizer)
 	adm := kadm.NewClient(newClient(t, b))
 
 	create := func(bl *kadm.ACLBuilder) {
@@ -158,9 +163,28 @@ func TestACLAPIs(t *testing.T) {
 
 	// The ACLs live in the metadata log: a restart keeps them.
 	b.Close()
-	b = startBroker(t, dir)
+	b = startBroker(t, dir, withAuthorizer)
 	adm = kadm.NewClient(newClient(t, b))
 	if got := describe(all); !slices.Equal(got, want) {
 		t.Fatalf("after restart:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestACLAPIsWithoutAuthorizer: as Kafka's, a broker without an authorizer
+// refuses ACLs with SECURITY_DISABLED (nothing would enforce them).
+func TestACLAPIsWithoutAuthorizer(t *testing.T) {
+	ctx := context.Background()
+	adm := kadm.NewClient(newClient(t, startBroker(t, "")))
+	cres, err := adm.CreateACLs(ctx, kadm.NewACLs().Topics("t").Allow("User:a").Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral))
+	if err != nil || len(cres) != 1 || !errors.Is(cres[0].Err, kerr.SecurityDisabled) {
+		t.Errorf("CreateAcls: %v %+v", err, cres)
+	}
+	dres, err := adm.DescribeACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations().ResourcePatternType(kadm.ACLPatternAny))
+	if err != nil || len(dres) == 0 || !errors.Is(dres[0].Err, kerr.SecurityDisabled) {
+		t.Errorf("DescribeAcls: %v %+v", err, dres)
+	}
+	xres, err := adm.DeleteACLs(ctx, kadm.NewACLs().AnyResource().Allow().AllowHosts().Operations().ResourcePatternType(kadm.ACLPatternAny))
+	if err != nil || len(xres) == 0 || !errors.Is(xres[0].Err, kerr.SecurityDisabled) {
+		t.Errorf("DeleteAcls: %v %+v", err, xres)
 	}
 }

@@ -34,8 +34,6 @@ if [ "${NETTEST:-0}" != 1 ]; then
 fi
 
 # Skipped by default (why: docs/compatibility.md, "kafka-go's own tests"):
-# what Sediment does not serve:
-#   TestClientCreateACLs, TestClientDeleteACLs, TestClientDescribeACLs: ACLs;
 # tests that fail whatever the broker:
 #   TestReaderConsumerGroup/verify_offset_committed*, .../consumer_group_commits_on_close:
 #     the test's getOffsets calls ConsumerGroup.coordinator on a config that
@@ -45,7 +43,7 @@ fi
 #     partitions, each of two readers must read 12; the reader with one
 #     partition has 8, so it passes only when that reader fetched records
 #     before the rebalance and kafka-go hands them out afterwards.
-skip_default='^(TestClientCreateACLs|TestClientDeleteACLs|TestClientDescribeACLs)$|^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
+skip_default='^TestReaderConsumerGroup$/^(verify_offset_committed.*|consumer_group_commits_on_close|consumer_group_rebalance)$'
 SKIP_PATTERN=${SKIP_DEFAULT-$skip_default}
 if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"
@@ -84,7 +82,9 @@ kgver=$($GO list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
 
 # As kafka-go's docker-compose.yml: auto-created topics, message.max.bytes
 # 200000000, node id 1, a SASL_PLAINTEXT listener on 9093 (its SASL tests)
-# with the users made below.
+# with the users made below, an authorizer that allows everyone when a
+# resource has no ACL (its ACL tests); ANONYMOUS, the PLAINTEXT principal,
+# is a super user, for the broker's own inter-broker requests.
 "$work/sediment" broker --node-id 1 \
 	--listeners PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093 \
 	--advertised-listeners PLAINTEXT://localhost:9092,SASL_PLAINTEXT://localhost:9093 \
@@ -92,6 +92,7 @@ kgver=$($GO list -m -f '{{.Version}}' github.com/segmentio/kafka-go)
 	--data-dir "$work/broker" \
 	--message-max-bytes 200000000 \
 	--group-initial-rebalance-delay 0s \
+	--authorizer-enabled --allow-everyone-if-no-acl-found --super-users User:ANONYMOUS \
 	--log-level "${BROKER_LOG_LEVEL:-warn}" ${BROKER_FLAGS:-} >> "$work/broker.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))

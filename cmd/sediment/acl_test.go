@@ -50,6 +50,8 @@ func TestACLCommands(t *testing.T) {
 		DataDir:   t.TempDir(),
 		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
 		Logger:    slog.New(slog.DiscardHandler),
+		// ACLs need the authorizer; PLAINTEXT's ANONYMOUS is a super user.
+		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
 	})
 	if err != nil {
 		t.Fatal(err)
