@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
@@ -348,5 +349,86 @@ func TestAuthorizerAllowIfNoACL(t *testing.T) {
 		if err := produceOne(bob, "guarded", fmt.Sprint(i)); err != nil {
 			t.Fatalf("bob produces: %v", err)
 		}
+	}
+}
+
+// TestAuthorizerFetchMixed: one consumer Fetch naming a topic it may read
+// and one it may not: records for the first (zero-copy on PLAINTEXT-based
+// SASL), TOPIC_AUTHORIZATION_FAILED for the second, no fetch session.
+func TestAuthorizerFetchMixed(t *testing.T) {
+	z := startAuthzBroker(t, false)
+	z.createTopics("open", "closed")
+	for _, topic := range []string{"open", "closed"} {
+		if err := produceOne(z.cl, topic, "r-"+topic); err != nil {
+			t.Fatal(err)
+		}
+	}
+	z.grant(kadm.NewACLs().Topics("open").Allow("User:alice").Operations(kadm.OpRead))
+	alice := z.user("alice", kgo.MaxVersions(kversion.V3_0_0())) // Fetch v12: topics by name
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxWaitMillis, req.MaxBytes, req.SessionEpoch = -1, 100, 1<<20, 0 // asks for a session
+	for _, topic := range []string{"closed", "open"} {
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = topic
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.PartitionMaxBytes = 1 << 20
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+	}
+	resp, err := req.RequestWith(context.Background(), alice)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 || resp.SessionID != 0 {
+		t.Fatalf("fetch: error %d, session %d (want 0, no session)", resp.ErrorCode, resp.SessionID)
+	}
+	got := map[string]string{}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				got[rt.Topic] = kerr.ErrorForCode(p.ErrorCode).Error()
+				continue
+			}
+			fp, _ := kgo.ProcessFetchPartition(kgo.ProcessFetchPartitionOpts{Topic: rt.Topic, Partition: p.Partition}, &p, kgo.DefaultDecompressor(), nil)
+			if fp.Err != nil || len(fp.Records) != 1 {
+				t.Fatalf("%s: %v, %d records", rt.Topic, fp.Err, len(fp.Records))
+			}
+			got[rt.Topic] = string(fp.Records[0].Value)
+		}
+	}
+	want := map[string]string{"open": "r-open", "closed": kerr.TopicAuthorizationFailed.Error()}
+	if !maps.Equal(got, want) {
+		t.Fatalf("fetch: %v, want %v", got, want)
+	}
+
+	// The same by topic id (Fetch v13+).
+	md, err := z.adm.Metadata(context.Background(), "open", "closed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[[16]byte]string{}
+	for i := range req.Topics {
+		id := md.Topics[req.Topics[i].Topic].ID
+		req.Topics[i].TopicID, names[id] = id, req.Topics[i].Topic
+	}
+	resp, err = req.RequestWith(context.Background(), z.user("alice"))
+	if err != nil {
+		t.Fatalf("fetch by id: %v", err)
+	}
+	if resp.Version < 13 {
+		t.Fatalf("fetch by id: version %d", resp.Version)
+	}
+	clear(got)
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				got[names[rt.TopicID]] = kerr.ErrorForCode(p.ErrorCode).Error()
+			} else {
+				got[names[rt.TopicID]] = fmt.Sprint(len(p.RecordBatches) > 0)
+			}
+		}
+	}
+	if want := map[string]string{"open": "true", "closed": kerr.TopicAuthorizationFailed.Error()}; !maps.Equal(got, want) {
+		t.Fatalf("fetch by id: %v, want %v", got, want)
 	}
 }
