@@ -64,3 +64,38 @@ const errNoAuthorizer = "no authorizer is configured on the broker (sediment bro
 func aclFromKafka(rt kmsg.ACLResourceType, name string, pt kmsg.ACLResourcePatternType, principal, host string, op kmsg.ACLOperation, perm kmsg.ACLPermissionType) metadata.ACL {
 	return metadata.ACL{ResourceType: int8(rt), ResourceName: name, PatternType: int8(pt), Principal: principal, Host: host, Operation: int8(op), Permission: int8(perm)}
 }
+
+// aclBatch gathers ACL changes into one metadata command per resource
+// pattern (an ACL's pattern is one config resource, metadata/acl.go).
+type aclBatch struct {
+	cmds  map[string]*metadata.AlterConfigs
+	order []string
+}
+
+// add adds or (del) removes a; it returns a's pattern name.
+func (ab *aclBatch) add(a metadata.ACL, del bool) string {
+	name := a.ACLPatternName()
+	cmd := ab.cmds[name]
+	if cmd == nil {
+		if ab.cmds == nil {
+			ab.cmds = map[string]*metadata.AlterConfigs{}
+		}
+		cmd = &metadata.AlterConfigs{ResourceType: metadata.ResourceACL, ResourceName: name}
+		ab.cmds[name] = cmd
+		ab.order = append(ab.order, name)
+	}
+	cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: a.ACLEntryKey(), Delete: del})
+	return name
+}
+
+// propose commits the commands; it returns the failed ones' errors by
+// pattern name.
+func (ab *aclBatch) propose(ctx context.Context, b *Broker) map[string]error {
+	failed := map[string]error{}
+	for _, name := range ab.order {
+		if _, _, err := b.store.propose(ctx, ab.cmds[name]); err != nil {
+			failed[name] = err
+		}
+	}
+	return failed
+}

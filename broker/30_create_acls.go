@@ -6,8 +6,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sediment-io/sediment/metadata"
 )
 
 // CreateAcls: v0-3
@@ -28,8 +26,7 @@ func handleCreateAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	resp.Results = make([]kmsg.CreateACLsResponseResult, len(req.Creations))
-	cmds := map[string]*metadata.AlterConfigs{}
-	var order []string
+	var batch aclBatch
 	idx := map[string][]int{} // pattern → creations in it
 	for i, c := range req.Creations {
 		resp.Results[i] = kmsg.NewCreateACLsResponseResult()
@@ -46,22 +43,12 @@ func handleCreateAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errCode(err), errMessage(err)
 			continue
 		}
-		name := a.ACLPatternName()
-		cmd := cmds[name]
-		if cmd == nil {
-			cmd = &metadata.AlterConfigs{ResourceType: metadata.ResourceACL, ResourceName: name}
-			cmds[name] = cmd
-			order = append(order, name)
-		}
-		cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: a.ACLEntryKey()})
+		name := batch.add(a, false)
 		idx[name] = append(idx[name], i)
 	}
-	for _, name := range order {
-		_, _, err := b.store.propose(ctx, cmds[name])
-		if err != nil {
-			for _, i := range idx[name] {
-				resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errCode(err), errMessage(err)
-			}
+	for name, err := range batch.propose(ctx, b) {
+		for _, i := range idx[name] {
+			resp.Results[i].ErrorCode, resp.Results[i].ErrorMessage = errCode(err), errMessage(err)
 		}
 	}
 	return &Reply{Msg: resp}, nil

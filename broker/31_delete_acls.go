@@ -29,8 +29,7 @@ func handleDeleteAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 	all := b.meta.State().ACLs().All()
 	resp.Results = make([]kmsg.DeleteACLsResponseResult, len(req.Filters))
 	matched := make([][]metadata.ACL, len(req.Filters))
-	cmds := map[string]*metadata.AlterConfigs{}
-	var order []string
+	var batch aclBatch
 	seen := map[metadata.ACL]bool{}
 	for i, fl := range req.Filters {
 		resp.Results[i] = kmsg.NewDeleteACLsResponseResult()
@@ -56,22 +55,10 @@ func handleDeleteAcls(ctx context.Context, b *Broker, r *Request) (*Reply, error
 				continue
 			}
 			seen[a] = true
-			name := a.ACLPatternName()
-			cmd := cmds[name]
-			if cmd == nil {
-				cmd = &metadata.AlterConfigs{ResourceType: metadata.ResourceACL, ResourceName: name}
-				cmds[name] = cmd
-				order = append(order, name)
-			}
-			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: a.ACLEntryKey(), Delete: true})
+			batch.add(a, true)
 		}
 	}
-	failed := map[string]error{}
-	for _, name := range order {
-		if _, _, err := b.store.propose(ctx, cmds[name]); err != nil {
-			failed[name] = err
-		}
-	}
+	failed := batch.propose(ctx, b)
 	for i := range req.Filters {
 		for _, a := range matched[i] {
 			m := kmsg.NewDeleteACLsResponseResultMatchingACL()

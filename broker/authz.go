@@ -177,6 +177,30 @@ func nextIf(run bool, ctx context.Context, b *Broker, r *Request, next Handler) 
 	return &Reply{Msg: resp}, nil
 }
 
+// perResource is the common rule: the items of a request that allow
+// refuses are taken out of it and answered by denied, appended to the
+// response's items (out); the handler runs if anything is left.
+func perResource[In, Out any](ctx context.Context, b *Broker, r *Request, next Handler, in *[]In, allow func(*In) bool, denied func(*In) Out, out func(kmsg.Response) *[]Out) (*Reply, error) {
+	var refused []Out
+	*in, _ = split(*in, func(x *In) bool {
+		if allow(x) {
+			return true
+		}
+		refused = append(refused, denied(x))
+		return false
+	})
+	if len(refused) == 0 {
+		return next(ctx, b, r)
+	}
+	rep, err := nextIf(len(*in) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	o := out(rep.Msg)
+	*o = append(*o, refused...)
+	return rep, nil
+}
+
 // topicName is the name of a topic a request names by name or, at newer
 // versions, by ID ("" for an unknown ID: the handler answers that).
 func topicName(st *metadata.State, name string, id [16]byte) string {
@@ -307,24 +331,19 @@ func fetchErrors(req *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, code i
 
 func authzListOffsets(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
-	var denied []kmsg.ListOffsetsRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return s.topic(kmsg.ACLOperationDescribe, t.Topic) })
-	rep, err := next(ctx, b, r)
-	if err != nil || len(denied) == 0 {
-		return rep, err
-	}
-	resp := rep.Msg.(*kmsg.ListOffsetsResponse)
-	for _, t := range denied {
-		rt := kmsg.NewListOffsetsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewListOffsetsResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, errTopicAuth, -1, -1, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics,
+		func(t *kmsg.ListOffsetsRequestTopic) bool { return s.topic(kmsg.ACLOperationDescribe, t.Topic) },
+		func(t *kmsg.ListOffsetsRequestTopic) kmsg.ListOffsetsResponseTopic {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Timestamp, rp.Offset, rp.LeaderEpoch = p.Partition, errTopicAuth, -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.ListOffsetsResponseTopic { return &m.(*kmsg.ListOffsetsResponse).Topics })
 }
 
 // canCreateTopic: CREATE on the cluster or on the topic.
@@ -405,34 +424,23 @@ func authzMetadata(ctx context.Context, b *Broker, s *subject, r *Request, next 
 
 func authzOffsetCommit(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.OffsetCommitRequest)
-	code := errGroupAuth
-	var denied []kmsg.OffsetCommitRequestTopic
+	ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
+	allow, code := func(t *kmsg.OffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) }, errTopicAuth
 	if !s.group(kmsg.ACLOperationRead, req.Group) {
-		denied, req.Topics = req.Topics, nil
-	} else {
-		code = errTopicAuth
-		ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
-		req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) })
+		allow, code = func(*kmsg.OffsetCommitRequestTopic) bool { return false }, errGroupAuth
 	}
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.OffsetCommitResponse)
-	for _, t := range denied {
-		rt := kmsg.NewOffsetCommitResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics, allow,
+		func(t *kmsg.OffsetCommitRequestTopic) kmsg.OffsetCommitResponseTopic {
+			rt := kmsg.NewOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.OffsetCommitResponseTopic { return &m.(*kmsg.OffsetCommitResponse).Topics })
 }
 
 func authzOffsetFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
@@ -609,19 +617,14 @@ func authzListGroups(ctx context.Context, b *Broker, s *subject, r *Request, nex
 
 func authzDeleteGroups(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.DeleteGroupsRequest)
-	var denied []string
-	req.Groups, denied = split(req.Groups, func(g *string) bool { return s.group(kmsg.ACLOperationDelete, *g) })
-	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.DeleteGroupsResponse)
-	for _, name := range denied {
-		g := kmsg.NewDeleteGroupsResponseGroup()
-		g.Group, g.ErrorCode = name, errGroupAuth
-		resp.Groups = append(resp.Groups, g)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Groups,
+		func(g *string) bool { return s.group(kmsg.ACLOperationDelete, *g) },
+		func(g *string) kmsg.DeleteGroupsResponseGroup {
+			rg := kmsg.NewDeleteGroupsResponseGroup()
+			rg.Group, rg.ErrorCode = *g, errGroupAuth
+			return rg
+		},
+		func(m kmsg.Response) *[]kmsg.DeleteGroupsResponseGroup { return &m.(*kmsg.DeleteGroupsResponse).Groups })
 }
 
 func authzOffsetDelete(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
@@ -629,24 +632,19 @@ func authzOffsetDelete(ctx context.Context, b *Broker, s *subject, r *Request, n
 	if !s.group(kmsg.ACLOperationDelete, req.Group) {
 		return topError(r, errGroupAuth), nil
 	}
-	var denied []kmsg.OffsetDeleteRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetDeleteRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
-	rep, err := next(ctx, b, r)
-	if err != nil || len(denied) == 0 {
-		return rep, err
-	}
-	resp := rep.Msg.(*kmsg.OffsetDeleteResponse)
-	for _, t := range denied {
-		rt := kmsg.NewOffsetDeleteResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, errTopicAuth
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics,
+		func(t *kmsg.OffsetDeleteRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) },
+		func(t *kmsg.OffsetDeleteRequestTopic) kmsg.OffsetDeleteResponseTopic {
+			rt := kmsg.NewOffsetDeleteResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetDeleteResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, errTopicAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.OffsetDeleteResponseTopic { return &m.(*kmsg.OffsetDeleteResponse).Topics })
 }
 
 func authzConsumerGroupHeartbeat(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
@@ -764,98 +762,79 @@ func authzDeleteTopics(ctx context.Context, b *Broker, s *subject, r *Request, n
 
 func authzDeleteRecords(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.DeleteRecordsRequest)
-	var denied []kmsg.DeleteRecordsRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return s.topic(kmsg.ACLOperationDelete, t.Topic) })
-	rep, err := next(ctx, b, r)
-	if err != nil || len(denied) == 0 {
-		return rep, err
-	}
-	resp := rep.Msg.(*kmsg.DeleteRecordsResponse)
-	for _, t := range denied {
-		rt := kmsg.NewDeleteRecordsResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDeleteRecordsResponseTopicPartition()
-			rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, errTopicAuth
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics,
+		func(t *kmsg.DeleteRecordsRequestTopic) bool { return s.topic(kmsg.ACLOperationDelete, t.Topic) },
+		func(t *kmsg.DeleteRecordsRequestTopic) kmsg.DeleteRecordsResponseTopic {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.LowWatermark, rp.ErrorCode = p.Partition, -1, errTopicAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.DeleteRecordsResponseTopic {
+			return &m.(*kmsg.DeleteRecordsResponse).Topics
+		})
 }
 
 func authzCreatePartitions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.CreatePartitionsRequest)
-	var denied []kmsg.CreatePartitionsRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return s.topic(kmsg.ACLOperationAlter, t.Topic) })
-	rep, err := nextIf(len(req.Topics) > 0 || len(denied) == 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.CreatePartitionsResponse)
-	for _, t := range denied {
-		rt := kmsg.NewCreatePartitionsResponseTopic()
-		rt.Topic, rt.ErrorCode = t.Topic, errTopicAuth
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics,
+		func(t *kmsg.CreatePartitionsRequestTopic) bool { return s.topic(kmsg.ACLOperationAlter, t.Topic) },
+		func(t *kmsg.CreatePartitionsRequestTopic) kmsg.CreatePartitionsResponseTopic {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, errTopicAuth
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.CreatePartitionsResponseTopic {
+			return &m.(*kmsg.CreatePartitionsResponse).Topics
+		})
 }
 
 func authzOffsetForLeaderEpoch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.OffsetForLeaderEpochRequest)
-	var denied []kmsg.OffsetForLeaderEpochRequestTopic
-	code := errTopicAuth
-	if r.Version >= 3 && req.ReplicaID >= 0 {
-		if s.cluster(kmsg.ACLOperationClusterAction) {
-			return next(ctx, b, r)
-		}
-		denied, req.Topics, code = req.Topics, nil, errClusterAuth
-	} else {
-		req.Topics, denied = split(req.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool {
-			return s.topic(kmsg.ACLOperationDescribe, t.Topic)
+	allow, code := func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool {
+		return s.topic(kmsg.ACLOperationDescribe, t.Topic)
+	}, errTopicAuth
+	if r.Version >= 3 && req.ReplicaID >= 0 { // a follower: all or nothing
+		ok := s.cluster(kmsg.ACLOperationClusterAction)
+		allow, code = func(*kmsg.OffsetForLeaderEpochRequestTopic) bool { return ok }, errClusterAuth
+	}
+	return perResource(ctx, b, r, next, &req.Topics, allow,
+		func(t *kmsg.OffsetForLeaderEpochRequestTopic) kmsg.OffsetForLeaderEpochResponseTopic {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.OffsetForLeaderEpochResponseTopic {
+			return &m.(*kmsg.OffsetForLeaderEpochResponse).Topics
 		})
-	}
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.OffsetForLeaderEpochResponse)
-	for _, t := range denied {
-		rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
-			rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
 }
 
 func authzDescribeProducers(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.DescribeProducersRequest)
-	var denied []kmsg.DescribeProducersRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.DescribeProducersRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
-	rep, err := next(ctx, b, r)
-	if err != nil || len(denied) == 0 {
-		return rep, err
-	}
-	resp := rep.Msg.(*kmsg.DescribeProducersResponse)
-	for _, t := range denied {
-		rt := kmsg.NewDescribeProducersResponseTopic()
-		rt.Topic = t.Topic
-		for _, p := range t.Partitions {
-			rp := kmsg.NewDescribeProducersResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p, errTopicAuth
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics,
+		func(t *kmsg.DescribeProducersRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) },
+		func(t *kmsg.DescribeProducersRequestTopic) kmsg.DescribeProducersResponseTopic {
+			rt := kmsg.NewDescribeProducersResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDescribeProducersResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p, errTopicAuth
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.DescribeProducersResponseTopic {
+			return &m.(*kmsg.DescribeProducersResponse).Topics
+		})
 }
 
 func authzElectLeaders(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
@@ -970,40 +949,28 @@ func authzWriteTxnMarkers(ctx context.Context, b *Broker, s *subject, r *Request
 
 func authzTxnOffsetCommit(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.TxnOffsetCommitRequest)
-	code := int16(0)
-	switch {
+	ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
+	allow, code := func(t *kmsg.TxnOffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) }, errTopicAuth
+	switch none := func(*kmsg.TxnOffsetCommitRequestTopic) bool { return false }; {
 	case !s.txnID(kmsg.ACLOperationWrite, req.TransactionalID):
-		code = errTxnAuth
+		allow, code = none, errTxnAuth
 	case !s.group(kmsg.ACLOperationRead, req.Group):
-		code = errGroupAuth
+		allow, code = none, errGroupAuth
 	}
-	var denied []kmsg.TxnOffsetCommitRequestTopic
-	if code != 0 {
-		denied, req.Topics = req.Topics, nil
-	} else {
-		code = errTopicAuth
-		ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
-		req.Topics, denied = split(req.Topics, func(t *kmsg.TxnOffsetCommitRequestTopic) bool { return ok(t.Topic, t.TopicID) })
-	}
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Topics) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.TxnOffsetCommitResponse)
-	for _, t := range denied {
-		rt := kmsg.NewTxnOffsetCommitResponseTopic()
-		rt.Topic, rt.TopicID = t.Topic, t.TopicID
-		for _, p := range t.Partitions {
-			rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-			rp.Partition, rp.ErrorCode = p.Partition, code
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		resp.Topics = append(resp.Topics, rt)
-	}
-	return rep, nil
+	return perResource(ctx, b, r, next, &req.Topics, allow,
+		func(t *kmsg.TxnOffsetCommitRequestTopic) kmsg.TxnOffsetCommitResponseTopic {
+			rt := kmsg.NewTxnOffsetCommitResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, code
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			return rt
+		},
+		func(m kmsg.Response) *[]kmsg.TxnOffsetCommitResponseTopic {
+			return &m.(*kmsg.TxnOffsetCommitResponse).Topics
+		})
 }
 
 func authzDescribeTransactions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
@@ -1128,85 +1095,72 @@ func authzAlterUserSCRAM(ctx context.Context, b *Broker, s *subject, r *Request,
 
 // configAllowed: op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a config
 // resource: a topic, a group, or the cluster for brokers and loggers.
-func (s *subject) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) (bool, int16) {
+func (s *subject) configAllowed(op kmsg.ACLOperation, rt kmsg.ConfigResourceType, name string) bool {
 	switch rt {
 	case kmsg.ConfigResourceTypeTopic:
-		return s.topic(op, name), errTopicAuth
+		return s.topic(op, name)
 	case kmsg.ConfigResourceTypeGroupConfig:
-		return s.group(op, name), errGroupAuth
+		return s.group(op, name)
 	default:
-		return s.cluster(op), errClusterAuth
+		return s.cluster(op)
 	}
+}
+
+// configAuthCode is the error of a denied config resource.
+func configAuthCode(rt kmsg.ConfigResourceType) int16 {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		return errTopicAuth
+	case kmsg.ConfigResourceTypeGroupConfig:
+		return errGroupAuth
+	}
+	return errClusterAuth
 }
 
 func authzDescribeConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.DescribeConfigsRequest)
-	var denied []kmsg.DescribeConfigsResponseResource
-	req.Resources, _ = split(req.Resources, func(res *kmsg.DescribeConfigsRequestResource) bool {
-		ok, code := s.configAllowed(kmsg.ACLOperationDescribeConfigs, res.ResourceType, res.ResourceName)
-		if !ok {
+	return perResource(ctx, b, r, next, &req.Resources,
+		func(x *kmsg.DescribeConfigsRequestResource) bool {
+			return s.configAllowed(kmsg.ACLOperationDescribeConfigs, x.ResourceType, x.ResourceName)
+		},
+		func(x *kmsg.DescribeConfigsRequestResource) kmsg.DescribeConfigsResponseResource {
 			d := kmsg.NewDescribeConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, d)
-		}
-		return ok
-	})
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.DescribeConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+			d.ResourceType, d.ResourceName, d.ErrorCode = x.ResourceType, x.ResourceName, configAuthCode(x.ResourceType)
+			return d
+		},
+		func(m kmsg.Response) *[]kmsg.DescribeConfigsResponseResource {
+			return &m.(*kmsg.DescribeConfigsResponse).Resources
+		})
 }
 
 func authzAlterConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.AlterConfigsRequest)
-	var denied []kmsg.AlterConfigsResponseResource
-	req.Resources, _ = split(req.Resources, func(res *kmsg.AlterConfigsRequestResource) bool {
-		ok, code := s.configAllowed(kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
-		if !ok {
+	return perResource(ctx, b, r, next, &req.Resources,
+		func(x *kmsg.AlterConfigsRequestResource) bool {
+			return s.configAllowed(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+		},
+		func(x *kmsg.AlterConfigsRequestResource) kmsg.AlterConfigsResponseResource {
 			d := kmsg.NewAlterConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, d)
-		}
-		return ok
-	})
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.AlterConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+			d.ResourceType, d.ResourceName, d.ErrorCode = x.ResourceType, x.ResourceName, configAuthCode(x.ResourceType)
+			return d
+		},
+		func(m kmsg.Response) *[]kmsg.AlterConfigsResponseResource {
+			return &m.(*kmsg.AlterConfigsResponse).Resources
+		})
 }
 
 func authzIncrementalAlterConfigs(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.IncrementalAlterConfigsRequest)
-	var denied []kmsg.IncrementalAlterConfigsResponseResource
-	req.Resources, _ = split(req.Resources, func(res *kmsg.IncrementalAlterConfigsRequestResource) bool {
-		ok, code := s.configAllowed(kmsg.ACLOperationAlterConfigs, res.ResourceType, res.ResourceName)
-		if !ok {
+	return perResource(ctx, b, r, next, &req.Resources,
+		func(x *kmsg.IncrementalAlterConfigsRequestResource) bool {
+			return s.configAllowed(kmsg.ACLOperationAlterConfigs, x.ResourceType, x.ResourceName)
+		},
+		func(x *kmsg.IncrementalAlterConfigsRequestResource) kmsg.IncrementalAlterConfigsResponseResource {
 			d := kmsg.NewIncrementalAlterConfigsResponseResource()
-			d.ResourceType, d.ResourceName, d.ErrorCode = res.ResourceType, res.ResourceName, code
-			denied = append(denied, d)
-		}
-		return ok
-	})
-	if len(denied) == 0 {
-		return next(ctx, b, r)
-	}
-	rep, err := nextIf(len(req.Resources) > 0, ctx, b, r, next)
-	if err != nil {
-		return nil, err
-	}
-	resp := rep.Msg.(*kmsg.IncrementalAlterConfigsResponse)
-	resp.Resources = append(resp.Resources, denied...)
-	return rep, nil
+			d.ResourceType, d.ResourceName, d.ErrorCode = x.ResourceType, x.ResourceName, configAuthCode(x.ResourceType)
+			return d
+		},
+		func(m kmsg.Response) *[]kmsg.IncrementalAlterConfigsResponseResource {
+			return &m.(*kmsg.IncrementalAlterConfigsResponse).Resources
+		})
 }

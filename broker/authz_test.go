@@ -46,24 +46,13 @@ func (z *authzBroker) user(name string, opts ...kgo.Opt) *kgo.Client {
 	return secureClient(z.t, z.b, nil, "SASL_PLAINTEXT", scram.Auth{User: name, Pass: name + "-pw"}.AsSha256Mechanism(), opts...)
 }
 
-func (z *authzBroker) grant(bl *kadm.ACLBuilder) {
-	z.t.Helper()
-	res, err := z.adm.CreateACLs(context.Background(), bl.ResourcePatternType(kadm.ACLPatternLiteral))
-	if err == nil {
-		for _, r := range res {
-			if r.Err != nil {
-				err = r.Err
-			}
-		}
-	}
-	if err != nil {
-		z.t.Fatal(err)
-	}
-}
+func (z *authzBroker) grant(bl *kadm.ACLBuilder) { z.grantPattern(bl, kadm.ACLPatternLiteral) }
 
-func (z *authzBroker) grantPrefixed(bl *kadm.ACLBuilder) {
+func (z *authzBroker) grantPrefixed(bl *kadm.ACLBuilder) { z.grantPattern(bl, kadm.ACLPatternPrefixed) }
+
+func (z *authzBroker) grantPattern(bl *kadm.ACLBuilder, pattern kadm.ACLPattern) {
 	z.t.Helper()
-	res, err := z.adm.CreateACLs(context.Background(), bl.ResourcePatternType(kadm.ACLPatternPrefixed))
+	res, err := z.adm.CreateACLs(context.Background(), bl.ResourcePatternType(pattern))
 	if err == nil {
 		for _, r := range res {
 			if r.Err != nil {
