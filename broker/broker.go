@@ -350,6 +350,9 @@ func New(cfg Config) (*Broker, error) {
 	b.quotas = newQuotas(b)
 	if cfg.Authorizer.Enabled {
 		b.authz = newAuthorizer(cfg.Authorizer)
+		if len(cfg.Listeners) > 0 && cfg.Listeners[0].SecurityProtocol == ProtocolPlaintext && !b.authz.super["User:"+AnonymousPrincipal] {
+			b.log.Warn("the authorizer is on and User:ANONYMOUS, the brokers' principal on the first (PLAINTEXT) listener, is not a super user: replication and transaction markers need CLUSTER_ACTION granted to it (docs/security.md)")
+		}
 	}
 	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
 	lock, err := lockDataDir(cfg.DataDir) // datadir_lock.go: first, fail fast
