@@ -64,6 +64,10 @@ type Config struct {
 	// TLS is the server side of SSL and SASL_SSL listeners: certificate,
 	// and ClientAuth/ClientCAs for client certificates (ssl.client.auth).
 	TLS *tls.Config
+	// SSLPrincipalMapper turns a client certificate's subject into the
+	// principal (ssl.principal.mapping.rules, principal_mapping.go); nil
+	// keeps the subject.
+	SSLPrincipalMapper *PrincipalMapper
 	// PeerTLS is what the broker's own clients use to reach an SSL first
 	// listener of its peers (the CA that signed their certificates, and
 	// this broker's certificate when they ask for one).

@@ -132,9 +132,13 @@ func (b *Broker) secure(nc net.Conn, l Listener) (net.Conn, *saslConn, string, e
 			return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
 		}
 		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
-			// Kafka's default SSL principal: the certificate's
-			// subject, as an X.500 distinguished name.
-			principal = certs[0].Subject.String()
+			// Kafka's SSL principal: the certificate's subject, as
+			// an RFC 2253 distinguished name, through the mapping
+			// rules; a subject no rule maps fails the connection.
+			principal, err = b.cfg.SSLPrincipalMapper.Map(certs[0].Subject.String())
+			if err != nil {
+				return nil, nil, "", err
+			}
 		}
 		nc = tc
 	}

@@ -686,3 +686,49 @@ func TestAcksAllISRShrinksBelowMin(t *testing.T) {
 		t.Fatalf("acks=all with one in-sync replica: error %d, want NOT_ENOUGH_REPLICAS", code)
 	}
 }
+
+// TestTLSPrincipalMapping: ssl.principal.mapping.rules make the client
+// certificate's subject CN=alice,O=acme the principal "alice"; a subject no
+// rule maps fails the connection, and the broker carries on.
+func TestTLSPrincipalMapping(t *testing.T) {
+	pki := newTestPKI(t)
+	start := func(rules string) *Broker {
+		m, err := ParsePrincipalMappingRules(rules)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return startBroker(t, "", func(c *Config) {
+			c.Listeners = []Listener{
+				{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+				{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL},
+			}
+			c.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.VerifyClientCertIfGiven}
+			c.SSLPrincipalMapper = m
+		})
+	}
+	b := start(`RULE:^CN=([^,]*),O=acme$/$1/L,DEFAULT`)
+	cl := secureClient(t, b, pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
+	if err := cl.Ping(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	b.mu.Lock()
+	var got []string
+	for c := range b.mu.conns {
+		if c.info.Listener == "SSL" {
+			got = append(got, c.info.principal())
+		}
+	}
+	b.mu.Unlock()
+	if len(got) == 0 || got[0] != "alice" {
+		t.Fatalf("principals on SSL: %v, want alice", got)
+	}
+
+	b = start(`RULE:^CN=([^,]*),O=other$/$1/`) // no DEFAULT: alice's subject fails
+	cl = secureClient(t, b, pki, "SSL", nil, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
+	if err := cl.Ping(testCtx(t)); err == nil {
+		t.Fatal("a subject no rule maps: the connection was served")
+	}
+	if err := newClient(t, b).Ping(testCtx(t)); err != nil {
+		t.Fatalf("the broker after a refused subject: %v", err)
+	}
+}

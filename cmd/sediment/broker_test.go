@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -117,19 +118,51 @@ func TestLeaderRebalanceSettings(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"leader-imbalance-check-interval: 0s\n", "leader-imbalance-per-broker-percentage: 101\n", "leader-imbalance-per-broker-percentage: -1\n"} {
-		file := filepath.Join(t.TempDir(), "sediment.yaml")
-		os.WriteFile(file, []byte("node-id: 1\n"+bad), 0o644)
-		vv := viper.New()
-		cmd := newBrokerCmdWith(vv)
-		if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
-			t.Fatal(err)
-		}
-		vv.SetConfigFile(file)
-		if err := vv.ReadInConfig(); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := brokerConfig(vv, nil); err == nil {
+		if configRefused(t, bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+}
+
+// TestAuthorizerSettings: the authorizer's settings and the SSL principal
+// mapping rules reach broker.Config; malformed ones are refused at start.
+func TestAuthorizerSettings(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sediment.yaml")
+	os.WriteFile(file, []byte("node-id: 1\nauthorizer-enabled: true\nsuper-users: User:admin; User:CN=broker,O=acme\nssl-principal-mapping-rules: RULE:^CN=([^,]*),.*$/$1/L,DEFAULT\n"), 0o644)
+	cfg := configFromFile(t, file, "--allow-everyone-if-no-acl-found")
+	if !cfg.Authorizer.Enabled || !cfg.Authorizer.AllowEveryoneIfNoACLFound || !slices.Equal(cfg.Authorizer.SuperUsers, []string{"User:admin", "User:CN=broker,O=acme"}) {
+		t.Errorf("authorizer: %+v", cfg.Authorizer)
+	}
+	if p, err := cfg.SSLPrincipalMapper.Map("CN=Alice,O=acme"); err != nil || p != "alice" {
+		t.Errorf("mapping: %q %v", p, err)
+	}
+	plain := filepath.Join(t.TempDir(), "sediment.yaml")
+	os.WriteFile(plain, []byte("node-id: 1\n"), 0o644)
+	if cfg := configFromFile(t, plain); cfg.Authorizer.Enabled || cfg.SSLPrincipalMapper != nil {
+		t.Errorf("defaults: %+v, %v", cfg.Authorizer, cfg.SSLPrincipalMapper)
+	}
+	for _, bad := range []string{"super-users: alice\n", "super-users: Group:x\n", "ssl-principal-mapping-rules: RULE:(/x/\n", "ssl-principal-mapping-rules: NONE\n"} {
+		if configRefused(t, bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// configRefused is brokerConfig's error for a config file of "node-id: 1"
+// and yaml.
+func configRefused(t *testing.T, yaml string) error {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "sediment.yaml")
+	os.WriteFile(file, []byte("node-id: 1\n"+yaml), 0o644)
+	vv := viper.New()
+	cmd := newBrokerCmdWith(vv)
+	if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
+		t.Fatal(err)
+	}
+	vv.SetConfigFile(file)
+	if err := vv.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := brokerConfig(vv, nil)
+	return err
 }

@@ -25,6 +25,7 @@ var securitySettings = []brokerSetting{
 	{"ssl-ca-file", "", "ssl.truststore: PEM CA certificates that sign client certificates, and peers' when the first listener is SSL (empty: the system's roots)"},
 	{"ssl-client-auth", "none", "ssl.client.auth: none, requested or required (a client certificate's subject becomes the principal)"},
 	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user)"},
+	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
 	{"super-users", "", "super.users: principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS)"},
 	{"allow-everyone-if-no-acl-found", false, "allow.everyone.if.no.acl.found: a resource without any ACL is open to everyone"},
@@ -67,6 +68,9 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 		}
 		cfg.Listeners[i].SecurityProtocol = p
 		needTLS = needTLS || p == broker.ProtocolSSL || p == broker.ProtocolSASLSSL
+	}
+	if cfg.SSLPrincipalMapper, err = broker.ParsePrincipalMappingRules(v.GetString("ssl-principal-mapping-rules")); err != nil {
+		return err
 	}
 	supers, err := broker.ParseSuperUsers(v.GetString("super-users"))
 	if err != nil {

@@ -1,0 +1,191 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+)
+
+// Kafka's ssl.principal.mapping.rules (KIP-371): how a TLS client
+// certificate's subject, an RFC 2253 distinguished name
+// ("CN=alice,OU=eng,O=acme"), becomes the principal that ACLs and quotas
+// see. A comma-separated list of rules, tried in order; the first that
+// applies gives the principal:
+//
+//	RULE:pattern/replacement/[LU]   the pattern must match the whole name; the
+//	                                replacement may use its groups ($1); L or U
+//	                                lower- or upper-cases the result
+//	DEFAULT                         the name as it is
+//
+// A name no rule applies to fails the connection, as in Kafka. "\/" is a
+// slash inside a pattern or replacement. The patterns are Go regular
+// expressions (RE2), which take Kafka's usual rules as they are.
+
+// PrincipalMapper maps certificate subjects to principals; nil keeps them
+// (DEFAULT alone).
+type PrincipalMapper struct {
+	rules []principalRule
+}
+
+type principalRule struct {
+	isDefault bool
+	re        *regexp.Regexp
+	template  string // regexp.Expand form
+	lower     bool
+	upper     bool
+	text      string // as written, for errors
+}
+
+// ParsePrincipalMappingRules reads Kafka's rule list; "" or "DEFAULT" gives
+// a nil mapper.
+func ParsePrincipalMappingRules(s string) (*PrincipalMapper, error) {
+	m := &PrincipalMapper{}
+	rest := strings.TrimSpace(s)
+	for rest != "" {
+		var r principalRule
+		var err error
+		r, rest, err = parsePrincipalRule(rest)
+		if err != nil {
+			return nil, fmt.Errorf("ssl principal mapping rules %q: %w", s, err)
+		}
+		m.rules = append(m.rules, r)
+		rest = strings.TrimSpace(rest)
+		if rest == "" {
+			break
+		}
+		if rest[0] != ',' {
+			return nil, fmt.Errorf("ssl principal mapping rules %q: want a comma after rule %q", s, r.text)
+		}
+		rest = strings.TrimSpace(rest[1:])
+		if rest == "" {
+			return nil, fmt.Errorf("ssl principal mapping rules %q: a rule is missing after the last comma", s)
+		}
+	}
+	if len(m.rules) == 0 || (len(m.rules) == 1 && m.rules[0].isDefault) {
+		return nil, nil
+	}
+	return m, nil
+}
+
+// parsePrincipalRule reads one rule at the start of s.
+func parsePrincipalRule(s string) (principalRule, string, error) {
+	if strings.HasPrefix(s, "DEFAULT") {
+		return principalRule{isDefault: true, text: "DEFAULT"}, s[len("DEFAULT"):], nil
+	}
+	if !strings.HasPrefix(s, "RULE:") {
+		return principalRule{}, "", fmt.Errorf("%q: a rule is DEFAULT or RULE:pattern/replacement/[LU]", cut(s))
+	}
+	body := s[len("RULE:"):]
+	pattern, body, ok := readRulePart(body)
+	if !ok {
+		return principalRule{}, "", fmt.Errorf("%q: want RULE:pattern/replacement/[LU]", cut(s))
+	}
+	replacement, body, ok := readRulePart(body)
+	if !ok {
+		return principalRule{}, "", fmt.Errorf("%q: want RULE:pattern/replacement/[LU]", cut(s))
+	}
+	var r principalRule
+	if body != "" && (body[0] == 'L' || body[0] == 'U') {
+		r.lower, r.upper = body[0] == 'L', body[0] == 'U'
+		body = body[1:]
+	}
+	r.text = s[:len(s)-len(body)]
+	if pattern == "" {
+		return principalRule{}, "", errors.New("a rule's pattern is empty")
+	}
+	re, err := regexp.Compile("^(?:" + pattern + ")$")
+	if err != nil {
+		return principalRule{}, "", fmt.Errorf("rule %q: %w", r.text, err)
+	}
+	r.re = re
+	r.template = javaReplacement(replacement)
+	return r, body, nil
+}
+
+// readRulePart reads up to an unescaped '/', unescaping "\/"; the other
+// escapes stay for the regular expression.
+func readRulePart(s string) (part, rest string, ok bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch {
+		case s[i] == '\\' && i+1 < len(s) && s[i+1] == '/':
+			b.WriteByte('/')
+			i++
+		case s[i] == '\\' && i+1 < len(s):
+			b.WriteString(s[i : i+2])
+			i++
+		case s[i] == '/':
+			return b.String(), s[i+1:], true
+		default:
+			b.WriteByte(s[i])
+		}
+	}
+	return "", "", false
+}
+
+// javaReplacement turns a Java replacement ("$1@$2", "\$" for a dollar)
+// into regexp.Expand's template ("${1}@${2}", "$$").
+func javaReplacement(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '\\' && i+1 < len(s):
+			i++
+			if s[i] == '$' {
+				b.WriteString("$$")
+			} else {
+				b.WriteByte(s[i])
+			}
+		case c == '$':
+			j := i + 1
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if j == i+1 {
+				b.WriteString("$$")
+				continue
+			}
+			b.WriteString("${" + s[i+1:j] + "}")
+			i = j - 1
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func cut(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "…"
+	}
+	return s
+}
+
+// Map gives the principal of a certificate subject.
+func (m *PrincipalMapper) Map(dn string) (string, error) {
+	if m == nil {
+		return dn, nil
+	}
+	for _, r := range m.rules {
+		if r.isDefault {
+			return dn, nil
+		}
+		idx := r.re.FindStringSubmatchIndex(dn)
+		if idx == nil {
+			continue
+		}
+		out := string(r.re.ExpandString(nil, r.template, dn, idx))
+		switch {
+		case r.lower:
+			out = strings.ToLower(out)
+		case r.upper:
+			out = strings.ToUpper(out)
+		}
+		if out == "" {
+			return "", fmt.Errorf("rule %s maps %q to an empty principal", r.text, dn)
+		}
+		return out, nil
+	}
+	return "", fmt.Errorf("no ssl principal mapping rule applies to %q", dn)
+}
