@@ -347,6 +347,7 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 		mux.Handle("/v1/tier/status", b.TierStatusHandler())
 		mux.Handle("/v1/cleaner", b.CleanerStatusHandler())
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		mux.Handle("/readyz", b.ReadinessHandler())
 		admin = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go func() {
 			defer close(adminDone)
