@@ -692,7 +692,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("data-dir %v is not the mount of a volumeClaimTemplate", cfg["data-dir"])
 	}
 
-	// Probes hit /healthz on the admin address's port.
+	// Probes hit /healthz (/readyz for readiness) on the admin address's port.
 	_, adminPort, err := net.SplitHostPort(fmt.Sprint(cfg["admin-address"]))
 	if err != nil || strings.HasPrefix(fmt.Sprint(cfg["admin-address"]), "127.") {
 		t.Fatalf("admin-address %v must listen beyond loopback for the probes (%v)", cfg["admin-address"], err)
@@ -701,6 +701,7 @@ func TestKubernetes(t *testing.T) {
 	for _, p := range ctr.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
+	wantPath := map[string]string{"startup": "/healthz", "readiness": "/readyz", "liveness": "/healthz"}
 	for name, p := range map[string]*probe{"startup": ctr.StartupProbe, "readiness": ctr.ReadinessProbe, "liveness": ctr.LivenessProbe} {
 		if p == nil || p.HTTPGet == nil {
 			t.Errorf("no %s probe", name)
@@ -710,8 +711,8 @@ func TestKubernetes(t *testing.T) {
 		if n, ok := ports[port]; ok {
 			port = strconv.Itoa(n)
 		}
-		if p.HTTPGet.Path != "/healthz" || port != adminPort {
-			t.Errorf("%s probe: %s on port %s, want /healthz on the admin port %s", name, p.HTTPGet.Path, port, adminPort)
+		if p.HTTPGet.Path != wantPath[name] || port != adminPort {
+			t.Errorf("%s probe: %s on port %s, want %s on the admin port %s", name, p.HTTPGet.Path, port, wantPath[name], adminPort)
 		}
 	}
 
@@ -813,7 +814,8 @@ func (b *broker) stop(t *testing.T, within time.Duration) {
 	}
 }
 
-// waitReady polls ApiVersions (kadm) and /healthz until both answer.
+// waitReady polls ApiVersions (kadm), /healthz and /readyz?caught-up until
+// all answer.
 func (b *broker) waitReady(t *testing.T, adm *kadm.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -844,6 +846,16 @@ func (b *broker) waitReady(t *testing.T, adm *kadm.Client) {
 				resp.Body.Close()
 				if resp.StatusCode != http.StatusOK || strings.TrimSpace(string(body)) != "ok" {
 					err = fmt.Errorf("/healthz: %s %q", resp.Status, body)
+				}
+			}
+		}
+		if err == nil {
+			var resp *http.Response
+			if resp, err = http.Get("http://" + b.admin + "/readyz?caught-up"); err == nil {
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"ready":true`) {
+					err = fmt.Errorf("/readyz: %s %q", resp.Status, body)
 				}
 			}
 		}

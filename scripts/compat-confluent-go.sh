@@ -16,7 +16,8 @@
 # (Brokers 127.0.0.1:COMPAT_PORT, no SASL broker) and runs the test binary
 # from the scratch folder. The broker is set up as the kafka/testresources
 # docker-compose's Kafka: node id 0, num.partitions 4, rack RACK1,
-# auto-creation on.
+# auto-creation on; with the authorizer (TestAdminACLs), the PLAINTEXT
+# clients' User:ANONYMOUS a super user.
 #
 #   CONFLUENT_GO_VERSION=v2.11.1
 #   COMPAT_PORT=29540    the broker's Kafka port; Raft +1, metrics +2
@@ -36,14 +37,12 @@ TEST_TIMEOUT=${TEST_TIMEOUT:-20m}
 
 # Skipped by default (why: docs/compatibility.md, "confluent-kafka-go's
 # own tests"):
-#   TestIntegration/TestAdminACLs: ACLs are not served;
-#   TestIntegration/TestAdminClient_UserScramCredentials: SCRAM (SASL) is not served;
 #   TestTransactionalProducer: fails whatever the broker's speed allows:
 #     its Flush(-1) returns at once with the messages still in flight
 #     (Producer.Flush computes a deadline from the negative timeout), so it
 #     passes only when the transaction's produce requests were acknowledged
 #     before SendOffsetsToTransaction returned.
-skip_default='^TestIntegration$/^(TestAdminACLs|TestAdminClient_UserScramCredentials)$|^TestTransactionalProducer$'
+skip_default='^TestTransactionalProducer$'
 SKIP_PATTERN=${SKIP_DEFAULT-$skip_default}
 if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"
@@ -89,6 +88,7 @@ EOF
 	--raft-address "127.0.0.1:$((PORT + 1))" --admin-address "127.0.0.1:$((PORT + 2))" \
 	--data-dir "$work/broker" \
 	--num-partitions 4 --broker-rack RACK1 \
+	--authorizer-enabled --super-users User:ANONYMOUS \
 	--log-level "${BROKER_LOG_LEVEL:-warn}" ${BROKER_FLAGS:-} >> "$work/broker.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))
