@@ -68,6 +68,9 @@ type Config struct {
 	// principal (ssl.principal.mapping.rules, principal_mapping.go); nil
 	// keeps the subject.
 	SSLPrincipalMapper *PrincipalMapper
+	// OAuthBearer validates SASL/OAUTHBEARER tokens
+	// (sasl_oauthbearer.go); OAUTHBEARER must also be in SASLMechanisms.
+	OAuthBearer *OAuthBearerConfig
 	// PeerTLS is what the broker's own clients use to reach an SSL first
 	// listener of its peers (the CA that signed their certificates, and
 	// this broker's certificate when they ask for one).
@@ -291,8 +294,9 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
-	quotas  *quotas     // client quotas (quota.go)
-	authz   *authorizer // nil: every request allowed (acl.go)
+	quotas  *quotas         // client quotas (quota.go)
+	authz   *authorizer     // nil: every request allowed (acl.go)
+	oauth   *oauthValidator // nil: no OAUTHBEARER (sasl_oauthbearer.go)
 	budget  *memBudget
 
 	fetchSessions fetchSessions
@@ -352,6 +356,14 @@ func New(cfg Config) (*Broker, error) {
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
 	b.quotas = newQuotas(b)
+	if cfg.OAuthBearer != nil {
+		v, err := newOAuthValidator(*cfg.OAuthBearer)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		b.oauth = v
+	}
 	if cfg.Authorizer.Enabled {
 		b.authz = newAuthorizer(cfg.Authorizer)
 		if len(cfg.Listeners) > 0 && cfg.Listeners[0].SecurityProtocol == ProtocolPlaintext && !b.authz.super["User:"+AnonymousPrincipal] {

@@ -71,6 +71,9 @@ func (b *Broker) newSASLExchange(mechanism string) (saslExchange, error) {
 	if mechanism == MechanismPlain {
 		return &plainExchange{lookup: b.scramCredential}, nil
 	}
+	if mechanism == MechanismOAuthBearer && b.oauth != nil {
+		return &oauthExchange{v: b.oauth}, nil
+	}
 	if _, ok := scramHashes[mechanism]; !ok {
 		return nil, fmt.Errorf("mechanism %q", mechanism)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -86,6 +87,12 @@ func (c *Config) checkSecurity() error {
 		}
 	}
 	for _, m := range c.SASLMechanisms {
+		if m == MechanismOAuthBearer {
+			if c.OAuthBearer == nil {
+				return errors.New("broker: SASL mechanism OAUTHBEARER needs a JWKS URL (sasl-oauthbearer-jwks-endpoint-url) or the unsecured mode")
+			}
+			continue
+		}
 		if !slices.Contains(SupportedSASLMechanisms, m) {
 			return fmt.Errorf("broker: SASL mechanism %q not supported (want some of %s)", m, strings.Join(SupportedSASLMechanisms, ", "))
 		}

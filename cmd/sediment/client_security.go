@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -20,13 +22,14 @@ import (
 // both (SEDIMENT_SSL_CA_FILE).
 func addClientSecurityFlags(fs *pflag.FlagSet) []string {
 	fs.String("security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (env SEDIMENT_SECURITY_PROTOCOL)")
-	fs.String("sasl-mechanism", "SCRAM-SHA-256", "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (env SEDIMENT_SASL_MECHANISM)")
+	fs.String("sasl-mechanism", "SCRAM-SHA-256", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (env SEDIMENT_SASL_MECHANISM)")
+	fs.String("sasl-oauthbearer-token-file", "", "OAUTHBEARER: a file holding the access token (JWT) from the identity provider, read at each connection (env SEDIMENT_SASL_OAUTHBEARER_TOKEN_FILE)")
 	fs.String("sasl-username", "", "SASL user (env SEDIMENT_SASL_USERNAME)")
 	fs.String("sasl-password", "", "SASL password (env SEDIMENT_SASL_PASSWORD, which keeps it out of the process list)")
 	fs.String("ssl-ca-file", "", "PEM CA certificates to trust (default: the system's) (env SEDIMENT_SSL_CA_FILE)")
 	fs.String("ssl-client-cert-file", "", "PEM client certificate, for brokers with ssl-client-auth (env SEDIMENT_SSL_CLIENT_CERT_FILE)")
 	fs.String("ssl-client-key-file", "", "PEM key of --ssl-client-cert-file (env SEDIMENT_SSL_CLIENT_KEY_FILE)")
-	return []string{"security-protocol", "sasl-mechanism", "sasl-username", "sasl-password", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
+	return []string{"security-protocol", "sasl-mechanism", "sasl-oauthbearer-token-file", "sasl-username", "sasl-password", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
 }
 
 // securityOpts turns the flags into franz-go options (kgo.DialTLSConfig,
@@ -71,6 +74,22 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 		}
 		opts = append(opts, kgo.DialTLSConfig(cfg))
 	}
+	if useSASL && strings.EqualFold(o.v.GetString("sasl-mechanism"), "OAUTHBEARER") {
+		file := o.v.GetString("sasl-oauthbearer-token-file")
+		if file == "" {
+			return nil, fmt.Errorf("--sasl-mechanism OAUTHBEARER needs --sasl-oauthbearer-token-file (or SEDIMENT_SASL_OAUTHBEARER_TOKEN_FILE)")
+		}
+		// Read at each login, so that a token refreshed in the file by
+		// another process is used by the next connection.
+		opts = append(opts, kgo.SASL(oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			tok, err := os.ReadFile(file)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("--sasl-oauthbearer-token-file: %w", err)
+			}
+			return oauth.Auth{Token: strings.TrimSpace(string(tok))}, nil
+		})))
+		return opts, nil
+	}
 	if useSASL {
 		user, pass := o.v.GetString("sasl-username"), o.v.GetString("sasl-password")
 		if user == "" {
@@ -85,7 +104,7 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 		case "SCRAM-SHA-512":
 			m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
 		default:
-			return nil, fmt.Errorf("--sasl-mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", o.v.GetString("sasl-mechanism"))
+			return nil, fmt.Errorf("--sasl-mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", o.v.GetString("sasl-mechanism"))
 		}
 		opts = append(opts, kgo.SASL(m))
 	}

@@ -24,7 +24,14 @@ var securitySettings = []brokerSetting{
 	{"ssl-key-file", "", "ssl.keystore: PEM private key of ssl-cert-file"},
 	{"ssl-ca-file", "", "ssl.truststore: PEM CA certificates that sign client certificates, and peers' when the first listener is SSL (empty: the system's roots)"},
 	{"ssl-client-auth", "none", "ssl.client.auth: none, requested or required (a client certificate's subject becomes the principal)"},
-	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user)"},
+	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user), OAUTHBEARER (with sasl-oauthbearer-jwks-endpoint-url)"},
+	{"sasl-oauthbearer-jwks-endpoint-url", "", "sasl.oauthbearer.jwks.endpoint.url: the identity provider's JSON Web Key Set (https://, http:// or file://) that OAUTHBEARER tokens are checked against"},
+	{"sasl-oauthbearer-jwks-endpoint-refresh", time.Hour, "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the keys are fetched again (a token of an unknown key fetches them at most every 10 s)"},
+	{"sasl-oauthbearer-expected-issuer", "", "sasl.oauthbearer.expected.issuer: a token's iss must be this (empty: not checked)"},
+	{"sasl-oauthbearer-expected-audience", "", "sasl.oauthbearer.expected.audience: comma-separated; a token's aud must contain one (empty: not checked)"},
+	{"sasl-oauthbearer-sub-claim-name", "sub", "sasl.oauthbearer.sub.claim.name: the claim that is the principal"},
+	{"sasl-oauthbearer-clock-skew", 30 * time.Second, "sasl.oauthbearer.clock.skew.seconds: allowed on exp, nbf and iat"},
+	{"sasl-oauthbearer-unsecured", false, "accept unsigned OAUTHBEARER tokens (alg none, as librdkafka's sasl.oauthbearer.config makes): development only, Kafka's default unsecured validator"},
 	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
 	{"super-users", "", "super.users: principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS)"},
@@ -80,6 +87,23 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 		Enabled:                   v.GetBool("authorizer-enabled"),
 		SuperUsers:                supers,
 		AllowEveryoneIfNoACLFound: v.GetBool("allow-everyone-if-no-acl-found"),
+	}
+	if u, unsecured := v.GetString("sasl-oauthbearer-jwks-endpoint-url"), v.GetBool("sasl-oauthbearer-unsecured"); u != "" || unsecured {
+		var aud []string
+		for _, a := range strings.Split(v.GetString("sasl-oauthbearer-expected-audience"), ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				aud = append(aud, a)
+			}
+		}
+		cfg.OAuthBearer = &broker.OAuthBearerConfig{
+			JWKSURL:          u,
+			JWKSRefresh:      v.GetDuration("sasl-oauthbearer-jwks-endpoint-refresh"),
+			ExpectedIssuer:   v.GetString("sasl-oauthbearer-expected-issuer"),
+			ExpectedAudience: aud,
+			SubClaim:         v.GetString("sasl-oauthbearer-sub-claim-name"),
+			ClockSkew:        v.GetDuration("sasl-oauthbearer-clock-skew"),
+			Unsecured:        unsecured,
+		}
 	}
 	for _, m := range strings.Split(v.GetString("sasl-enabled-mechanisms"), ",") {
 		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
