@@ -16,7 +16,9 @@ import (
 // (conn.go readLoop), as older clients (kafka-python) send it. An unknown or
 // disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones
 // and the connection closes; a second handshake, or one on a listener
-// without SASL, gets ILLEGAL_SASL_STATE. Serial: in request order.
+// without SASL, gets ILLEGAL_SASL_STATE, except a re-authentication
+// (KIP-368: with connections.max.reauth.ms, after a login, v1, the same
+// mechanism). Serial: in request order.
 
 func init() {
 	e := regKey(17, 0, 1)
@@ -35,7 +37,21 @@ func handleSaslHandshake(_ context.Context, b *Broker, r *Request) (*Reply, erro
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.done.Load() || sc.mechanism != "" {
+	if sc.done.Load() {
+		// A re-authentication (KIP-368): only where sessions expire,
+		// at v1, with the same mechanism.
+		if b.cfg.ConnectionsMaxReauth <= 0 || r.Version < 1 || sc.reauth || req.Mechanism != sc.mechanism {
+			resp.ErrorCode = kerr.IllegalSaslState.Code
+			return &Reply{Msg: resp, Close: true}, nil
+		}
+		x, err := b.newSASLExchange(req.Mechanism)
+		if err != nil {
+			return nil, err
+		}
+		sc.exchange, sc.reauth = x, true
+		return &Reply{Msg: resp}, nil
+	}
+	if sc.mechanism != "" {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return &Reply{Msg: resp, Close: true}, nil
 	}

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -14,9 +15,15 @@ import (
 // failed login gets SASL_AUTHENTICATION_FAILED and the connection closes;
 // a request out of turn (no handshake, after success, on a listener without
 // SASL) gets ILLEGAL_SASL_STATE and closes. On success every API opens and
-// the connection's principal is the user. v1 session lifetime 0: the
-// broker does not ask for re-authentication (connections.max.reauth.ms 0,
-// Kafka's default). v2 flexible. Serial: in request order.
+// the connection's principal is the user.
+//
+// Re-authentication (KIP-368): with connections.max.reauth.ms, a v1+ login
+// answers a session lifetime of that long, or until the OAUTHBEARER token
+// expires if sooner; the client logs in again on the same connection before
+// then (SaslHandshake, SaslAuthenticate, as the same principal), and a
+// connection used for anything else after it is closed (conn.go). Without
+// it the lifetime is 0, Kafka's default. v2 flexible. Serial: in request
+// order.
 
 func init() {
 	e := regKey(36, 0, 2)
@@ -34,12 +41,11 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.done.Load() || sc.exchange == nil || sc.raw.Load() {
+	if (sc.done.Load() && !sc.reauth) || sc.exchange == nil || sc.raw.Load() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return &Reply{Msg: resp, Close: true}, nil
 	}
-	out, done, user, err := sc.exchange.step(req.SASLAuthBytes)
-	if err != nil {
+	fail := func(err error) (*Reply, error) {
 		r.Conn.logAuthFailure(b, sc.mechanism, err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", sc.mechanism)
@@ -47,9 +53,34 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 		sc.exchange = nil
 		return &Reply{Msg: resp, Close: true}, nil
 	}
+	out, done, user, err := sc.exchange.step(req.SASLAuthBytes)
+	if err != nil {
+		return fail(err)
+	}
 	resp.SASLAuthBytes = out
-	if done {
+	if !done {
+		return &Reply{Msg: resp}, nil
+	}
+	now := time.Now()
+	if sc.reauth {
+		if user != r.Conn.Principal {
+			return fail(fmt.Errorf("re-authentication as %q on a connection of %q", user, r.Conn.Principal))
+		}
+		sc.reauth = false
+		b.metrics.saslReauths.Inc()
+	} else {
 		r.Conn.authenticated(b, user)
 	}
+	if maxLife := b.cfg.ConnectionsMaxReauth; maxLife > 0 && r.Version >= 1 {
+		lifetime := maxLife
+		if ex, ok := sc.exchange.(interface{ expiry() time.Time }); ok {
+			if until := ex.expiry().Sub(now); until < lifetime {
+				lifetime = max(until, time.Millisecond)
+			}
+		}
+		resp.SessionLifetimeMillis = lifetime.Milliseconds()
+		sc.expiry.Store(now.Add(lifetime).UnixNano())
+	}
+	sc.exchange = nil
 	return &Reply{Msg: resp}, nil
 }

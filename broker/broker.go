@@ -53,6 +53,11 @@ type Config struct {
 	QueuedMaxRequestBytes int64
 	// ConnectionsMaxIdle closes connections idle for this long (connections.max.idle.ms).
 	ConnectionsMaxIdle time.Duration
+	// ConnectionsMaxReauth is KIP-368's connections.max.reauth.ms: a
+	// SASL session lasts at most this long (and no longer than an
+	// OAUTHBEARER token), after which the client must log in again on
+	// the connection or have it closed; 0 turns re-authentication off.
+	ConnectionsMaxReauth time.Duration
 	// WriteTimeout bounds writing one reply.
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.

@@ -274,6 +274,11 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		// succeeded closes the connection.
 		c.log.Info("closing connection: request before SASL authentication", "api", kmsg.NameForKey(hdr.key))
 		return nil, nil, false
+	} else if sc != nil && hdr.key != 17 && hdr.key != 36 && sc.sessionExpired(time.Now()) {
+		// KIP-368: the session ended and the client did not log in
+		// again.
+		c.log.Info("closing connection: SASL session expired", "api", kmsg.NameForKey(hdr.key), "principal", c.info.Principal)
+		return nil, nil, false
 	}
 	e := apis[hdr.key]
 	if e == nil || e.handler == nil {

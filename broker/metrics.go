@@ -27,6 +27,7 @@ type metrics struct {
 	throttledSkips *prometheus.CounterVec
 	// saslLogins and saslFailures count SASL authentications (security.go).
 	saslLogins, saslFailures prometheus.Counter
+	saslReauths              prometheus.Counter // KIP-368 re-authentications
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -70,9 +71,12 @@ func newMetrics(b *Broker) *metrics {
 		saslFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_sasl_authentication_failures_total", Help: "SASL logins that failed (the connection was closed).",
 		}),
+		saslReauths: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_sasl_reauthentications_total", Help: "SASL re-authentications (KIP-368) that succeeded.",
+		}),
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
-		m.saslLogins, m.saslFailures,
+		m.saslLogins, m.saslFailures, m.saslReauths,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m

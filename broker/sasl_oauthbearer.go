@@ -185,21 +185,21 @@ func (v *oauthValidator) keysFor(ctx context.Context, kid string) ([]jose.JSONWe
 	return keys, nil
 }
 
-// validate checks a token and returns its principal.
-func (v *oauthValidator) validate(ctx context.Context, token string) (string, error) {
+// validate checks a token and returns its principal and expiry.
+func (v *oauthValidator) validate(ctx context.Context, token string) (string, time.Time, error) {
 	if v.cfg.Unsecured {
 		return v.validateUnsecured(token)
 	}
 	tok, err := jwt.ParseSigned(token, signingAlgs)
 	if err != nil {
-		return "", fmt.Errorf("token: %w", err)
+		return "", time.Time{}, fmt.Errorf("token: %w", err)
 	}
 	if len(tok.Headers) != 1 {
-		return "", errors.New("token: want one signature")
+		return "", time.Time{}, errors.New("token: want one signature")
 	}
 	keys, err := v.keysFor(ctx, tok.Headers[0].KeyID)
 	if err != nil {
-		return "", err
+		return "", time.Time{}, err
 	}
 	var claims jwt.Claims
 	var all map[string]any
@@ -214,19 +214,20 @@ func (v *oauthValidator) validate(ctx context.Context, token string) (string, er
 		}
 	}
 	if !verified {
-		return "", fmt.Errorf("token signature: %v", err)
+		return "", time.Time{}, fmt.Errorf("token signature: %v", err)
 	}
 	if claims.Expiry == nil {
-		return "", errors.New("token has no exp claim")
+		return "", time.Time{}, errors.New("token has no exp claim")
 	}
 	exp := jwt.Expected{Issuer: v.cfg.ExpectedIssuer, Time: v.now()}
 	if len(v.cfg.ExpectedAudience) > 0 {
 		exp.AnyAudience = v.cfg.ExpectedAudience
 	}
 	if err := claims.ValidateWithLeeway(exp, v.cfg.ClockSkew); err != nil {
-		return "", fmt.Errorf("token: %w", err)
+		return "", time.Time{}, fmt.Errorf("token: %w", err)
 	}
-	return v.principal(all)
+	sub, err := v.principal(all)
+	return sub, claims.Expiry.Time(), err
 }
 
 // principal is the subject claim: a non-empty string.
@@ -240,10 +241,10 @@ func (v *oauthValidator) principal(claims map[string]any) (string, error) {
 
 // validateUnsecured takes an unsigned token (header.payload.) as Kafka's
 // unsecured validator does: alg "none", an exp in the future, a subject.
-func (v *oauthValidator) validateUnsecured(token string) (string, error) {
+func (v *oauthValidator) validateUnsecured(token string) (string, time.Time, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 || parts[2] != "" {
-		return "", errors.New("unsecured token: want header.payload. (no signature)")
+		return "", time.Time{}, errors.New("unsecured token: want header.payload. (no signature)")
 	}
 	var header struct {
 		Alg string `json:"alg"`
@@ -252,24 +253,25 @@ func (v *oauthValidator) validateUnsecured(token string) (string, error) {
 	for i, dst := range []any{&header, &claims} {
 		raw, err := base64.RawURLEncoding.DecodeString(parts[i])
 		if err != nil {
-			return "", fmt.Errorf("unsecured token: %w", err)
+			return "", time.Time{}, fmt.Errorf("unsecured token: %w", err)
 		}
 		if err := json.Unmarshal(raw, dst); err != nil {
-			return "", fmt.Errorf("unsecured token: %w", err)
+			return "", time.Time{}, fmt.Errorf("unsecured token: %w", err)
 		}
 	}
 	if header.Alg != "none" {
-		return "", fmt.Errorf("unsecured token: alg %q, want none", header.Alg)
+		return "", time.Time{}, fmt.Errorf("unsecured token: alg %q, want none", header.Alg)
 	}
 	exp, ok := claims["exp"].(float64)
 	if !ok || math.IsNaN(exp) {
-		return "", errors.New("unsecured token has no exp claim")
+		return "", time.Time{}, errors.New("unsecured token has no exp claim")
 	}
-	now := v.now()
-	if time.Unix(int64(exp), 0).Add(v.cfg.ClockSkew).Before(now) {
-		return "", errors.New("unsecured token expired")
+	expiry := time.Unix(int64(exp), 0)
+	if expiry.Add(v.cfg.ClockSkew).Before(v.now()) {
+		return "", time.Time{}, errors.New("unsecured token expired")
 	}
-	return v.principal(claims)
+	sub, err := v.principal(claims)
+	return sub, expiry, err
 }
 
 // oauthExchange is the server side of OAUTHBEARER: one client message,
@@ -277,7 +279,11 @@ func (v *oauthValidator) validateUnsecured(token string) (string, error) {
 type oauthExchange struct {
 	v    *oauthValidator
 	done bool
+	exp  time.Time // the token's, once validated
 }
+
+// expiry is when the token expires: a session ends then (KIP-368).
+func (x *oauthExchange) expiry() time.Time { return x.exp }
 
 func (x *oauthExchange) step(in []byte) ([]byte, bool, string, error) {
 	if x.done {
@@ -316,12 +322,13 @@ func (x *oauthExchange) step(in []byte) ([]byte, bool, string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	user, err := x.v.validate(ctx, token)
+	user, exp, err := x.v.validate(ctx, token)
 	if err != nil {
 		return nil, false, "", err
 	}
 	if authz != "" && authz[2:] != user {
 		return nil, false, "", errors.New("OAUTHBEARER: authorization id differs from the token's principal")
 	}
+	x.exp = exp
 	return nil, true, user, nil
 }

@@ -133,7 +133,7 @@ func TestOAuthValidator(t *testing.T) {
 	now := time.Now()
 	check := func(name, tok, want string) {
 		t.Helper()
-		got, err := v.validate(ctx, tok)
+		got, _, err := v.validate(ctx, tok)
 		switch {
 		case want == "" && err == nil:
 			t.Errorf("%s: accepted as %q", name, got)
@@ -175,7 +175,7 @@ func TestOAuthValidator(t *testing.T) {
 	other.addRSA("unknown-kid")
 	before := idp.fetches.Load()
 	for range 20 {
-		if _, err := rv.validate(ctx, other.token("unknown-kid", claimsFor("x", now.Add(time.Hour)))); err == nil {
+		if _, _, err := rv.validate(ctx, other.token("unknown-kid", claimsFor("x", now.Add(time.Hour)))); err == nil {
 			t.Fatal("a token of an unknown key: accepted")
 		}
 	}
@@ -190,7 +190,7 @@ func TestOAuthValidator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := fv.validate(ctx, idp.token("ec-2", claimsFor("carol", now.Add(time.Hour)))); err != nil || got != "carol" {
+	if got, _, err := fv.validate(ctx, idp.token("ec-2", claimsFor("carol", now.Add(time.Hour)))); err != nil || got != "carol" {
 		t.Errorf("file JWKS: %q %v", got, err)
 	}
 
@@ -199,13 +199,13 @@ func TestOAuthValidator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := uv.validate(ctx, unsecuredToken(claimsFor("dave", now.Add(time.Hour)))); err != nil || got != "dave" {
+	if got, _, err := uv.validate(ctx, unsecuredToken(claimsFor("dave", now.Add(time.Hour)))); err != nil || got != "dave" {
 		t.Errorf("unsecured: %q %v", got, err)
 	}
-	if _, err := uv.validate(ctx, unsecuredToken(claimsFor("dave", now.Add(-time.Hour)))); err == nil {
+	if _, _, err := uv.validate(ctx, unsecuredToken(claimsFor("dave", now.Add(-time.Hour)))); err == nil {
 		t.Error("unsecured, expired: accepted")
 	}
-	if _, err := uv.validate(ctx, tok); err == nil {
+	if _, _, err := uv.validate(ctx, tok); err == nil {
 		t.Error("unsecured mode, a signed token: accepted (alg is not none)")
 	}
 	for _, bad := range []OAuthBearerConfig{{}, {Unsecured: true, JWKSURL: idp.srv.URL}, {JWKSURL: "ftp://x"}} {

@@ -107,9 +107,21 @@ type saslConn struct {
 	done atomic.Bool // authenticated: every API is open
 	raw  atomic.Bool // SaslHandshake v0: the exchange comes as raw tokens
 
+	// expiry is when the session ends (Unix ns; 0: never): past it the
+	// reader admits only a re-authentication (KIP-368).
+	expiry atomic.Int64
+
 	mu        sync.Mutex
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
+	reauth    bool // a re-authentication is in progress
+}
+
+// sessionExpired reports whether the connection's SASL session has ended:
+// only SaslHandshake and SaslAuthenticate may come then.
+func (sc *saslConn) sessionExpired(now time.Time) bool {
+	exp := sc.expiry.Load()
+	return exp != 0 && now.UnixNano() > exp
 }
 
 // saslPreAuthAPIs are the APIs a SASL connection may send before it has

@@ -1,0 +1,167 @@
+package broker
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// saslLogin runs SaslHandshake v1 and one SaslAuthenticate v1 on nc.
+func saslLogin(t *testing.T, nc net.Conn, mech string, msg []byte, corr int32) (*kmsg.SASLHandshakeResponse, *kmsg.SASLAuthenticateResponse) {
+	t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, mech
+	hresp := rawRequest(t, nc, hs, corr).(*kmsg.SASLHandshakeResponse)
+	if hresp.ErrorCode != 0 {
+		return hresp, nil
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 1, msg
+	return hresp, rawRequest(t, nc, au, corr+1).(*kmsg.SASLAuthenticateResponse)
+}
+
+func plainMsg(user, pass string) []byte { return []byte("\x00" + user + "\x00" + pass) }
+
+// connClosed reports whether the broker closed nc after a request.
+func connClosed(nc net.Conn, req kmsg.Request, corr int32) bool {
+	_, err := roundTrip(nc, req, corr, 10*time.Second)
+	return err != nil
+}
+
+// TestSASLReauthentication: KIP-368 with connections.max.reauth.ms.
+func TestSASLReauthentication(t *testing.T) {
+	const lifetime = 1500 * time.Millisecond
+	idp := newTestIdP(t)
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+		c.SASLMechanisms = []string{MechanismPlain, MechanismSCRAMSHA256, MechanismOAuthBearer}
+		c.OAuthBearer = &OAuthBearerConfig{JWKSURL: idp.srv.URL}
+		c.ConnectionsMaxReauth = lifetime
+	})
+	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	setUser(t, b, "bob", "bob-pw", kadm.ScramSha256)
+	if _, err := kadm.NewClient(newClient(t, b)).CreateTopic(testCtx(t), 1, 1, nil, "reauth"); err != nil {
+		t.Fatal(err)
+	}
+	sessions := func() (n int, expired bool) { // SASL connections, and whether all have expired
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		expired = true
+		for c := range b.mu.conns {
+			if c.info.sasl != nil && c.info.sasl.done.Load() {
+				n++
+				expired = expired && c.info.sasl.sessionExpired(time.Now())
+			}
+		}
+		return n, expired
+	}
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+
+	// franz-go re-authenticates on its own: the same connection carries on.
+	cl := secureClient(t, b, nil, "SASL_PLAINTEXT", scram.Auth{User: "alice", Pass: "alice-pw"}.AsSha256Mechanism(), kgo.DefaultProduceTopic("reauth"))
+	if err := produceOne(cl, "reauth", "1"); err != nil {
+		t.Fatal(err)
+	}
+	n, _ := sessions()
+	reauths := testutil.ToFloat64(b.metrics.saslReauths)
+	waitCond(t, func() bool { _, expired := sessions(); return expired })
+	if err := produceOne(cl, "reauth", "2"); err != nil {
+		t.Fatalf("produce after the session's lifetime: %v", err)
+	}
+	if got := testutil.ToFloat64(b.metrics.saslReauths); got <= reauths {
+		t.Errorf("re-authentications: %v, want more than %v", got, reauths)
+	}
+	if m, _ := sessions(); m != n {
+		t.Errorf("SASL connections: %d, then %d (want the same connections)", n, m)
+	}
+	cl.Close()
+
+	// A raw client that does not re-authenticate is closed on its next
+	// request after the lifetime; SaslAuthenticate v1 told it the lifetime.
+	nc := dial()
+	_, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1)
+	if au == nil || au.ErrorCode != 0 || au.SessionLifetimeMillis != lifetime.Milliseconds() {
+		t.Fatalf("login: %+v, want lifetime %d ms", au, lifetime.Milliseconds())
+	}
+	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 3) {
+		t.Fatal("closed within the session")
+	}
+	waitCond(t, func() bool { _, expired := sessions(); return expired })
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 4) {
+		t.Fatal("a request after the session expired was answered")
+	}
+
+	// Re-authenticating after expiry, as the same user: served again.
+	nc = dial()
+	saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1)
+	waitCond(t, func() bool { _, expired := sessions(); return expired })
+	if hs, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 3); hs.ErrorCode != 0 || au.ErrorCode != 0 || au.SessionLifetimeMillis != lifetime.Milliseconds() {
+		t.Fatalf("re-authentication: %+v %+v", hs, au)
+	}
+	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+		t.Fatal("closed after re-authenticating")
+	}
+	// As another user: refused, closed.
+	if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("bob", "bob-pw"), 6); au == nil || au.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("re-authentication as bob on alice's connection: %+v", au)
+	}
+	// With another mechanism: ILLEGAL_SASL_STATE.
+	nc = dial()
+	saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1)
+	if hs, _ := saslLogin(t, nc, MechanismOAuthBearer, nil, 3); hs.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("re-handshake with another mechanism: %+v", hs)
+	}
+
+	// OAUTHBEARER: the session ends with the token if that is sooner.
+	nc = dial()
+	tok := idp.token("rsa-1", claimsFor("carol", time.Now().Add(time.Hour)))
+	if _, au := saslLogin(t, nc, MechanismOAuthBearer, []byte("n,,\x01auth=Bearer "+tok+"\x01\x01"), 1); au == nil || au.ErrorCode != 0 || au.SessionLifetimeMillis != lifetime.Milliseconds() {
+		t.Fatalf("OAUTHBEARER, token for 1h: %+v", au)
+	}
+	nc = dial()
+	tok = idp.token("rsa-1", claimsFor("carol", time.Now().Add(time.Second)))
+	if _, au := saslLogin(t, nc, MechanismOAuthBearer, []byte("n,,\x01auth=Bearer "+tok+"\x01\x01"), 1); au == nil || au.ErrorCode != 0 || au.SessionLifetimeMillis >= lifetime.Milliseconds() || au.SessionLifetimeMillis <= 0 {
+		t.Fatalf("OAUTHBEARER, token for 1s: %+v, want a lifetime under %v", au, lifetime)
+	}
+}
+
+// TestSASLNoReauthentication: without connections.max.reauth.ms the
+// lifetime is 0, sessions do not expire, and a second handshake is
+// ILLEGAL_SASL_STATE.
+func TestSASLNoReauthentication(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+	})
+	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 || au.SessionLifetimeMillis != 0 {
+		t.Fatalf("login: %+v, want lifetime 0", au)
+	}
+	if hs, _ := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 3); hs.ErrorCode != kerr.IllegalSaslState.Code {
+		t.Fatalf("second handshake: %+v", hs)
+	}
+}
