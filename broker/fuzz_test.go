@@ -176,3 +176,43 @@ func FuzzSASLExchange(f *testing.F) {
 		}
 	})
 }
+
+// FuzzOAuthBearerExchange: arbitrary OAUTHBEARER client messages against
+// the unsecured validator (the one that parses tokens itself): no panic,
+// and success only with a principal and an expiry.
+func FuzzOAuthBearerExchange(f *testing.F) {
+	v, err := newOAuthValidator(OAuthBearerConfig{Unsecured: true})
+	if err != nil {
+		f.Fatal(err)
+	}
+	good := unsecuredToken(map[string]any{"sub": "u", "exp": 4102444800})
+	f.Add([]byte("n,,\x01auth=Bearer " + good + "\x01\x01"))
+	f.Add([]byte("n,a=u,\x01host=h\x01auth=Bearer " + good + "\x01\x01"))
+	f.Add([]byte("n,,\x01auth=Bearer e30.e30.\x01\x01"))
+	f.Add([]byte("y,,\x01\x01"))
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		x := &oauthExchange{v: v}
+		_, done, user, err := x.step(msg)
+		if err == nil && (!done || user == "" || x.expiry().IsZero()) {
+			t.Fatalf("%q: done %v as %q, expiry %v", msg, done, user, x.expiry())
+		}
+	})
+}
+
+// FuzzPrincipalMapping: arbitrary rule lists and subjects: parsing either
+// fails or gives a mapper whose Map never panics nor gives an empty
+// principal (which would read as ANONYMOUS).
+func FuzzPrincipalMapping(f *testing.F) {
+	f.Add(`RULE:^CN=(.*?),OU=(.*?)$/$1@$2/L,DEFAULT`, "CN=a,OU=b")
+	f.Add(`RULE:^CN=([^,]*)\/x,.*$/u-$1-\$/U`, "CN=b/x,O=c")
+	f.Add(`DEFAULT`, "")
+	f.Fuzz(func(t *testing.T, rules, dn string) {
+		m, err := ParsePrincipalMappingRules(rules)
+		if err != nil {
+			return
+		}
+		if p, err := m.Map(dn); err == nil && p == "" {
+			t.Fatalf("rules %q map %q to an empty principal", rules, dn)
+		}
+	})
+}

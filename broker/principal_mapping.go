@@ -162,8 +162,12 @@ func cut(s string) string {
 	return s
 }
 
-// Map gives the principal of a certificate subject.
+// Map gives the principal of a certificate subject. An empty one is an
+// error: it would read as ANONYMOUS.
 func (m *PrincipalMapper) Map(dn string) (string, error) {
+	if dn == "" {
+		return "", errors.New("a client certificate with an empty subject has no principal")
+	}
 	if m == nil {
 		return dn, nil
 	}

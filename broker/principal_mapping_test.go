@@ -42,6 +42,12 @@ func TestPrincipalMapping(t *testing.T) {
 	if got, _ := (*PrincipalMapper)(nil).Map("CN=x"); got != "CN=x" {
 		t.Errorf("nil mapper: %q", got)
 	}
+	// An empty subject is no principal (it would read as ANONYMOUS).
+	for _, m := range []*PrincipalMapper{nil, m} {
+		if p, err := m.Map(""); err == nil {
+			t.Errorf("empty subject: %q", p)
+		}
+	}
 	for _, bad := range []string{
 		"RULE:^CN=(.*)$", "RULE:^CN=(.*)$/$1", "RULE:(/$1/", "RULE://", "DEFAULT,", "DEFAULT RULE:a/b/",
 		"NOPE", "RULE:a/b/,,DEFAULT", "RULE:a/b/X",
