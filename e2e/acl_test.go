@@ -1,10 +1,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -392,4 +394,46 @@ func TestACLCluster(t *testing.T) {
 		}
 		t.Logf("%s: replica Fetch v%d as writer: %v", v.name, resp.Version, kerr.ErrorForCode(resp.ErrorCode))
 	}
+}
+
+// TestACLKcatReadDenied: a user who may describe and write a topic but not
+// read it (the --producer ACLs) is told so by kcat -C, which exits with
+// librdkafka's "Topic authorization failed" instead of retrying a Fetch
+// response it cannot parse.
+//
+// Skipped: broker/authz.go's fetchErrors leaves the denied partitions'
+// record set null (RecordBatches nil, encoded as length -1), which
+// librdkafka 2.0.2 refuses ("Protocol parse failure for Fetch v11 …
+// invalid MessageSetSize -1") and fetches again at once, forever; the Fetch
+// handler itself sends an empty set for this reason (01_fetch.go). With
+// rp.RecordBatches = []byte{} there, kcat exits with "Fetch from broker 1
+// failed: Broker: Topic authorization failed" and this test passes; drop
+// the Skip with that fix.
+func TestACLKcatReadDenied(t *testing.T) {
+	t.Skip("broker bug: authz.go fetchErrors answers a denied partition with a null record set, which librdkafka cannot parse")
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{Listeners: "SASL_PLAINTEXT://" + saslPlain, ExtraArgs: authorizerArgs})
+	b.sediment(t, "", "user", "set", "alice", "--password", "alice-pw")
+	b.sediment(t, "", "topic", "create", "t", "--partitions", "1")
+	b.sediment(t, "", "acl", "create", "--allow-principal", "User:alice", "--producer", "--topic", "t")
+	b.sediment(t, "one\ntwo\n", "produce", "t")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, kcatPath(t), "-b", saslPlain, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=SCRAM-SHA-256",
+		"-X", "sasl.username=alice", "-X", "sasl.password=alice-pw", "-C", "-t", "t", "-o", "beginning", "-e")
+	cmd.Env = brokerEnv()
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if ctx.Err() != nil {
+		t.Fatalf("kcat -C as alice without READ did not exit within 30s; stderr starts %q", firstLine(stderr.String()))
+	}
+	if err == nil || !hasAuthzError(stderr.String()) || stdout.Len() > 0 {
+		t.Fatalf("kcat -C as alice without READ: err %v (want a failure), stdout %q, stderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	if strings.Contains(stderr.String(), "PROTOERR") {
+		t.Errorf("librdkafka could not parse the broker's Fetch response:\n%s", stderr.String())
+	}
+	t.Logf("kcat -C as alice without READ: %v, stderr starts %q", err, firstLine(stderr.String()))
 }
