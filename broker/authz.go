@@ -322,6 +322,7 @@ func fetchErrors(req *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, code i
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition, rp.ErrorCode = p.Partition, code
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+			rp.RecordBatches = []byte{} // empty, not null: librdkafka cannot parse a null record set
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
