@@ -58,6 +58,12 @@ type Config struct {
 	// OAUTHBEARER token), after which the client must log in again on
 	// the connection or have it closed; 0 turns re-authentication off.
 	ConnectionsMaxReauth time.Duration
+	// MaxConnectionsPerIP, MaxConnectionsPerIPOverrides and MaxConnections
+	// are Kafka's max.connections.per.ip (and .overrides) and
+	// max.connections (conn_limits.go); 0 is no limit.
+	MaxConnectionsPerIP          int
+	MaxConnectionsPerIPOverrides map[string]int
+	MaxConnections               int
 	// WriteTimeout bounds writing one reply.
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
@@ -300,6 +306,7 @@ type Broker struct {
 	log     *slog.Logger
 	metrics *metrics
 	quotas  *quotas         // client quotas (quota.go)
+	limits  *connLimits     // connection limits (conn_limits.go)
 	authz   *authorizer     // nil: every request allowed (acl.go)
 	oauth   *oauthValidator // nil: no OAUTHBEARER (sasl_oauthbearer.go)
 	budget  *memBudget
@@ -361,6 +368,7 @@ func New(cfg Config) (*Broker, error) {
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
 	b.quotas = newQuotas(b)
+	b.limits = newConnLimits(&cfg)
 	if cfg.OAuthBearer != nil {
 		v, err := newOAuthValidator(*cfg.OAuthBearer)
 		if err != nil {
@@ -412,7 +420,7 @@ func New(cfg Config) (*Broker, error) {
 		l := b.addrs[i]
 		go pprof.Do(ctx, pprof.Labels("sediment", "accept", "listener", l.Name), func(context.Context) {
 			defer b.acceptWG.Done()
-			b.acceptLoop(ln, l)
+			b.acceptLoop(ln, l, i > 0 || len(b.listeners) == 1)
 		})
 	}
 	b.log.Info("broker started", "listeners", b.addrs, "data", cfg.DataDir)
@@ -446,9 +454,22 @@ func (b *Broker) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(b.metrics.reg, promhttp.HandlerOpts{})
 }
 
-func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
+// acceptLoop serves one listener; counted: its connections count against
+// max.connections (conn_limits.go).
+func (b *Broker) acceptLoop(ln net.Listener, l Listener, counted bool) {
 	var delay time.Duration
 	for {
+		for counted {
+			full, freed := b.limits.full()
+			if !full {
+				break
+			}
+			select { // max.connections: accept once one closes
+			case <-freed:
+			case <-b.ctx.Done():
+				return
+			}
+		}
 		nc, err := ln.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
@@ -465,6 +486,13 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
 			continue
 		}
 		delay = 0
+		ip := remoteIP(nc.RemoteAddr())
+		if !b.limits.admit(ip, counted) {
+			b.metrics.connRejected.Inc()
+			b.log.Debug("closing connection: max.connections.per.ip reached", "ip", ip, "listener", l.Name)
+			nc.Close()
+			continue
+		}
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
 		}
@@ -475,6 +503,7 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
 			// connections; this is a listener Close did not know.
 			b.mu.Unlock()
 			nc.Close()
+			b.limits.release(ip, counted)
 			continue
 		}
 		b.mu.conns[c] = struct{}{}
@@ -486,6 +515,7 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener) {
 			b.mu.Lock()
 			delete(b.mu.conns, c)
 			b.mu.Unlock()
+			b.limits.release(ip, counted)
 		})
 	}
 }

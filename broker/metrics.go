@@ -28,6 +28,7 @@ type metrics struct {
 	// saslLogins and saslFailures count SASL authentications (security.go).
 	saslLogins, saslFailures prometheus.Counter
 	saslReauths              prometheus.Counter // KIP-368 re-authentications
+	connRejected             prometheus.Counter // max.connections.per.ip (conn_limits.go)
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -71,12 +72,15 @@ func newMetrics(b *Broker) *metrics {
 		saslFailures: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_sasl_authentication_failures_total", Help: "SASL logins that failed (the connection was closed).",
 		}),
+		connRejected: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_connections_rejected_total", Help: "Connections closed at accept because their address had max.connections.per.ip open.",
+		}),
 		saslReauths: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_sasl_reauthentications_total", Help: "SASL re-authentications (KIP-368) that succeeded.",
 		}),
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
-		m.saslLogins, m.saslFailures, m.saslReauths,
+		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m

@@ -68,6 +68,9 @@ var brokerSettings = []brokerSetting{
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
+	{"max-connections-per-ip", 0, "max.connections.per.ip: connections one client address may have open; more are closed at once (0: no limit)"},
+	{"max-connections-per-ip-overrides", "", "max.connections.per.ip.overrides: host:count pairs, comma-separated, that replace max-connections-per-ip for those addresses (0 refuses one)"},
+	{"max-connections", 0, "max.connections: connections open on the client listeners before they stop accepting until one closes; the first (inter-broker) listener is not counted when there are several (0: no limit)"},
 	{"connections-max-reauth", time.Duration(0), "connections.max.reauth.ms (KIP-368): SASL sessions last this long (or until an OAUTHBEARER token expires); clients log in again on the connection, which is closed otherwise (0: off)"},
 	{"producer-id-expiration", 24 * time.Hour, "producer.id.expiration.ms: forget idempotent producers idle this long"},
 	{"producer-id-expiration-check-interval", 10 * time.Minute, "producer.id.expiration.check.interval.ms: how often partitions forget their expired producers"},
@@ -232,7 +235,15 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	if imbalancePct == 0 {
 		imbalancePct = -1 // broker.Config's "none" (its zero value means the default)
 	}
+	overrides, err := broker.ParseConnectionOverrides(v.GetString("max-connections-per-ip-overrides"))
+	if err != nil {
+		return broker.Config{}, err
+	}
+	if v.GetInt("max-connections-per-ip") < 0 || v.GetInt("max-connections") < 0 {
+		return broker.Config{}, fmt.Errorf("max-connections-per-ip and max-connections: want 0 (no limit) or more")
+	}
 	cfg := broker.Config{
+		MaxConnectionsPerIPOverrides:       overrides,
 		Voters:                             voters,
 		PeerAddresses:                      peers,
 		Rack:                               v.GetString("broker-rack"),
@@ -255,6 +266,8 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		QueuedMaxRequestBytes:              v.GetInt64("queued-max-request-bytes"),
 		ConnectionsMaxIdle:                 v.GetDuration("connections-max-idle"),
 		ConnectionsMaxReauth:               v.GetDuration("connections-max-reauth"),
+		MaxConnectionsPerIP:                v.GetInt("max-connections-per-ip"),
+		MaxConnections:                     v.GetInt("max-connections"),
 		AutoCreateTopics:                   v.GetBool("auto-create-topics-enable"),
 		NumPartitions:                      v.GetInt32("num-partitions"),
 		DefaultReplicationFactor:           int16(v.GetInt("default-replication-factor")),

@@ -1,0 +1,131 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Connection limits, as Kafka's (KIP-308 max.connections.per.ip with its
+// overrides, KIP-402 max.connections):
+//
+//   - a client address with MaxConnectionsPerIP connections open (or its
+//     override) has a new one closed as soon as it is accepted;
+//   - with MaxConnections connections open on the client listeners, those
+//     listeners stop accepting until one closes (new clients wait in the
+//     kernel's backlog, as Kafka's acceptor blocks). When there are several
+//     listeners the first, which carries inter-broker traffic, is not
+//     counted and never waits, so replication goes on when clients fill the
+//     broker; a broker with one listener counts every connection.
+//
+// Both guard the broker's memory and file descriptors against a client
+// that opens connections in a loop. Zero means no limit.
+
+// connLimits counts open connections; one per broker.
+type connLimits struct {
+	perIP     int
+	overrides map[string]int // IP (canonical form) → limit
+	max       int
+
+	mu    sync.Mutex
+	byIP  map[string]int
+	total int           // connections on client listeners
+	freed chan struct{} // closed and replaced when a counted connection ends
+}
+
+func newConnLimits(cfg *Config) *connLimits {
+	return &connLimits{perIP: cfg.MaxConnectionsPerIP, overrides: cfg.MaxConnectionsPerIPOverrides, max: cfg.MaxConnections,
+		byIP: map[string]int{}, freed: make(chan struct{})}
+}
+
+// ParseConnectionOverrides reads Kafka's max.connections.per.ip.overrides:
+// "host:count" pairs separated by commas, the host an IP address or a
+// name resolved now.
+func ParseConnectionOverrides(s string) (map[string]int, error) {
+	out := map[string]int{}
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		i := strings.LastIndex(f, ":")
+		if i <= 0 {
+			return nil, fmt.Errorf("max connections per ip override %q: want host:count", f)
+		}
+		host, n := strings.Trim(f[:i], "[]"), f[i+1:]
+		count, err := strconv.Atoi(n)
+		if err != nil || count < 0 {
+			return nil, fmt.Errorf("max connections per ip override %q: count is not a number ≥ 0", f)
+		}
+		ips := []net.IP{net.ParseIP(host)}
+		if ips[0] == nil {
+			if ips, err = net.LookupIP(host); err != nil {
+				return nil, fmt.Errorf("max connections per ip override %q: %w", f, err)
+			}
+		}
+		for _, ip := range ips {
+			out[ip.String()] = count
+		}
+	}
+	return out, nil
+}
+
+// ipLimit is the limit of connections from ip, and whether there is one
+// (an override of 0 refuses the address altogether).
+func (l *connLimits) ipLimit(ip string) (int, bool) {
+	if n, ok := l.overrides[ip]; ok {
+		return n, true
+	}
+	return l.perIP, l.perIP > 0
+}
+
+// remoteIP is the canonical IP of a connection's peer ("" if not TCP/IP).
+func remoteIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	if h, _, err := net.SplitHostPort(a.String()); err == nil {
+		return h
+	}
+	return ""
+}
+
+// admit counts a new connection from ip, or refuses it when the address
+// is at its limit (Kafka's TooManyConnectionsException: the connection
+// is closed at once).
+func (l *connLimits) admit(ip string, counted bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if lim, ok := l.ipLimit(ip); ok && l.byIP[ip] >= lim {
+		return false
+	}
+	l.byIP[ip]++
+	if counted {
+		l.total++
+	}
+	return true
+}
+
+// release uncounts a connection admitted from ip.
+func (l *connLimits) release(ip string, counted bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byIP[ip]--; l.byIP[ip] <= 0 {
+		delete(l.byIP, ip)
+	}
+	if counted {
+		l.total--
+		close(l.freed)
+		l.freed = make(chan struct{})
+	}
+}
+
+// full reports whether the client listeners are at max.connections, and
+// a channel closed when a counted connection ends.
+func (l *connLimits) full() (bool, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.max > 0 && l.total >= l.max, l.freed
+}
