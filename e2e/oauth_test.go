@@ -228,7 +228,7 @@ func TestOAuthSignedTokenCLI(t *testing.T) {
 			if r.Err == nil {
 				t.Fatalf("sediment %s with the %s token: succeeded\nstdout:\n%s\nstderr:\n%s", cmd[0], tc.name, r.Stdout, r.Stderr)
 			}
-			if !strings.Contains(strings.ToLower(r.Stderr), "authentication") {
+			if !strings.Contains(strings.ToLower(r.Stderr), "authentication") || !strings.Contains(r.Stderr, "cannot log in") {
 				t.Fatalf("sediment %s with the %s token: %v, want an authentication error; stderr:\n%s", cmd[0], tc.name, r.Err, r.Stderr)
 			}
 			t.Logf("sediment %s with the %s token: %v: %s", cmd[0], tc.name, r.Err, strings.TrimSpace(r.Stderr))

@@ -173,6 +173,11 @@ func connectError(seeds []string, err error) error {
 	if len(seeds) > 1 {
 		where = "any broker of " + strings.Join(seeds, ", ")
 	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) && (ke == kerr.SaslAuthenticationFailed || ke == kerr.UnsupportedSaslMechanism || ke == kerr.IllegalSaslState) {
+		// The broker answered: the address is right, the login is not.
+		return fmt.Errorf("cannot log in to %s (check --security-protocol, --sasl-mechanism and the credentials or token): %w", where, err)
+	}
 	return fmt.Errorf("cannot connect to %s (set --brokers or SEDIMENT_BROKERS): %w", where, err)
 }
 
