@@ -83,9 +83,7 @@ func (b *Broker) Readiness(caughtUp bool) Readiness {
 // Readiness as JSON; ?caught-up also waits for every ISR.
 func (b *Broker) ReadinessHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if req.Method != http.MethodGet && req.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !readOnly(w, req) {
 			return
 		}
 		r := b.Readiness(req.URL.Query().Has("caught-up"))

@@ -89,9 +89,7 @@ func (b *Broker) TierStatus(ctx context.Context, topic string) TierStatus {
 // port: TierStatus as JSON.
 func (b *Broker) TierStatusHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			w.Header().Set("Allow", "GET, HEAD")
-			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+		if !readOnly(w, r) {
 			return
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
@@ -102,4 +100,15 @@ func (b *Broker) TierStatusHandler() http.Handler {
 		enc.SetIndent("", "  ")
 		enc.Encode(st)
 	})
+}
+
+// readOnly answers 405 to anything but GET and HEAD (the admin endpoints
+// only report); it reports whether the request may go on.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+	return false
 }
