@@ -300,7 +300,8 @@ func authzFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Han
 	ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
 	var denied []kmsg.FetchRequestTopic
 	req.Topics, denied = split(req.Topics, func(t *kmsg.FetchRequestTopic) bool { return ok(t.Topic, t.TopicID) })
-	rep, err := next(ctx, b, r)
+	// Nothing left to read: answered at once, not after max_wait.
+	rep, err := nextIf(len(req.Topics) > 0 || len(denied) == 0, ctx, b, r, next)
 	if err != nil || len(denied) == 0 || rep.Msg == nil {
 		return rep, err
 	}

@@ -390,6 +390,17 @@ func TestAuthorizerFetchMixed(t *testing.T) {
 		t.Fatalf("fetch: %v, want %v", got, want)
 	}
 
+	// Only a denied topic, with a long max_wait: answered at once (the
+	// request's context would end first otherwise).
+	only := *req
+	only.Topics, only.MaxWaitMillis = req.Topics[:1], 60000 // closed
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	oresp, err := only.RequestWith(ctx, alice)
+	if err != nil || len(oresp.Topics) != 1 || oresp.Topics[0].Partitions[0].ErrorCode != errTopicAuth {
+		t.Fatalf("fetch of a denied topic alone: %v %+v", err, oresp)
+	}
+
 	// The same by topic id (Fetch v13+).
 	md, err := z.adm.Metadata(context.Background(), "open", "closed")
 	if err != nil {
