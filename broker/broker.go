@@ -79,6 +79,9 @@ type Config struct {
 	// principal (ssl.principal.mapping.rules, principal_mapping.go); nil
 	// keeps the subject.
 	SSLPrincipalMapper *PrincipalMapper
+	// InterBrokerSASL is how the broker's own clients log in when the
+	// first listener is SASL_PLAINTEXT or SASL_SSL (interbroker_sasl.go).
+	InterBrokerSASL *InterBrokerSASLConfig
 	// OAuthBearer validates SASL/OAUTHBEARER tokens
 	// (sasl_oauthbearer.go); OAUTHBEARER must also be in SASLMechanisms.
 	OAuthBearer *OAuthBearerConfig
@@ -415,6 +418,7 @@ func New(cfg Config) (*Broker, error) {
 	b.txns = newTxns(b)
 	b.groups.start()
 	b.txns.start()
+	go b.ensureInterBrokerUser(b.ctx)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
 		l := b.addrs[i]

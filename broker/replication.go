@@ -472,12 +472,11 @@ type replicator struct {
 
 func newReplicator(s *store) (*replicator, error) {
 	b := s.b
-	cl, err := kgo.NewClient(
+	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(b.addrs[0].Addr),
 		kgo.ClientID(fmt.Sprintf("sediment-replica-%d", b.cfg.NodeID)),
 		kgo.RetryTimeout(time.Second),
-		kgo.Dialer(b.dialPeer),
-	)
+	}, b.peerClientOpts()...)...)
 	if err != nil {
 		return nil, fmt.Errorf("broker: replica client: %w", err)
 	}

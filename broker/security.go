@@ -82,8 +82,14 @@ func (c *Config) checkSecurity() error {
 		}
 		if i == 0 && usesSASL(l.SecurityProtocol) {
 			// The broker's own clients (replica fetchers, transaction
-			// markers) connect to the first listener and do not log in.
-			return fmt.Errorf("broker: the first listener (%s) carries inter-broker traffic and must be PLAINTEXT or SSL, not %s; put a SASL listener after it", l.Name, l.SecurityProtocol)
+			// markers) connect to the first listener: on SASL they
+			// log in as the inter-broker user.
+			if c.InterBrokerSASL == nil {
+				return fmt.Errorf("broker: the first listener (%s) carries inter-broker traffic; as %s it needs the inter-broker SASL user (inter-broker-sasl-mechanism, -username, -password)", l.Name, l.SecurityProtocol)
+			}
+			if err := c.InterBrokerSASL.check(c.SASLMechanisms); err != nil {
+				return err
+			}
 		}
 	}
 	for _, m := range c.SASLMechanisms {

@@ -359,7 +359,7 @@ func (t *txns) client() (*kgo.Client, error) {
 	if t.mu.client != nil {
 		return t.mu.client, nil
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(t.b.Addr()), kgo.ClientID("sediment-txn-markers"), kgo.Dialer(t.b.dialPeer))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(t.b.Addr()), kgo.ClientID("sediment-txn-markers")}, t.b.peerClientOpts()...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -32,6 +32,9 @@ var securitySettings = []brokerSetting{
 	{"sasl-oauthbearer-sub-claim-name", "sub", "sasl.oauthbearer.sub.claim.name: the claim that is the principal"},
 	{"sasl-oauthbearer-clock-skew", 30 * time.Second, "sasl.oauthbearer.clock.skew.seconds: allowed on exp, nbf and iat"},
 	{"sasl-oauthbearer-unsecured", false, "accept unsigned OAUTHBEARER tokens (alg none, as librdkafka's sasl.oauthbearer.config makes): development only, Kafka's default unsecured validator"},
+	{"inter-broker-sasl-mechanism", "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how the broker's own clients log in when the first listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"},
+	{"inter-broker-sasl-username", "", "the inter-broker SASL user (created by the brokers if it does not exist; make it a super user with the authorizer)"},
+	{"inter-broker-sasl-password", "", "its password (SEDIMENT_INTER_BROKER_SASL_PASSWORD keeps it out of the process list)"},
 	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
 	{"super-users", "", "super.users: principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS)"},
@@ -78,6 +81,9 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	}
 	if cfg.SSLPrincipalMapper, err = broker.ParsePrincipalMappingRules(v.GetString("ssl-principal-mapping-rules")); err != nil {
 		return err
+	}
+	if u := v.GetString("inter-broker-sasl-username"); u != "" {
+		cfg.InterBrokerSASL = &broker.InterBrokerSASLConfig{Mechanism: strings.ToUpper(v.GetString("inter-broker-sasl-mechanism")), User: u, Password: v.GetString("inter-broker-sasl-password")}
 	}
 	supers, err := broker.ParseSuperUsers(v.GetString("super-users"))
 	if err != nil {
