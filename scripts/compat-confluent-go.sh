@@ -13,14 +13,15 @@
 # which the suite does not cover (skipped when RUN is set).
 #
 # Its tests read the broker list from ./testconf.json: the script writes one
-# (Brokers 127.0.0.1:COMPAT_PORT, no SASL broker) and runs the test binary
+# (Brokers 127.0.0.1:COMPAT_PORT, BrokersSasl the same broker's
+# SASL_PLAINTEXT listener on COMPAT_PORT+3, PLAIN as testuser) and runs the test binary
 # from the scratch folder. The broker is set up as the kafka/testresources
 # docker-compose's Kafka: node id 0, num.partitions 4, rack RACK1,
 # auto-creation on; with the authorizer (TestAdminACLs), the PLAINTEXT
-# clients' User:ANONYMOUS a super user.
+# clients' User:ANONYMOUS a super user, everyone allowed where no ACL is.
 #
 #   CONFLUENT_GO_VERSION=v2.11.1
-#   COMPAT_PORT=29540    the broker's Kafka port; Raft +1, metrics +2
+#   COMPAT_PORT=29540    the broker's Kafka port; Raft +1, metrics +2, SASL_PLAINTEXT +3
 #   BROKER_LOG_LEVEL     the broker's --log-level (default warn)
 #   BROKER_FLAGS         more flags for the broker (e.g. "--log-flush os")
 #   RUN, SKIP            -test.run / -test.skip patterns (SKIP adds to the
@@ -48,7 +49,7 @@ if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"
 fi
 
-for p in "$PORT" $((PORT + 1)) $((PORT + 2)); do
+for p in "$PORT" $((PORT + 1)) $((PORT + 2)) $((PORT + 3)); do
 	if (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
 		echo "compat-confluent-go: something already listens on 127.0.0.1:$p; choose another COMPAT_PORT" >&2
 		exit 1
@@ -80,15 +81,15 @@ $GO build -o "$work/sediment" ./cmd/sediment
 	$GO build -o "$work/kip848.bin" ./kip848
 )
 cat > "$work/testconf.json" <<EOF
-{"Brokers": "127.0.0.1:$PORT", "TopicName": "test", "GroupID": "testgroup", "PerfMsgCount": 10000, "PerfMsgSize": 100, "Config": ["api.version.request=true"]}
+{"Brokers": "127.0.0.1:$PORT", "BrokersSasl": "127.0.0.1:$((PORT + 3))", "SaslUsername": "testuser", "SaslPassword": "testpass", "SaslMechanism": "PLAIN", "TopicName": "test", "GroupID": "testgroup", "PerfMsgCount": 10000, "PerfMsgSize": 100, "Config": ["api.version.request=true"]}
 EOF
 
 "$work/sediment" broker --node-id 0 \
-	--listeners "127.0.0.1:$PORT" \
+	--listeners "PLAINTEXT://127.0.0.1:$PORT,SASL_PLAINTEXT://127.0.0.1:$((PORT + 3))" \
 	--raft-address "127.0.0.1:$((PORT + 1))" --admin-address "127.0.0.1:$((PORT + 2))" \
 	--data-dir "$work/broker" \
 	--num-partitions 4 --broker-rack RACK1 \
-	--authorizer-enabled --super-users User:ANONYMOUS \
+	--authorizer-enabled --super-users User:ANONYMOUS --allow-everyone-if-no-acl-found \
 	--log-level "${BROKER_LOG_LEVEL:-warn}" ${BROKER_FLAGS:-} >> "$work/broker.log" 2>&1 &
 pid=$!
 deadline=$((SECONDS + 60))
@@ -100,6 +101,11 @@ until "$work/sediment" cluster status -b "127.0.0.1:$PORT" --timeout 5s 2>/dev/n
 	sleep 0.5
 done
 
+# The SASL broker of the tests that need one (BrokersSasl): PLAIN as
+# testuser, not a super user; as in the suite's docker-compose, a resource
+# without ACLs is open to everyone (the authorized-operations tests expect
+# all operations, then only those their ACLs grant).
+"$work/sediment" user set testuser --password testpass -b "127.0.0.1:$PORT" > /dev/null
 echo "compat-confluent-go: confluent-kafka-go $VERSION tests, RUN=$RUN SKIP=$SKIP_PATTERN" >&2
 rc=0
 (cd "$work" && exec "$work/kafka.test" -test.v -test.run "$RUN" ${SKIP_PATTERN:+-test.skip "$SKIP_PATTERN"} -test.timeout "$TEST_TIMEOUT") > "$work/kafka.log" 2>&1 &
