@@ -145,6 +145,12 @@ func TestAuthzRulesDenyEveryVersion(t *testing.T) {
 			req := kmsg.RequestForKey(key)
 			req.SetVersion(v)
 			fillOne(reflect.ValueOf(req).Elem(), 0)
+			switch m := req.(type) { // consumers, not followers
+			case *kmsg.FetchRequest:
+				m.ReplicaID, m.ReplicaState.ID = -1, -1
+			case *kmsg.OffsetForLeaderEpochRequest:
+				m.ReplicaID = -1
+			}
 			r := &Request{Conn: &ConnInfo{}, Key: key, Version: v, Msg: req}
 			next := func(context.Context, *Broker, *Request) (*Reply, error) {
 				resp := req.ResponseKind()
