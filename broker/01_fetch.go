@@ -30,7 +30,11 @@ import (
 // Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
 // later epochs send and receive only what changed, epoch -1 fetches
 // without one. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong
-// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over.
+// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over. With
+// the authorizer, a consumer's partitions of topics it may not READ,
+// whether the request or its session names them, are
+// TOPIC_AUTHORIZATION_FAILED (authz.go's filter, applied here once the
+// session has resolved them).
 //
 // Long polling: when fewer than min_bytes are ready, the handler registers
 // one wake channel with every requested partition and sleeps until an
@@ -97,15 +101,22 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}
 	var parts []*fetchPart
 	redirected := false // a partition answers with a preferred read replica
+	mayRead := fetchTopicFilter(ctx) // ACLs (authz.go); nil: all
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
+		denied := mayRead != nil && !mayRead(t.Topic, t.TopicID)
 		for _, pt := range t.Partitions {
 			rp := kmsg.NewFetchResponseTopicPartition()
 			rp.Partition = pt.Partition
 			rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
 			// Empty, never null: librdkafka refuses a null record set.
 			rp.RecordBatches = []byte{}
+			if denied {
+				rp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			var p *partition
 			var err error
 			if r.Version >= 13 {

@@ -27,10 +27,10 @@ import (
 // WriteTxnMarkers, AddPartitionsToTxn v4) need CLUSTER_ACTION: the
 // brokers' principal on the first listener must be a super user or hold it.
 //
-// Fetch sessions (KIP-227) are turned off for consumers while the
-// authorizer is on: every consumer fetch names its partitions, so every
-// fetch is authorized against the ACLs current then (the clients fall back
-// to full fetches when the response carries no session id).
+// Fetch sessions (KIP-227) work as without the authorizer: a consumer
+// Fetch hands the handler a topic filter (fetchAuthzKey), which it applies
+// to the partitions the fetch reads once the session has resolved them, so
+// every fetch is authorized against the ACLs current then.
 
 // authzRule authorizes one request for s and calls next with what is
 // allowed.
@@ -293,29 +293,28 @@ func authzFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Han
 		if r.Version >= 7 {
 			return topError(r, errClusterAuth), nil
 		}
-		return &Reply{Msg: fetchErrors(req, req.Topics, errClusterAuth, nil)}, nil
+		return &Reply{Msg: fetchErrors(req, req.Topics, errClusterAuth)}, nil
 	}
-	// Sessionless: every fetch names what it reads.
-	req.SessionID, req.SessionEpoch, req.ForgottenTopics = 0, -1, nil
-	ok := topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)
-	var denied []kmsg.FetchRequestTopic
-	req.Topics, denied = split(req.Topics, func(t *kmsg.FetchRequestTopic) bool { return ok(t.Topic, t.TopicID) })
-	// Nothing left to read: answered at once, not after max_wait.
-	rep, err := nextIf(len(req.Topics) > 0 || len(denied) == 0, ctx, b, r, next)
-	if err != nil || len(denied) == 0 || rep.Msg == nil {
-		return rep, err
-	}
-	fetchErrors(req, denied, errTopicAuth, rep.Msg.(*kmsg.FetchResponse))
-	return rep, nil
+	// A consumer: READ on each topic of the partitions the fetch reads,
+	// which its fetch session may name rather than the request; the
+	// handler applies the filter once the session has resolved them.
+	return next(context.WithValue(ctx, fetchAuthzKey{}, topicAllowed(b.meta.State(), s, kmsg.ACLOperationRead)), b, r)
 }
 
-// fetchErrors appends to resp (a new one if nil) code for every partition
-// of topics. The partitions carry no records, so a zero-copy response
-// (whose record sets are placed by marker) is unaffected.
-func fetchErrors(req *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, code int16, resp *kmsg.FetchResponse) *kmsg.FetchResponse {
-	if resp == nil {
-		resp = req.ResponseKind().(*kmsg.FetchResponse)
-	}
+// fetchAuthzKey carries a consumer Fetch's topic filter (a func(name
+// string, id [16]byte) bool) from authzFetch to the Fetch handler.
+type fetchAuthzKey struct{}
+
+// fetchTopicFilter is the Fetch's topic filter; nil when every topic may be
+// read (no authorizer, a super user, a follower).
+func fetchTopicFilter(ctx context.Context) func(name string, id [16]byte) bool {
+	f, _ := ctx.Value(fetchAuthzKey{}).(func(name string, id [16]byte) bool)
+	return f
+}
+
+// fetchErrors is a response with code for every partition of topics.
+func fetchErrors(req *kmsg.FetchRequest, topics []kmsg.FetchRequestTopic, code int16) *kmsg.FetchResponse {
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	for _, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID

@@ -343,7 +343,8 @@ func TestAuthorizerAllowIfNoACL(t *testing.T) {
 
 // TestAuthorizerFetchMixed: one consumer Fetch naming a topic it may read
 // and one it may not: records for the first (zero-copy on PLAINTEXT-based
-// SASL), TOPIC_AUTHORIZATION_FAILED for the second, no fetch session.
+// SASL), TOPIC_AUTHORIZATION_FAILED for the second; the fetch session it
+// opens keeps authorizing its partitions on every incremental fetch.
 func TestAuthorizerFetchMixed(t *testing.T) {
 	z := startAuthzBroker(t, false)
 	z.createTopics("open", "closed")
@@ -368,8 +369,8 @@ func TestAuthorizerFetchMixed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.ErrorCode != 0 || resp.SessionID != 0 {
-		t.Fatalf("fetch: error %d, session %d (want 0, no session)", resp.ErrorCode, resp.SessionID)
+	if resp.ErrorCode != 0 || resp.SessionID == 0 {
+		t.Fatalf("fetch: error %d, session %d (want a session)", resp.ErrorCode, resp.SessionID)
 	}
 	got := map[string]string{}
 	for _, rt := range resp.Topics {
@@ -389,6 +390,37 @@ func TestAuthorizerFetchMixed(t *testing.T) {
 	if !maps.Equal(got, want) {
 		t.Fatalf("fetch: %v, want %v", got, want)
 	}
+
+	// An incremental fetch of the session names no partition: the denied
+	// one is reported again; once READ on open is removed, open too.
+	incr := kmsg.NewPtrFetchRequest()
+	incr.ReplicaID, incr.MaxWaitMillis, incr.MaxBytes = -1, 100, 1<<20
+	incr.SessionID, incr.SessionEpoch = resp.SessionID, 1
+	codes := func() map[string]int16 {
+		t.Helper()
+		iresp, err := incr.RequestWith(context.Background(), alice)
+		if err != nil || iresp.ErrorCode != 0 {
+			t.Fatalf("incremental fetch: %v %+v", err, iresp)
+		}
+		incr.SessionEpoch++
+		out := map[string]int16{}
+		for _, rt := range iresp.Topics {
+			for _, p := range rt.Partitions {
+				out[rt.Topic] = p.ErrorCode
+			}
+		}
+		return out
+	}
+	if got := codes(); got["closed"] != errTopicAuth || got["open"] != 0 {
+		t.Fatalf("incremental fetch: %v", got)
+	}
+	if _, err := z.adm.DeleteACLs(context.Background(), kadm.NewACLs().Topics("open").Allow("User:alice").AllowHosts().Operations(kadm.OpRead).ResourcePatternType(kadm.ACLPatternLiteral)); err != nil {
+		t.Fatal(err)
+	}
+	if got := codes(); got["closed"] != errTopicAuth || got["open"] != errTopicAuth {
+		t.Fatalf("incremental fetch after READ on open was removed: %v", got)
+	}
+	z.grant(kadm.NewACLs().Topics("open").Allow("User:alice").Operations(kadm.OpRead))
 
 	// Only a denied topic, with a long max_wait: answered at once (the
 	// request's context would end first otherwise).
