@@ -100,7 +100,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		leaderRate, _ = throttleRate(st, b.cfg.NodeID, cfgLeaderThrottledRate)
 	}
 	var parts []*fetchPart
-	redirected := false // a partition answers with a preferred read replica
+	redirected := false              // a partition answers with a preferred read replica
 	mayRead := fetchTopicFilter(ctx) // ACLs (authz.go); nil: all
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()

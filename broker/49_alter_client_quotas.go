@@ -16,9 +16,9 @@ import (
 // Each entry is checked as Kafka's controller does (quota_entity.go) and
 // answered on its own: INVALID_REQUEST for an empty or repeated entity
 // component, an empty name, an unknown entity type or key, a value not
-// above 0 or a fractional byte rate; ip entities (connection rates),
-// controller_mutation_rate and request_percentage are refused too, as
-// Sediment does not enforce them. A removed key needs no check (Kafka
+// above 0 or a fractional byte rate; ip entities (connection rates) and
+// request_percentage are refused too, as Sediment does not enforce them
+// (controller_mutation_rate is enforced: quota_mutation.go). A removed key needs no check (Kafka
 // ignores the value). validate_only stops after the checks. Each valid
 // entry is one metadata command (metadata.ResourceClientQuota), committed
 // through the controller before the answer. v1 flexible.

@@ -69,7 +69,16 @@ func rawRequest(t testing.TB, nc net.Conn, req kmsg.Request, corr int32) kmsg.Re
 // roundTrip sends one request frame built by kmsg and reads one response
 // within timeout.
 func roundTrip(nc net.Conn, req kmsg.Request, corr int32, timeout time.Duration) (kmsg.Response, error) {
-	var f kmsg.RequestFormatter
+	return roundTripAs(nc, "", req, corr, timeout)
+}
+
+// roundTripAs is roundTrip with a client id in the request header ("":
+// none).
+func roundTripAs(nc net.Conn, clientID string, req kmsg.Request, corr int32, timeout time.Duration) (kmsg.Response, error) {
+	f := kmsg.NewRequestFormatter()
+	if clientID != "" {
+		f = kmsg.NewRequestFormatter(kmsg.FormatterClientID(clientID))
+	}
 	frame := f.AppendRequest(nil, req, corr)
 	if _, err := nc.Write(frame); err != nil {
 		return nil, err

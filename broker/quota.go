@@ -50,11 +50,12 @@ type quotaType int
 const (
 	quotaTypeProduce quotaType = iota
 	quotaTypeFetch
+	quotaTypeMutation // controller_mutation_rate (quota_mutation.go)
 	numQuotaTypes
 )
 
-var quotaTypeKeys = [numQuotaTypes]string{quotaProducerByteRate, quotaConsumerByteRate}
-var quotaTypeNames = [numQuotaTypes]string{"produce", "fetch"}
+var quotaTypeKeys = [numQuotaTypes]string{quotaProducerByteRate, quotaConsumerByteRate, quotaControllerMutRate}
+var quotaTypeNames = [numQuotaTypes]string{"produce", "fetch", "controller_mutation"}
 
 // quotaKey identifies an entity in the resolution table: a nil name is the
 // default; has* false means the component is absent.
@@ -160,6 +161,7 @@ type quotas struct {
 	mu struct {
 		sync.Mutex
 		sensors   map[sensorKey]*rateSensor
+		buckets   map[sensorKey]*tokenBucket // controller mutations (quota_mutation.go)
 		lastSweep int64
 	}
 	throttleTime *prometheus.HistogramVec
@@ -251,6 +253,8 @@ func (q *quotas) middleware(next Handler) Handler {
 			if replicaFetch(r.Msg) {
 				return next(ctx, b, r)
 			}
+		case 19, 20, 37: // CreateTopics, DeleteTopics, CreatePartitions
+			return q.mutations(ctx, b, r, next)
 		default:
 			return next(ctx, b, r)
 		}

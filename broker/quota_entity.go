@@ -41,8 +41,9 @@ const (
 // quotaKeys are the quota keys Sediment stores and enforces, with whether
 // the value must be a whole number (Kafka's LONG type).
 var quotaKeys = map[string]struct{ integral bool }{
-	quotaProducerByteRate: {integral: true},
-	quotaConsumerByteRate: {integral: true},
+	quotaProducerByteRate:  {integral: true},
+	quotaConsumerByteRate:  {integral: true},
+	quotaControllerMutRate: {integral: false}, // partitions per second (quota_mutation.go)
 }
 
 // quotaEntity is one client quota entity. A nil name is the default.
@@ -103,10 +104,10 @@ func validateQuotaValue(key string, value float64) error {
 	k, ok := quotaKeys[key]
 	if !ok {
 		switch key {
-		case quotaRequestPercentage, quotaControllerMutRate:
-			// Kafka keys that Sediment does not enforce (yet): refused
+		case quotaRequestPercentage:
+			// A Kafka key that Sediment does not enforce (yet): refused
 			// rather than stored as a limit that does nothing.
-			return errQuotaRequest("%s is a Kafka quota that Sediment does not enforce; only %s and %s are supported", key, quotaProducerByteRate, quotaConsumerByteRate)
+			return errQuotaRequest("%s is a Kafka quota that Sediment does not enforce; only %s, %s and %s are supported", key, quotaProducerByteRate, quotaConsumerByteRate, quotaControllerMutRate)
 		}
 		return errQuotaRequest("Invalid configuration key %s", key)
 	}

@@ -21,7 +21,7 @@ import (
 func newQuotaCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "Set, describe and delete client quotas (producer_byte_rate, consumer_byte_rate) of users and client ids",
+		Short: "Set, describe and delete client quotas (producer_byte_rate, consumer_byte_rate, controller_mutation_rate) of users and client ids",
 	}
 	opts := addClientFlags(cmd)
 	cmd.AddCommand(newQuotaSetCmd(opts), newQuotaDescribeCmd(opts), newQuotaDeleteCmd(opts))
