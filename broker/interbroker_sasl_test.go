@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -11,8 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
-
-	"github.com/sediment-io/sediment/metadata"
 )
 
 // TestSASLInterBroker: two brokers whose only listener is SASL_PLAINTEXT,
@@ -21,38 +18,11 @@ import (
 // as that user (a super user); a client with the same listener and no ACLs
 // is refused.
 func TestSASLInterBroker(t *testing.T) {
-	raftAddr := func() string {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	voters := []metadata.Peer{{ID: 1, Addr: raftAddr()}, {ID: 2, Addr: raftAddr()}}
-	brokers := make([]*Broker, 2)
-	errs := make(chan error, 2)
-	for i := range brokers {
-		go func() {
-			b, err := New(Config{
-				NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters,
-				Listeners:       []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}},
-				InterBrokerSASL: &InterBrokerSASLConfig{Mechanism: MechanismSCRAMSHA512, User: "broker", Password: "broker-secret"},
-				Authorizer:      AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:broker"}},
-				Logger:          testLogger(t),
-			})
-			brokers[i] = b
-			errs <- err
-		}()
-	}
-	for range brokers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, b := range brokers {
-		t.Cleanup(func() { b.Close() })
-	}
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}}
+		c.InterBrokerSASL = &InterBrokerSASLConfig{Mechanism: MechanismSCRAMSHA512, User: "broker", Password: "broker-secret"}
+		c.Authorizer = AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:broker"}}
+	})
 	// The operator logs in as the inter-broker user (the only one there is).
 	cl := secureClient(t, brokers[0], nil, "SASL_PLAINTEXT", scram.Auth{User: "broker", Pass: "broker-secret"}.AsSha512Mechanism(),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(30*time.Second), kgo.RequestRetries(20))

@@ -552,6 +552,18 @@ func TestSecurityConfigChecks(t *testing.T) {
 // startTLSPair starts two brokers whose only listener is SSL with client
 // certificates required; their own clients trust peerCAs.
 func startTLSPair(t *testing.T, pki *testPKI, peerCAs *x509.CertPool, lag time.Duration) []*Broker {
+	return startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL}}
+		c.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert}
+		c.PeerTLS = &tls.Config{RootCAs: peerCAs, Certificates: []tls.Certificate{pki.server}}
+		c.ReplicaLagTimeMax = lag
+	})
+}
+
+// startPair starts two brokers with a two-voter metadata quorum, each
+// configured by mod (which sets the listeners), started together (each
+// waits for the other's vote).
+func startPair(t *testing.T, mod func(*Config)) []*Broker {
 	raftAddr := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -564,15 +576,10 @@ func startTLSPair(t *testing.T, pki *testPKI, peerCAs *x509.CertPool, lag time.D
 	brokers := make([]*Broker, 2)
 	errs := make(chan error, 2)
 	for i := range brokers {
+		cfg := Config{NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters, Logger: testLogger(t)}
+		mod(&cfg)
 		go func() {
-			b, err := New(Config{
-				NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters,
-				Listeners:         []Listener{{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL}},
-				TLS:               &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.RequireAndVerifyClientCert},
-				PeerTLS:           &tls.Config{RootCAs: peerCAs, Certificates: []tls.Certificate{pki.server}},
-				ReplicaLagTimeMax: lag,
-				Logger:            testLogger(t),
-			})
+			b, err := New(cfg)
 			brokers[i] = b
 			errs <- err
 		}()
