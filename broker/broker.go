@@ -308,10 +308,11 @@ type Broker struct {
 	cfg     Config
 	log     *slog.Logger
 	metrics *metrics
-	quotas  *quotas         // client quotas (quota.go)
-	limits  *connLimits     // connection limits (conn_limits.go)
-	authz   *authorizer     // nil: every request allowed (acl.go)
-	oauth   *oauthValidator // nil: no OAUTHBEARER (sasl_oauthbearer.go)
+	quotas  *quotas           // client quotas (quota.go)
+	limits  *connLimits       // connection limits (conn_limits.go)
+	authz   *authorizer       // nil: every request allowed (acl.go)
+	chains  map[int16]Handler // each API's handler in its middleware (chain)
+	oauth   *oauthValidator   // nil: no OAUTHBEARER (sasl_oauthbearer.go)
 	budget  *memBudget
 
 	fetchSessions fetchSessions
@@ -387,6 +388,12 @@ func New(cfg Config) (*Broker, error) {
 		}
 	}
 	b.budget = newMemBudget(cfg.QueuedMaxRequestBytes)
+	b.chains = make(map[int16]Handler, len(apis))
+	for key, e := range apis {
+		if e.handler != nil {
+			b.chains[key] = b.chain(e)
+		}
+	}
 	lock, err := lockDataDir(cfg.DataDir) // datadir_lock.go: first, fail fast
 	if err != nil {
 		cancel()
@@ -524,7 +531,9 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener, counted bool) {
 	}
 }
 
-// chain wraps an API's handler in the configured middleware.
+// chain wraps an API's handler in the configured middleware. New builds
+// every API's chain once (b.chains): the middleware is fixed by the
+// configuration, and a request pays no allocation for it.
 func (b *Broker) chain(e *apiEntry) Handler {
 	h := e.handler
 	if authz := b.authzMiddleware(e.key); authz != nil {

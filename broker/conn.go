@@ -327,7 +327,7 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		c.lastSerial = mine
 		r.ordered = sync.OnceFunc(func() { close(mine) })
 	}
-	h := c.b.chain(e)
+	h := c.b.chains[hdr.key]
 	run = func() {
 		defer c.handlers.Done()
 		defer close(s.done)
