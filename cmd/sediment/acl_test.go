@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -63,24 +62,7 @@ func TestACLCommands(t *testing.T) {
 	}
 	defer adm.Close()
 
-	run := func(args ...string) (string, error) {
-		cmd := newRootCmd()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs(append(append([]string{"acl"}, args...), "--brokers", b.Addr()))
-		cmd.SetContext(ctx)
-		err := cmd.Execute()
-		return out.String(), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("acl %q: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, mustRun := cliRunner(t, ctx, b.Addr(), "acl")
 	wantACLs := func(want ...string) {
 		t.Helper()
 		want = slices.Sorted(slices.Values(want))

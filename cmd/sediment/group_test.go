@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -67,24 +68,7 @@ func TestGroupCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	run := func(args ...string) (string, error) {
-		cmd := newRootCmd()
-		var out bytes.Buffer
-		cmd.SetOut(&out)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs(append(args, "--brokers", b.Addr()))
-		cmd.SetContext(ctx)
-		err := cmd.Execute()
-		return out.String(), err
-	}
-	mustRun := func(args ...string) string {
-		t.Helper()
-		out, err := run(args...)
-		if err != nil {
-			t.Fatalf("%v: %v\n%s", args, err, out)
-		}
-		return out
-	}
+	run, mustRun := cliRunner(t, ctx, b.Addr())
 	expect := func(out string, patterns ...string) {
 		t.Helper()
 		for _, p := range patterns {
@@ -193,4 +177,29 @@ func TestGroupCommands(t *testing.T) {
 	if strings.Contains(out, "app ") {
 		t.Fatalf("app still listed after delete:\n%s", out)
 	}
+}
+
+// cliRunner runs sediment commands against the broker at addr: run returns
+// stdout and the error, mustRun fails the test on an error. prefix goes
+// before the arguments ("acl").
+func cliRunner(t *testing.T, ctx context.Context, addr string, prefix ...string) (run func(args ...string) (string, error), mustRun func(args ...string) string) {
+	run = func(args ...string) (string, error) {
+		cmd := newRootCmd()
+		var out bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs(append(append(slices.Clone(prefix), args...), "--brokers", addr))
+		cmd.SetContext(ctx)
+		err := cmd.Execute()
+		return out.String(), err
+	}
+	mustRun = func(args ...string) string {
+		t.Helper()
+		out, err := run(args...)
+		if err != nil {
+			t.Fatalf("%v %q: %v\n%s", prefix, args, err, out)
+		}
+		return out
+	}
+	return run, mustRun
 }
