@@ -89,6 +89,10 @@ type Config struct {
 	// listener of its peers (the CA that signed their certificates, and
 	// this broker's certificate when they ask for one).
 	PeerTLS *tls.Config
+	// RaftTLS puts the metadata quorum's Raft transport (RaftAddr) under
+	// mutual TLS with TLS's certificate and PeerTLS's trust (raft_tls.go;
+	// raft-security-protocol SSL). Every voter must have it.
+	RaftTLS bool
 	// SASLMechanisms are those offered on SASL listeners
 	// (sasl.enabled.mechanisms) [PLAIN, SCRAM-SHA-256, SCRAM-SHA-512]. Users
 	// and their SCRAM credentials live in the metadata log

@@ -73,6 +73,9 @@ func usesSASL(protocol string) bool {
 // checkSecurity validates the listeners' protocols against the TLS and SASL
 // settings (called by New).
 func (c *Config) checkSecurity() error {
+	if err := c.checkRaftTLS(); err != nil {
+		return err
+	}
 	for i, l := range c.Listeners {
 		if _, ok := protocolIDs[l.SecurityProtocol]; !ok {
 			return fmt.Errorf("broker: listener %s: unknown security protocol %q (want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL)", l.Name, l.SecurityProtocol)

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -91,6 +92,10 @@ func openStore(b *Broker) (*store, error) {
 	// quorum: it bootstraps nothing and waits until a voter adds it
 	// (`sediment cluster voters add`), which is when it hears from the leader.
 	joining := len(cfg.Voters) > 0 && !slices.ContainsFunc(cfg.Voters, func(p metadata.Peer) bool { return p.ID == cfg.NodeID })
+	var raftTLS *tls.Config
+	if cfg.RaftTLS {
+		raftTLS = b.raftServerTLS()
+	}
 	meta, err := metadata.Open(metadata.Config{
 		NodeID:    cfg.NodeID,
 		Dir:       filepath.Join(cfg.DataDir, "meta"),
@@ -105,8 +110,13 @@ func openStore(b *Broker) (*store, error) {
 		LeaderImbalanceCheckInterval:       cfg.LeaderImbalanceCheckInterval,
 		LeaderImbalancePerBrokerPercentage: cfg.LeaderImbalancePerBrokerPercentage,
 		Dial: func(addr string, timeout time.Duration) (net.Conn, error) {
-			return net.DialTimeout("tcp", b.peerAddress(addr), timeout)
+			nc, err := net.DialTimeout("tcp", b.peerAddress(addr), timeout)
+			if err != nil || !cfg.RaftTLS {
+				return nc, err
+			}
+			return b.raftClientTLS(nc, addr), nil
 		},
+		TLS: raftTLS,
 	})
 	if err != nil {
 		return nil, err

@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -83,6 +84,13 @@ type Config struct {
 	// net.DialTimeout. A broker uses it to reach peers through other
 	// addresses (e.g. a TCP fault proxy in tests).
 	Dial func(address string, timeout time.Duration) (net.Conn, error)
+	// TLS, when set, is the server side of the transport: every accepted
+	// connection (Raft RPCs and forwards alike) completes a TLS handshake
+	// under it, bounded by 5 s, before its first byte is read. Set
+	// ClientAuth to RequireAndVerifyClientCert (and VerifyConnection to
+	// check who the peer is) and have Dial return TLS client connections
+	// that present a certificate: mutual TLS between voters.
+	TLS *tls.Config
 	// WatchBuffer is how many recent changes are kept for watchers that lag;
 	// default 4096.
 	WatchBuffer int

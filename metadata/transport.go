@@ -3,6 +3,7 @@ package metadata
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -131,26 +132,37 @@ func (n *Node) untrackConn(c net.Conn) {
 	delete(n.conns, c)
 }
 
-func (n *Node) serveConn(c net.Conn) {
+func (n *Node) serveConn(raw net.Conn) {
+	c := raw
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if n.cfg.TLS != nil {
+		tc := tls.Server(raw, n.cfg.TLS)
+		if err := tc.Handshake(); err != nil { // under the deadline
+			n.logger.Warn("metadata transport: TLS handshake refused", "remote", raw.RemoteAddr().String(), "err", err)
+			n.untrackConn(raw)
+			raw.Close()
+			return
+		}
+		c = tc
+	}
 	var proto [1]byte
-	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 	if _, err := io.ReadFull(c, proto[:]); err != nil {
-		n.untrackConn(c)
+		n.untrackConn(raw)
 		c.Close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	switch proto[0] {
 	case protoRaft:
 		// raft's transport owns it from here; it closes it on shutdown.
-		n.untrackConn(c)
+		n.untrackConn(raw)
 		select {
 		case n.mux.raftConns <- c:
 		case <-n.mux.closed:
 			c.Close()
 		}
 	case protoForward:
-		defer n.untrackConn(c)
+		defer n.untrackConn(raw)
 		defer c.Close()
 		// A follower may forward to us while Open is still starting raft
 		// (a restarted voter that was the leader): wait until it exists.
@@ -161,7 +173,7 @@ func (n *Node) serveConn(c net.Conn) {
 		}
 		n.serveForward(c)
 	default:
-		n.untrackConn(c)
+		n.untrackConn(raw)
 		c.Close()
 	}
 }

@@ -38,6 +38,8 @@ var securitySettings = []brokerSetting{
 	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
 	{"super-users", "", "super.users: principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS)"},
+	{"ssl-endpoint-identification-algorithm", "https", "ssl.endpoint.identification.algorithm: https checks that a peer broker's certificate names the address dialed (inter-broker SSL, Raft TLS); empty checks only that ssl-ca-file signed it"},
+	{"raft-security-protocol", "PLAINTEXT", "the metadata quorum's Raft transport (raft-address): PLAINTEXT, or SSL for mutual TLS with ssl-cert-file, trusting only ssl-ca-file (every voter the same)"},
 	{"allow-everyone-if-no-acl-found", false, "allow.everyone.if.no.acl.found: a resource without any ACL is open to everyone"},
 }
 
@@ -78,6 +80,13 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 		}
 		cfg.Listeners[i].SecurityProtocol = p
 		needTLS = needTLS || p == broker.ProtocolSSL || p == broker.ProtocolSASLSSL
+	}
+	switch p := strings.ToUpper(strings.TrimSpace(v.GetString("raft-security-protocol"))); p {
+	case broker.ProtocolPlaintext, "":
+	case broker.ProtocolSSL:
+		cfg.RaftTLS, needTLS = true, true
+	default:
+		return fmt.Errorf("raft-security-protocol %q: want PLAINTEXT or SSL", v.GetString("raft-security-protocol"))
 	}
 	if cfg.SSLPrincipalMapper, err = broker.ParsePrincipalMappingRules(v.GetString("ssl-principal-mapping-rules")); err != nil {
 		return err
@@ -122,7 +131,7 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	}
 	if certFile == "" {
 		if needTLS {
-			return errors.New("an SSL or SASL_SSL listener needs ssl-cert-file and ssl-key-file")
+			return errors.New("an SSL or SASL_SSL listener, or raft-security-protocol SSL, needs ssl-cert-file and ssl-key-file")
 		}
 		return nil
 	}
@@ -154,6 +163,13 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	}
 	cfg.TLS = srv
 	cfg.PeerTLS = &tls.Config{RootCAs: pool, GetClientCertificate: certs.getClientCertificate, MinVersion: tls.VersionTLS12}
+	switch alg := strings.ToLower(strings.TrimSpace(v.GetString("ssl-endpoint-identification-algorithm"))); alg {
+	case "https":
+	case "", "none":
+		broker.SkipPeerHostnameCheck(cfg.PeerTLS)
+	default:
+		return fmt.Errorf("ssl-endpoint-identification-algorithm %q: want https or empty", alg)
+	}
 	return nil
 }
 
