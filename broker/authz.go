@@ -88,6 +88,10 @@ var authzRules = map[int16]authzRule{
 	66: authzListTransactions,
 	68: authzConsumerGroupHeartbeat,
 	69: authzConsumerGroupDescribe,
+	76: authzShareGroupHeartbeat,
+	77: authzShareGroupDescribe,
+	78: authzShareFetch,
+	79: authzShareAcknowledge,
 	80: clusterRule(kmsg.ACLOperationAlter), // AddRaftVoter
 	81: clusterRule(kmsg.ACLOperationAlter), // RemoveRaftVoter
 }
@@ -684,6 +688,108 @@ func authzConsumerGroupDescribe(ctx context.Context, b *Broker, s *subject, r *R
 		g := kmsg.NewConsumerGroupDescribeResponseGroup()
 		g.Group, g.ErrorCode = name, errGroupAuth
 		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+// ---- share groups (KIP-932): READ on the group, READ on the topics ----
+
+func authzShareGroupHeartbeat(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ShareGroupHeartbeatRequest)
+	if !s.group(kmsg.ACLOperationRead, req.GroupID) {
+		return topError(r, errGroupAuth), nil
+	}
+	for _, t := range req.SubscribedTopicNames {
+		if !s.topic(kmsg.ACLOperationDescribe, t) {
+			rep := topError(r, errTopicAuth)
+			msg := fmt.Sprintf("not authorized to describe topic %q", t)
+			rep.Msg.(*kmsg.ShareGroupHeartbeatResponse).ErrorMessage = &msg
+			return rep, nil
+		}
+	}
+	return next(ctx, b, r)
+}
+
+func authzShareGroupDescribe(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ShareGroupDescribeRequest)
+	var denied []string
+	req.GroupIDs, denied = split(req.GroupIDs, func(g *string) bool { return s.group(kmsg.ACLOperationDescribe, *g) })
+	rep, err := nextIf(len(req.GroupIDs) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.ShareGroupDescribeResponse)
+	if req.IncludeAuthorizedOperations {
+		for i := range resp.Groups {
+			if g := &resp.Groups[i]; g.ErrorCode == 0 {
+				g.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeGroup, g.GroupID, groupOps...)
+			}
+		}
+	}
+	for _, name := range denied {
+		g := kmsg.NewShareGroupDescribeResponseGroup()
+		g.GroupID, g.ErrorCode = name, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+// shareTopicAllowed: READ on the topic of id (an unknown id is left to the
+// handler, which answers UNKNOWN_TOPIC_ID).
+func shareTopicAllowed(b *Broker, s *subject, id [16]byte) bool {
+	t, ok := b.meta.State().TopicByID(metadata.UUID(id))
+	return !ok || s.topic(kmsg.ACLOperationRead, t.Name)
+}
+
+func authzShareFetch(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ShareFetchRequest)
+	if req.GroupID == nil || !s.group(kmsg.ACLOperationRead, *req.GroupID) {
+		return topError(r, errGroupAuth), nil
+	}
+	var denied []kmsg.ShareFetchRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.ShareFetchRequestTopic) bool { return shareTopicAllowed(b, s, t.TopicID) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.ShareFetchResponse)
+	for _, t := range denied {
+		rt := kmsg.NewShareFetchResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewShareFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.Records = p.Partition, errTopicAuth, []byte{}
+			if len(p.AcknowledgementBatches) > 0 {
+				rp.AcknowledgeErrorCode = errTopicAuth
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzShareAcknowledge(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.ShareAcknowledgeRequest)
+	if req.GroupID == nil || !s.group(kmsg.ACLOperationRead, *req.GroupID) {
+		return topError(r, errGroupAuth), nil
+	}
+	var denied []kmsg.ShareAcknowledgeRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.ShareAcknowledgeRequestTopic) bool { return shareTopicAllowed(b, s, t.TopicID) })
+	rep, err := next(ctx, b, r)
+	if err != nil || len(denied) == 0 {
+		return rep, err
+	}
+	resp := rep.Msg.(*kmsg.ShareAcknowledgeResponse)
+	for _, t := range denied {
+		rt := kmsg.NewShareAcknowledgeResponseTopic()
+		rt.TopicID = t.TopicID
+		for _, p := range t.Partitions {
+			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, errTopicAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return rep, nil
 }

@@ -315,6 +315,7 @@ type Broker struct {
 	quotas  *quotas           // client quotas (quota.go)
 	limits  *connLimits       // connection limits (conn_limits.go)
 	authz   *authorizer       // nil: every request allowed (acl.go)
+	shares  *shares           // share groups (share_partition.go, share_coordinator.go)
 	chains  map[int16]Handler // each API's handler in its middleware (chain)
 	oauth   *oauthValidator   // nil: no OAUTHBEARER (sasl_oauthbearer.go)
 	budget  *memBudget
@@ -427,8 +428,10 @@ func New(cfg Config) (*Broker, error) {
 	b.store, b.meta = st, st.meta
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
+	b.shares = newShares(b)
 	b.groups.start()
 	b.txns.start()
+	b.shares.start()
 	go b.ensureInterBrokerUser(b.ctx)
 	for i, ln := range b.listeners {
 		b.acceptWG.Add(1)
@@ -607,6 +610,9 @@ func (b *Broker) Close() error {
 			c.kill()
 		}
 		<-done
+	}
+	if b.shares != nil {
+		b.shares.close() // the last share-partition start offsets, while the metadata is open
 	}
 	b.cancel()
 	b.closeTiering() // before the logs close (tiering.go)

@@ -119,6 +119,9 @@ func (c *conn) serve() {
 	close(c.slots)
 	<-writerDone
 	c.handlers.Wait()
+	if c.b.shares != nil {
+		c.b.shares.connClosed(c.info.ID) // its share sessions' records go back
+	}
 	c.cancel()
 	c.raw.Close()
 }

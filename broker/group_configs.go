@@ -28,7 +28,20 @@ type groupConfigDef struct {
 	def      func(b *Broker) time.Duration
 	min, max time.Duration
 	doc      string
+	// values, if set, makes it a string config of one of these (the
+	// first is the default) instead of a duration.
+	values []string
 }
+
+// The share group configs (KIP-932).
+const (
+	cfgShareAutoOffsetReset    = "share.auto.offset.reset"
+	cfgShareRecordLockDuration = "share.record.lock.duration.ms"
+	cfgShareSessionTimeout     = "share.session.timeout.ms"
+	cfgShareHeartbeatInterval  = "share.heartbeat.interval.ms"
+)
+
+func fixed(d time.Duration) func(*Broker) time.Duration { return func(*Broker) time.Duration { return d } }
 
 var groupConfigDefs = []groupConfigDef{
 	{name: group.GroupConsumerHeartbeatInterval, def: func(b *Broker) time.Duration {
@@ -39,6 +52,30 @@ var groupConfigDefs = []groupConfigDef{
 		return b.groupDefault(b.cfg.Groups.ConsumerSessionTimeout, group.DefaultConsumerSessionTimeout)
 	},
 		min: 45 * time.Second, max: 60 * time.Second, doc: "a KIP-848 member of this group with no heartbeat within it is removed"},
+	{name: cfgShareAutoOffsetReset, values: []string{"latest", "earliest"},
+		doc: "where a share group starts on a partition it has no start offset for: latest or earliest"},
+	{name: cfgShareRecordLockDuration, def: fixed(30 * time.Second), min: time.Second, max: time.Hour,
+		doc: "how long a share group member holds the records it acquired before they are delivered again"},
+	{name: cfgShareSessionTimeout, def: fixed(shareSessionTimeoutDefault), min: 45 * time.Second, max: 60 * time.Second,
+		doc: "a share group member with no heartbeat within it is removed"},
+	{name: cfgShareHeartbeatInterval, def: fixed(shareHeartbeatIntervalDefault), min: 5 * time.Second, max: 15 * time.Second,
+		doc: "the interval this share group's members are told to heartbeat at"},
+}
+
+// shareGroupDuration is a share group's effective value of a duration
+// config.
+func (b *Broker) shareGroupDuration(group, name string) time.Duration {
+	d, _ := findGroupConfig(name)
+	v, _ := b.groupConfigValue(b.meta.State().GroupConfigs(group), d)
+	return v
+}
+
+func (b *Broker) shareLockDuration(group string) time.Duration {
+	return b.shareGroupDuration(group, cfgShareRecordLockDuration)
+}
+
+func (b *Broker) shareGroupResetEarliest(st *metadata.State, group string) bool {
+	return strings.EqualFold(st.GroupConfigs(group)[cfgShareAutoOffsetReset], "earliest")
 }
 
 func (b *Broker) groupDefault(set, def time.Duration) time.Duration {
@@ -73,7 +110,13 @@ func (b *Broker) validateGroupConfigs(after map[string]string) error {
 	for name, v := range after {
 		d, ok := findGroupConfig(name)
 		if !ok {
-			return fmt.Errorf("%w: unknown group config %q (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)", errInvalidConfig, name)
+			return fmt.Errorf("%w: unknown group config %q (%s)", errInvalidConfig, name, groupConfigNames())
+		}
+		if d.values != nil {
+			if !containsStr(d.values, strings.ToLower(v)) {
+				return fmt.Errorf("%w: invalid value %q for %s: one of %s", errInvalidConfig, v, name, strings.Join(d.values, ", "))
+			}
+			continue
 		}
 		ms, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
 		lo, hi := min(d.min, d.def(b)), max(d.max, d.def(b))
@@ -86,7 +129,22 @@ func (b *Broker) validateGroupConfigs(after map[string]string) error {
 	if hb >= session {
 		return fmt.Errorf("%w: %s (%d) must be below %s (%d)", errInvalidConfig, group.GroupConsumerHeartbeatInterval, hb.Milliseconds(), group.GroupConsumerSessionTimeout, session.Milliseconds())
 	}
+	shb, _ := findGroupConfig(cfgShareHeartbeatInterval)
+	sst, _ := findGroupConfig(cfgShareSessionTimeout)
+	hb, _ = b.groupConfigValue(after, shb)
+	session, _ = b.groupConfigValue(after, sst)
+	if hb >= session {
+		return fmt.Errorf("%w: %s (%d) must be below %s (%d)", errInvalidConfig, cfgShareHeartbeatInterval, hb.Milliseconds(), cfgShareSessionTimeout, session.Milliseconds())
+	}
 	return nil
+}
+
+func groupConfigNames() string {
+	names := make([]string, len(groupConfigDefs))
+	for i, d := range groupConfigDefs {
+		names[i] = d.name
+	}
+	return strings.Join(names, ", ")
 }
 
 // alterGroupConfigs validates and proposes a change of a group's configs:
@@ -103,7 +161,7 @@ func (b *Broker) alterGroupConfigs(ctx context.Context, groupID string, replace 
 	}
 	for _, op := range ops {
 		if _, ok := findGroupConfig(op.Key); !ok {
-			return fmt.Errorf("%w: unknown group config %q (consumer.session.timeout.ms, consumer.heartbeat.interval.ms)", errInvalidConfig, op.Key)
+			return fmt.Errorf("%w: unknown group config %q (%s)", errInvalidConfig, op.Key, groupConfigNames())
 		}
 		if op.Delete {
 			delete(after, op.Key)
@@ -131,10 +189,19 @@ func (b *Broker) describeGroupConfigs(st *metadata.State, res kmsg.DescribeConfi
 		if res.ConfigNames != nil && !containsStr(res.ConfigNames, d.name) {
 			continue
 		}
-		v, src := b.groupConfigValue(set, d)
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
-		c.Name, c.Value, c.Source = d.name, kmsg.StringPtr(strconv.FormatInt(v.Milliseconds(), 10)), src
-		c.ConfigType = kmsg.ConfigType(cfgInt.kafkaType())
+		if d.values != nil {
+			v, src := d.values[0], kmsg.ConfigSourceDefaultConfig
+			if x, ok := set[d.name]; ok {
+				v, src = strings.ToLower(x), kmsg.ConfigSourceGroupConfig
+			}
+			c.Name, c.Value, c.Source = d.name, kmsg.StringPtr(v), src
+			c.ConfigType = kmsg.ConfigTypeString
+		} else {
+			v, src := b.groupConfigValue(set, d)
+			c.Name, c.Value, c.Source = d.name, kmsg.StringPtr(strconv.FormatInt(v.Milliseconds(), 10)), src
+			c.ConfigType = kmsg.ConfigType(cfgInt.kafkaType())
+		}
 		if includeDocs {
 			c.Documentation = kmsg.StringPtr(d.doc)
 		}

@@ -76,7 +76,10 @@ func TestGroupConfigs(t *testing.T) {
 		{"consumer.heartbeat.interval.ms", "16000"}, // above 15 s
 		{"consumer.session.timeout.ms", "61000"},
 		{"consumer.session.timeout.ms", "x"},
-		{"share.record.lock.duration.ms", "30000"},
+		{"share.record.lock.duration.ms", "500"}, // below 1 s
+		{"share.auto.offset.reset", "middle"},
+		{"share.heartbeat.interval.ms", "4000"},
+		{"no.such.config", "1"},
 	} {
 		if code := alter("g1", kmsg.IncrementalAlterConfigOpSet, bad.name, bad.value); code != kerr.InvalidConfig.Code {
 			t.Errorf("%s=%s: %v, want INVALID_CONFIG", bad.name, bad.value, kerr.ErrorForCode(code))
@@ -91,6 +94,15 @@ func TestGroupConfigs(t *testing.T) {
 	}
 	if c := got["consumer.session.timeout.ms"]; c.Value == nil || *c.Value != "45000" || c.Source != kmsg.ConfigSourceDefaultConfig {
 		t.Errorf("g1 session timeout: %+v, want the default 45000", c)
+	}
+	if c := got["share.auto.offset.reset"]; c.Value == nil || *c.Value != "latest" || c.Source != kmsg.ConfigSourceDefaultConfig || c.ConfigType != kmsg.ConfigTypeString {
+		t.Errorf("g1 share.auto.offset.reset: %+v, want the default latest", c)
+	}
+	if code := alter("g1", kmsg.IncrementalAlterConfigOpSet, "share.auto.offset.reset", "EARLIEST"); code != 0 {
+		t.Fatalf("share.auto.offset.reset=EARLIEST: %v", kerr.ErrorForCode(code))
+	}
+	if c := describe("g1")["share.auto.offset.reset"]; c.Value == nil || *c.Value != "earliest" || c.Source != kmsg.ConfigSourceGroupConfig {
+		t.Errorf("g1 share.auto.offset.reset: %+v, want earliest from the group config", c)
 	}
 	if c := describe("g2")["consumer.heartbeat.interval.ms"]; c.Value == nil || *c.Value != "5000" {
 		t.Errorf("g2 heartbeat interval: %+v, want the default 5000", c)

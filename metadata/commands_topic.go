@@ -368,6 +368,11 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 			return Result{}, reject(ErrInvalidRequest, "empty user name")
 		}
 		key = userConfigKey(c.ResourceName)
+	case ResourceShareState:
+		if c.ResourceName == "" {
+			return Result{}, reject(ErrInvalidRequest, "empty share group name")
+		}
+		key = shareStateKey(c.ResourceName)
 	case ResourceClientQuota:
 		// The entity string, keys and values are the broker's
 		// (broker/quota_entity.go); only an empty name is refused here.

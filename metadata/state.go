@@ -150,7 +150,15 @@ const (
 	// client quotas of one entity (KIP-546), named by the broker's
 	// canonical entity string, with the quota keys as config names.
 	ResourceClientQuota ResourceType = 66
+	// ResourceShareState is internal: the share-partition start offsets
+	// (KIP-932) of one share group, named by the group id, one config per
+	// partition, "<topic id hex>:<partition>" → "<offset>" (broker/share.go).
+	ResourceShareState ResourceType = 68
 )
+
+// shareStateKey is where a share group's start offsets are kept in
+// brokerConfigs.
+func shareStateKey(group string) string { return "share:" + group }
 
 // userConfigKey is where a user's credentials are kept in brokerConfigs, as
 // groupConfigKey is for groups.
@@ -255,6 +263,12 @@ func (s *State) BrokerConfigs(broker string) map[string]string { return s.broker
 // a GROUP resource). The map must not be modified.
 func (s *State) GroupConfigs(group string) map[string]string {
 	return s.brokerConfigs[groupConfigKey(group)]
+}
+
+// ShareState returns a share group's share-partition start offsets
+// (ResourceShareState). The map must not be modified.
+func (s *State) ShareState(group string) map[string]string {
+	return s.brokerConfigs[shareStateKey(group)]
 }
 
 // ClientQuotas returns the client quotas by entity (the canonical entity

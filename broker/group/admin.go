@@ -242,3 +242,15 @@ func (c *Coordinator) CommittedOffsets(ctx context.Context) ([]CommittedOffset, 
 		reply(out)
 	})
 }
+
+// Exists reports whether a classic or consumer group of that id is known to
+// this coordinator (members, or offsets of a simple group). A share group
+// (kept by the broker) may not take its id.
+func (c *Coordinator) Exists(groupID string) bool {
+	var ok bool
+	c.inLoop(func() {
+		_, g, _ := c.lookup(groupID)
+		ok = g != nil && g.state != stateDead
+	})
+	return ok
+}

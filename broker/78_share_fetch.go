@@ -1,0 +1,335 @@
+package broker
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// ShareFetch: v1
+//
+// KIP-932 share groups (share_partition.go): acknowledgements piggybacked
+// per partition, then records acquired for the member from every partition
+// of its share session, long polling up to max_wait for new records or an
+// expiring lock. v1 only: v0 was Kafka 4.0's early access, v2's renew
+// acknowledgements are not served. Serial on a connection, so a member's
+// requests keep their session epochs in order.
+
+func init() {
+	e := regKey(78, 1, 1)
+	e.handler = handleShareFetch
+	e.serial = true
+}
+
+const shareDefaultPartitionBytes = 1 << 20
+
+type sharePartResult struct {
+	code, ackCode int16
+	ackSet        bool
+	records       []byte
+	ranges        []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+}
+
+func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+	req := r.Msg.(*kmsg.ShareFetchRequest)
+	resp := req.ResponseKind().(*kmsg.ShareFetchResponse)
+	s := b.shares
+	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return &Reply{Msg: resp}, nil
+	}
+	group, member := *req.GroupID, *req.MemberID
+	lock := b.shareLockDuration(group)
+	resp.AcquisitionLockTimeoutMillis = int32(lock.Milliseconds())
+	st := b.meta.State()
+
+	var add []shareTP
+	maxBytes := map[shareTP]int32{}
+	acks := map[shareTP][]shareAckBatch{}
+	hasAcks := false
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			tp := shareTP{t.TopicID, p.Partition}
+			add = append(add, tp)
+			if p.PartitionMaxBytes > 0 {
+				maxBytes[tp] = p.PartitionMaxBytes
+			}
+			for _, a := range p.AcknowledgementBatches {
+				acks[tp] = append(acks[tp], shareAckBatch{a.FirstOffset, a.LastOffset, a.AcknowledgeTypes})
+				hasAcks = true
+			}
+		}
+	}
+	var forget []shareTP
+	for _, t := range req.ForgottenTopicsData {
+		for _, p := range t.Partitions {
+			forget = append(forget, shareTP{t.TopicID, p})
+		}
+	}
+	if req.ShareSessionEpoch == 0 && hasAcks {
+		resp.ErrorCode = kerr.InvalidRequest.Code // nothing to acknowledge in a new session
+		return &Reply{Msg: resp}, nil
+	}
+	s.mu.Lock()
+	ss, code := s.sessionLocked(group, member, req.ShareSessionEpoch, r.Conn.ID, add, forget)
+	s.mu.Unlock()
+	if code != 0 {
+		resp.ErrorCode = code
+		return &Reply{Msg: resp}, nil
+	}
+	results := map[shareTP]*sharePartResult{}
+	result := func(tp shareTP) *sharePartResult {
+		if results[tp] == nil {
+			results[tp] = &sharePartResult{}
+		}
+		return results[tp]
+	}
+	for tp, batches := range acks {
+		res := result(tp)
+		res.ackSet = true
+		res.ackCode = s.acknowledge(ctx, st, group, member, tp, batches)
+	}
+	if req.ShareSessionEpoch == -1 {
+		s.mu.Lock()
+		s.closeSessionLocked(ss)
+		s.mu.Unlock()
+		buildShareFetchResponse(st, resp, add, results)
+		return &Reply{Msg: resp}, nil
+	}
+
+	maxRecords := int(req.MaxRecords)
+	if maxRecords <= 0 {
+		maxRecords = 500
+	}
+	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
+	var wake chan struct{}
+	var waiting []*partition
+	defer func() {
+		for _, p := range waiting {
+			p.removeWaiter(wake)
+		}
+	}()
+	for {
+		s.mu.Lock()
+		parts := slices.Clone(ss.parts)
+		s.mu.Unlock()
+		total, failed := 0, false
+		var nextLock time.Time
+		var leaders []*partition
+		for _, tp := range parts {
+			if total >= maxRecords {
+				break
+			}
+			p, err := b.store.partitionByID(st, tp.topicID, tp.part)
+			if err == nil && !p.isLeader(-1) {
+				err = errNotLeader
+			}
+			if err != nil {
+				res := result(tp)
+				res.code = errCode(err)
+				if !b.store.topicIDKnown(st, tp.topicID) {
+					res.code = kerr.UnknownTopicID.Code
+				}
+				failed = true
+				continue
+			}
+			leaders = append(leaders, p)
+			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, maxBytes[tp], lock)
+			if code != 0 {
+				result(tp).code = code
+				failed = true
+				continue
+			}
+			if !lockAt.IsZero() && (nextLock.IsZero() || lockAt.Before(nextLock)) {
+				nextLock = lockAt
+			}
+			if got != nil && len(got.ranges) > 0 {
+				res := result(tp)
+				res.records, res.ranges = got.records, got.ranges
+				for _, rg := range got.ranges {
+					total += int(rg.LastOffset - rg.FirstOffset + 1)
+				}
+			}
+		}
+		if total > 0 || failed || !time.Now().Before(deadline) || len(leaders) == 0 {
+			break
+		}
+		if wake == nil {
+			wake = make(chan struct{}, 1)
+			for _, p := range leaders {
+				p.addWaiter(wake)
+			}
+			waiting = leaders
+			continue // again once registered: an append may have raced
+		}
+		until := deadline
+		if !nextLock.IsZero() && nextLock.Before(until) {
+			until = nextLock.Add(time.Millisecond)
+		}
+		t := time.NewTimer(time.Until(until))
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+		case <-b.stopping:
+		}
+		t.Stop()
+		if ctx.Err() != nil || b.isStopping() {
+			break
+		}
+	}
+	buildShareFetchResponse(st, resp, add, results)
+	return &Reply{Msg: resp}, nil
+}
+
+// fetchPartition acquires up to maxRecords records of p for member. It
+// returns what it acquired, the next lock deadline of the share-partition
+// (to wait for when nothing was available), or an error code.
+func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, maxBytes int32, lock time.Duration) (*sharePartResult, time.Time, int16) {
+	logStart := s.b.logStartOffset(ctx, p)
+	hw := p.log.HighWatermark()
+	s.mu.Lock()
+	sp := s.stateLocked(ctx, st, p, key)
+	s.advanceLocked(sp, time.Now(), logStart)
+	from, nextLock := sp.firstAvailable(), sp.earliestDeadline()
+	s.mu.Unlock()
+	if from >= hw {
+		return nil, nextLock, 0
+	}
+	if maxBytes <= 0 {
+		maxBytes = shareDefaultPartitionBytes
+	}
+	data, code := s.readShare(ctx, p, from, maxBytes)
+	if code != 0 {
+		return nil, time.Time{}, code
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.parts[key] != sp {
+		return nil, time.Time{}, kerr.NotLeaderForPartition.Code // leadership changed meanwhile
+	}
+	now := time.Now()
+	records, ranges := sp.acquire(member, data, maxRecords, lock, now)
+	s.advanceLocked(sp, now, -1)
+	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0
+}
+
+// acknowledge applies a member's acknowledgements on one partition.
+func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch) int16 {
+	p, err := s.b.store.partitionByID(st, tp.topicID, tp.part)
+	if err == nil && !p.isLeader(-1) {
+		err = errNotLeader
+	}
+	if err != nil {
+		if !s.b.store.topicIDKnown(st, tp.topicID) {
+			return kerr.UnknownTopicID.Code
+		}
+		return errCode(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp := s.stateLocked(ctx, st, p, sharePartKey{group, tp.topicID, tp.part})
+	now := time.Now()
+	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
+	code := sp.ack(member, batches)
+	s.advanceLocked(sp, now, -1)
+	return code
+}
+
+// sessionLocked applies a request's share session epoch for (group, member):
+// 0 opens a new session (ending one the member had), -1 names the session
+// being closed, any other must be the session's next epoch. Partitions are
+// added to and forgotten from the session as the request says.
+func (s *shares) sessionLocked(group, member string, epoch int32, conn uint64, add, forget []shareTP) (*shareSession, int16) {
+	key := shareSessionKey{group, member}
+	ss := s.sessions[key]
+	switch {
+	case epoch == 0:
+		if ss != nil {
+			s.endSessionLocked(ss)
+		}
+		ss = &shareSession{key: key, conn: conn}
+		s.sessions[key] = ss
+	case ss == nil:
+		return nil, kerr.ShareSessionNotFound.Code
+	case epoch != ss.epoch && epoch != -1:
+		return nil, kerr.InvalidShareSessionEpoch.Code
+	}
+	ss.conn = conn
+	if epoch != -1 {
+		ss.epoch = nextShareEpoch(epoch)
+	}
+	for _, tp := range forget {
+		if i := slices.Index(ss.parts, tp); i >= 0 {
+			ss.parts = slices.Delete(ss.parts, i, i+1)
+			if sp := s.parts[sharePartKey{group, tp.topicID, tp.part}]; sp != nil {
+				sp.release(member)
+				s.advanceLocked(sp, time.Now(), -1)
+			}
+		}
+	}
+	for _, tp := range add {
+		if !slices.Contains(ss.parts, tp) && len(ss.parts) < shareMaxSessionParts {
+			ss.parts = append(ss.parts, tp)
+		}
+	}
+	return ss, 0
+}
+
+func (s *shares) closeSessionLocked(ss *shareSession) {
+	s.endSessionLocked(ss)
+	if s.sessions[ss.key] == ss {
+		delete(s.sessions, ss.key)
+	}
+}
+
+func nextShareEpoch(e int32) int32 {
+	if e == 1<<31-1 {
+		return 1
+	}
+	return e + 1
+}
+
+func buildShareFetchResponse(st *metadata.State, resp *kmsg.ShareFetchResponse, requested []shareTP, results map[shareTP]*sharePartResult) {
+	for _, tp := range requested {
+		if results[tp] == nil {
+			results[tp] = &sharePartResult{}
+		}
+	}
+	byTopic := map[[16]byte][]shareTP{}
+	var order [][16]byte
+	for tp := range results {
+		if _, ok := byTopic[tp.topicID]; !ok {
+			order = append(order, tp.topicID)
+		}
+		byTopic[tp.topicID] = append(byTopic[tp.topicID], tp)
+	}
+	slices.SortFunc(order, func(a, b [16]byte) int { return slices.Compare(a[:], b[:]) })
+	for _, id := range order {
+		tps := byTopic[id]
+		slices.SortFunc(tps, func(a, b shareTP) int { return int(a.part - b.part) })
+		rt := kmsg.NewShareFetchResponseTopic()
+		rt.TopicID = id
+		for _, tp := range tps {
+			res := results[tp]
+			rp := kmsg.NewShareFetchResponseTopicPartition()
+			rp.Partition, rp.ErrorCode, rp.AcknowledgeErrorCode = tp.part, res.code, res.ackCode
+			rp.Records = res.records
+			if rp.Records == nil {
+				rp.Records = []byte{}
+			}
+			rp.AcquiredRecords = res.ranges
+			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			if res.code != 0 {
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", id, true, tp.part, res.code)
+			}
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+}

@@ -1,0 +1,434 @@
+package broker
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Share groups (KIP-932): the partition leader's side.
+//
+// For each (share group, partition) it leads, a broker keeps the
+// share-partition: its start offset (SPSO: every record before it is done),
+// its end (SPEO: the first offset never delivered), and between them the
+// records in flight, each available or acquired by a member until a lock
+// deadline, with its delivery count. A record acknowledged (ACCEPT), rejected
+// (REJECT), a gap, or delivered group.share.delivery.count.limit times is
+// done; RELEASE and an expired lock make it available again. Done records at
+// the start move the SPSO forward, which is written to the metadata log
+// (metadata.ResourceShareState) at most every shareFlushInterval, so that a
+// new leader (after a failover or a restart) starts where the old one was:
+// records after the SPSO that were acknowledged since the last write are
+// delivered again (at least once, as in Kafka after a share coordinator
+// failover). A new share-partition with no stored start begins at
+// share.auto.offset.reset: latest (the default, as Kafka) or earliest.
+//
+// ShareFetch and ShareAcknowledge run in share sessions, one per (group,
+// member) on this broker, like fetch sessions: epoch 0 opens one, each
+// request carries the next epoch, -1 closes it. A session belongs to the
+// connection that opened it: when that connection closes, or the session is
+// closed or replaced, the member's acquired records become available again.
+
+const (
+	shareFlushInterval   = 500 * time.Millisecond
+	shareMaxRecordLocks  = 2000 // group.share.partition.max.record.locks
+	shareDeliveryLimit   = 5    // group.share.delivery.count.limit
+	shareMaxSessionParts = 10000
+)
+
+type sharePartKey struct {
+	group   string
+	topicID [16]byte
+	part    int32
+}
+
+func (k sharePartKey) stateKey() string {
+	return hex.EncodeToString(k.topicID[:]) + ":" + strconv.Itoa(int(k.part))
+}
+
+type shareRec struct {
+	acquired   bool
+	deliveries int16
+	member     string
+	deadline   time.Time
+}
+
+type sharePartition struct {
+	key        sharePartKey
+	epoch      int32 // the leader epoch this state belongs to
+	start, end int64
+	recs       map[int64]*shareRec // offsets in [start, end) in flight; absent: done
+	persisted  int64
+}
+
+type shareSessionKey struct{ group, member string }
+
+type shareTP struct {
+	topicID [16]byte
+	part    int32
+}
+
+type shareSession struct {
+	key   shareSessionKey
+	epoch int32 // the epoch the next request must carry
+	conn  uint64
+	parts []shareTP
+}
+
+type shares struct {
+	b     *Broker
+	coord *shareCoordinator
+
+	mu       sync.Mutex
+	parts    map[sharePartKey]*sharePartition
+	sessions map[shareSessionKey]*shareSession
+	dirty    map[sharePartKey]int64
+
+	kick chan struct{}
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newShares(b *Broker) *shares {
+	return &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
+		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{},
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (s *shares) start() {
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(shareFlushInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				s.flush()
+			case <-s.stop:
+				s.flush()
+				return
+			}
+		}
+	}()
+}
+
+// close writes the last start offsets (before the metadata node closes).
+func (s *shares) close() {
+	select {
+	case <-s.stop:
+	default:
+		close(s.stop)
+	}
+	<-s.done
+}
+
+// flush writes the changed share-partition start offsets, one metadata
+// command per group.
+func (s *shares) flush() {
+	s.mu.Lock()
+	if len(s.dirty) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	byGroup := map[string][]metadata.ConfigOp{}
+	for k, off := range s.dirty {
+		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: strconv.FormatInt(off, 10)})
+	}
+	dirty := s.dirty
+	s.dirty = map[sharePartKey]int64{}
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for g, ops := range byGroup {
+		if _, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops}); err != nil {
+			s.b.log.Warn("share group: start offsets not written; retrying", "group", g, "err", err)
+			s.mu.Lock()
+			for k, off := range dirty {
+				if k.group == g {
+					if _, newer := s.dirty[k]; !newer {
+						s.dirty[k] = off
+					}
+				}
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// connClosed releases what the sessions of a closed connection hold.
+func (s *shares) connClosed(connID uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, ss := range s.sessions {
+		if ss.conn == connID {
+			s.endSessionLocked(ss)
+			delete(s.sessions, k)
+		}
+	}
+}
+
+// endSessionLocked releases the member's acquired records on the session's
+// partitions.
+func (s *shares) endSessionLocked(ss *shareSession) {
+	now := time.Now()
+	for _, tp := range ss.parts {
+		if sp := s.parts[sharePartKey{ss.key.group, tp.topicID, tp.part}]; sp != nil {
+			sp.release(ss.key.member)
+			s.advanceLocked(sp, now, -1)
+		}
+	}
+}
+
+// release makes the member's acquired records available again.
+func (sp *sharePartition) release(member string) {
+	for off, r := range sp.recs {
+		if r.acquired && r.member == member {
+			r.acquired, r.member = false, ""
+			if r.deliveries >= shareDeliveryLimit {
+				delete(sp.recs, off)
+			}
+		}
+	}
+}
+
+// advanceLocked expires locks and moves the start past done records; a
+// logStart >= 0 also drops what retention removed.
+func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64) {
+	for off, r := range sp.recs {
+		if r.acquired && now.After(r.deadline) {
+			r.acquired, r.member = false, ""
+			if r.deliveries >= shareDeliveryLimit {
+				delete(sp.recs, off) // archived
+			}
+		}
+	}
+	if logStart > sp.start {
+		for off := range sp.recs {
+			if off < logStart {
+				delete(sp.recs, off)
+			}
+		}
+		sp.start = logStart
+		sp.end = max(sp.end, logStart)
+	}
+	if len(sp.recs) == 0 {
+		sp.start = sp.end
+	} else {
+		for sp.start < sp.end && sp.recs[sp.start] == nil {
+			sp.start++
+		}
+	}
+	if sp.start != sp.persisted {
+		sp.persisted = sp.start
+		s.dirty[sp.key] = sp.start
+	}
+}
+
+// state returns the share-partition of key on p, this broker's partition
+// that it leads, (re)built when it is new here or leadership changed.
+func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partition, key sharePartKey) *sharePartition {
+	epoch := p.leaderEpoch()
+	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
+		return sp
+	}
+	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}}
+	logStart, hw := s.b.logStartOffset(ctx, p), p.log.HighWatermark()
+	if v, ok := st.ShareState(key.group)[key.stateKey()]; ok {
+		off, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			sp.start = min(max(off, logStart), hw)
+			sp.persisted = off
+		}
+	} else {
+		if s.b.shareGroupResetEarliest(st, key.group) {
+			sp.start = logStart
+		} else {
+			sp.start = hw
+		}
+		sp.persisted = -1 // written at the next flush
+	}
+	sp.end = sp.start
+	s.parts[key] = sp
+	s.advanceLocked(sp, time.Now(), -1)
+	return sp
+}
+
+// ack applies acknowledgement batches of member; a batch that names a
+// record the member does not hold fails the partition's acknowledgement
+// with INVALID_RECORD_STATE and changes nothing.
+func (sp *sharePartition) ack(member string, batches []shareAckBatch) int16 {
+	for _, b := range batches {
+		if b.last < b.first || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
+			return kerr.InvalidRequest.Code
+		}
+		for _, t := range b.types {
+			if t < 0 || t > 3 {
+				return kerr.InvalidRequest.Code
+			}
+		}
+		for off := b.first; off <= b.last; off++ {
+			r := sp.recs[off]
+			if r == nil || !r.acquired || r.member != member {
+				return kerr.InvalidRecordState.Code
+			}
+		}
+	}
+	for _, b := range batches {
+		for off := b.first; off <= b.last; off++ {
+			t := b.types[0]
+			if len(b.types) > 1 {
+				t = b.types[off-b.first]
+			}
+			r := sp.recs[off]
+			switch t {
+			case 2: // RELEASE
+				r.acquired, r.member = false, ""
+				if r.deliveries >= shareDeliveryLimit {
+					delete(sp.recs, off)
+				}
+			default: // ACCEPT, REJECT, GAP: done
+				delete(sp.recs, off)
+			}
+		}
+	}
+	return 0
+}
+
+type shareAckBatch struct {
+	first, last int64
+	types       []int8
+}
+
+// acquire takes, from the batches read (starting at or before the first
+// record it can give), the records available to member, up to maxRecords
+// (whole batches), and returns the batches that hold them and the acquired
+// ranges.
+func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
+	var out []byte
+	var ranges []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
+	acquired := 0
+	add := func(off int64, deliveries int16) {
+		if n := len(ranges); n > 0 && ranges[n-1].LastOffset == off-1 && ranges[n-1].DeliveryCount == deliveries {
+			ranges[n-1].LastOffset = off
+			return
+		}
+		r := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+		r.FirstOffset, r.LastOffset, r.DeliveryCount = off, off, deliveries
+		ranges = append(ranges, r)
+	}
+	for len(batches) >= hotlog.BatchHeaderSize && acquired < maxRecords {
+		h, err := hotlog.ParseBatchHeader(batches)
+		if err != nil || int64(len(batches)) < h.Size() {
+			break
+		}
+		raw := batches[:h.Size()]
+		batches = batches[h.Size():]
+		base, last := h.BaseOffset, h.LastOffset()
+		if last < sp.start {
+			continue
+		}
+		if last >= sp.end && sp.end-sp.start >= shareMaxRecordLocks {
+			break // the in-flight window is full
+		}
+		got := 0
+		for off := max(base, sp.start); off <= last; off++ {
+			if off >= sp.end {
+				if h.IsControl() {
+					continue // markers are never delivered
+				}
+				sp.recs[off] = &shareRec{acquired: true, deliveries: 1, member: member, deadline: now.Add(lock)}
+				add(off, 1)
+				got++
+				continue
+			}
+			r := sp.recs[off]
+			if r == nil || r.acquired {
+				continue
+			}
+			r.acquired, r.member, r.deadline = true, member, now.Add(lock)
+			r.deliveries++
+			add(off, r.deliveries)
+			got++
+		}
+		if last >= sp.end {
+			sp.end = last + 1
+		}
+		if got > 0 {
+			out = append(out, raw...)
+			acquired += got
+		}
+	}
+	return out, ranges
+}
+
+// firstAvailable is where a read for new deliveries starts: the lowest
+// available record in flight, else the end.
+func (sp *sharePartition) firstAvailable() int64 {
+	from := sp.end
+	for off, r := range sp.recs {
+		if !r.acquired && off < from {
+			from = off
+		}
+	}
+	return from
+}
+
+// earliestDeadline is the first lock to expire on sp, or zero.
+func (sp *sharePartition) earliestDeadline() time.Time {
+	var t time.Time
+	for _, r := range sp.recs {
+		if r.acquired && (t.IsZero() || r.deadline.Before(t)) {
+			t = r.deadline
+		}
+	}
+	return t
+}
+
+// readShare reads whole batches of p from offset (either tier), up to
+// maxBytes, into memory.
+func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxBytes int32) ([]byte, int16) {
+	resp := kmsg.NewFetchResponse()
+	rt := kmsg.NewFetchResponseTopic()
+	rt.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
+	resp.Topics = []kmsg.FetchResponseTopic{rt}
+	fp := &fetchPart{p: p, offset: offset, maxBytes: max(maxBytes, 1), led: true}
+	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), false)
+	if failed {
+		releaseFetchParts([]*fetchPart{fp})
+		code := resp.Topics[0].Partitions[0].ErrorCode
+		if code == 0 {
+			code = kerr.UnknownServerError.Code
+		}
+		return nil, code
+	}
+	var regions []hotlog.Region
+	var size int64
+	var release func()
+	switch {
+	case fp.remote != nil:
+		regions, size, release = fp.remote.Regions, fp.remote.Size, fp.remote.Release
+	case fp.res != nil:
+		regions, size, release = fp.res.Regions, fp.res.Size, fp.res.Release
+	default:
+		return nil, 0
+	}
+	defer release()
+	buf := make([]byte, size)
+	b := buf
+	for _, rg := range regions {
+		if _, err := rg.File.ReadAt(b[:rg.Len], rg.Pos); err != nil {
+			return nil, errCode(fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err))
+		}
+		b = b[rg.Len:]
+	}
+	return buf, 0
+}

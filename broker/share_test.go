@@ -1,0 +1,353 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// setShareGroupConfig sets a share group config through
+// IncrementalAlterConfigs of a GROUP resource, as an admin would.
+func setShareGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string) {
+	t.Helper()
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	res := kmsg.NewIncrementalAlterConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeGroupConfig, group
+	c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+	c.Name, c.Value = name, kmsg.StringPtr(value)
+	res.Configs = append(res.Configs, c)
+	req.Resources = append(req.Resources, res)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
+		t.Fatalf("set %s=%s on group %s: %v", name, value, group, err)
+	}
+}
+
+// TestShareGroupConsumers: two franz-go share consumers (KIP-932) in one
+// group read a 3-partition topic together: every record is delivered once
+// (each accepted when the consumer polls again), with its key and value;
+// the group is described and listed as a share group; after they close,
+// a new member finds nothing left and then reads exactly what is produced
+// next, also after a restart of the broker (the start offsets are in the
+// metadata log).
+func TestShareGroupConsumers(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	const topic, group, n = "shared", "workers", 600
+	createTopic(t, b, topic, 3, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	produceAll(t, admin, makeRecords(topic, n, "v"))
+
+	want := map[string]string{} // value → key: the values are unique
+	for _, r := range makeRecords(topic, n, "v") {
+		want[string(r.Value)] = string(r.Key)
+	}
+	var mu sync.Mutex
+	got := map[string]int{}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	var closeOnce sync.Once
+	consumers := make([]*kgo.Client, 2)
+	for i := range consumers {
+		cl := newClient(t, b, kgo.ShareGroup(group), kgo.ConsumeTopics(topic), kgo.ClientID(fmt.Sprintf("share-%d", i)))
+		consumers[i] = cl
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				fs := cl.PollFetches(ctx)
+				if ctx.Err() != nil {
+					return
+				}
+				select {
+				case <-done:
+					return
+				default:
+				}
+				fs.EachError(func(_ string, _ int32, err error) { t.Errorf("share consumer: %v", err) })
+				mu.Lock()
+				fs.EachRecord(func(r *kgo.Record) {
+					if k, ok := want[string(r.Value)]; !ok || k != string(r.Key) {
+						t.Errorf("record %s = %q: not produced so", r.Key, r.Value)
+					}
+					got[string(r.Value)]++
+				})
+				if len(got) == n {
+					closeOnce.Do(func() { close(done) })
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		mu.Lock()
+		t.Fatalf("share consumers read %d of %d records", len(got), n)
+	}
+	// Both members in the group, the partitions shared out.
+	describe := kmsg.NewPtrShareGroupDescribeRequest()
+	describe.GroupIDs = []string{group}
+	dresp, err := describe.RequestWith(testCtx(t), admin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := dresp.Groups[0]
+	assigned := 0
+	for _, m := range g.Members {
+		for _, tp := range m.Assignment.TopicPartitions {
+			assigned += len(tp.Partitions)
+		}
+	}
+	if g.ErrorCode != 0 || g.GroupState != "Stable" || len(g.Members) != 2 || assigned != 3 || g.Assignor != "simple" {
+		t.Errorf("ShareGroupDescribe: %+v", g)
+	}
+	list := kmsg.NewPtrListGroupsRequest()
+	list.TypesFilter = []string{"share"}
+	lresp, err := list.RequestWith(testCtx(t), admin)
+	if err != nil || len(lresp.Groups) != 1 || lresp.Groups[0].Group != group || lresp.Groups[0].GroupType != "share" {
+		t.Errorf("ListGroups of type share: %+v, %v", lresp, err)
+	}
+	cancel()
+	wg.Wait()
+	for _, cl := range consumers {
+		cl.Close() // acknowledges what it polled last
+	}
+	mu.Lock()
+	for k, c := range got {
+		if c != 1 {
+			t.Errorf("record %s delivered %d times", k, c)
+		}
+	}
+	mu.Unlock()
+
+	// The start offsets reach the metadata log: every partition at its end.
+	waitCond(t, func() bool {
+		st := b.meta.State().ShareState(group)
+		if len(st) != 3 {
+			return false
+		}
+		tp, _ := b.meta.State().Topic(topic)
+		for i, p := range tp.Partitions {
+			part, err := b.store.openLocked(tp, int32(i))
+			_ = p
+			if err != nil || st[sharePartKey{group, tp.ID, int32(i)}.stateKey()] != fmt.Sprint(part.log.HighWatermark()) {
+				return false
+			}
+		}
+		return true
+	})
+	b.Close()
+	b = startBroker(t, dir)
+	admin = newClient(t, b)
+	produceAll(t, admin, makeRecords(topic, 30, "after"))
+	cl := newClient(t, b, kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel2()
+	seen := map[string]bool{}
+	for len(seen) < 30 && ctx2.Err() == nil {
+		cl.PollFetches(ctx2).EachRecord(func(r *kgo.Record) {
+			if !strings.HasPrefix(string(r.Value), "after") || seen[string(r.Value)] {
+				t.Errorf("after the restart: %s=%s delivered (again)", r.Key, r.Value)
+			}
+			seen[string(r.Value)] = true
+		})
+	}
+	if len(seen) != 30 {
+		t.Fatalf("after the restart: %d of 30 new records", len(seen))
+	}
+}
+
+// shareConn is one share group member speaking the protocol on its own
+// connection.
+type shareConn struct {
+	t      *testing.T
+	nc     net.Conn
+	corr   int32
+	group  string
+	member string
+	epoch  int32
+}
+
+func newShareConn(t *testing.T, b *Broker, group, member string) *shareConn {
+	return &shareConn{t: t, nc: dial(t, b), group: group, member: member}
+}
+
+func (c *shareConn) do(req kmsg.Request) kmsg.Response {
+	c.t.Helper()
+	c.corr++
+	resp, err := roundTrip(c.nc, req, c.corr, 30*time.Second)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return resp
+}
+
+// fetch sends a ShareFetch of the topic's partitions (on the session's first
+// request) with acks, at the member's session epoch.
+func (c *shareConn) fetch(topicID [16]byte, parts []int32, wait time.Duration, acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = int32(wait.Milliseconds()), 1, 1<<20, 500, 500
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = topicID
+	for _, p := range parts {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition, rp.AcknowledgementBatches = p, acks[p]
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	if len(rt.Partitions) > 0 {
+		req.Topics = append(req.Topics, rt)
+	}
+	resp := c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode == 0 {
+		c.epoch = nextShareEpoch(c.epoch)
+	}
+	return resp
+}
+
+func (c *shareConn) ack(topicID [16]byte, part int32, first, last int64, typ int8) *kmsg.ShareAcknowledgeResponse {
+	c.t.Helper()
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = topicID
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.Partition = part
+	rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: first, LastOffset: last, AcknowledgeTypes: []int8{typ}}}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := c.do(req).(*kmsg.ShareAcknowledgeResponse)
+	if resp.ErrorCode == 0 {
+		c.epoch = nextShareEpoch(c.epoch)
+	}
+	return resp
+}
+
+// acquired flattens a ShareFetch answer's acquired ranges: offset → delivery
+// count.
+func acquired(resp *kmsg.ShareFetchResponse) map[int64]int16 {
+	out := map[int64]int16{}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.AcquiredRecords {
+				for o := r.FirstOffset; o <= r.LastOffset; o++ {
+					out[o] = r.DeliveryCount
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestShareFetchDelivery drives KIP-932's record states through the
+// protocol: acquisition with delivery counts, release and redelivery,
+// reject, acknowledging what the member does not hold (INVALID_RECORD_STATE),
+// session epochs (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH),
+// a lock that expires while another member long-polls, a connection that
+// closes with records held, and the delivery limit.
+func TestShareFetchDelivery(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "deliveries", "queue"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	setShareGroupConfig(t, admin, group, cfgShareRecordLockDuration, "1000")
+	produceAll(t, admin, makeRecords(topic, 20, "v"))
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+
+	a := newShareConn(t, b, group, "member-a")
+	if r := a.ack(id, 0, 0, 0, 1); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("ShareAcknowledge at epoch 0: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	a.epoch = 5
+	if r := a.fetch(id, []int32{0}, 0, nil); r.ErrorCode != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("ShareFetch of no session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	a.epoch = 0
+	got := acquired(a.fetch(id, []int32{0}, time.Second, nil))
+	if len(got) != 20 || got[0] != 1 || got[19] != 1 {
+		t.Fatalf("first fetch acquired %v", got)
+	}
+	// Release 0-4, reject 5, accept 6-19.
+	if r := a.ack(id, 0, 0, 4, 2); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("release: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	if r := a.ack(id, 0, 5, 5, 3); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("reject refused")
+	}
+	if r := a.ack(id, 0, 6, 19, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("accept refused")
+	}
+	if r := a.ack(id, 0, 6, 6, 1); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRecordState.Code {
+		t.Fatalf("accepting a record twice: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	saved := a.epoch
+	a.epoch = saved + 7
+	if r := a.fetch(id, nil, 0, nil); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
+		t.Fatalf("a wrong epoch: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	a.epoch = saved
+	got = acquired(a.fetch(id, nil, time.Second, nil))
+	if len(got) != 5 || got[0] != 2 || got[4] != 2 {
+		t.Fatalf("after the release: acquired %v, want 0-4 at delivery 2", got)
+	}
+
+	// Member b long-polls; a's locks on 0-4 expire after 1 s and b gets
+	// them (delivery 3).
+	bm := newShareConn(t, b, group, "member-b")
+	start := time.Now()
+	got = acquired(bm.fetch(id, []int32{0}, 10*time.Second, nil))
+	if len(got) != 5 || got[0] != 3 {
+		t.Fatalf("member b after a's locks expired: %v", got)
+	}
+	if waited := time.Since(start); waited > 8*time.Second {
+		t.Errorf("the expired locks were noticed after %v", waited)
+	}
+	// b's connection closes holding them: a gets them at once (delivery 4).
+	bm.nc.Close()
+	got = acquired(a.fetch(id, nil, 10*time.Second, nil))
+	if len(got) != 5 || got[0] != 4 {
+		t.Fatalf("after member b's connection closed: %v", got)
+	}
+	// Released once more (delivery 4 → 5 on the next), then the limit:
+	// released at 5 deliveries they are archived, and the start moves past.
+	if r := a.ack(id, 0, 0, 4, 2); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("release refused")
+	}
+	got = acquired(a.fetch(id, nil, time.Second, nil))
+	if len(got) != 5 || got[0] != 5 {
+		t.Fatalf("fifth delivery: %v", got)
+	}
+	if r := a.ack(id, 0, 0, 4, 2); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("release refused")
+	}
+	if got = acquired(a.fetch(id, nil, 0, nil)); len(got) != 0 {
+		t.Fatalf("records past the delivery limit delivered again: %v", got)
+	}
+	b.shares.mu.Lock()
+	sp := b.shares.parts[sharePartKey{group, id, 0}]
+	start0, end0 := sp.start, sp.end
+	b.shares.mu.Unlock()
+	if start0 != 20 || end0 != 20 {
+		t.Errorf("share-partition start/end %d/%d, want 20/20", start0, end0)
+	}
+}
