@@ -41,7 +41,9 @@ const (
 	cfgShareHeartbeatInterval  = "share.heartbeat.interval.ms"
 )
 
-func fixed(d time.Duration) func(*Broker) time.Duration { return func(*Broker) time.Duration { return d } }
+func fixed(d time.Duration) func(*Broker) time.Duration {
+	return func(*Broker) time.Duration { return d }
+}
 
 var groupConfigDefs = []groupConfigDef{
 	{name: group.GroupConsumerHeartbeatInterval, def: func(b *Broker) time.Duration {

@@ -33,9 +33,9 @@ import (
 // partitions' leaders and in the metadata log.
 
 const (
-	shareSessionTimeoutDefault   = 45 * time.Second
+	shareSessionTimeoutDefault    = 45 * time.Second
 	shareHeartbeatIntervalDefault = 5 * time.Second
-	shareAssignorName            = "simple"
+	shareAssignorName             = "simple"
 )
 
 type shareMember struct {
