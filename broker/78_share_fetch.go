@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -196,8 +197,20 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 	s.mu.Lock()
 	sp := s.stateLocked(ctx, st, p, key)
 	s.advanceLocked(sp, time.Now(), logStart)
-	from, nextLock := sp.firstAvailable(), sp.earliestDeadline()
+	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
 	s.mu.Unlock()
+	if unstored {
+		// A new share-partition: its start is written before anything
+		// is delivered from it.
+		op := metadata.ConfigOp{Key: key.stateKey(), Value: strconv.FormatInt(start, 10)}
+		if _, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: key.group, Ops: []metadata.ConfigOp{op}}); err != nil {
+			s.b.log.Warn("share group: start offset not written", "group", key.group, "partition", key.part, "err", err)
+			return nil, time.Time{}, kerr.RequestTimedOut.Code
+		}
+		s.mu.Lock()
+		sp.unstored = false
+		s.mu.Unlock()
+	}
 	if from >= hw {
 		return nil, nextLock, 0
 	}

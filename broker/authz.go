@@ -92,6 +92,7 @@ var authzRules = map[int16]authzRule{
 	77: authzShareGroupDescribe,
 	78: authzShareFetch,
 	79: authzShareAcknowledge,
+	90: authzDescribeShareGroupOffsets,
 	80: clusterRule(kmsg.ACLOperationAlter), // AddRaftVoter
 	81: clusterRule(kmsg.ACLOperationAlter), // RemoveRaftVoter
 }
@@ -790,6 +791,45 @@ func authzShareAcknowledge(ctx context.Context, b *Broker, s *subject, r *Reques
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+func authzDescribeShareGroupOffsets(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DescribeShareGroupOffsetsRequest)
+	var denied []kmsg.DescribeShareGroupOffsetsRequestGroup
+	req.Groups, denied = split(req.Groups, func(g *kmsg.DescribeShareGroupOffsetsRequestGroup) bool {
+		return s.group(kmsg.ACLOperationDescribe, g.GroupID)
+	})
+	rep, err := nextIf(len(req.Groups) > 0, ctx, b, r, next)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeShareGroupOffsetsResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		// Topics the principal may not describe are left out (names do
+		// not leak) or, when asked for by name, refused.
+		kept := g.Topics[:0]
+		for _, t := range g.Topics {
+			if s.topic(kmsg.ACLOperationDescribe, t.Topic) {
+				kept = append(kept, t)
+				continue
+			}
+			if req.Groups[i].Topics != nil {
+				for j := range t.Partitions {
+					t.Partitions[j].ErrorCode, t.Partitions[j].StartOffset, t.Partitions[j].Lag = errTopicAuth, -1, -1
+				}
+				t.TopicID = [16]byte{}
+				kept = append(kept, t)
+			}
+		}
+		g.Topics = kept
+	}
+	for _, d := range denied {
+		g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
+		g.GroupID, g.ErrorCode = d.GroupID, errGroupAuth
+		resp.Groups = append(resp.Groups, g)
 	}
 	return rep, nil
 }

@@ -25,11 +25,13 @@ import (
 // (REJECT), a gap, or delivered group.share.delivery.count.limit times is
 // done; RELEASE and an expired lock make it available again. Done records at
 // the start move the SPSO forward, which is written to the metadata log
-// (metadata.ResourceShareState) at most every shareFlushInterval, so that a
-// new leader (after a failover or a restart) starts where the old one was:
-// records after the SPSO that were acknowledged since the last write are
-// delivered again (at least once, as in Kafka after a share coordinator
-// failover). A new share-partition with no stored start begins at
+// (metadata.ResourceShareState) as soon as it moves, in one command per
+// broker for what moved meanwhile (at most one every shareFlushInterval), so
+// that a new leader (after a failover or a restart) starts where the old one
+// was. Only the SPSO is kept: records acknowledged after it (out of order)
+// or since the last write are delivered again after a failover (at least
+// once, which is the share group contract; Kafka keeps every acknowledged
+// range). A new share-partition with no stored start begins at
 // share.auto.offset.reset: latest (the default, as Kafka) or earliest.
 //
 // ShareFetch and ShareAcknowledge run in share sessions, one per (group,
@@ -39,7 +41,7 @@ import (
 // closed or replaced, the member's acquired records become available again.
 
 const (
-	shareFlushInterval   = 500 * time.Millisecond
+	shareFlushInterval   = 20 * time.Millisecond
 	shareMaxRecordLocks  = 2000 // group.share.partition.max.record.locks
 	shareDeliveryLimit   = 5    // group.share.delivery.count.limit
 	shareMaxSessionParts = 10000
@@ -68,6 +70,10 @@ type sharePartition struct {
 	start, end int64
 	recs       map[int64]*shareRec // offsets in [start, end) in flight; absent: done
 	persisted  int64
+	// unstored: made from share.auto.offset.reset, its start not yet in
+	// the metadata log; nothing is delivered until it is, or a new leader
+	// could reset again past records delivered but not acknowledged.
+	unstored bool
 }
 
 type shareSessionKey struct{ group, member string }
@@ -107,13 +113,21 @@ func newShares(b *Broker) *shares {
 func (s *shares) start() {
 	go func() {
 		defer close(s.done)
-		t := time.NewTicker(shareFlushInterval)
-		defer t.Stop()
 		for {
 			select {
-			case <-t.C:
+			case <-s.kick:
 				s.flush()
 			case <-s.stop:
+				s.flush()
+				return
+			}
+			// What changes meanwhile goes in the next command: at most
+			// one proposal per shareFlushInterval.
+			t := time.NewTimer(shareFlushInterval)
+			select {
+			case <-t.C:
+			case <-s.stop:
+				t.Stop()
 				s.flush()
 				return
 			}
@@ -149,7 +163,8 @@ func (s *shares) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for g, ops := range byGroup {
-		if _, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops}); err != nil {
+		_, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops})
+		if err != nil {
 			s.b.log.Warn("share group: start offsets not written; retrying", "group", g, "err", err)
 			s.mu.Lock()
 			for k, off := range dirty {
@@ -160,6 +175,10 @@ func (s *shares) flush() {
 				}
 			}
 			s.mu.Unlock()
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
 		}
 	}
 }
@@ -230,6 +249,10 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 	if sp.start != sp.persisted {
 		sp.persisted = sp.start
 		s.dirty[sp.key] = sp.start
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
 	}
 }
 
@@ -245,7 +268,9 @@ func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partiti
 	if v, ok := st.ShareState(key.group)[key.stateKey()]; ok {
 		off, err := strconv.ParseInt(v, 10, 64)
 		if err == nil {
-			sp.start = min(max(off, logStart), hw)
+			// Not clamped to the high watermark: a new leader's lags
+			// until its followers fetch again; reads wait for it.
+			sp.start = min(max(off, logStart), p.log.LogEndOffset())
 			sp.persisted = off
 		}
 	} else {
@@ -254,9 +279,11 @@ func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partiti
 		} else {
 			sp.start = hw
 		}
-		sp.persisted = -1 // written at the next flush
+		sp.persisted, sp.unstored = -1, true
 	}
 	sp.end = sp.start
+	s.b.log.Info("share-partition opened", "group", key.group, "topic_id", hex.EncodeToString(key.topicID[:]), "partition", key.part,
+		"leader_epoch", epoch, "start", sp.start, "stored", sp.persisted, "high_watermark", hw)
 	s.parts[key] = sp
 	s.advanceLocked(sp, time.Now(), -1)
 	return sp
@@ -267,8 +294,11 @@ func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partiti
 // with INVALID_RECORD_STATE and changes nothing.
 func (sp *sharePartition) ack(member string, batches []shareAckBatch) int16 {
 	for _, b := range batches {
-		if b.last < b.first || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
+		if b.last < b.first || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
 			return kerr.InvalidRequest.Code
+		}
+		if b.first < sp.start || b.last >= sp.end {
+			return kerr.InvalidRecordState.Code // not in flight (this bounds the loops below)
 		}
 		for _, t := range b.types {
 			if t < 0 || t > 3 {

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 // setShareGroupConfig sets a share group config through
@@ -135,17 +138,24 @@ func TestShareGroupConsumers(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// The start offsets reach the metadata log: every partition at its end.
+	// The start offsets reach the metadata log: every partition at its
+	// end, as DescribeShareGroupOffsets (all topics) tells, with no lag.
 	waitCond(t, func() bool {
-		st := b.meta.State().ShareState(group)
-		if len(st) != 3 {
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		req.Version = 1
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: group}}
+		resp, err := req.RequestWith(testCtx(t), admin)
+		if err != nil || len(resp.Groups) != 1 || resp.Groups[0].ErrorCode != 0 || len(resp.Groups[0].Topics) != 1 {
 			return false
 		}
+		rt := resp.Groups[0].Topics[0]
 		tp, _ := b.meta.State().Topic(topic)
-		for i, p := range tp.Partitions {
-			part, err := b.store.openLocked(tp, int32(i))
-			_ = p
-			if err != nil || st[sharePartKey{group, tp.ID, int32(i)}.stateKey()] != fmt.Sprint(part.log.HighWatermark()) {
+		if rt.Topic != topic || rt.TopicID != [16]byte(tp.ID) || len(rt.Partitions) != 3 {
+			return false
+		}
+		for _, p := range rt.Partitions {
+			part, err := b.store.openLocked(tp, p.Partition)
+			if err != nil || p.ErrorCode != 0 || p.StartOffset != part.log.HighWatermark() || p.Lag != 0 {
 				return false
 			}
 		}
@@ -349,5 +359,86 @@ func TestShareFetchDelivery(t *testing.T) {
 	b.shares.mu.Unlock()
 	if start0 != 20 || end0 != 20 {
 		t.Errorf("share-partition start/end %d/%d, want 20/20", start0, end0)
+	}
+}
+
+// FuzzShareAcks drives a share-partition with arbitrary acquisitions,
+// acknowledgements (any range, any type), lock expiries and releases by two
+// members over a log of four 5-record batches: no panic, and its invariants
+// hold: start ≤ end ≤ the log end, records in flight lie in [start, end)
+// with a delivery count within the limit, an acquired record has a holder,
+// and a refused acknowledgement changes nothing.
+func FuzzShareAcks(f *testing.F) {
+	f.Add([]byte{0, 0, 5, 0, 1, 0, 0, 4, 0, 1, 10, 2, 2, 0, 3, 0, 3, 1, 0, 0})
+	f.Add([]byte{0, 1, 31, 0, 1, 1, 0, 19, 0, 0, 0, 0, 2, 0, 3, 0})
+	f.Fuzz(func(t *testing.T, ops []byte) { runShareOps(t, ops) })
+}
+
+var shareFuzzLog = func() []byte {
+	var log []byte
+	for base := 0; base < 20; base += 5 {
+		b := buildBatch(-1, -1, 0, 5, 3)
+		binary.BigEndian.PutUint64(b[0:8], uint64(base))
+		log = append(log, b...)
+	}
+	return log
+}()
+
+func runShareOps(t *testing.T, ops []byte) {
+	log := shareFuzzLog
+	from := func(off int64) []byte { // whole batches from the one holding off
+		rest := log
+		for len(rest) > 0 {
+			h, _ := hotlog.ParseBatchHeader(rest)
+			if h.LastOffset() >= off {
+				return rest
+			}
+			rest = rest[h.Size():]
+		}
+		return nil
+	}
+	{
+		s := &shares{dirty: map[sharePartKey]int64{}, kick: make(chan struct{}, 1)}
+		sp := &sharePartition{recs: map[int64]*shareRec{}}
+		members := []string{"a", "b"}
+		now := time.Unix(1000, 0)
+		for len(ops) >= 4 {
+			op, m, x, y := ops[0]%4, members[ops[1]%2], int64(int8(ops[2])), int64(ops[3])
+			ops = ops[4:]
+			switch op {
+			case 0:
+				sp.acquire(m, from(sp.firstAvailable()), int(x&31)+1, time.Second, now)
+			case 1:
+				before := fmt.Sprint(sp.start, sp.end, len(sp.recs))
+				var held []string
+				for off, r := range sp.recs {
+					held = append(held, fmt.Sprint(off, r.acquired, r.member, r.deliveries))
+				}
+				if code := sp.ack(m, []shareAckBatch{{x, x + int64(y&15), []int8{int8(y>>4) - 1}}}); code != 0 {
+					var after []string
+					for off, r := range sp.recs {
+						after = append(after, fmt.Sprint(off, r.acquired, r.member, r.deliveries))
+					}
+					if fmt.Sprint(sp.start, sp.end, len(sp.recs)) != before || len(after) != len(held) {
+						t.Fatalf("a refused acknowledgement (%d) changed the share-partition", code)
+					}
+				}
+				s.advanceLocked(sp, now, -1)
+			case 2:
+				now = now.Add(time.Duration(x&3) * time.Second)
+				s.advanceLocked(sp, now, -1)
+			case 3:
+				sp.release(m)
+				s.advanceLocked(sp, now, -1)
+			}
+			if sp.start > sp.end || sp.end > 20 {
+				t.Fatalf("start %d, end %d", sp.start, sp.end)
+			}
+			for off, r := range sp.recs {
+				if off < sp.start || off >= sp.end || r.deliveries < 1 || r.deliveries > shareDeliveryLimit || (r.acquired && r.member == "") {
+					t.Fatalf("record %d in flight: %+v (start %d, end %d)", off, *r, sp.start, sp.end)
+				}
+			}
+		}
 	}
 }

@@ -733,3 +733,11 @@ func waitToJoin(b *Broker, meta *metadata.Node, timeout time.Duration) error {
 		}
 	}
 }
+
+// opened returns the partition's log if this broker has it open (as leader
+// or follower), without opening it.
+func (s *store) opened(id metadata.UUID, idx int32) *partition {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.parts[id][idx]
+}
