@@ -17,12 +17,14 @@ import (
 // KIP-932 share groups (share_partition.go): acknowledgements piggybacked
 // per partition, then records acquired for the member from every partition
 // of its share session, long polling up to max_wait for new records or an
-// expiring lock. v1 only: v0 was Kafka 4.0's early access, v2's renew
-// acknowledgements are not served. Serial on a connection, so a member's
+// expiring lock. v1-2 (v0 was Kafka 4.0's early access): v2 brings
+// KIP-1222's RENEW acknowledgements (IsRenewAck: acknowledge only, nothing
+// fetched) and KIP-1206's record-limit acquire mode (ShareAcquireMode 1: at
+// most MaxRecords, batches split). Serial on a connection, so a member's
 // requests keep their session epochs in order.
 
 func init() {
-	e := regKey(78, 1, 1)
+	e := regKey(78, 1, 2)
 	e.handler = handleShareFetch
 	e.serial = true
 }
@@ -93,12 +95,14 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 	for tp, batches := range acks {
 		res := result(tp)
 		res.ackSet = true
-		res.ackCode = s.acknowledge(ctx, st, group, member, tp, batches)
+		res.ackCode = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
 	}
-	if req.ShareSessionEpoch == -1 {
-		s.mu.Lock()
-		s.closeSessionLocked(ss)
-		s.mu.Unlock()
+	if req.ShareSessionEpoch == -1 || req.IsRenewAck {
+		if req.ShareSessionEpoch == -1 {
+			s.mu.Lock()
+			s.closeSessionLocked(ss)
+			s.mu.Unlock()
+		}
 		buildShareFetchResponse(st, resp, add, results)
 		return &Reply{Msg: resp}, nil
 	}
@@ -140,7 +144,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 				continue
 			}
 			leaders = append(leaders, p)
-			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, maxBytes[tp], lock)
+			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, maxBytes[tp], lock)
 			if code != 0 {
 				result(tp).code = code
 				failed = true
@@ -191,7 +195,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 // fetchPartition acquires up to maxRecords records of p for member. It
 // returns what it acquired, the next lock deadline of the share-partition
 // (to wait for when nothing was available), or an error code.
-func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, maxBytes int32, lock time.Duration) (*sharePartResult, time.Time, int16) {
+func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32, lock time.Duration) (*sharePartResult, time.Time, int16) {
 	logStart := s.b.logStartOffset(ctx, p)
 	hw := p.log.HighWatermark()
 	s.mu.Lock()
@@ -227,13 +231,13 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 		return nil, time.Time{}, kerr.NotLeaderForPartition.Code // leadership changed meanwhile
 	}
 	now := time.Now()
-	records, ranges := sp.acquire(member, data, maxRecords, lock, now)
+	records, ranges := sp.acquire(member, data, maxRecords, strict, lock, now)
 	s.advanceLocked(sp, now, -1)
 	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0
 }
 
 // acknowledge applies a member's acknowledgements on one partition.
-func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch) int16 {
+func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch, renew bool) int16 {
 	p, err := s.b.store.partitionByID(st, tp.topicID, tp.part)
 	if err == nil && !p.isLeader(-1) {
 		err = errNotLeader
@@ -249,7 +253,7 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 	sp := s.stateLocked(ctx, st, p, sharePartKey{group, tp.topicID, tp.part})
 	now := time.Now()
 	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
-	code := sp.ack(member, batches)
+	code := sp.ack(member, batches, renew, s.b.shareLockDuration(group), now)
 	s.advanceLocked(sp, now, -1)
 	return code
 }

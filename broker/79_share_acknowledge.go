@@ -12,10 +12,11 @@ import (
 //
 // KIP-932 (share_partition.go): a member's acknowledgements outside a fetch,
 // in its share session (the epoch moves on as with ShareFetch; -1 closes the
-// session after applying them). Serial on a connection, as ShareFetch.
+// session after applying them). v2: RENEW acknowledgements with IsRenewAck
+// (KIP-1222). Serial on a connection, as ShareFetch.
 
 func init() {
-	e := regKey(79, 1, 1)
+	e := regKey(79, 1, 2)
 	e.handler = handleShareAcknowledge
 	e.serial = true
 }
@@ -51,7 +52,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 			}
 			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.ErrorCode = s.acknowledge(ctx, st, group, member, shareTP{t.TopicID, p.Partition}, batches)
+			rp.ErrorCode = s.acknowledge(ctx, st, group, member, shareTP{t.TopicID, p.Partition}, batches, req.IsRenewAck)
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 			if rp.ErrorCode != 0 && rp.ErrorCode != kerr.InvalidRecordState.Code && rp.ErrorCode != kerr.InvalidRequest.Code {
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", t.TopicID, true, p.Partition, rp.ErrorCode)

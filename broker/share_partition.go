@@ -291,19 +291,24 @@ func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partiti
 
 // ack applies acknowledgement batches of member; a batch that names a
 // record the member does not hold fails the partition's acknowledgement
-// with INVALID_RECORD_STATE and changes nothing.
-func (sp *sharePartition) ack(member string, batches []shareAckBatch) int16 {
+// with INVALID_RECORD_STATE and changes nothing. renew allows RENEW (4,
+// KIP-1222: the lock starts again, for v2 requests that say IsRenewAck).
+func (sp *sharePartition) ack(member string, batches []shareAckBatch, renew bool, lock time.Duration, now time.Time) int16 {
+	maxType := int8(3)
+	if renew {
+		maxType = 4
+	}
 	for _, b := range batches {
 		if b.last < b.first || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
 			return kerr.InvalidRequest.Code
 		}
-		if b.first < sp.start || b.last >= sp.end {
-			return kerr.InvalidRecordState.Code // not in flight (this bounds the loops below)
-		}
 		for _, t := range b.types {
-			if t < 0 || t > 3 {
+			if t < 0 || t > maxType {
 				return kerr.InvalidRequest.Code
 			}
+		}
+		if b.first < sp.start || b.last >= sp.end {
+			return kerr.InvalidRecordState.Code // not in flight (this bounds the loops below)
 		}
 		for off := b.first; off <= b.last; off++ {
 			r := sp.recs[off]
@@ -325,6 +330,8 @@ func (sp *sharePartition) ack(member string, batches []shareAckBatch) int16 {
 				if r.deliveries >= shareDeliveryLimit {
 					delete(sp.recs, off)
 				}
+			case 4: // RENEW
+				r.deadline = now.Add(lock)
 			default: // ACCEPT, REJECT, GAP: done
 				delete(sp.recs, off)
 			}
@@ -339,10 +346,11 @@ type shareAckBatch struct {
 }
 
 // acquire takes, from the batches read (starting at or before the first
-// record it can give), the records available to member, up to maxRecords
-// (whole batches), and returns the batches that hold them and the acquired
+// record it can give), the records available to member, up to maxRecords:
+// whole batches, or exactly (strict: KIP-1206's record-limit mode, which
+// splits a batch), and returns the batches that hold them and the acquired
 // ranges.
-func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
+func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int, strict bool, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
 	var out []byte
 	var ranges []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
 	acquired := 0
@@ -370,7 +378,12 @@ func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int,
 			break // the in-flight window is full
 		}
 		got := 0
+		next := last + 1 // the first offset of the batch not looked at
 		for off := max(base, sp.start); off <= last; off++ {
+			if strict && acquired+got >= maxRecords {
+				next = off
+				break
+			}
 			if off >= sp.end {
 				if h.IsControl() {
 					continue // markers are never delivered
@@ -389,8 +402,8 @@ func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int,
 			add(off, r.deliveries)
 			got++
 		}
-		if last >= sp.end {
-			sp.end = last + 1
+		if next > sp.end {
+			sp.end = next
 		}
 		if got > 0 {
 			out = append(out, raw...)

@@ -407,14 +407,14 @@ func runShareOps(t *testing.T, ops []byte) {
 			ops = ops[4:]
 			switch op {
 			case 0:
-				sp.acquire(m, from(sp.firstAvailable()), int(x&31)+1, time.Second, now)
+				sp.acquire(m, from(sp.firstAvailable()), int(x&31)+1, y&1 == 1, time.Second, now)
 			case 1:
 				before := fmt.Sprint(sp.start, sp.end, len(sp.recs))
 				var held []string
 				for off, r := range sp.recs {
 					held = append(held, fmt.Sprint(off, r.acquired, r.member, r.deliveries))
 				}
-				if code := sp.ack(m, []shareAckBatch{{x, x + int64(y&15), []int8{int8(y>>4) - 1}}}); code != 0 {
+				if code := sp.ack(m, []shareAckBatch{{x, x + int64(y&15), []int8{int8(y>>4) - 1}}}, true, time.Second, now); code != 0 {
 					var after []string
 					for off, r := range sp.recs {
 						after = append(after, fmt.Sprint(off, r.acquired, r.member, r.deliveries))
@@ -440,5 +440,68 @@ func runShareOps(t *testing.T, ops []byte) {
 				}
 			}
 		}
+	}
+}
+
+// TestShareFetchV2: KIP-1206's record-limit mode splits a batch at
+// MaxRecords; KIP-1222's RENEW keeps records with their holder (v2 with
+// IsRenewAck; refused in v1 and without IsRenewAck), and a ShareFetch that
+// renews fetches nothing.
+func TestShareFetchV2(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "renewals", "queue2"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	// One batch of 10 records.
+	produceAll(t, newClient(t, b, kgo.ProducerLinger(time.Second)), makeRecords(topic, 10, "v"))
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+
+	a := newShareConn(t, b, group, "member-a")
+	fetch := func(c *shareConn, mode int8, maxRecords int32, renew bool, acks []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch) *kmsg.ShareFetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrShareFetchRequest()
+		req.Version = 2
+		req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+		req.MaxBytes, req.MaxRecords, req.BatchSize, req.ShareAcquireMode, req.IsRenewAck = 1<<20, maxRecords, maxRecords, mode, renew
+		if !renew {
+			req.MaxWaitMillis, req.MinBytes = 500, 1
+		}
+		rt := kmsg.NewShareFetchRequestTopic()
+		rt.TopicID = id
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition, rp.AcknowledgementBatches = 0, acks
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := c.do(req).(*kmsg.ShareFetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("ShareFetch v2: %v", kerr.ErrorForCode(resp.ErrorCode))
+		}
+		c.epoch = nextShareEpoch(c.epoch)
+		return resp
+	}
+	got := acquired(fetch(a, 1, 3, false, nil))
+	if len(got) != 3 || got[0] != 1 || got[2] != 1 {
+		t.Fatalf("record-limit mode, 3 of a 10-record batch: acquired %v", got)
+	}
+	got = acquired(fetch(a, 0, 3, false, nil))
+	if len(got) != 7 || got[3] != 1 || got[9] != 1 {
+		t.Fatalf("batch mode after it: acquired %v, want 3-9", got)
+	}
+	renew := []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 9, AcknowledgeTypes: []int8{4}}}
+	if r := fetch(a, 0, 500, false, renew); r.Topics[0].Partitions[0].AcknowledgeErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("RENEW without IsRenewAck: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].AcknowledgeErrorCode))
+	}
+	r := fetch(a, 0, 0, true, renew)
+	if p := r.Topics[0].Partitions[0]; p.AcknowledgeErrorCode != 0 || len(p.AcquiredRecords) != 0 {
+		t.Fatalf("renewing fetch: ack %v, acquired %v", kerr.ErrorForCode(p.AcknowledgeErrorCode), p.AcquiredRecords)
+	}
+	if r := a.ack(id, 0, 0, 9, 4); r.Topics[0].Partitions[0].ErrorCode != kerr.InvalidRequest.Code {
+		t.Fatalf("RENEW in ShareAcknowledge v1: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	// Still member a's: it accepts them all.
+	if r := a.ack(id, 0, 0, 9, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("accept after the renewal: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 }
