@@ -213,6 +213,9 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 		}
 		s.mu.Lock()
 		sp.unstored = false
+		if sp.storedAt < 0 {
+			sp.storedAt = start
+		}
 		s.mu.Unlock()
 	}
 	if from >= hw {

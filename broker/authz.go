@@ -93,6 +93,8 @@ var authzRules = map[int16]authzRule{
 	78: authzShareFetch,
 	79: authzShareAcknowledge,
 	90: authzDescribeShareGroupOffsets,
+	91: authzAlterShareGroupOffsets,
+	92: authzDeleteShareGroupOffsets,
 	80: clusterRule(kmsg.ACLOperationAlter), // AddRaftVoter
 	81: clusterRule(kmsg.ACLOperationAlter), // RemoveRaftVoter
 }
@@ -830,6 +832,53 @@ func authzDescribeShareGroupOffsets(ctx context.Context, b *Broker, s *subject, 
 		g := kmsg.NewDescribeShareGroupOffsetsResponseGroup()
 		g.GroupID, g.ErrorCode = d.GroupID, errGroupAuth
 		resp.Groups = append(resp.Groups, g)
+	}
+	return rep, nil
+}
+
+// AlterShareGroupOffsets: READ on the group and on each topic (Kafka's).
+func authzAlterShareGroupOffsets(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.AlterShareGroupOffsetsRequest)
+	if !s.group(kmsg.ACLOperationRead, req.GroupID) {
+		return topError(r, errGroupAuth), nil
+	}
+	var denied []kmsg.AlterShareGroupOffsetsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.AlterShareGroupOffsetsRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.AlterShareGroupOffsetsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewAlterShareGroupOffsetsResponseTopic()
+		rt.Topic = t.Topic
+		for _, p := range t.Partitions {
+			rp := kmsg.NewAlterShareGroupOffsetsResponseTopicPartition()
+			rp.Partition, rp.ErrorCode = p.Partition, errTopicAuth
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		resp.Topics = append(resp.Topics, rt)
+	}
+	return rep, nil
+}
+
+// DeleteShareGroupOffsets: DELETE on the group, READ on each topic (Kafka's).
+func authzDeleteShareGroupOffsets(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	req := r.Msg.(*kmsg.DeleteShareGroupOffsetsRequest)
+	if !s.group(kmsg.ACLOperationDelete, req.GroupID) {
+		return topError(r, errGroupAuth), nil
+	}
+	var denied []kmsg.DeleteShareGroupOffsetsRequestTopic
+	req.Topics, denied = split(req.Topics, func(t *kmsg.DeleteShareGroupOffsetsRequestTopic) bool { return s.topic(kmsg.ACLOperationRead, t.Topic) })
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DeleteShareGroupOffsetsResponse)
+	for _, t := range denied {
+		rt := kmsg.NewDeleteShareGroupOffsetsResponseTopic()
+		rt.Topic, rt.ErrorCode = t.Topic, errTopicAuth
+		resp.Topics = append(resp.Topics, rt)
 	}
 	return rep, nil
 }

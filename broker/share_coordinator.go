@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"slices"
 	"sort"
 	"sync"
@@ -317,6 +318,11 @@ func (sc *shareCoordinator) describe(req *kmsg.ShareGroupDescribeRequest) *kmsg.
 		if g != nil {
 			sc.expire(g, now)
 		}
+		if g == nil && len(st.ShareState(id)) > 0 {
+			// Known by its start offsets only (no member since this
+			// broker became its coordinator).
+			g = &shareGroup{id: id, members: map[string]*shareMember{}}
+		}
 		if g == nil {
 			sc.mu.Unlock()
 			rg.ErrorCode = kerr.GroupIDNotFound.Code
@@ -381,9 +387,18 @@ func (sc *shareCoordinator) list(req *kmsg.ListGroupsRequest, resp *kmsg.ListGro
 	for id := range sc.groups {
 		ids = append(ids, id)
 	}
+	// And the groups known by their start offsets only.
+	for _, id := range sc.b.meta.State().ShareGroups() {
+		if sc.groups[id] == nil && sc.b.groups.c.Loaded(sc.b.groups.partitionFor(id)) {
+			ids = append(ids, id)
+		}
+	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		g := sc.groups[id]
+		if g == nil {
+			g = &shareGroup{id: id, members: map[string]*shareMember{}}
+		}
 		sc.expire(g, now)
 		state := g.state()
 		if len(req.StatesFilter) > 0 && !slices.ContainsFunc(req.StatesFilter, func(s string) bool { return equalFoldASCII(s, state) }) {
@@ -412,4 +427,62 @@ func equalFoldASCII(a, b string) bool {
 		}
 	}
 	return true
+}
+
+// isShareGroup reports whether group is a share group this broker
+// coordinates (with members, or start offsets).
+func (sc *shareCoordinator) isShareGroup(group string) bool {
+	sc.mu.Lock()
+	_, ok := sc.groups[group]
+	sc.mu.Unlock()
+	return ok || len(sc.b.meta.State().ShareState(group)) > 0
+}
+
+// emptyOrUnknown answers whether group may have its offsets changed or be
+// deleted: 0, or NON_EMPTY_GROUP while it has members (expired members are
+// removed first), or NOT_COORDINATOR.
+func (sc *shareCoordinator) mayChange(group string) int16 {
+	if !sc.coordinates(group) {
+		return kerr.NotCoordinator.Code
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if g := sc.groups[group]; g != nil {
+		sc.expire(g, time.Now())
+		if len(g.members) > 0 {
+			return kerr.NonEmptyGroup.Code
+		}
+	}
+	return 0
+}
+
+// delete removes an empty share group: its members' record and its start
+// offsets.
+func (sc *shareCoordinator) delete(ctx context.Context, group string) int16 {
+	if code := sc.mayChange(group); code != 0 {
+		return code
+	}
+	if _, _, err := sc.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: group, Replace: true}); err != nil {
+		return errCode(err)
+	}
+	sc.mu.Lock()
+	delete(sc.groups, group)
+	sc.mu.Unlock()
+	return 0
+}
+
+// checkAdmin is the group-level check of AlterShareGroupOffsets and
+// DeleteShareGroupOffsets: an id that is not empty, not taken by a classic
+// or consumer group, coordinated here, without members.
+func (sc *shareCoordinator) checkAdmin(group string) int16 {
+	if group == "" {
+		return kerr.InvalidGroupID.Code
+	}
+	if code := sc.mayChange(group); code != 0 {
+		return code
+	}
+	if sc.b.groups.c.Exists(group) {
+		return kerr.GroupIDNotFound.Code // not a share group
+	}
+	return 0
 }

@@ -70,6 +70,11 @@ type sharePartition struct {
 	start, end int64
 	recs       map[int64]*shareRec // offsets in [start, end) in flight; absent: done
 	persisted  int64
+	// storedAt is the start this broker last saw committed to the
+	// metadata log (-1: none); a different value there, or none, while
+	// nothing of this broker's is on its way, is an admin's change
+	// (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups).
+	storedAt int64
 	// unstored: made from share.auto.offset.reset, its start not yet in
 	// the metadata log; nothing is delivered until it is, or a new leader
 	// could reset again past records delivered but not acknowledged.
@@ -98,6 +103,7 @@ type shares struct {
 	parts    map[sharePartKey]*sharePartition
 	sessions map[shareSessionKey]*shareSession
 	dirty    map[sharePartKey]int64
+	writing  map[sharePartKey]int64 // being written by flush
 
 	kick chan struct{}
 	stop chan struct{}
@@ -106,7 +112,7 @@ type shares struct {
 
 func newShares(b *Broker) *shares {
 	return &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
-		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{},
+		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{}, writing: map[sharePartKey]int64{},
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -156,6 +162,7 @@ func (s *shares) flush() {
 	byGroup := map[string][]metadata.ConfigOp{}
 	for k, off := range s.dirty {
 		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: strconv.FormatInt(off, 10)})
+		s.writing[k] = off
 	}
 	dirty := s.dirty
 	s.dirty = map[sharePartKey]int64{}
@@ -164,17 +171,23 @@ func (s *shares) flush() {
 	defer cancel()
 	for g, ops := range byGroup {
 		_, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops})
+		s.mu.Lock()
+		for k, off := range dirty {
+			if k.group != g {
+				continue
+			}
+			delete(s.writing, k)
+			if err != nil {
+				if _, newer := s.dirty[k]; !newer {
+					s.dirty[k] = off
+				}
+			} else if sp := s.parts[k]; sp != nil {
+				sp.storedAt = off
+			}
+		}
+		s.mu.Unlock()
 		if err != nil {
 			s.b.log.Warn("share group: start offsets not written; retrying", "group", g, "err", err)
-			s.mu.Lock()
-			for k, off := range dirty {
-				if k.group == g {
-					if _, newer := s.dirty[k]; !newer {
-						s.dirty[k] = off
-					}
-				}
-			}
-			s.mu.Unlock()
 			select {
 			case s.kick <- struct{}{}:
 			default:
@@ -260,18 +273,26 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 // that it leads, (re)built when it is new here or leadership changed.
 func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partition, key sharePartKey) *sharePartition {
 	epoch := p.leaderEpoch()
+	stored, hasStored := st.ShareState(key.group)[key.stateKey()]
 	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
-		return sp
+		_, dirty := s.dirty[key]
+		_, writing := s.writing[key]
+		if dirty || writing || sp.unstored || (hasStored && stored == strconv.FormatInt(sp.storedAt, 10)) {
+			return sp
+		}
+		// The start was changed or deleted by an admin: start again
+		// from what the metadata says (records in flight go back).
+		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedAt, "now", stored)
 	}
-	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}}
+	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, storedAt: -1}
 	logStart, hw := s.b.logStartOffset(ctx, p), p.log.HighWatermark()
-	if v, ok := st.ShareState(key.group)[key.stateKey()]; ok {
-		off, err := strconv.ParseInt(v, 10, 64)
+	if hasStored {
+		off, err := strconv.ParseInt(stored, 10, 64)
 		if err == nil {
 			// Not clamped to the high watermark: a new leader's lags
 			// until its followers fetch again; reads wait for it.
 			sp.start = min(max(off, logStart), p.log.LogEndOffset())
-			sp.persisted = off
+			sp.persisted, sp.storedAt = off, off
 		}
 	} else {
 		if s.b.shareGroupResetEarliest(st, key.group) {

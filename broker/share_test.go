@@ -505,3 +505,130 @@ func TestShareFetchV2(t *testing.T) {
 		t.Fatalf("accept after the renewal: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 }
+
+// TestShareGroupAdmin: AlterShareGroupOffsets sets a start the leader
+// serves from (also over state it holds), DescribeShareGroupOffsets reads it
+// back, changes and deletion are refused while the group has members
+// (NON_EMPTY_GROUP), DeleteShareGroupOffsets makes the group start again at
+// share.auto.offset.reset, and DeleteGroups removes an empty share group.
+func TestShareGroupAdmin(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "admin-shares", "admin-group"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	produceAll(t, admin, makeRecords(topic, 20, "v"))
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+	alter := func(start int64) int16 {
+		t.Helper()
+		req := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+		req.GroupID = group
+		req.Topics = []kmsg.AlterShareGroupOffsetsRequestTopic{{Topic: topic, Partitions: []kmsg.AlterShareGroupOffsetsRequestTopicPartition{{Partition: 0, StartOffset: start}}}}
+		resp, err := req.RequestWith(testCtx(t), admin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode == 0 && resp.Topics[0].Partitions[0].ErrorCode != 0 {
+			return resp.Topics[0].Partitions[0].ErrorCode
+		}
+		return resp.ErrorCode
+	}
+	describe := func() int64 {
+		t.Helper()
+		req := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		req.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: group}}
+		resp, err := req.RequestWith(testCtx(t), admin)
+		if err != nil || resp.Groups[0].ErrorCode != 0 {
+			t.Fatalf("DescribeShareGroupOffsets: %v %+v", err, resp)
+		}
+		if len(resp.Groups[0].Topics) == 0 {
+			return -1
+		}
+		return resp.Groups[0].Topics[0].Partitions[0].StartOffset
+	}
+	if code := alter(8); code != 0 {
+		t.Fatalf("AlterShareGroupOffsets of a new group: %v", kerr.ErrorForCode(code))
+	}
+	if code := alter(-3); code != kerr.InvalidRequest.Code {
+		t.Fatalf("a negative start: %v", kerr.ErrorForCode(code))
+	}
+	if got := describe(); got != 8 {
+		t.Fatalf("DescribeShareGroupOffsets: start %d, want 8", got)
+	}
+	a := newShareConn(t, b, group, "m")
+	got := acquired(a.fetch(id, []int32{0}, time.Second, nil))
+	if len(got) != 12 || got[8] != 1 || got[19] != 1 {
+		t.Fatalf("after the start was set to 8: acquired %v", got)
+	}
+	if r := a.ack(id, 0, 8, 19, 2); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("release refused")
+	}
+
+	// A member: no changes.
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "m", []string{topic}
+	if resp, err := hb.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != 0 || resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 {
+		t.Fatalf("join: %v %+v", err, resp)
+	}
+	if code := alter(15); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("AlterShareGroupOffsets with a member: %v", kerr.ErrorForCode(code))
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{group}
+	if resp, err := del.RequestWith(testCtx(t), admin); err != nil || resp.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups with a member: %v %+v", err, resp)
+	}
+	hb.MemberEpoch = -1
+	if resp, err := hb.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, resp)
+	}
+
+	// Set to 15 over the state the leader holds: it serves from 15.
+	if code := alter(15); code != 0 {
+		t.Fatalf("AlterShareGroupOffsets: %v", kerr.ErrorForCode(code))
+	}
+	got = acquired(a.fetch(id, nil, time.Second, nil))
+	if len(got) != 5 || got[15] != 1 {
+		t.Fatalf("after the start was set to 15: acquired %v", got)
+	}
+	if r := a.ack(id, 0, 15, 19, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("accept refused")
+	}
+	waitCond(t, func() bool { return describe() == 20 })
+
+	// Deleted offsets: the group starts at share.auto.offset.reset (latest).
+	dreq := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	dreq.GroupID, dreq.Topics = group, []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: topic}, {Topic: "no-such-topic"}}
+	dresp, err := dreq.RequestWith(testCtx(t), admin)
+	if err != nil || dresp.ErrorCode != 0 || dresp.Topics[0].ErrorCode != 0 || dresp.Topics[1].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("DeleteShareGroupOffsets: %v %+v", err, dresp)
+	}
+	if got := describe(); got != -1 {
+		t.Fatalf("after DeleteShareGroupOffsets: start %d", got)
+	}
+	if got = acquired(a.fetch(id, nil, 0, nil)); len(got) != 0 {
+		t.Fatalf("latest after the deletion: acquired %v", got)
+	}
+	produceAll(t, admin, makeRecords(topic, 1, "new"))
+	if got = acquired(a.fetch(id, nil, 5*time.Second, nil)); len(got) != 1 || got[20] != 1 {
+		t.Fatalf("the next record: acquired %v", got)
+	}
+	if r := a.ack(id, 0, 20, 20, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("accept refused")
+	}
+	waitCond(t, func() bool { return describe() == 21 })
+
+	// An empty share group is deleted with its offsets.
+	if resp, err := del.RequestWith(testCtx(t), admin); err != nil || resp.Groups[0].ErrorCode != 0 {
+		t.Fatalf("DeleteGroups: %v %+v", err, resp)
+	}
+	sd := kmsg.NewPtrShareGroupDescribeRequest()
+	sd.GroupIDs = []string{group}
+	if resp, err := sd.RequestWith(testCtx(t), admin); err != nil || resp.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("ShareGroupDescribe after DeleteGroups: %v %+v", err, resp)
+	}
+	if resp, err := del.RequestWith(testCtx(t), admin); err != nil || resp.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DeleteGroups again: %v %+v", err, resp)
+	}
+}

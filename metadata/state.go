@@ -271,6 +271,17 @@ func (s *State) ShareState(group string) map[string]string {
 	return s.brokerConfigs[shareStateKey(group)]
 }
 
+// ShareGroups returns the share groups that have start offsets, sorted.
+func (s *State) ShareGroups() []string {
+	var out []string
+	for _, k := range sortedKeys(s.brokerConfigs) {
+		if name, ok := strings.CutPrefix(k, "share:"); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // ClientQuotas returns the client quotas by entity (the canonical entity
 // strings the broker wrote, ResourceClientQuota), each entity's map from
 // quota key to value. The maps must not be modified.
