@@ -273,6 +273,9 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 // that it leads, (re)built when it is new here or leadership changed.
 func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partition, key sharePartKey) *sharePartition {
 	epoch := p.leaderEpoch()
+	// The state now, not the request's (older) snapshot: storedAt may
+	// already be from a later write.
+	st = s.b.meta.State()
 	stored, hasStored := st.ShareState(key.group)[key.stateKey()]
 	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
 		_, dirty := s.dirty[key]
