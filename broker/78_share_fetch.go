@@ -272,6 +272,8 @@ func (s *shares) sessionLocked(group, member string, epoch int32, conn uint64, a
 	case epoch == 0:
 		if ss != nil {
 			s.endSessionLocked(ss)
+		} else if len(s.sessions) >= s.maxSessions {
+			return nil, kerr.ShareSessionLimitReached.Code
 		}
 		ss = &shareSession{key: key, conn: conn}
 		s.sessions[key] = ss

@@ -45,6 +45,7 @@ const (
 	shareMaxRecordLocks  = 2000 // group.share.partition.max.record.locks
 	shareDeliveryLimit   = 5    // group.share.delivery.count.limit
 	shareMaxSessionParts = 10000
+	shareMaxSessions     = 2000 // group.share.max.share.sessions
 )
 
 type sharePartKey struct {
@@ -105,6 +106,8 @@ type shares struct {
 	dirty    map[sharePartKey]int64
 	writing  map[sharePartKey]int64 // being written by flush
 
+	maxSessions int // shareMaxSessions; tests lower it
+
 	kick chan struct{}
 	stop chan struct{}
 	done chan struct{}
@@ -113,7 +116,7 @@ type shares struct {
 func newShares(b *Broker) *shares {
 	return &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
 		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{}, writing: map[sharePartKey]int64{},
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		maxSessions: shareMaxSessions, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (s *shares) start() {

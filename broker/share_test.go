@@ -285,6 +285,34 @@ func TestShareFetchDelivery(t *testing.T) {
 	id := [16]byte(tp.ID)
 
 	a := newShareConn(t, b, group, "member-a")
+	// The broker's session limit (group.share.max.share.sessions).
+	b.shares.mu.Lock()
+	b.shares.maxSessions = 2
+	b.shares.mu.Unlock()
+	var fillers []*shareConn
+	for i, want := range []int16{0, 0, kerr.ShareSessionLimitReached.Code} {
+		c := newShareConn(t, b, "fillers", fmt.Sprintf("filler-%d", i)) // latest: they take nothing
+		fillers = append(fillers, c)
+		if r := c.fetch(id, []int32{0}, 0, nil); r.ErrorCode != want {
+			t.Fatalf("session %d: %v, want %v", i, kerr.ErrorForCode(r.ErrorCode), kerr.ErrorForCode(want))
+		}
+	}
+	fillers[0].epoch = -1 // closed: the limit counts open sessions
+	if r := fillers[0].fetch(id, nil, 0, nil); r.ErrorCode != 0 {
+		t.Fatalf("closing a session: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	if r := fillers[2].fetch(id, []int32{0}, 0, nil); r.ErrorCode != 0 {
+		t.Fatalf("a session after one closed: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	fillers[1].nc.Close() // its connection's sessions go with it
+	waitCond(t, func() bool {
+		b.shares.mu.Lock()
+		defer b.shares.mu.Unlock()
+		return len(b.shares.sessions) == 1
+	})
+	b.shares.mu.Lock()
+	b.shares.maxSessions = shareMaxSessions
+	b.shares.mu.Unlock()
 	if r := a.ack(id, 0, 0, 0, 1); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("ShareAcknowledge at epoch 0: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
