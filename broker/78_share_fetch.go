@@ -123,12 +123,12 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		s.mu.Lock()
 		parts := slices.Clone(ss.parts)
 		s.mu.Unlock()
-		total, failed := 0, false
+		total, failed, bytes := 0, false, int64(0)
 		var nextLock time.Time
 		var leaders []*partition
 		for _, tp := range parts {
-			if total >= maxRecords {
-				break
+			if total >= maxRecords || (req.MaxBytes > 0 && bytes >= int64(req.MaxBytes)) {
+				break // the rest next time (KIP-74: the first partition with data may exceed MaxBytes)
 			}
 			p, err := b.store.partitionByID(st, tp.topicID, tp.part)
 			if err == nil && !p.isLeader(-1) {
@@ -156,6 +156,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 			if got != nil && len(got.ranges) > 0 {
 				res := result(tp)
 				res.records, res.ranges = got.records, got.ranges
+				bytes += int64(len(got.records))
 				for _, rg := range got.ranges {
 					total += int(rg.LastOffset - rg.FirstOffset + 1)
 				}
