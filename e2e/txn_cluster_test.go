@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/broker/txn"
 )
@@ -206,6 +207,15 @@ func TestTxnCoordinatorEpochFailover(t *testing.T) {
 	if epoch2 <= epoch1 {
 		t.Fatalf("coordinator epoch %d after the move, was %d", epoch2, epoch1)
 	}
+	// The producer's client must know the new coordinator: one it last
+	// saw fenced (broker old, restarted above) is an "unknown broker" to
+	// franz-go until its next metadata refresh, with Kafka as here.
+	waitFor(t, 30*time.Second, "the producer to know the new coordinator", func() bool {
+		cl.ForceMetadataRefresh()
+		l, _ := coordinator()
+		_, err := cl.Broker(int(l)).Request(ctx, kmsg.NewPtrApiVersionsRequest())
+		return err == nil // not "unknown broker"
+	})
 	commit("t2")
 	p2 := described("the second commit's marker", func(e int32) bool { return e == epoch2 })
 
