@@ -200,6 +200,18 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 	logStart := s.b.logStartOffset(ctx, p)
 	hw := p.log.HighWatermark()
 	s.mu.Lock()
+	known := s.parts[key] != nil && s.parts[key].epoch == p.leaderEpoch()
+	s.mu.Unlock()
+	if !known {
+		// A share-partition new here is made from the metadata: first
+		// read everything committed (a linearizable read), so that the
+		// start the previous leader wrote last, or share.auto.offset.reset
+		// set just now, is seen.
+		if _, err := s.b.meta.Sync(ctx); err != nil {
+			return nil, time.Time{}, kerr.RequestTimedOut.Code
+		}
+	}
+	s.mu.Lock()
 	sp := s.stateLocked(ctx, st, p, key)
 	s.advanceLocked(sp, time.Now(), logStart)
 	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
