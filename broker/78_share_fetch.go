@@ -47,9 +47,10 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		return &Reply{Msg: resp}, nil
 	}
 	group, member := *req.GroupID, *req.MemberID
-	lock := b.shareLockDuration(group)
-	resp.AcquisitionLockTimeoutMillis = int32(lock.Milliseconds())
 	st := b.meta.State()
+	// The lock duration as the records are acquired (fetchPartition),
+	// told again at the end.
+	defer func() { resp.AcquisitionLockTimeoutMillis = int32(b.shareLockDuration(group).Milliseconds()) }()
 
 	var add []shareTP
 	maxBytes := map[shareTP]int32{}
@@ -144,7 +145,16 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 				continue
 			}
 			leaders = append(leaders, p)
-			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, maxBytes[tp], lock)
+			budget := maxBytes[tp]
+			if budget <= 0 {
+				budget = shareDefaultPartitionBytes
+			}
+			if req.MaxBytes > 0 {
+				// What is left of the request's limit (the first batch
+				// read comes whole, whatever its size: KIP-74).
+				budget = int32(max(min(int64(budget), int64(req.MaxBytes)-bytes), 1))
+			}
+			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, budget)
 			if code != 0 {
 				result(tp).code = code
 				failed = true
@@ -196,7 +206,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 // fetchPartition acquires up to maxRecords records of p for member. It
 // returns what it acquired, the next lock deadline of the share-partition
 // (to wait for when nothing was available), or an error code.
-func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32, lock time.Duration) (*sharePartResult, time.Time, int16) {
+func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32) (*sharePartResult, time.Time, int16) {
 	logStart := s.b.logStartOffset(ctx, p)
 	hw := p.log.HighWatermark()
 	s.mu.Lock()
@@ -247,6 +257,9 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 		return nil, time.Time{}, kerr.NotLeaderForPartition.Code // leadership changed meanwhile
 	}
 	now := time.Now()
+	// Read now, after the linearizable read a new share-partition starts
+	// with: a share.record.lock.duration.ms set just before counts.
+	lock := s.b.shareLockDuration(key.group)
 	records, ranges := sp.acquire(member, data, maxRecords, strict, lock, now)
 	s.advanceLocked(sp, now, -1)
 	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0

@@ -21,6 +21,9 @@
 #                         +10..12, admin +20..22)
 #   PER_TEST_TIMEOUT=900  seconds for one test number (0113 needs ~12 min)
 #   KEEP=1                keep the scratch folder (logs, data) even on success
+#   TEST_TIMEOUT_MULTIPLIER=2  librdkafka's test.timeout.multiplier (its
+#                         share consumer tests poll for fixed times that
+#                         add up to about their timeouts)
 #
 # Each test number runs in its own test-runner process (one failure aborts
 # the rest of a test's subtests). The summary lists every test as PASSED,
@@ -97,6 +100,9 @@ SHIM
 chmod +x "$SCRATCH/kafka/bin/kafka-topics.sh"
 export KAFKA_PATH="$SCRATCH/kafka" BROKERS="$seeds"
 echo "metadata.broker.list=$seeds" > "$SCRATCH/test.conf"
+if [ -n "${TEST_TIMEOUT_MULTIPLIER:-}" ]; then
+	echo "test.timeout.multiplier=$TEST_TIMEOUT_MULTIPLIER" >> "$SCRATCH/test.conf"
+fi
 export RDKAFKA_TEST_CONF="$SCRATCH/test.conf" TEST_SCENARIO=default
 export LD_LIBRARY_PATH="$RDK/src:$RDK/src-cpp"
 
