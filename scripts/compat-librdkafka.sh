@@ -37,8 +37,8 @@
 # Each test number runs in its own test-runner process (one failure aborts
 # the rest of a test's subtests). The summary lists every test as PASSED,
 # FAILED or SKIPPED; docs/compatibility.md says which failures are features
-# Sediment does not have (SASL and SSL listeners in this cluster, the Java
-# client).
+# Sediment or this script does not have (SSL and SASL listeners, the Java
+# client, dynamic broker configs but the throttle rates).
 set -euo pipefail
 GO=${GO:-go}
 : "${LIBRDKAFKA_DIR:?set LIBRDKAFKA_DIR to a librdkafka checkout}"
