@@ -24,11 +24,24 @@
 #   TEST_TIMEOUT_MULTIPLIER=2  librdkafka's test.timeout.multiplier (its
 #                         share consumer tests poll for fixed times that
 #                         add up to about their timeouts)
+#   AUTHORIZER=1          the brokers' authorizer (default 1): on, as in
+#                         librdkafka's CI, whose trivup (0.15.0, the version
+#                         in its tests/requirements.txt) gives every broker
+#                         StandardAuthorizer, allow.everyone.if.no.acl.found=
+#                         true and super.users=User:admin; so here
+#                         --authorizer-enabled --allow-everyone-if-no-acl-found
+#                         --super-users User:admin. The clients are
+#                         User:ANONYMOUS (PLAINTEXT), not super users, so the
+#                         ACLs that 0109, 0115 and 0119 add deny them; with no
+#                         ACL on a resource everything is allowed, as without
+#                         the authorizer. AUTHORIZER=0: no authorizer (the ACL
+#                         APIs then answer SECURITY_DISABLED).
 #
 # Each test number runs in its own test-runner process (one failure aborts
 # the rest of a test's subtests). The summary lists every test as PASSED,
 # FAILED or SKIPPED; docs/compatibility.md says which failures are features
-# Sediment does not have (ACLs, SASL, SCRAM, group configs).
+# Sediment or this script does not have (SSL and SASL listeners, the Java
+# client, dynamic broker configs but the throttle rates).
 set -euo pipefail
 GO=${GO:-go}
 : "${LIBRDKAFKA_DIR:?set LIBRDKAFKA_DIR to a librdkafka checkout}"
@@ -54,6 +67,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
+authz=()
+if [ "${AUTHORIZER:-1}" = 1 ]; then
+	# The brokers' own requests (replica fetches, markers) come as
+	# User:ANONYMOUS through the PLAINTEXT listener and need CLUSTER_ACTION
+	# on the cluster: allowed while no ACL names the cluster (trivup's
+	# brokers talk as User:admin, a super user; none of the tests puts an ACL
+	# on the cluster).
+	authz=(--authorizer-enabled --allow-everyone-if-no-acl-found --super-users User:admin)
+fi
 voters="1@127.0.0.1:$((PORT + 10)),2@127.0.0.1:$((PORT + 11)),3@127.0.0.1:$((PORT + 12))"
 seeds=
 for n in 1 2 3; do
@@ -61,7 +83,7 @@ for n in 1 2 3; do
 	"$SCRATCH/sediment" broker --node-id $n --listeners "PLAINTEXT://127.0.0.1:$((PORT + n - 1))" \
 		--raft-address "127.0.0.1:$((PORT + 9 + n))" --admin-address "127.0.0.1:$((PORT + 19 + n))" \
 		--data-dir "$SCRATCH/data$n" --voters "$voters" --default-replication-factor 3 \
-		--num-partitions 4 --broker-rack "RACK$n" --log-level "${BROKER_LOG_LEVEL:-info}" > "$SCRATCH/broker$n.log" 2>&1 &
+		--num-partitions 4 --broker-rack "RACK$n" "${authz[@]}" --log-level "${BROKER_LOG_LEVEL:-info}" > "$SCRATCH/broker$n.log" 2>&1 &
 	pids+=($!)
 	seeds="$seeds${seeds:+,}127.0.0.1:$((PORT + n - 1))"
 done
@@ -98,6 +120,30 @@ delete) exec "$SCRATCH/sediment" topic delete "\$topic" --brokers "\$bs";;
 esac
 SHIM
 chmod +x "$SCRATCH/kafka/bin/kafka-topics.sh"
+
+# kafka-acls.sh for the tests that call it (0109, 0115, 0119: --add or
+# --remove --force, --allow-principal / --deny-principal, --operation,
+# --allow-host / --deny-host, --topic): sediment acl takes kafka-acls.sh's
+# flags, so only the action and --bootstrap-server are translated.
+cat > "$SCRATCH/kafka/bin/kafka-acls.sh" <<SHIM
+#!/usr/bin/env bash
+set -u
+op=; args=()
+while [ \$# -gt 0 ]; do
+	case "\$1" in
+	--bootstrap-server) args+=(--brokers "\$2"); shift 2;;
+	--add) op=create; shift;;
+	--remove) op=delete; shift;;
+	--list) op=list; shift;;
+	--command-config|--authorizer|--authorizer-properties)
+		echo "kafka-acls.sh (sediment shim): unsupported argument \$1" >&2; exit 2;;
+	*) args+=("\$1"); shift;;
+	esac
+done
+[ -n "\$op" ] || { echo "kafka-acls.sh (sediment shim): one of --add, --remove, --list" >&2; exit 2; }
+exec "$SCRATCH/sediment" acl "\$op" "\${args[@]}"
+SHIM
+chmod +x "$SCRATCH/kafka/bin/kafka-acls.sh"
 export KAFKA_PATH="$SCRATCH/kafka" BROKERS="$seeds"
 echo "metadata.broker.list=$seeds" > "$SCRATCH/test.conf"
 if [ -n "${TEST_TIMEOUT_MULTIPLIER:-}" ]; then
