@@ -222,7 +222,7 @@ func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *part
 		}
 	}
 	s.mu.Lock()
-	sp := s.stateLocked(ctx, st, p, key)
+	sp := s.stateLocked(ctx, p, key)
 	s.advanceLocked(sp, time.Now(), logStart)
 	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
 	s.mu.Unlock()
@@ -279,7 +279,7 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sp := s.stateLocked(ctx, st, p, sharePartKey{group, tp.topicID, tp.part})
+	sp := s.stateLocked(ctx, p, sharePartKey{group, tp.topicID, tp.part})
 	now := time.Now()
 	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
 	code := sp.ack(member, batches, renew, s.b.shareLockDuration(group), now)

@@ -274,11 +274,11 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 
 // state returns the share-partition of key on p, this broker's partition
 // that it leads, (re)built when it is new here or leadership changed.
-func (s *shares) stateLocked(ctx context.Context, st *metadata.State, p *partition, key sharePartKey) *sharePartition {
+func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey) *sharePartition {
 	epoch := p.leaderEpoch()
-	// The state now, not the request's (older) snapshot: storedAt may
+	// The state now, not a request's (older) snapshot: storedAt may
 	// already be from a later write.
-	st = s.b.meta.State()
+	st := s.b.meta.State()
 	stored, hasStored := st.ShareState(key.group)[key.stateKey()]
 	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
 		_, dirty := s.dirty[key]
