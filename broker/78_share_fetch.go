@@ -98,7 +98,9 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		res.ackSet = true
 		res.ackCode = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
 	}
-	if req.ShareSessionEpoch == -1 || req.IsRenewAck {
+	// A session close, a renewal (KIP-1222) and a zero max_bytes (as
+	// Kafka: nothing may be returned) acknowledge only.
+	if req.ShareSessionEpoch == -1 || req.IsRenewAck || req.MaxBytes <= 0 {
 		if req.ShareSessionEpoch == -1 {
 			s.mu.Lock()
 			s.closeSessionLocked(ss)

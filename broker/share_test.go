@@ -509,6 +509,14 @@ func TestShareFetchV2(t *testing.T) {
 		c.epoch = nextShareEpoch(c.epoch)
 		return resp
 	}
+	zero := kmsg.NewPtrShareFetchRequest()
+	zero.Version = 2
+	zero.GroupID, zero.MemberID, zero.ShareSessionEpoch, zero.MaxBytes, zero.MaxRecords = &a.group, &a.member, 0, 0, 500
+	zero.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+	if r := a.do(zero).(*kmsg.ShareFetchResponse); r.ErrorCode != 0 || len(acquired(r)) != 0 {
+		t.Fatalf("max_bytes 0: %v, acquired %v; want nothing", kerr.ErrorForCode(r.ErrorCode), acquired(r))
+	}
+	a.epoch = 1 // the session it opened
 	got := acquired(fetch(a, 1, 3, false, nil))
 	if len(got) != 3 || got[0] != 1 || got[2] != 1 {
 		t.Fatalf("record-limit mode, 3 of a 10-record batch: acquired %v", got)
