@@ -156,7 +156,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 				// read comes whole, whatever its size: KIP-74).
 				budget = int32(max(min(int64(budget), int64(req.MaxBytes)-bytes), 1))
 			}
-			got, lockAt, code := s.fetchPartition(ctx, st, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, budget)
+			got, lockAt, code := s.fetchPartition(ctx, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, budget)
 			if code != 0 {
 				result(tp).code = code
 				failed = true
@@ -208,7 +208,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 // fetchPartition acquires up to maxRecords records of p for member. It
 // returns what it acquired, the next lock deadline of the share-partition
 // (to wait for when nothing was available), or an error code.
-func (s *shares) fetchPartition(ctx context.Context, st *metadata.State, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32) (*sharePartResult, time.Time, int16) {
+func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32) (*sharePartResult, time.Time, int16) {
 	logStart := s.b.logStartOffset(ctx, p)
 	hw := p.log.HighWatermark()
 	s.mu.Lock()
