@@ -385,3 +385,26 @@ func TestClusterFencesSilentBroker(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFollowersLearnCommitsAtOnce: a committed command reaches every
+// follower's state without waiting for another entry or for raft's
+// CommitTimeout (here an hour, so only the leader's nudge can tell them),
+// whether it was proposed on the leader or forwarded by a follower.
+func TestFollowersLearnCommitsAtOnce(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.CommitTimeout = time.Hour
+		cfg.DisableController = true
+	})
+	for i, via := range []*Node{c.leader(), c.follower()} {
+		res := mustPropose(t, via, &AlterConfigs{ResourceType: ResourceGroup, ResourceName: "g",
+			Ops: []ConfigOp{{Key: "share.isolation.level", Value: fmt.Sprint(i)}}})
+		for id, n := range c.nodes {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := n.WaitForVersion(ctx, res.Version)
+			cancel()
+			if err != nil {
+				t.Fatalf("proposal %d: node %d did not apply version %d: %v (at %d)", i, id, res.Version, err, n.State().Version)
+			}
+		}
+	}
+}
