@@ -223,8 +223,21 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 			return nil, time.Time{}, kerr.RequestTimedOut.Code
 		}
 	}
+	resetAt := int64(-1)
+	if st := s.b.meta.State(); !known {
+		if _, stored := st.ShareState(key.group)[key.stateKey()]; !stored {
+			if d, ok := shareGroupResetDuration(st, key.group); ok {
+				// by_duration: looked up here, outside the lock (it
+				// may read the bucket).
+				var err error
+				if resetAt, _, err = s.b.offsetForTime(ctx, p, time.Now().Add(-d).UnixMilli()); err != nil {
+					return nil, time.Time{}, errCode(err)
+				}
+			}
+		}
+	}
 	s.mu.Lock()
-	sp := s.stateLocked(ctx, p, key)
+	sp := s.stateLocked(ctx, p, key, resetAt)
 	s.advanceLocked(sp, time.Now(), logStart)
 	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
 	s.mu.Unlock()
@@ -243,13 +256,20 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 		}
 		s.mu.Unlock()
 	}
-	if from >= hw {
+	// share.isolation.level=read_committed: up to the last stable
+	// offset, aborted transactions left out.
+	readCommitted := s.b.shareReadCommitted(key.group)
+	end := hw
+	if readCommitted {
+		end = p.lastStableOffset()
+	}
+	if from >= end {
 		return nil, nextLock, 0
 	}
 	if maxBytes <= 0 {
 		maxBytes = shareDefaultPartitionBytes
 	}
-	data, code := s.readShare(ctx, p, from, maxBytes)
+	data, aborted, code := s.readShare(ctx, p, from, maxBytes, readCommitted)
 	if code != 0 {
 		return nil, time.Time{}, code
 	}
@@ -262,7 +282,7 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 	// Read now, after the linearizable read a new share-partition starts
 	// with: a share.record.lock.duration.ms set just before counts.
 	lock := s.b.shareLockDuration(key.group)
-	records, ranges := sp.acquire(member, data, maxRecords, strict, lock, now)
+	records, ranges := sp.acquire(member, data, aborted, maxRecords, strict, lock, now)
 	s.advanceLocked(sp, now, -1)
 	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0
 }
@@ -279,9 +299,15 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 		}
 		return errCode(err)
 	}
+	key := sharePartKey{group, tp.topicID, tp.part}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sp := s.stateLocked(ctx, p, sharePartKey{group, tp.topicID, tp.part})
+	if sp := s.parts[key]; sp == nil || sp.epoch != p.leaderEpoch() {
+		if _, stored := s.b.meta.State().ShareState(group)[key.stateKey()]; !stored {
+			return kerr.InvalidRecordState.Code // nothing was ever delivered from it
+		}
+	}
+	sp := s.stateLocked(ctx, p, key, -1)
 	now := time.Now()
 	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
 	code := sp.ack(member, batches, renew, s.b.shareLockDuration(group), now)

@@ -1,9 +1,11 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -272,9 +274,11 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 	}
 }
 
-// state returns the share-partition of key on p, this broker's partition
-// that it leads, (re)built when it is new here or leadership changed.
-func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey) *sharePartition {
+// stateLocked returns the share-partition of key on p, this broker's
+// partition that it leads, (re)built when it is new here or leadership
+// changed. resetAt is where a by_duration reset starts, found by the
+// caller outside the lock (-1: none found, which resets to latest).
+func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey, resetAt int64) *sharePartition {
 	epoch := p.leaderEpoch()
 	// The state now, not a request's (older) snapshot: storedAt may
 	// already be from a later write.
@@ -301,9 +305,13 @@ func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey
 			sp.persisted, sp.storedAt = off, off
 		}
 	} else {
-		if s.b.shareGroupResetEarliest(st, key.group) {
+		_, byDuration := shareGroupResetDuration(st, key.group)
+		switch {
+		case s.b.shareGroupResetEarliest(st, key.group):
 			sp.start = logStart
-		} else {
+		case byDuration && resetAt >= 0:
+			sp.start = min(max(resetAt, logStart), hw)
+		default:
 			sp.start = hw
 		}
 		sp.persisted, sp.unstored = -1, true
@@ -376,11 +384,18 @@ type shareAckBatch struct {
 // record it can give), the records available to member, up to maxRecords:
 // whole batches, or exactly (strict: KIP-1206's record-limit mode, which
 // splits a batch), and returns the batches that hold them and the acquired
-// ranges.
-func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int, strict bool, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
+// ranges. aborted, for a read_committed group, lists the aborted
+// transactions with records in batches (as a Fetch response does): their
+// records are done without being delivered, as markers are.
+func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.FetchResponseTopicPartitionAbortedTransaction, maxRecords int, strict bool, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
 	var out []byte
 	var ranges []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
 	acquired := 0
+	aborted = slices.Clone(aborted)
+	slices.SortFunc(aborted, func(a, b kmsg.FetchResponseTopicPartitionAbortedTransaction) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
+	var abortedPIDs map[int64]bool
 	add := func(off int64, deliveries int16) {
 		if n := len(ranges); n > 0 && ranges[n-1].LastOffset == off-1 && ranges[n-1].DeliveryCount == deliveries {
 			ranges[n-1].LastOffset = off
@@ -398,7 +413,32 @@ func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int,
 		raw := batches[:h.Size()]
 		batches = batches[h.Size():]
 		base, last := h.BaseOffset, h.LastOffset()
+		// The aborted transactions begun by now (a consumer's
+		// read_committed filter): a producer's transactional batches
+		// are dropped until its marker.
+		for len(aborted) > 0 && aborted[0].FirstOffset <= last {
+			if abortedPIDs == nil {
+				abortedPIDs = map[int64]bool{}
+			}
+			abortedPIDs[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		skip := false
+		if h.IsControl() {
+			delete(abortedPIDs, h.ProducerID)
+		} else if h.IsTransactional() && abortedPIDs[h.ProducerID] {
+			skip = true
+		}
 		if last < sp.start {
+			continue
+		}
+		if skip {
+			// Never delivered (nor counted against the in-flight
+			// window): done, like a marker.
+			for off := max(base, sp.start); off <= last && off < sp.end; off++ {
+				delete(sp.recs, off)
+			}
+			sp.end = max(sp.end, last+1)
 			continue
 		}
 		if last >= sp.end && sp.end-sp.start >= shareMaxRecordLocks {
@@ -464,22 +504,24 @@ func (sp *sharePartition) earliestDeadline() time.Time {
 }
 
 // readShare reads whole batches of p from offset (either tier), up to
-// maxBytes, into memory.
-func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxBytes int32) ([]byte, int16) {
+// maxBytes, into memory; readCommitted reads up to the last stable offset
+// and returns the aborted transactions in what it read.
+func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxBytes int32, readCommitted bool) ([]byte, []kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
 	resp := kmsg.NewFetchResponse()
 	rt := kmsg.NewFetchResponseTopic()
 	rt.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
 	resp.Topics = []kmsg.FetchResponseTopic{rt}
 	fp := &fetchPart{p: p, offset: offset, maxBytes: max(maxBytes, 1), led: true}
-	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), false)
+	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), readCommitted)
 	if failed {
 		releaseFetchParts([]*fetchPart{fp})
 		code := resp.Topics[0].Partitions[0].ErrorCode
 		if code == 0 {
 			code = kerr.UnknownServerError.Code
 		}
-		return nil, code
+		return nil, nil, code
 	}
+	aborted := resp.Topics[0].Partitions[0].AbortedTransactions
 	var regions []hotlog.Region
 	var size int64
 	var release func()
@@ -489,16 +531,16 @@ func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxB
 	case fp.res != nil:
 		regions, size, release = fp.res.Regions, fp.res.Size, fp.res.Release
 	default:
-		return nil, 0
+		return nil, nil, 0
 	}
 	defer release()
 	buf := make([]byte, size)
 	b := buf
 	for _, rg := range regions {
 		if _, err := rg.File.ReadAt(b[:rg.Len], rg.Pos); err != nil {
-			return nil, errCode(fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err))
+			return nil, nil, errCode(fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err))
 		}
 		b = b[rg.Len:]
 	}
-	return buf, 0
+	return buf, aborted, 0
 }
