@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,6 +51,22 @@ const (
 	shareMaxSessions     = 2000 // group.share.max.share.sessions
 )
 
+// shareStats counts what the share-partitions of a broker do, for metrics
+// (share_metrics.go).
+type shareStats struct {
+	acquired atomic.Int64    // deliveries
+	acks     [5]atomic.Int64 // records acknowledged, by type (1 ACCEPT … 4 RENEW; 0 GAP)
+	archived atomic.Int64    // records that reached the delivery limit
+}
+
+// archive drops a record that reached the delivery limit.
+func (sp *sharePartition) archive(off int64) {
+	delete(sp.recs, off)
+	if sp.stats != nil {
+		sp.stats.archived.Add(1)
+	}
+}
+
 type sharePartKey struct {
 	group   string
 	topicID [16]byte
@@ -82,6 +99,7 @@ type sharePartition struct {
 	// the metadata log; nothing is delivered until it is, or a new leader
 	// could reset again past records delivered but not acknowledged.
 	unstored bool
+	stats    *shareStats // nil in unit tests
 }
 
 type shareSessionKey struct{ group, member string }
@@ -105,6 +123,7 @@ type shares struct {
 	mu       sync.Mutex
 	parts    map[sharePartKey]*sharePartition
 	sessions map[shareSessionKey]*shareSession
+	stats    shareStats
 	dirty    map[sharePartKey]int64
 	writing  map[sharePartKey]int64 // being written by flush
 
@@ -116,9 +135,13 @@ type shares struct {
 }
 
 func newShares(b *Broker) *shares {
-	return &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
+	s := &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
 		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{}, writing: map[sharePartKey]int64{},
 		maxSessions: shareMaxSessions, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if b.metrics != nil {
+		b.metrics.reg.MustRegister(&shareCollector{s})
+	}
+	return s
 }
 
 func (s *shares) start() {
@@ -231,7 +254,7 @@ func (sp *sharePartition) release(member string) {
 		if r.acquired && r.member == member {
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
-				delete(sp.recs, off)
+				sp.archive(off)
 			}
 		}
 	}
@@ -244,7 +267,7 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 		if r.acquired && now.After(r.deadline) {
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
-				delete(sp.recs, off) // archived
+				sp.archive(off)
 			}
 		}
 	}
@@ -294,7 +317,7 @@ func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey
 		// from what the metadata says (records in flight go back).
 		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedAt, "now", stored)
 	}
-	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, storedAt: -1}
+	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, storedAt: -1, stats: &s.stats}
 	logStart, hw := s.b.logStartOffset(ctx, p), p.log.HighWatermark()
 	if hasStored {
 		off, err := strconv.ParseInt(stored, 10, 64)
@@ -359,11 +382,14 @@ func (sp *sharePartition) ack(member string, batches []shareAckBatch, renew bool
 				t = b.types[off-b.first]
 			}
 			r := sp.recs[off]
+			if sp.stats != nil {
+				sp.stats.acks[t].Add(1)
+			}
 			switch t {
 			case 2: // RELEASE
 				r.acquired, r.member = false, ""
 				if r.deliveries >= shareDeliveryLimit {
-					delete(sp.recs, off)
+					sp.archive(off)
 				}
 			case 4: // RENEW
 				r.deadline = now.Add(lock)
@@ -397,6 +423,9 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 	})
 	var abortedPIDs map[int64]bool
 	add := func(off int64, deliveries int16) {
+		if sp.stats != nil {
+			sp.stats.acquired.Add(1)
+		}
 		if n := len(ranges); n > 0 && ranges[n-1].LastOffset == off-1 && ranges[n-1].DeliveryCount == deliveries {
 			ranges[n-1].LastOffset = off
 			return

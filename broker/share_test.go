@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
@@ -390,6 +391,46 @@ func TestShareFetchDelivery(t *testing.T) {
 	b.shares.mu.Unlock()
 	if start0 != 20 || end0 != 20 {
 		t.Errorf("share-partition start/end %d/%d, want 20/20", start0, end0)
+	}
+	// The share metrics count all of it: 40 deliveries (20, then 0-4
+	// four more times), 15 released, 1 rejected, 14 accepted, 5 archived.
+	rec := httptest.NewRecorder()
+	b.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`sediment_share_records_acquired_total 40`,
+		`sediment_share_acknowledgements_total{type="release"} 15`,
+		`sediment_share_acknowledgements_total{type="reject"} 1`,
+		`sediment_share_acknowledgements_total{type="accept"} 14`,
+		`sediment_share_records_archived_total 5`,
+		`sediment_share_sessions 2`,
+		`sediment_share_partition_start_offset{group="queue",partition="0",topic="deliveries"} 20`,
+		`sediment_share_group_lag{group="queue",partition="0",topic="deliveries"} 0`,
+		`sediment_share_partition_in_flight_records{group="queue",partition="0",topic="deliveries"} 0`,
+	} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// Five more records delivered, three accepted: two held, lag 2.
+	produceAll(t, admin, makeRecords(topic, 5, "w"))
+	c := newShareConn(t, b, group, "member-c")
+	resp := c.fetch(id, []int32{0}, time.Second, nil)
+	if got := acquired(resp); len(got) != 5 {
+		t.Fatalf("new records: %v", got)
+	}
+	if r := c.ack(id, 0, 20, 22, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("accept refused")
+	}
+	rec = httptest.NewRecorder()
+	b.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		`sediment_share_partition_start_offset{group="queue",partition="0",topic="deliveries"} 23`,
+		`sediment_share_group_lag{group="queue",partition="0",topic="deliveries"} 2`,
+		`sediment_share_partition_acquired_records{group="queue",partition="0",topic="deliveries"} 2`,
+	} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }
 
