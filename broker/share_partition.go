@@ -27,15 +27,15 @@ import (
 // deadline, with its delivery count. A record acknowledged (ACCEPT), rejected
 // (REJECT), a gap, or delivered group.share.delivery.count.limit times is
 // done; RELEASE and an expired lock make it available again. Done records at
-// the start move the SPSO forward, which is written to the metadata log
-// (metadata.ResourceShareState) as soon as it moves, in one command per
-// broker for what moved meanwhile (at most one every shareFlushInterval), so
-// that a new leader (after a failover or a restart) starts where the old one
-// was. Only the SPSO is kept: records acknowledged after it (out of order)
-// or since the last write are delivered again after a failover (at least
-// once, which is the share group contract; Kafka keeps every acknowledged
-// range). A new share-partition with no stored start begins at
-// share.auto.offset.reset: latest (the default, as Kafka) or earliest.
+// the start move the SPSO forward. The state (SPSO, end, the records in
+// flight with their delivery counts: share_state.go) is written to the
+// metadata log (metadata.ResourceShareState) as it changes, in one command
+// per group for what changed meanwhile (at most one every
+// shareFlushInterval), and an acknowledgement is answered once the write
+// holding it is committed, so that a new leader (after a failover or a
+// restart) delivers again only what was in flight. A new share-partition
+// with no stored state begins at share.auto.offset.reset: latest (the
+// default, as Kafka), earliest or by_duration.
 //
 // ShareFetch and ShareAcknowledge run in share sessions, one per (group,
 // member) on this broker, like fetch sessions: epoch 0 opens one, each
@@ -45,6 +45,7 @@ import (
 
 const (
 	shareFlushInterval   = 20 * time.Millisecond
+	shareAckWriteWait    = 5 * time.Second
 	shareMaxRecordLocks  = 2000 // group.share.partition.max.record.locks
 	shareDeliveryLimit   = 5    // group.share.delivery.count.limit
 	shareMaxSessionParts = 10000
@@ -89,12 +90,15 @@ type sharePartition struct {
 	epoch      int32 // the leader epoch this state belongs to
 	start, end int64
 	recs       map[int64]*shareRec // offsets in [start, end) in flight; absent: done
-	persisted  int64
-	// storedAt is the start this broker last saw committed to the
-	// metadata log (-1: none); a different value there, or none, while
-	// nothing of this broker's is on its way, is an admin's change
-	// (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups).
-	storedAt int64
+	// version counts changes of the state; marked is the version last
+	// marked dirty for the flusher.
+	version, marked uint64
+	// storedVal is the value this broker last saw committed to the
+	// metadata log for it (share_state.go; "": none); a different value
+	// there, or none, while nothing of this broker's is on its way, is an
+	// admin's change (AlterShareGroupOffsets, DeleteShareGroupOffsets,
+	// DeleteGroups).
+	storedVal string
 	// unstored: made from share.auto.offset.reset, its start not yet in
 	// the metadata log; nothing is delivered until it is, or a new leader
 	// could reset again past records delivered but not acknowledged.
@@ -124,8 +128,12 @@ type shares struct {
 	parts    map[sharePartKey]*sharePartition
 	sessions map[shareSessionKey]*shareSession
 	stats    shareStats
-	dirty    map[sharePartKey]int64
-	writing  map[sharePartKey]int64 // being written by flush
+	dirty    map[sharePartKey]bool
+	writing  map[sharePartKey]string // being written by flush
+	// Flush passes: started and done counts, and flushed, closed and
+	// replaced when a pass is done (waitFlushed).
+	passStarted, passDone uint64
+	flushed               chan struct{}
 
 	maxSessions int // shareMaxSessions; tests lower it
 
@@ -136,8 +144,9 @@ type shares struct {
 
 func newShares(b *Broker) *shares {
 	s := &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
-		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{}, writing: map[sharePartKey]int64{},
-		maxSessions: shareMaxSessions, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]bool{}, writing: map[sharePartKey]string{},
+		maxSessions: shareMaxSessions, flushed: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	if b.metrics != nil {
 		b.metrics.reg.MustRegister(&shareCollector{s})
 	}
@@ -179,47 +188,101 @@ func (s *shares) close() {
 	<-s.done
 }
 
-// flush writes the changed share-partition start offsets, one metadata
+// flush writes the state of the changed share-partitions, one metadata
 // command per group.
 func (s *shares) flush() {
+	type write struct {
+		sp  *sharePartition
+		val string
+	}
 	s.mu.Lock()
-	if len(s.dirty) == 0 {
-		s.mu.Unlock()
-		return
-	}
+	s.passStarted++
+	pass := s.passStarted
 	byGroup := map[string][]metadata.ConfigOp{}
-	for k, off := range s.dirty {
-		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: strconv.FormatInt(off, 10)})
-		s.writing[k] = off
+	writes := map[sharePartKey]write{}
+	for k := range s.dirty {
+		sp := s.parts[k]
+		if sp == nil {
+			continue
+		}
+		v := sp.encodeState()
+		if v == sp.storedVal {
+			continue
+		}
+		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: v})
+		writes[k] = write{sp, v}
+		s.writing[k] = v
 	}
-	dirty := s.dirty
-	s.dirty = map[sharePartKey]int64{}
+	s.dirty = map[sharePartKey]bool{}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for g, ops := range byGroup {
 		_, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops})
 		s.mu.Lock()
-		for k, off := range dirty {
+		for k, w := range writes {
 			if k.group != g {
 				continue
 			}
 			delete(s.writing, k)
 			if err != nil {
-				if _, newer := s.dirty[k]; !newer {
-					s.dirty[k] = off
-				}
-			} else if sp := s.parts[k]; sp != nil {
-				sp.storedAt = off
+				s.dirty[k] = true
+			} else if s.parts[k] == w.sp {
+				w.sp.storedVal = w.val
 			}
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.b.log.Warn("share group: start offsets not written; retrying", "group", g, "err", err)
+			s.b.log.Warn("share group: state not written; retrying", "group", g, "err", err)
 			select {
 			case s.kick <- struct{}{}:
 			default:
 			}
+		}
+	}
+	s.mu.Lock()
+	s.passDone = pass
+	close(s.flushed)
+	s.flushed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// markLocked notes a change of sp for the flusher and returns the flush
+// pass that will write it (waitFlushed).
+func (s *shares) markLocked(sp *sharePartition) uint64 {
+	if sp.version != sp.marked {
+		sp.marked = sp.version
+		s.dirty[sp.key] = true
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return s.passStarted + 1
+}
+
+// waitFlushed waits until flush pass has written what changed before it
+// started (at most shareAckWriteWait, or until ctx ends): acknowledgements
+// are answered once they are in the metadata log, as Kafka answers them
+// once its share coordinator has them.
+func (s *shares) waitFlushed(ctx context.Context, pass uint64) {
+	t := time.NewTimer(shareAckWriteWait)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		done, ch := s.passDone, s.flushed
+		s.mu.Unlock()
+		if done >= pass {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return // answered anyway: the state is written when the quorum is back
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
 		}
 	}
 }
@@ -252,6 +315,7 @@ func (s *shares) endSessionLocked(ss *shareSession) {
 func (sp *sharePartition) release(member string) {
 	for off, r := range sp.recs {
 		if r.acquired && r.member == member {
+			sp.version++
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
 				sp.archive(off)
@@ -265,6 +329,7 @@ func (sp *sharePartition) release(member string) {
 func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64) {
 	for off, r := range sp.recs {
 		if r.acquired && now.After(r.deadline) {
+			sp.version++
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
 				sp.archive(off)
@@ -272,6 +337,7 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 		}
 	}
 	if logStart > sp.start {
+		sp.version++
 		for off := range sp.recs {
 			if off < logStart {
 				delete(sp.recs, off)
@@ -280,6 +346,7 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 		sp.start = logStart
 		sp.end = max(sp.end, logStart)
 	}
+	start := sp.start
 	if len(sp.recs) == 0 {
 		sp.start = sp.end
 	} else {
@@ -287,14 +354,10 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 			sp.start++
 		}
 	}
-	if sp.start != sp.persisted {
-		sp.persisted = sp.start
-		s.dirty[sp.key] = sp.start
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+	if sp.start != start {
+		sp.version++
 	}
+	s.markLocked(sp)
 }
 
 // stateLocked returns the share-partition of key on p, this broker's
@@ -303,30 +366,35 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 // caller outside the lock (-1: none found, which resets to latest).
 func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey, resetAt int64) *sharePartition {
 	epoch := p.leaderEpoch()
-	// The state now, not a request's (older) snapshot: storedAt may
+	// The state now, not a request's (older) snapshot: storedVal may
 	// already be from a later write.
 	st := s.b.meta.State()
 	stored, hasStored := st.ShareState(key.group)[key.stateKey()]
 	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
 		_, dirty := s.dirty[key]
 		_, writing := s.writing[key]
-		if dirty || writing || sp.unstored || (hasStored && stored == strconv.FormatInt(sp.storedAt, 10)) {
+		if dirty || writing || sp.unstored || (hasStored && stored == sp.storedVal) {
 			return sp
 		}
-		// The start was changed or deleted by an admin: start again
+		// The state was changed or deleted by an admin: start again
 		// from what the metadata says (records in flight go back).
-		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedAt, "now", stored)
+		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedVal, "now", stored)
 	}
-	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, storedAt: -1, stats: &s.stats}
-	logStart, hw := s.b.logStartOffset(ctx, p), p.log.HighWatermark()
-	if hasStored {
-		off, err := strconv.ParseInt(stored, 10, 64)
-		if err == nil {
-			// Not clamped to the high watermark: a new leader's lags
-			// until its followers fetch again; reads wait for it.
-			sp.start = min(max(off, logStart), p.log.LogEndOffset())
-			sp.persisted, sp.storedAt = off, off
+	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, stats: &s.stats}
+	logStart, hw, leo := s.b.logStartOffset(ctx, p), p.log.HighWatermark(), p.log.LogEndOffset()
+	inFlight := 0
+	if saved, ok := parseShareState(stored); hasStored && ok {
+		// Not clamped to the high watermark: a new leader's lags
+		// until its followers fetch again; reads wait for it.
+		sp.start = min(max(saved.start, logStart), leo)
+		sp.end = min(max(saved.end, sp.start), leo)
+		for _, r := range saved.runs {
+			for off := max(r.first, sp.start); off <= r.last && off < sp.end; off++ {
+				sp.recs[off] = &shareRec{deliveries: r.deliveries}
+				inFlight++
+			}
 		}
+		sp.storedVal = stored
 	} else {
 		_, byDuration := shareGroupResetDuration(st, key.group)
 		switch {
@@ -337,11 +405,10 @@ func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey
 		default:
 			sp.start = hw
 		}
-		sp.persisted, sp.unstored = -1, true
+		sp.end, sp.unstored = sp.start, true
 	}
-	sp.end = sp.start
 	s.b.log.Info("share-partition opened", "group", key.group, "topic_id", hex.EncodeToString(key.topicID[:]), "partition", key.part,
-		"leader_epoch", epoch, "start", sp.start, "stored", sp.persisted, "high_watermark", hw)
+		"leader_epoch", epoch, "start", sp.start, "end", sp.end, "in_flight", inFlight, "stored", hasStored, "high_watermark", hw)
 	s.parts[key] = sp
 	s.advanceLocked(sp, time.Now(), -1)
 	return sp
@@ -373,6 +440,12 @@ func (sp *sharePartition) ack(member string, batches []shareAckBatch, renew bool
 			if r == nil || !r.acquired || r.member != member {
 				return kerr.InvalidRecordState.Code
 			}
+		}
+	}
+	for _, b := range batches {
+		if slices.ContainsFunc(b.types, func(t int8) bool { return t != 4 }) {
+			sp.version++ // RENEW alone changes no stored state
+			break
 		}
 	}
 	for _, b := range batches {
@@ -422,6 +495,12 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 		return cmp.Compare(a.FirstOffset, b.FirstOffset)
 	})
 	var abortedPIDs map[int64]bool
+	oldEnd, dropped := sp.end, false
+	defer func() {
+		if len(ranges) > 0 || sp.end != oldEnd || dropped {
+			sp.version++
+		}
+	}()
 	add := func(off int64, deliveries int16) {
 		if sp.stats != nil {
 			sp.stats.acquired.Add(1)
@@ -465,7 +544,10 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 			// Never delivered (nor counted against the in-flight
 			// window): done, like a marker.
 			for off := max(base, sp.start); off <= last && off < sp.end; off++ {
-				delete(sp.recs, off)
+				if sp.recs[off] != nil {
+					delete(sp.recs, off)
+					dropped = true
+				}
 			}
 			sp.end = max(sp.end, last+1)
 			continue
