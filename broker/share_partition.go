@@ -205,6 +205,9 @@ func (s *shares) flush() {
 		if sp == nil {
 			continue
 		}
+		if p := s.b.store.opened(metadata.UUID(k.topicID), k.part); p == nil || !p.isLeader(sp.epoch) {
+			continue // no longer the leader (of that epoch): its state is the new leader's to write
+		}
 		v := sp.encodeState()
 		if v == sp.storedVal {
 			continue
@@ -217,8 +220,10 @@ func (s *shares) flush() {
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	failed := false
 	for g, ops := range byGroup {
 		_, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops})
+		failed = failed || err != nil
 		s.mu.Lock()
 		for k, w := range writes {
 			if k.group != g {
@@ -241,7 +246,9 @@ func (s *shares) flush() {
 		}
 	}
 	s.mu.Lock()
-	s.passDone = pass
+	if !failed {
+		s.passDone = pass // a failed pass is done by the retry's
+	}
 	close(s.flushed)
 	s.flushed = make(chan struct{})
 	s.mu.Unlock()
