@@ -385,3 +385,27 @@ func TestClusterFencesSilentBroker(t *testing.T) {
 		return nil
 	})
 }
+
+// TestClusterFollowersApplyCommitsAtOnce: a committed command reaches every
+// voter at once, not at the next commit or CommitTimeout later (here a
+// minute), so that what one broker has answered (an ACL created, a config
+// altered) holds on the others a moment later too (kafkajs's createAcls
+// test: a DENY created through one broker, then a request to another).
+func TestClusterFollowersApplyCommitsAtOnce(t *testing.T) {
+	c := newCluster(t, 3, func(cfg *Config) { cfg.CommitTimeout = time.Minute })
+	for i := range 6 {
+		via := c.leader()
+		if i%2 == 1 {
+			via = c.follower() // forwarded to the leader
+		}
+		res := mustPropose(t, via, &AcquireLease{Kind: "k", Resource: fmt.Sprintf("r%d", i), Holder: "h", TTLMs: 60000})
+		eventually(t, 10*time.Second, "every voter applies the command", func() error {
+			for id, n := range c.nodes {
+				if v := n.State().Version; v < res.Version {
+					return fmt.Errorf("node %d at version %d, the command is %d", id, v, res.Version)
+				}
+			}
+			return nil
+		})
+	}
+}

@@ -119,6 +119,8 @@ type Node struct {
 	// barrierTerm is the last term in which this node, as leader, applied
 	// everything committed before it proposed (see proposeLocal).
 	barrierTerm atomic.Uint64
+	// committed asks sendCommitLoop to send the followers the commit index.
+	committed chan struct{}
 	// goMu orders goroutine starts (read lock) before Close's wait (write
 	// lock), so no goroutine is added to wg once Close waits on it.
 	goMu sync.RWMutex
@@ -145,7 +147,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, errors.New("metadata: Config.Dir and Config.RaftAddr are required")
 	}
 	setDefaults(&cfg)
-	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}}
+	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}, committed: make(chan struct{}, 1)}
 	n.fwd.idle = map[string][]*fwdConn{}
 	n.fwd.dial = cfg.Dial
 	n.watch.notify = make(chan struct{})
@@ -242,6 +244,7 @@ func Open(cfg Config) (*Node, error) {
 	if !cfg.DisableController {
 		n.goTracked("controller", newController(n).run)
 	}
+	n.goTracked("send-commit", n.sendCommitLoop)
 	ok = true
 	return n, nil
 }
@@ -453,7 +456,35 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 	}
 	resp, _ := f.Response().(applyResponse)
 	resp.result.Version = f.Index()
+	select {
+	case n.committed <- struct{}{}:
+	default: // one is pending: it will carry this commit too
+	}
 	return resp.result, resp.err
+}
+
+// sendCommitLoop sends the followers the leader's commit index as soon as a
+// proposal is committed. hashicorp/raft sends it to a follower only with
+// new entries, or CommitTimeout (50 ms, up to twice that) after them when
+// commits stop, so a follower applied a command up to 100 ms after the
+// leader had answered it: an ACL created through one broker did not yet
+// deny on the others (kafkajs's createAcls test), a config or a topic was
+// not yet seen there. A barrier is an entry, replicated at once, and its
+// AppendEntries carries the commit index, so the followers apply within a
+// round trip, as Kafka's brokers do, whose fetches of the metadata log are
+// answered as soon as the controller commits. Requests that come while a
+// barrier is in flight share the next one.
+func (n *Node) sendCommitLoop() {
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-n.committed:
+		}
+		if n.raft.State() == raft.Leader {
+			_ = n.raft.Barrier(n.cfg.ElectionTimeout).Error() // leadership lost, shutdown: nothing to publish
+		}
+	}
 }
 
 // WaitForVersion waits until the local state has applied version v.
