@@ -203,6 +203,60 @@ func TestDescribeBrokerConfigsDocumented(t *testing.T) {
 	}
 }
 
+// TestDescribeTopicConfigSynonyms: the synonyms of a topic config at its
+// default are Kafka's: the broker setting with its default where that
+// setting has one (compression.type), none where Kafka defines the broker
+// setting without a default and takes the value from a coarser one
+// (retention.ms: log.retention.ms unset, log.retention.hours 168; the same
+// for segment.ms, segment.jitter.ms, flush.ms). kafkajs 2.2.4's own
+// describeConfigs test expects them so. A topic override comes first.
+func TestDescribeTopicConfigSynonyms(t *testing.T) {
+	b := startBroker(t, "")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cr := kmsg.NewPtrCreateTopicsRequest()
+	cr.SetVersion(4)
+	cr.TimeoutMillis = 5000
+	tp := kmsg.NewCreateTopicsRequestTopic()
+	tp.Topic, tp.NumPartitions, tp.ReplicationFactor = "synonyms", 1, 1
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "segment.ms", kmsg.StringPtr("3600000")
+	tp.Configs = append(tp.Configs, cfg)
+	cr.Topics = append(cr.Topics, tp)
+	if resp := rawRequest(t, nc, cr, 1).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %+v", resp.Topics[0])
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(1)
+	req.IncludeSynonyms = true
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "synonyms"
+	res.ConfigNames = []string{"compression.type", "retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+	req.Resources = append(req.Resources, res)
+	resp := rawRequest(t, nc, req, 2).(*kmsg.DescribeConfigsResponse)
+	got := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		var syns []string
+		for _, s := range c.ConfigSynonyms {
+			syns = append(syns, fmt.Sprintf("%s=%s/%d", s.Name, *s.Value, s.Source))
+		}
+		got[c.Name] = fmt.Sprintf("%d %v", c.Source, syns)
+	}
+	want := map[string]string{
+		"compression.type":  "5 [compression.type=producer/5]",
+		"retention.ms":      "5 []",
+		"segment.ms":        "1 [segment.ms=3600000/1]",
+		"segment.jitter.ms": "5 []",
+		"flush.ms":          "5 []",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources and synonyms:\n got %v\nwant %v", got, want)
+	}
+}
+
 // TestMetadataAutoCreateAnswersLeaderNotAvailable: Kafka answers the
 // Metadata request that auto-creates a topic LEADER_NOT_AVAILABLE, without
 // partitions, and lists them from the next request on. kafka-go 0.4.51's
