@@ -19,7 +19,7 @@
 # createScramCredentials.sh, a different password per mechanism). The TLS
 # certificate is made here with openssl (kafkajs's tests trust any:
 # rejectUnauthorized false). As its waitForKafka.js, the topic
-# test-topic-already-exists is created first.
+# test-topic-already-exists is created first, and __consumer_offsets.
 #
 # testHelpers.addPartitions runs scripts/addPartitions.sh, which calls
 # `docker exec <kafka1> bash -c "kafka-topics … --alter --topic T
@@ -147,6 +147,23 @@ done
 S user set testscram --mechanism SCRAM-SHA-256 --password 'testtestscram=256' > /dev/null
 S user set testscram --mechanism SCRAM-SHA-512 --password 'testtestscram=512' > /dev/null
 S topic create test-topic-already-exists -p 2 -r 1 --if-not-exists > /dev/null
+# As waitForKafka.js's warm-up (topics, a consumer group describe): a group
+# member's FindCoordinator creates __consumer_offsets; wait until each of its 50 partitions has a
+# leader, then until ListGroups on every broker no longer answers
+# COORDINATOR_LOAD_IN_PROGRESS, so that the tests' first groups do not meet
+# coordinators still loading.
+S topic create "test-topic-warm-up-$$" -p 1 > /dev/null
+echo warm-up | S produce "test-topic-warm-up-$$" > /dev/null 2>&1
+S consume "test-topic-warm-up-$$" --group "warm-up-$$" -n 1 > /dev/null
+deadline=$((SECONDS + 60))
+until [ "$(S topic describe __consumer_offsets 2> "$work/warm-up.log" | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/' | wc -l)" -eq 50 ] &&
+	S group list > /dev/null 2>> "$work/warm-up.log"; do
+	if [ $SECONDS -ge $deadline ]; then
+		echo "compat-kafkajs: the group coordinators did not load __consumer_offsets: $(tail -n 3 "$work/warm-up.log"); logs in $work" >&2
+		exit 1
+	fi
+	sleep 0.5
+done
 
 # The docker shim: `docker ps … -q` names the one "container", `docker exec
 # ID bash -c "kafka-topics|kafka-configs …"` runs the equivalent sediment
@@ -216,9 +233,9 @@ for (const s of r.testResults) {
   if (s.status === "failed" && s.assertionResults.length === 0) console.log(`FAILED ${file}: ${(s.message || "").split("\n").find(l => l.trim()) || "did not run"}`)
   for (const t of s.assertionResults) if (t.status === "failed") console.log(`FAILED ${file}: ${t.fullName}`)
 }' "$work/jest.json" "$KJS" 2> /dev/null | tee "$work/failed.txt" >&2 || true
-read -r pass fail skip suitefail < <(node -p '
+read -r pass fail skip suitefail < <(node -e '
 const r = require(process.argv[1])
-[r.numPassedTests, r.numFailedTests, r.numPendingTests + r.numTodoTests, r.numRuntimeErrorTestSuites].join(" ")
+console.log(r.numPassedTests, r.numFailedTests, r.numPendingTests + r.numTodoTests, r.numRuntimeErrorTestSuites)
 ' "$work/jest.json" 2> /dev/null || echo "0 0 0 1")
 fail=$((fail + suitefail))
 for n in 0 1 2; do
