@@ -19,7 +19,8 @@
 # createScramCredentials.sh, a different password per mechanism). The TLS
 # certificate is made here with openssl (kafkajs's tests trust any:
 # rejectUnauthorized false). As its waitForKafka.js, the topic
-# test-topic-already-exists is created first, and __consumer_offsets.
+# test-topic-already-exists is created first, and the coordinators' topics
+# are warmed up.
 #
 # testHelpers.addPartitions runs scripts/addPartitions.sh, which calls
 # `docker exec <kafka1> bash -c "kafka-topics … --alter --topic T
@@ -148,18 +149,22 @@ S user set testscram --mechanism SCRAM-SHA-256 --password 'testtestscram=256' > 
 S user set testscram --mechanism SCRAM-SHA-512 --password 'testtestscram=512' > /dev/null
 S topic create test-topic-already-exists -p 2 -r 1 --if-not-exists > /dev/null
 # As waitForKafka.js's warm-up (topics, a consumer group describe): a group
-# member's FindCoordinator creates __consumer_offsets; wait until each of its 50 partitions has a
-# leader, then until ListGroups on every broker no longer answers
-# COORDINATOR_LOAD_IN_PROGRESS, so that the tests' first groups do not meet
-# coordinators still loading.
+# member's FindCoordinator creates __consumer_offsets, a DescribeTransactions
+# __transaction_state; wait until each of their 50 partitions has a leader
+# and ListGroups and ListTransactions on every broker no longer answer
+# COORDINATOR_LOAD_IN_PROGRESS, so that the tests' first groups and
+# transactional producers do not meet coordinators still loading (kafkajs's
+# broker-level tests do not retry it).
 S topic create "test-topic-warm-up-$$" -p 1 > /dev/null
 echo warm-up | S produce "test-topic-warm-up-$$" > /dev/null 2>&1
 S consume "test-topic-warm-up-$$" --group "warm-up-$$" -n 1 > /dev/null
+S txn describe "warm-up-$$" > /dev/null 2>&1 || true
+led() { S topic describe "$1" 2>> "$work/warm-up.log" | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/' | wc -l; }
 deadline=$((SECONDS + 60))
-until [ "$(S topic describe __consumer_offsets 2> "$work/warm-up.log" | awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/' | wc -l)" -eq 50 ] &&
-	S group list > /dev/null 2>> "$work/warm-up.log"; do
+until [ "$(led __consumer_offsets)" -eq 50 ] && [ "$(led __transaction_state)" -eq 50 ] &&
+	S group list > /dev/null 2>> "$work/warm-up.log" && S txn list > /dev/null 2>> "$work/warm-up.log"; do
 	if [ $SECONDS -ge $deadline ]; then
-		echo "compat-kafkajs: the group coordinators did not load __consumer_offsets: $(tail -n 3 "$work/warm-up.log"); logs in $work" >&2
+		echo "compat-kafkajs: the coordinators did not load __consumer_offsets and __transaction_state: $(tail -n 3 "$work/warm-up.log"); logs in $work" >&2
 		exit 1
 	fi
 	sleep 0.5
