@@ -61,11 +61,7 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 						break
 					}
 					var off, ts int64
-					off, ts, err = b.remoteOffsetForTimestamp(ctx, p, pt.Timestamp)
-					if err == nil && off < 0 {
-						off, ts, err = p.offsetForTimestamp(pt.Timestamp)
-					}
-					if err == nil && off >= 0 && off < l.HighWatermark() {
+					if off, ts, err = b.offsetForTime(ctx, p, pt.Timestamp); off >= 0 {
 						rp.Offset, rp.Timestamp = off, ts
 					}
 				}

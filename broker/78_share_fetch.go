@@ -93,10 +93,16 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		}
 		return results[tp]
 	}
+	var written uint64
 	for tp, batches := range acks {
 		res := result(tp)
 		res.ackSet = true
-		res.ackCode = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
+		var pass uint64
+		res.ackCode, pass = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
+		written = max(written, pass)
+	}
+	if written > 0 {
+		s.waitFlushed(ctx, written)
 	}
 	// A session close, a renewal (KIP-1222) and a zero max_bytes (as
 	// Kafka: nothing may be returned) acknowledge only.
@@ -223,8 +229,21 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 			return nil, time.Time{}, kerr.RequestTimedOut.Code
 		}
 	}
+	resetAt := int64(-1)
+	if st := s.b.meta.State(); !known {
+		if _, stored := st.ShareState(key.group)[key.stateKey()]; !stored {
+			if d, ok := shareGroupResetDuration(st, key.group); ok {
+				// by_duration: looked up here, outside the lock (it
+				// may read the bucket).
+				var err error
+				if resetAt, _, err = s.b.offsetForTime(ctx, p, time.Now().Add(-d).UnixMilli()); err != nil {
+					return nil, time.Time{}, errCode(err)
+				}
+			}
+		}
+	}
 	s.mu.Lock()
-	sp := s.stateLocked(ctx, p, key)
+	sp := s.stateLocked(ctx, p, key, resetAt)
 	s.advanceLocked(sp, time.Now(), logStart)
 	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
 	s.mu.Unlock()
@@ -238,18 +257,25 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 		}
 		s.mu.Lock()
 		sp.unstored = false
-		if sp.storedAt < 0 {
-			sp.storedAt = start
+		if sp.storedVal == "" {
+			sp.storedVal = op.Value
 		}
 		s.mu.Unlock()
 	}
-	if from >= hw {
+	// share.isolation.level=read_committed: up to the last stable
+	// offset, aborted transactions left out.
+	readCommitted := s.b.shareReadCommitted(key.group)
+	end := hw
+	if readCommitted {
+		end = p.lastStableOffset()
+	}
+	if from >= end {
 		return nil, nextLock, 0
 	}
 	if maxBytes <= 0 {
 		maxBytes = shareDefaultPartitionBytes
 	}
-	data, code := s.readShare(ctx, p, from, maxBytes)
+	data, aborted, code := s.readShare(ctx, p, from, maxBytes, readCommitted)
 	if code != 0 {
 		return nil, time.Time{}, code
 	}
@@ -262,31 +288,43 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 	// Read now, after the linearizable read a new share-partition starts
 	// with: a share.record.lock.duration.ms set just before counts.
 	lock := s.b.shareLockDuration(key.group)
-	records, ranges := sp.acquire(member, data, maxRecords, strict, lock, now)
+	records, ranges := sp.acquire(member, data, aborted, maxRecords, strict, lock, now)
 	s.advanceLocked(sp, now, -1)
 	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0
 }
 
-// acknowledge applies a member's acknowledgements on one partition.
-func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch, renew bool) int16 {
+// acknowledge applies a member's acknowledgements on one partition. It
+// returns the flush pass that writes them (0: nothing to wait for), which
+// the caller waits for before answering (shares.waitFlushed).
+func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch, renew bool) (int16, uint64) {
 	p, err := s.b.store.partitionByID(st, tp.topicID, tp.part)
 	if err == nil && !p.isLeader(-1) {
 		err = errNotLeader
 	}
 	if err != nil {
 		if !s.b.store.topicIDKnown(st, tp.topicID) {
-			return kerr.UnknownTopicID.Code
+			return kerr.UnknownTopicID.Code, 0
 		}
-		return errCode(err)
+		return errCode(err), 0
 	}
+	key := sharePartKey{group, tp.topicID, tp.part}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sp := s.stateLocked(ctx, p, sharePartKey{group, tp.topicID, tp.part})
+	if sp := s.parts[key]; sp == nil || sp.epoch != p.leaderEpoch() {
+		if _, stored := s.b.meta.State().ShareState(group)[key.stateKey()]; !stored {
+			return kerr.InvalidRecordState.Code, 0 // nothing was ever delivered from it
+		}
+	}
+	sp := s.stateLocked(ctx, p, key, -1)
 	now := time.Now()
 	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
+	before := sp.version
 	code := sp.ack(member, batches, renew, s.b.shareLockDuration(group), now)
 	s.advanceLocked(sp, now, -1)
-	return code
+	if code != 0 || sp.version == before {
+		return code, 0
+	}
+	return code, s.passStarted + 1
 }
 
 // sessionLocked applies a request's share session epoch for (group, member):

@@ -42,6 +42,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		return &Reply{Msg: resp}, nil
 	}
 	st := b.meta.State()
+	var written uint64
 	for _, t := range req.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
 		rt.TopicID = t.TopicID
@@ -52,7 +53,9 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 			}
 			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.ErrorCode = s.acknowledge(ctx, st, group, member, shareTP{t.TopicID, p.Partition}, batches, req.IsRenewAck)
+			var pass uint64
+			rp.ErrorCode, pass = s.acknowledge(ctx, st, group, member, shareTP{t.TopicID, p.Partition}, batches, req.IsRenewAck)
+			written = max(written, pass)
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 			if rp.ErrorCode != 0 && rp.ErrorCode != kerr.InvalidRecordState.Code && rp.ErrorCode != kerr.InvalidRequest.Code {
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", t.TopicID, true, p.Partition, rp.ErrorCode)
@@ -61,6 +64,9 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		}
 		slices.SortFunc(rt.Partitions, func(a, b kmsg.ShareAcknowledgeResponseTopicPartition) int { return int(a.Partition - b.Partition) })
 		resp.Topics = append(resp.Topics, rt)
+	}
+	if written > 0 {
+		s.waitFlushed(ctx, written) // answered once written, as Kafka's share coordinator answers
 	}
 	if req.ShareSessionEpoch == -1 {
 		s.mu.Lock()

@@ -56,11 +56,12 @@ func handleDescribeShareGroupOffsets(_ context.Context, b *Broker, r *Request) (
 					rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				default:
 					key := sharePartKey{g.GroupID, [16]byte(topic.ID), p}
-					if v, ok := stored[key.stateKey()]; ok {
-						rp.StartOffset, _ = strconv.ParseInt(v, 10, 64)
+					if v, ok := parseShareState(stored[key.stateKey()]); ok {
+						rp.StartOffset = v.start
 						rp.LeaderEpoch = topic.Partitions[p].LeaderEpoch
 						if part := b.store.opened(topic.ID, p); part != nil {
-							rp.Lag = max(part.log.HighWatermark()-rp.StartOffset, 0)
+							// Not done: past the end, and in flight below it.
+							rp.Lag = max(part.log.HighWatermark()-v.end, 0) + v.inFlight()
 						}
 					}
 				}

@@ -31,6 +31,9 @@ type groupConfigDef struct {
 	// values, if set, makes it a string config of one of these (the
 	// first is the default) instead of a duration.
 	values []string
+	// other, if set, accepts a string config's value that is not one of
+	// values (share.auto.offset.reset's by_duration:…).
+	other func(v string) bool
 }
 
 // The share group configs (KIP-932).
@@ -39,6 +42,7 @@ const (
 	cfgShareRecordLockDuration = "share.record.lock.duration.ms"
 	cfgShareSessionTimeout     = "share.session.timeout.ms"
 	cfgShareHeartbeatInterval  = "share.heartbeat.interval.ms"
+	cfgShareIsolationLevel     = "share.isolation.level"
 )
 
 func fixed(d time.Duration) func(*Broker) time.Duration {
@@ -55,7 +59,10 @@ var groupConfigDefs = []groupConfigDef{
 	},
 		min: 45 * time.Second, max: 60 * time.Second, doc: "a KIP-848 member of this group with no heartbeat within it is removed"},
 	{name: cfgShareAutoOffsetReset, values: []string{"latest", "earliest"},
-		doc: "where a share group starts on a partition it has no start offset for: latest or earliest"},
+		other: func(v string) bool { _, ok := parseByDuration(v); return ok },
+		doc:   "where a share group starts on a partition it has no start offset for: latest, earliest or by_duration:<ISO-8601 duration> (the first record no older than that, else latest)"},
+	{name: cfgShareIsolationLevel, values: []string{"read_uncommitted", "read_committed"},
+		doc: "read_committed: this share group is delivered only committed records, up to the last stable offset; records of aborted transactions are never delivered"},
 	{name: cfgShareRecordLockDuration, def: fixed(30 * time.Second), min: time.Second, max: time.Hour,
 		doc: "how long a share group member holds the records it acquired before they are delivered again"},
 	{name: cfgShareSessionTimeout, def: fixed(shareSessionTimeoutDefault), min: 45 * time.Second, max: 60 * time.Second,
@@ -78,6 +85,84 @@ func (b *Broker) shareLockDuration(group string) time.Duration {
 
 func (b *Broker) shareGroupResetEarliest(st *metadata.State, group string) bool {
 	return strings.EqualFold(st.GroupConfigs(group)[cfgShareAutoOffsetReset], "earliest")
+}
+
+// shareGroupResetDuration is the duration of a by_duration reset, if the
+// group has one.
+func shareGroupResetDuration(st *metadata.State, group string) (time.Duration, bool) {
+	return parseByDuration(st.GroupConfigs(group)[cfgShareAutoOffsetReset])
+}
+
+func (b *Broker) shareReadCommitted(group string) bool {
+	return strings.EqualFold(b.meta.State().GroupConfigs(group)[cfgShareIsolationLevel], "read_committed")
+}
+
+// parseByDuration reads "by_duration:<d>" (KIP-1106), d an ISO-8601
+// duration as Java's Duration.parse takes it: PnDTnHnMn.nS, each part
+// optional but at least one, case-insensitive; not negative.
+func parseByDuration(v string) (time.Duration, bool) {
+	const prefix = "by_duration:"
+	if len(v) < len(prefix) || !strings.EqualFold(v[:len(prefix)], prefix) {
+		return 0, false
+	}
+	s := strings.ToUpper(strings.TrimSpace(v[len(prefix):]))
+	s = strings.TrimPrefix(s, "+")
+	if !strings.HasPrefix(s, "P") {
+		return 0, false
+	}
+	s = s[1:]
+	var total time.Duration
+	parts, inTime, units := 0, false, "D"
+	for s != "" {
+		if s[0] == 'T' {
+			if inTime {
+				return 0, false
+			}
+			inTime, units, s = true, "HMS", s[1:]
+			if s == "" {
+				return 0, false // "PT" alone
+			}
+			continue
+		}
+		i := 0
+		for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+			i++
+		}
+		if i == 0 || i == len(s) || i > 18 {
+			return 0, false
+		}
+		num, unit := s[:i], s[i]
+		s = s[i+1:]
+		j := strings.IndexByte(units, unit)
+		if j < 0 {
+			return 0, false
+		}
+		units = units[j+1:] // each unit once, in order
+		var scale time.Duration
+		switch unit {
+		case 'D':
+			scale = 24 * time.Hour
+		case 'H':
+			scale = time.Hour
+		case 'M':
+			scale = time.Minute
+		case 'S':
+			scale = time.Second
+		}
+		if strings.Contains(num, ".") && unit != 'S' {
+			return 0, false // only seconds take a fraction
+		}
+		f, err := strconv.ParseFloat(num, 64)
+		if err != nil || f*float64(scale) > float64(1<<62) {
+			return 0, false
+		}
+		total += time.Duration(f * float64(scale))
+		if total < 0 || total > 1<<62 {
+			return 0, false
+		}
+		parts++
+	}
+	return total, parts > 0
 }
 
 func (b *Broker) groupDefault(set, def time.Duration) time.Duration {
@@ -115,8 +200,12 @@ func (b *Broker) validateGroupConfigs(after map[string]string) error {
 			return fmt.Errorf("%w: unknown group config %q (%s)", errInvalidConfig, name, groupConfigNames())
 		}
 		if d.values != nil {
-			if !containsStr(d.values, strings.ToLower(v)) {
-				return fmt.Errorf("%w: invalid value %q for %s: one of %s", errInvalidConfig, v, name, strings.Join(d.values, ", "))
+			if !containsStr(d.values, strings.ToLower(v)) && (d.other == nil || !d.other(v)) {
+				one := strings.Join(d.values, ", ")
+				if d.other != nil {
+					one += ", by_duration:<ISO-8601 duration, not negative>"
+				}
+				return fmt.Errorf("%w: invalid value %q for %s: one of %s", errInvalidConfig, v, name, one)
 			}
 			continue
 		}
@@ -195,7 +284,10 @@ func (b *Broker) describeGroupConfigs(st *metadata.State, res kmsg.DescribeConfi
 		if d.values != nil {
 			v, src := d.values[0], kmsg.ConfigSourceDefaultConfig
 			if x, ok := set[d.name]; ok {
-				v, src = strings.ToLower(x), kmsg.ConfigSourceGroupConfig
+				v, src = x, kmsg.ConfigSourceGroupConfig
+				if containsStr(d.values, strings.ToLower(x)) {
+					v = strings.ToLower(x)
+				}
 			}
 			c.Name, c.Value, c.Source = d.name, kmsg.StringPtr(v), src
 			c.ConfigType = kmsg.ConfigTypeString

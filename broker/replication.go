@@ -419,7 +419,7 @@ func (p *partition) restartAt(offset int64, epoch int32) error {
 	// to (which bounds the last stable offset), start again at the new log
 	// start.
 	if err := p.loadProducers(); err != nil {
-		firstErr = cmp(firstErr, err)
+		firstErr = keepFirst(firstErr, err)
 	}
 	return firstErr
 }
@@ -798,7 +798,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				continue
 			}
 			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
-				firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+				firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
 				continue
 			}
 			end := p.log.LogEndOffset()
@@ -819,7 +819,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				}
 				if err := p.truncateTo(max(end, p.log.LogStartOffset()), parts[p].epoch); err != nil {
 					if !errors.Is(err, errRoleChanged) {
-						firstErr = cmp(firstErr, err)
+						firstErr = keepFirst(firstErr, err)
 					}
 					continue
 				}
@@ -830,7 +830,7 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 	return firstErr
 }
 
-func cmp(a, b error) error {
+func keepFirst(a, b error) error {
 	if a != nil {
 		return a
 	}
@@ -926,14 +926,14 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				if p.log.LogEndOffset() < rp.LogStartOffset {
 					// The leader deleted what we would fetch next: start over at its log start.
 					if err := p.restartAt(rp.LogStartOffset, epoch); err != nil && !errors.Is(err, errRoleChanged) {
-						firstErr = cmp(firstErr, err)
+						firstErr = keepFirst(firstErr, err)
 					}
 				}
 				f.needTruncation(p, epoch)
 				continue
 			default:
 				// Not leader, fenced epoch…: wait for the metadata to tell us more.
-				firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+				firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
 				continue
 			}
 			if throttled[p] {
@@ -949,7 +949,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 					if errors.Is(err, hotlog.ErrUnexpectedOffset) {
 						f.needTruncation(p, epoch)
 					}
-					firstErr = cmp(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+					firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
 					continue
 				}
 			}

@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -24,15 +27,15 @@ import (
 // deadline, with its delivery count. A record acknowledged (ACCEPT), rejected
 // (REJECT), a gap, or delivered group.share.delivery.count.limit times is
 // done; RELEASE and an expired lock make it available again. Done records at
-// the start move the SPSO forward, which is written to the metadata log
-// (metadata.ResourceShareState) as soon as it moves, in one command per
-// broker for what moved meanwhile (at most one every shareFlushInterval), so
-// that a new leader (after a failover or a restart) starts where the old one
-// was. Only the SPSO is kept: records acknowledged after it (out of order)
-// or since the last write are delivered again after a failover (at least
-// once, which is the share group contract; Kafka keeps every acknowledged
-// range). A new share-partition with no stored start begins at
-// share.auto.offset.reset: latest (the default, as Kafka) or earliest.
+// the start move the SPSO forward. The state (SPSO, end, the records in
+// flight with their delivery counts: share_state.go) is written to the
+// metadata log (metadata.ResourceShareState) as it changes, in one command
+// per group for what changed meanwhile (at most one every
+// shareFlushInterval), and an acknowledgement is answered once the write
+// holding it is committed, so that a new leader (after a failover or a
+// restart) delivers again only what was in flight. A new share-partition
+// with no stored state begins at share.auto.offset.reset: latest (the
+// default, as Kafka), earliest or by_duration.
 //
 // ShareFetch and ShareAcknowledge run in share sessions, one per (group,
 // member) on this broker, like fetch sessions: epoch 0 opens one, each
@@ -42,11 +45,28 @@ import (
 
 const (
 	shareFlushInterval   = 20 * time.Millisecond
+	shareAckWriteWait    = 5 * time.Second
 	shareMaxRecordLocks  = 2000 // group.share.partition.max.record.locks
 	shareDeliveryLimit   = 5    // group.share.delivery.count.limit
 	shareMaxSessionParts = 10000
 	shareMaxSessions     = 2000 // group.share.max.share.sessions
 )
+
+// shareStats counts what the share-partitions of a broker do, for metrics
+// (share_metrics.go).
+type shareStats struct {
+	acquired atomic.Int64    // deliveries
+	acks     [5]atomic.Int64 // records acknowledged, by type (1 ACCEPT … 4 RENEW; 0 GAP)
+	archived atomic.Int64    // records that reached the delivery limit
+}
+
+// archive drops a record that reached the delivery limit.
+func (sp *sharePartition) archive(off int64) {
+	delete(sp.recs, off)
+	if sp.stats != nil {
+		sp.stats.archived.Add(1)
+	}
+}
 
 type sharePartKey struct {
 	group   string
@@ -70,16 +90,20 @@ type sharePartition struct {
 	epoch      int32 // the leader epoch this state belongs to
 	start, end int64
 	recs       map[int64]*shareRec // offsets in [start, end) in flight; absent: done
-	persisted  int64
-	// storedAt is the start this broker last saw committed to the
-	// metadata log (-1: none); a different value there, or none, while
-	// nothing of this broker's is on its way, is an admin's change
-	// (AlterShareGroupOffsets, DeleteShareGroupOffsets, DeleteGroups).
-	storedAt int64
+	// version counts changes of the state; marked is the version last
+	// marked dirty for the flusher.
+	version, marked uint64
+	// storedVal is the value this broker last saw committed to the
+	// metadata log for it (share_state.go; "": none); a different value
+	// there, or none, while nothing of this broker's is on its way, is an
+	// admin's change (AlterShareGroupOffsets, DeleteShareGroupOffsets,
+	// DeleteGroups).
+	storedVal string
 	// unstored: made from share.auto.offset.reset, its start not yet in
 	// the metadata log; nothing is delivered until it is, or a new leader
 	// could reset again past records delivered but not acknowledged.
 	unstored bool
+	stats    *shareStats // nil in unit tests
 }
 
 type shareSessionKey struct{ group, member string }
@@ -103,8 +127,13 @@ type shares struct {
 	mu       sync.Mutex
 	parts    map[sharePartKey]*sharePartition
 	sessions map[shareSessionKey]*shareSession
-	dirty    map[sharePartKey]int64
-	writing  map[sharePartKey]int64 // being written by flush
+	stats    shareStats
+	dirty    map[sharePartKey]bool
+	writing  map[sharePartKey]string // being written by flush
+	// Flush passes: started and done counts, and flushed, closed and
+	// replaced when a pass is done (waitFlushed).
+	passStarted, passDone uint64
+	flushed               chan struct{}
 
 	maxSessions int // shareMaxSessions; tests lower it
 
@@ -114,9 +143,14 @@ type shares struct {
 }
 
 func newShares(b *Broker) *shares {
-	return &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
-		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]int64{}, writing: map[sharePartKey]int64{},
-		maxSessions: shareMaxSessions, kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &shares{b: b, coord: newShareCoordinator(b), parts: map[sharePartKey]*sharePartition{},
+		sessions: map[shareSessionKey]*shareSession{}, dirty: map[sharePartKey]bool{}, writing: map[sharePartKey]string{},
+		maxSessions: shareMaxSessions, flushed: make(chan struct{}),
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	if b.metrics != nil {
+		b.metrics.reg.MustRegister(&shareCollector{s})
+	}
+	return s
 }
 
 func (s *shares) start() {
@@ -154,47 +188,101 @@ func (s *shares) close() {
 	<-s.done
 }
 
-// flush writes the changed share-partition start offsets, one metadata
+// flush writes the state of the changed share-partitions, one metadata
 // command per group.
 func (s *shares) flush() {
+	type write struct {
+		sp  *sharePartition
+		val string
+	}
 	s.mu.Lock()
-	if len(s.dirty) == 0 {
-		s.mu.Unlock()
-		return
-	}
+	s.passStarted++
+	pass := s.passStarted
 	byGroup := map[string][]metadata.ConfigOp{}
-	for k, off := range s.dirty {
-		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: strconv.FormatInt(off, 10)})
-		s.writing[k] = off
+	writes := map[sharePartKey]write{}
+	for k := range s.dirty {
+		sp := s.parts[k]
+		if sp == nil {
+			continue
+		}
+		v := sp.encodeState()
+		if v == sp.storedVal {
+			continue
+		}
+		byGroup[k.group] = append(byGroup[k.group], metadata.ConfigOp{Key: k.stateKey(), Value: v})
+		writes[k] = write{sp, v}
+		s.writing[k] = v
 	}
-	dirty := s.dirty
-	s.dirty = map[sharePartKey]int64{}
+	s.dirty = map[sharePartKey]bool{}
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for g, ops := range byGroup {
 		_, _, err := s.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops})
 		s.mu.Lock()
-		for k, off := range dirty {
+		for k, w := range writes {
 			if k.group != g {
 				continue
 			}
 			delete(s.writing, k)
 			if err != nil {
-				if _, newer := s.dirty[k]; !newer {
-					s.dirty[k] = off
-				}
-			} else if sp := s.parts[k]; sp != nil {
-				sp.storedAt = off
+				s.dirty[k] = true
+			} else if s.parts[k] == w.sp {
+				w.sp.storedVal = w.val
 			}
 		}
 		s.mu.Unlock()
 		if err != nil {
-			s.b.log.Warn("share group: start offsets not written; retrying", "group", g, "err", err)
+			s.b.log.Warn("share group: state not written; retrying", "group", g, "err", err)
 			select {
 			case s.kick <- struct{}{}:
 			default:
 			}
+		}
+	}
+	s.mu.Lock()
+	s.passDone = pass
+	close(s.flushed)
+	s.flushed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// markLocked notes a change of sp for the flusher and returns the flush
+// pass that will write it (waitFlushed).
+func (s *shares) markLocked(sp *sharePartition) uint64 {
+	if sp.version != sp.marked {
+		sp.marked = sp.version
+		s.dirty[sp.key] = true
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return s.passStarted + 1
+}
+
+// waitFlushed waits until flush pass has written what changed before it
+// started (at most shareAckWriteWait, or until ctx ends): acknowledgements
+// are answered once they are in the metadata log, as Kafka answers them
+// once its share coordinator has them.
+func (s *shares) waitFlushed(ctx context.Context, pass uint64) {
+	t := time.NewTimer(shareAckWriteWait)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		done, ch := s.passDone, s.flushed
+		s.mu.Unlock()
+		if done >= pass {
+			return
+		}
+		select {
+		case <-ch:
+		case <-t.C:
+			return // answered anyway: the state is written when the quorum is back
+		case <-ctx.Done():
+			return
+		case <-s.stop:
+			return
 		}
 	}
 }
@@ -227,9 +315,10 @@ func (s *shares) endSessionLocked(ss *shareSession) {
 func (sp *sharePartition) release(member string) {
 	for off, r := range sp.recs {
 		if r.acquired && r.member == member {
+			sp.version++
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
-				delete(sp.recs, off)
+				sp.archive(off)
 			}
 		}
 	}
@@ -240,13 +329,15 @@ func (sp *sharePartition) release(member string) {
 func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64) {
 	for off, r := range sp.recs {
 		if r.acquired && now.After(r.deadline) {
+			sp.version++
 			r.acquired, r.member = false, ""
 			if r.deliveries >= shareDeliveryLimit {
-				delete(sp.recs, off) // archived
+				sp.archive(off)
 			}
 		}
 	}
 	if logStart > sp.start {
+		sp.version++
 		for off := range sp.recs {
 			if off < logStart {
 				delete(sp.recs, off)
@@ -255,6 +346,7 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 		sp.start = logStart
 		sp.end = max(sp.end, logStart)
 	}
+	start := sp.start
 	if len(sp.recs) == 0 {
 		sp.start = sp.end
 	} else {
@@ -262,55 +354,61 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 			sp.start++
 		}
 	}
-	if sp.start != sp.persisted {
-		sp.persisted = sp.start
-		s.dirty[sp.key] = sp.start
-		select {
-		case s.kick <- struct{}{}:
-		default:
-		}
+	if sp.start != start {
+		sp.version++
 	}
+	s.markLocked(sp)
 }
 
-// state returns the share-partition of key on p, this broker's partition
-// that it leads, (re)built when it is new here or leadership changed.
-func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey) *sharePartition {
+// stateLocked returns the share-partition of key on p, this broker's
+// partition that it leads, (re)built when it is new here or leadership
+// changed. resetAt is where a by_duration reset starts, found by the
+// caller outside the lock (-1: none found, which resets to latest).
+func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey, resetAt int64) *sharePartition {
 	epoch := p.leaderEpoch()
-	// The state now, not a request's (older) snapshot: storedAt may
+	// The state now, not a request's (older) snapshot: storedVal may
 	// already be from a later write.
 	st := s.b.meta.State()
 	stored, hasStored := st.ShareState(key.group)[key.stateKey()]
 	if sp := s.parts[key]; sp != nil && sp.epoch == epoch {
 		_, dirty := s.dirty[key]
 		_, writing := s.writing[key]
-		if dirty || writing || sp.unstored || (hasStored && stored == strconv.FormatInt(sp.storedAt, 10)) {
+		if dirty || writing || sp.unstored || (hasStored && stored == sp.storedVal) {
 			return sp
 		}
-		// The start was changed or deleted by an admin: start again
+		// The state was changed or deleted by an admin: start again
 		// from what the metadata says (records in flight go back).
-		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedAt, "now", stored)
+		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedVal, "now", stored)
 	}
-	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, storedAt: -1}
-	logStart, hw := s.b.logStartOffset(ctx, p), p.log.HighWatermark()
-	if hasStored {
-		off, err := strconv.ParseInt(stored, 10, 64)
-		if err == nil {
-			// Not clamped to the high watermark: a new leader's lags
-			// until its followers fetch again; reads wait for it.
-			sp.start = min(max(off, logStart), p.log.LogEndOffset())
-			sp.persisted, sp.storedAt = off, off
+	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, stats: &s.stats}
+	logStart, hw, leo := s.b.logStartOffset(ctx, p), p.log.HighWatermark(), p.log.LogEndOffset()
+	inFlight := 0
+	if saved, ok := parseShareState(stored); hasStored && ok {
+		// Not clamped to the high watermark: a new leader's lags
+		// until its followers fetch again; reads wait for it.
+		sp.start = min(max(saved.start, logStart), leo)
+		sp.end = min(max(saved.end, sp.start), leo)
+		for _, r := range saved.runs {
+			for off := max(r.first, sp.start); off <= r.last && off < sp.end; off++ {
+				sp.recs[off] = &shareRec{deliveries: r.deliveries}
+				inFlight++
+			}
 		}
+		sp.storedVal = stored
 	} else {
-		if s.b.shareGroupResetEarliest(st, key.group) {
+		_, byDuration := shareGroupResetDuration(st, key.group)
+		switch {
+		case s.b.shareGroupResetEarliest(st, key.group):
 			sp.start = logStart
-		} else {
+		case byDuration && resetAt >= 0:
+			sp.start = min(max(resetAt, logStart), hw)
+		default:
 			sp.start = hw
 		}
-		sp.persisted, sp.unstored = -1, true
+		sp.end, sp.unstored = sp.start, true
 	}
-	sp.end = sp.start
 	s.b.log.Info("share-partition opened", "group", key.group, "topic_id", hex.EncodeToString(key.topicID[:]), "partition", key.part,
-		"leader_epoch", epoch, "start", sp.start, "stored", sp.persisted, "high_watermark", hw)
+		"leader_epoch", epoch, "start", sp.start, "end", sp.end, "in_flight", inFlight, "stored", hasStored, "high_watermark", hw)
 	s.parts[key] = sp
 	s.advanceLocked(sp, time.Now(), -1)
 	return sp
@@ -345,17 +443,26 @@ func (sp *sharePartition) ack(member string, batches []shareAckBatch, renew bool
 		}
 	}
 	for _, b := range batches {
+		if slices.ContainsFunc(b.types, func(t int8) bool { return t != 4 }) {
+			sp.version++ // RENEW alone changes no stored state
+			break
+		}
+	}
+	for _, b := range batches {
 		for off := b.first; off <= b.last; off++ {
 			t := b.types[0]
 			if len(b.types) > 1 {
 				t = b.types[off-b.first]
 			}
 			r := sp.recs[off]
+			if sp.stats != nil {
+				sp.stats.acks[t].Add(1)
+			}
 			switch t {
 			case 2: // RELEASE
 				r.acquired, r.member = false, ""
 				if r.deliveries >= shareDeliveryLimit {
-					delete(sp.recs, off)
+					sp.archive(off)
 				}
 			case 4: // RENEW
 				r.deadline = now.Add(lock)
@@ -376,12 +483,28 @@ type shareAckBatch struct {
 // record it can give), the records available to member, up to maxRecords:
 // whole batches, or exactly (strict: KIP-1206's record-limit mode, which
 // splits a batch), and returns the batches that hold them and the acquired
-// ranges.
-func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int, strict bool, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
+// ranges. aborted, for a read_committed group, lists the aborted
+// transactions with records in batches (as a Fetch response does): their
+// records are done without being delivered, as markers are.
+func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.FetchResponseTopicPartitionAbortedTransaction, maxRecords int, strict bool, lock time.Duration, now time.Time) ([]byte, []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord) {
 	var out []byte
 	var ranges []kmsg.ShareFetchResponseTopicPartitionAcquiredRecord
 	acquired := 0
+	aborted = slices.Clone(aborted)
+	slices.SortFunc(aborted, func(a, b kmsg.FetchResponseTopicPartitionAbortedTransaction) int {
+		return cmp.Compare(a.FirstOffset, b.FirstOffset)
+	})
+	var abortedPIDs map[int64]bool
+	oldEnd, dropped := sp.end, false
+	defer func() {
+		if len(ranges) > 0 || sp.end != oldEnd || dropped {
+			sp.version++
+		}
+	}()
 	add := func(off int64, deliveries int16) {
+		if sp.stats != nil {
+			sp.stats.acquired.Add(1)
+		}
 		if n := len(ranges); n > 0 && ranges[n-1].LastOffset == off-1 && ranges[n-1].DeliveryCount == deliveries {
 			ranges[n-1].LastOffset = off
 			return
@@ -398,7 +521,35 @@ func (sp *sharePartition) acquire(member string, batches []byte, maxRecords int,
 		raw := batches[:h.Size()]
 		batches = batches[h.Size():]
 		base, last := h.BaseOffset, h.LastOffset()
+		// The aborted transactions begun by now (a consumer's
+		// read_committed filter): a producer's transactional batches
+		// are dropped until its marker.
+		for len(aborted) > 0 && aborted[0].FirstOffset <= last {
+			if abortedPIDs == nil {
+				abortedPIDs = map[int64]bool{}
+			}
+			abortedPIDs[aborted[0].ProducerID] = true
+			aborted = aborted[1:]
+		}
+		skip := false
+		if h.IsControl() {
+			delete(abortedPIDs, h.ProducerID)
+		} else if h.IsTransactional() && abortedPIDs[h.ProducerID] {
+			skip = true
+		}
 		if last < sp.start {
+			continue
+		}
+		if skip {
+			// Never delivered (nor counted against the in-flight
+			// window): done, like a marker.
+			for off := max(base, sp.start); off <= last && off < sp.end; off++ {
+				if sp.recs[off] != nil {
+					delete(sp.recs, off)
+					dropped = true
+				}
+			}
+			sp.end = max(sp.end, last+1)
 			continue
 		}
 		if last >= sp.end && sp.end-sp.start >= shareMaxRecordLocks {
@@ -464,22 +615,24 @@ func (sp *sharePartition) earliestDeadline() time.Time {
 }
 
 // readShare reads whole batches of p from offset (either tier), up to
-// maxBytes, into memory.
-func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxBytes int32) ([]byte, int16) {
+// maxBytes, into memory; readCommitted reads up to the last stable offset
+// and returns the aborted transactions in what it read.
+func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxBytes int32, readCommitted bool) ([]byte, []kmsg.FetchResponseTopicPartitionAbortedTransaction, int16) {
 	resp := kmsg.NewFetchResponse()
 	rt := kmsg.NewFetchResponseTopic()
 	rt.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
 	resp.Topics = []kmsg.FetchResponseTopic{rt}
 	fp := &fetchPart{p: p, offset: offset, maxBytes: max(maxBytes, 1), led: true}
-	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), false)
+	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), readCommitted)
 	if failed {
 		releaseFetchParts([]*fetchPart{fp})
 		code := resp.Topics[0].Partitions[0].ErrorCode
 		if code == 0 {
 			code = kerr.UnknownServerError.Code
 		}
-		return nil, code
+		return nil, nil, code
 	}
+	aborted := resp.Topics[0].Partitions[0].AbortedTransactions
 	var regions []hotlog.Region
 	var size int64
 	var release func()
@@ -489,16 +642,16 @@ func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxB
 	case fp.res != nil:
 		regions, size, release = fp.res.Regions, fp.res.Size, fp.res.Release
 	default:
-		return nil, 0
+		return nil, nil, 0
 	}
 	defer release()
 	buf := make([]byte, size)
 	b := buf
 	for _, rg := range regions {
 		if _, err := rg.File.ReadAt(b[:rg.Len], rg.Pos); err != nil {
-			return nil, errCode(fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err))
+			return nil, nil, errCode(fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err))
 		}
 		b = b[rg.Len:]
 	}
-	return buf, 0
+	return buf, aborted, 0
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -31,6 +32,20 @@ func (p *partition) offsetForTimestamp(ts int64) (int64, int64, error) {
 	// the first matching record only if this one's records are all
 	// earlier, which cannot be: some record carries the max.
 	return p.scanBatch(off, func(recTs int64) bool { return recTs >= ts })
+}
+
+// offsetForTime is ListOffsets by timestamp across both tiers: the first
+// offset below the high watermark whose record timestamp is at or after
+// ts, and that timestamp; -1, -1 when there is none.
+func (b *Broker) offsetForTime(ctx context.Context, p *partition, ts int64) (int64, int64, error) {
+	off, t, err := b.remoteOffsetForTimestamp(ctx, p, ts)
+	if err == nil && off < 0 {
+		off, t, err = p.offsetForTimestamp(ts)
+	}
+	if err != nil || off < 0 || off >= p.log.HighWatermark() {
+		return -1, -1, err
+	}
+	return off, t, nil
 }
 
 // maxTimestampOffset returns the offset and timestamp of the first record

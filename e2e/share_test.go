@@ -20,7 +20,8 @@ import (
 // is killed (SIGKILL) mid-way. Every acknowledged job is delivered, at least
 // once: what the killed leader had delivered and not yet recorded as
 // acknowledged in the metadata log is delivered again by the new leader,
-// from the start offset the old one wrote; no other partition's job twice.
+// from the state the old one wrote (the records then in flight); no other
+// partition's job twice.
 func TestShareGroupFailover(t *testing.T) {
 	c := StartCluster(t, 3)
 	admin := c.Client(t)

@@ -12,11 +12,14 @@ type prepareContext struct {
 	rotation int // varies the tie-breaking between calls, so equal brokers share load
 }
 
-// assignReplicas places count new partitions (numbered from first) with rf
-// replicas each on the eligible brokers. It balances replicas and preferred
-// leaders (counting what the brokers already hold) and spreads each
-// partition's replicas over as many racks as it can.
-func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, error) {
+// assignReplicas places count new partitions (numbered from first, after
+// the topic's existing ones) with rf replicas each on the eligible brokers.
+// It spreads each partition's replicas over as many racks as it can,
+// spreads the topic's preferred leaders and replicas over the brokers first
+// (as Kafka's round-robin does: a 2-partition topic on 3 brokers has two
+// leaders), and among brokers equal for the topic balances what the brokers
+// already hold in the whole cluster.
+func assignReplicas(s *State, existing []*Partition, first, count, rf int32, rotation int) ([][]int32, error) {
 	if count <= 0 || count > MaxPartitionsPerCommand {
 		return nil, reject(ErrInvalidPartitions, "partition count %d", count)
 	}
@@ -28,6 +31,9 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 		rack     string
 		replicas int
 		leaders  int
+		// this topic's, among the above
+		topicReplicas int
+		topicLeaders  int
 	}
 	var brokers []*load
 	index := map[int32]*load{}
@@ -54,6 +60,16 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 			}
 		}
 	}
+	for _, p := range existing {
+		for i, r := range p.Replicas {
+			if l := index[r]; l != nil {
+				l.topicReplicas++
+				if i == 0 {
+					l.topicLeaders++
+				}
+			}
+		}
+	}
 	n := len(brokers)
 	out := make([][]int32, 0, count)
 	for i := int32(0); i < count; i++ {
@@ -76,6 +92,12 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 				if racks[x.rack] != racks[y.rack] {
 					return racks[x.rack] < racks[y.rack]
 				}
+				if leaderSlot && x.topicLeaders != y.topicLeaders {
+					return x.topicLeaders < y.topicLeaders
+				}
+				if x.topicReplicas != y.topicReplicas {
+					return x.topicReplicas < y.topicReplicas
+				}
 				if leaderSlot && x.leaders != y.leaders {
 					return x.leaders < y.leaders
 				}
@@ -90,8 +112,10 @@ func assignReplicas(s *State, first, count, rf int32, rotation int) ([][]int32, 
 			used[pick.id] = true
 			racks[pick.rack]++
 			pick.replicas++
+			pick.topicReplicas++
 			if leaderSlot {
 				pick.leaders++
+				pick.topicLeaders++
 			}
 			replicas = append(replicas, pick.id)
 		}

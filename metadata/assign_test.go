@@ -35,7 +35,7 @@ func TestAssignReplicasBalancedAndRackAware(t *testing.T) {
 	} {
 		t.Run(fmt.Sprint(tc.racks, tc.partitions, tc.rf), func(t *testing.T) {
 			s := stateWithBrokers(t, tc.racks)
-			a, err := assignReplicas(s, 0, tc.partitions, tc.rf, 0)
+			a, err := assignReplicas(s, nil, 0, tc.partitions, tc.rf, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -87,7 +87,7 @@ func TestAssignReplicasSkipsIneligibleBrokers(t *testing.T) {
 	if _, err := (&ControlledShutdown{BrokerID: 2, BrokerEpoch: -1}).apply(s, 0); err != nil {
 		t.Fatal(err)
 	}
-	a, err := assignReplicas(s, 0, 5, 1, 0)
+	a, err := assignReplicas(s, nil, 0, 5, 1, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,10 +96,47 @@ func TestAssignReplicasSkipsIneligibleBrokers(t *testing.T) {
 			t.Fatalf("assigned to ineligible broker: %v", a)
 		}
 	}
-	if _, err := assignReplicas(s, 0, 1, 2, 0); !errors.Is(err, ErrInvalidReplicationFactor) {
+	if _, err := assignReplicas(s, nil, 0, 1, 2, 0); !errors.Is(err, ErrInvalidReplicationFactor) {
 		t.Fatalf("rf 2 with one eligible broker: %v", err)
 	}
-	if _, err := assignReplicas(s, 0, 0, 1, 0); !errors.Is(err, ErrInvalidPartitions) {
+	if _, err := assignReplicas(s, nil, 0, 0, 1, 0); !errors.Is(err, ErrInvalidPartitions) {
 		t.Fatalf("0 partitions: %v", err)
+	}
+}
+
+// TestAssignReplicasSpreadsATopic: a topic's partitions get different
+// leaders before cluster-wide balance counts (Kafka's round-robin gives a
+// 2-partition topic two leaders), also for partitions added later; among
+// brokers equal for the topic the least loaded wins.
+func TestAssignReplicasSpreadsATopic(t *testing.T) {
+	s := stateWithBrokers(t, []string{"", "", ""})
+	// Brokers 1 and 2 lead two partitions each, broker 0 none.
+	if _, err := (&CreateTopic{Name: "busy", TopicID: NewUUID(), Assignment: [][]int32{{1}, {1}, {2}, {2}}}).apply(s, 10); err != nil {
+		t.Fatal(err)
+	}
+	for rotation := 0; rotation < 3; rotation++ {
+		a, err := assignReplicas(s, nil, 0, 2, 1, rotation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a[0][0] != 0 || a[1][0] == 0 {
+			t.Fatalf("rotation %d: %v, want broker 0 first (least loaded) then another", rotation, a)
+		}
+		a, err = assignReplicas(s, nil, 0, 3, 3, rotation)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if leaders := map[int32]bool{a[0][0]: true, a[1][0]: true, a[2][0]: true}; len(leaders) != 3 {
+			t.Fatalf("rotation %d: 3 partitions rf 3 on 3 brokers: %v", rotation, a)
+		}
+	}
+	// CreatePartitions: the new partition avoids the existing one's leader.
+	topic, _ := s.Topic("busy")
+	a, err := assignReplicas(s, topic.Partitions[:1], 1, 1, 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a[0][0] == 1 {
+		t.Fatalf("added partition led by broker 1 again: %v", a)
 	}
 }

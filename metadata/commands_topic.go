@@ -111,7 +111,7 @@ func (c *CreateTopic) prepare(p *prepareContext) error {
 	if rf == -1 {
 		rf = clusterInt(p.st, ConfigDefaultReplication, 1)
 	}
-	a, err := assignReplicas(p.st, 0, n, rf, p.rotation)
+	a, err := assignReplicas(p.st, nil, 0, n, rf, p.rotation)
 	if err != nil {
 		return err
 	}
@@ -251,7 +251,7 @@ func (c *CreatePartitions) prepare(p *prepareContext) error {
 	if c.Count <= cur {
 		return reject(ErrInvalidPartitions, "topic %q has %d partitions, asked for %d", t.Name, cur, c.Count)
 	}
-	a, err := assignReplicas(p.st, cur, c.Count-cur, int32(len(t.Partitions[0].Replicas)), p.rotation)
+	a, err := assignReplicas(p.st, t.Partitions, cur, c.Count-cur, int32(len(t.Partitions[0].Replicas)), p.rotation)
 	if err != nil {
 		return err
 	}

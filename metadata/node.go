@@ -119,8 +119,8 @@ type Node struct {
 	// barrierTerm is the last term in which this node, as leader, applied
 	// everything committed before it proposed (see proposeLocal).
 	barrierTerm atomic.Uint64
-	// committed asks sendCommitLoop to send the followers the commit index.
-	committed chan struct{}
+	// nudges wakes nudgeLoop (one pending at most).
+	nudges chan struct{}
 	// goMu orders goroutine starts (read lock) before Close's wait (write
 	// lock), so no goroutine is added to wg once Close waits on it.
 	goMu sync.RWMutex
@@ -147,7 +147,7 @@ func Open(cfg Config) (*Node, error) {
 		return nil, errors.New("metadata: Config.Dir and Config.RaftAddr are required")
 	}
 	setDefaults(&cfg)
-	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}, committed: make(chan struct{}, 1)}
+	n := &Node{cfg: cfg, logger: cfg.Logger.With("node", cfg.NodeID), conns: map[net.Conn]struct{}{}, nudges: make(chan struct{}, 1)}
 	n.fwd.idle = map[string][]*fwdConn{}
 	n.fwd.dial = cfg.Dial
 	n.watch.notify = make(chan struct{})
@@ -241,10 +241,10 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.raft = r
 	close(n.raftReady)
+	n.goTracked("nudge", n.nudgeLoop)
 	if !cfg.DisableController {
 		n.goTracked("controller", newController(n).run)
 	}
-	n.goTracked("send-commit", n.sendCommitLoop)
 	ok = true
 	return n, nil
 }
@@ -454,35 +454,42 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 			return Result{}, fmt.Errorf("metadata: %w", err)
 		}
 	}
+	n.nudge(f.Index())
 	resp, _ := f.Response().(applyResponse)
 	resp.result.Version = f.Index()
-	select {
-	case n.committed <- struct{}{}:
-	default: // one is pending: it will carry this commit too
-	}
 	return resp.result, resp.err
 }
 
-// sendCommitLoop sends the followers the leader's commit index as soon as a
-// proposal is committed. hashicorp/raft sends it to a follower only with
-// new entries, or CommitTimeout (50 ms, up to twice that) after them when
-// commits stop, so a follower applied a command up to 100 ms after the
-// leader had answered it: an ACL created through one broker did not yet
-// deny on the others (kafkajs's createAcls test), a config or a topic was
-// not yet seen there. A barrier is an entry, replicated at once, and its
-// AppendEntries carries the commit index, so the followers apply within a
-// round trip, as Kafka's brokers do, whose fetches of the metadata log are
-// answered as soon as the controller commits. Requests that come while a
-// barrier is in flight share the next one.
-func (n *Node) sendCommitLoop() {
+// nudge tells the followers at once that index is committed. hashicorp/raft
+// sends the leader's commit index only with the next AppendEntries, which
+// comes with the next entry, or after CommitTimeout (50-100 ms) when none
+// follows; etcd's raft and Kafka's KRaft tell followers at once. Without
+// this, a change committed here (a group config, an ACL, a new topic)
+// would reach the other brokers up to 100 ms after the client was told
+// it is done. So, when nothing newer is in the log (a newer entry is sent
+// with the commit index of its time, and gets its own nudge when it is
+// committed), the leader appends a barrier, an entry the state machine
+// never sees: its AppendEntries carries the commit index. One at a time;
+// commands committed meanwhile share it; none with no other server.
+func (n *Node) nudge(index uint64) {
+	if n.raft.LastIndex() != index {
+		return
+	}
+	select {
+	case n.nudges <- struct{}{}:
+	default:
+	}
+}
+
+func (n *Node) nudgeLoop() {
 	for {
 		select {
+		case <-n.nudges:
 		case <-n.ctx.Done():
 			return
-		case <-n.committed:
 		}
-		if n.raft.State() == raft.Leader {
-			_ = n.raft.Barrier(n.cfg.ElectionTimeout).Error() // leadership lost, shutdown: nothing to publish
+		if n.raft.State() == raft.Leader && len(n.raft.GetConfiguration().Configuration().Servers) > 1 {
+			_ = n.raft.Barrier(time.Second).Error() // best effort: CommitTimeout still bounds the delay
 		}
 	}
 }
