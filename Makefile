@@ -6,7 +6,7 @@ FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
 
-.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go compat-librdkafka tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
+.PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go compat-librdkafka compat-kafkajs tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
 all: build
 
@@ -48,6 +48,10 @@ compat-kafkago:
 ## compat-librdkafka: librdkafka's own test suite (tests/0xxx; a checkout in LIBRDKAFKA_DIR, built if needed) against three brokers of this tree (docs/compatibility.md).
 compat-librdkafka:
 	GO=$(GO) ./scripts/compat-librdkafka.sh
+
+## compat-kafkajs: kafkajs's own test suite (jest; a checkout in KAFKAJS_DIR, npm installs its devDependencies if needed) against three brokers of this tree on 127.0.0.1:9092-9100, which must be free (docs/compatibility.md).
+compat-kafkajs:
+	GO=$(GO) ./scripts/compat-kafkajs.sh
 
 ## compat-sarama: IBM/sarama's own functional tests (go.mod's version, from the module cache) against five brokers of this tree, each behind toxiproxy on 127.0.0.1:29091-29095 (docs/compatibility.md).
 compat-sarama:

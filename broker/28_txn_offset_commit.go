@@ -20,9 +20,9 @@ import (
 // __consumer_offsets partition as a transactional batch of the producer
 // (sequence -1, as Kafka's coordinator writes them, so the partition's
 // producer state fences an old epoch), and they become the group's offsets
-// only when the commit marker is written there (txns.go). When the
-// transaction coordinator of the id is this broker, the producer is checked
-// against it first. v3+ flexible. v5 (KIP-890 part 2) comes without
+// only when the commit marker is written there (txns.go). The producer is
+// checked first at the transaction coordinator of the id (in process, or
+// AddPartitionsToTxn v4 VerifyOnly to another broker). v3+ flexible. v5 (KIP-890 part 2) comes without
 // AddOffsetsToTxn: the offsets partition is added to the transaction at its
 // coordinator here. v6 (topic ids) is not served.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3.
@@ -56,11 +56,17 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 			return &Reply{Msg: resp}, nil
 		}
 	} else {
-		code, err := b.txns.c.CheckProducer(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, tp)
-		if err != nil {
-			return txnReply(resp, err, fill)
-		}
-		if code != 0 && code != kerr.NotCoordinator.Code && code != kerr.CoordinatorLoadInProgress.Code {
+		// KIP-890 part 1, as Kafka 3.6+ (transaction.partition.verification.enable):
+		// the id's coordinator, here or on another broker, must have the
+		// group's offsets partition in the producer's open transaction
+		// (AddOffsetsToTxn). A coordinator that cannot answer now is not
+		// waited for.
+		switch code := b.verifyInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}); code {
+		case 0, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+		case kerr.ClusterAuthorizationFailed.Code: // the brokers' own principal, not the client's (Kafka's AddPartitionsToTxnManager)
+			fill(kerr.InvalidTxnState.Code)
+			return &Reply{Msg: resp}, nil
+		default:
 			fill(fencedCode(code, r.Version, 3))
 			return &Reply{Msg: resp}, nil
 		}

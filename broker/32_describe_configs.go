@@ -13,7 +13,8 @@ import (
 //
 // Topics: every topic config of the table in configs.go with its effective
 // value and source (dynamic topic override or default). v1+ synonyms (the
-// broker-level name a default comes from), v3+ type and documentation, v4+
+// broker-level name a default comes from, none where Kafka lists none:
+// configs.go's brokerUnset), v3+ type and documentation, v4+
 // flexible. Brokers: the broker's own settings under Kafka's names, read-only,
 // with their types and (v3+, when asked) documentation, and the dynamic
 // replication throttle rates (replication_throttle.go) with their sources.
@@ -58,9 +59,9 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 						s.Name, s.Value, s.Source = name, kmsg.StringPtr(v), src
 						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
 					}
-					if d.brokerName != "" {
+					if def := d.def(&b.cfg); d.brokerName != "" && (d.brokerUnset == "" || def != d.brokerUnset) {
 						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-						s.Name, s.Value, s.Source = d.brokerName, kmsg.StringPtr(d.def(&b.cfg)), kmsg.ConfigSourceDefaultConfig
+						s.Name, s.Value, s.Source = d.brokerName, kmsg.StringPtr(def), kmsg.ConfigSourceDefaultConfig
 						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
 					}
 				}

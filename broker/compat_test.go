@@ -6,9 +6,11 @@ import (
 	"net"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/metadata"
@@ -203,6 +205,60 @@ func TestDescribeBrokerConfigsDocumented(t *testing.T) {
 	}
 }
 
+// TestDescribeTopicConfigSynonyms: the synonyms of a topic config at its
+// default are Kafka's: the broker setting with its default where that
+// setting has one (compression.type), none where Kafka defines the broker
+// setting without a default and takes the value from a coarser one
+// (retention.ms: log.retention.ms unset, log.retention.hours 168; the same
+// for segment.ms, segment.jitter.ms, flush.ms). kafkajs 2.2.4's own
+// describeConfigs test expects them so. A topic override comes first.
+func TestDescribeTopicConfigSynonyms(t *testing.T) {
+	b := startBroker(t, "")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cr := kmsg.NewPtrCreateTopicsRequest()
+	cr.SetVersion(4)
+	cr.TimeoutMillis = 5000
+	tp := kmsg.NewCreateTopicsRequestTopic()
+	tp.Topic, tp.NumPartitions, tp.ReplicationFactor = "synonyms", 1, 1
+	cfg := kmsg.NewCreateTopicsRequestTopicConfig()
+	cfg.Name, cfg.Value = "segment.ms", kmsg.StringPtr("3600000")
+	tp.Configs = append(tp.Configs, cfg)
+	cr.Topics = append(cr.Topics, tp)
+	if resp := rawRequest(t, nc, cr, 1).(*kmsg.CreateTopicsResponse); resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %+v", resp.Topics[0])
+	}
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	req.SetVersion(1)
+	req.IncludeSynonyms = true
+	res := kmsg.NewDescribeConfigsRequestResource()
+	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "synonyms"
+	res.ConfigNames = []string{"compression.type", "retention.ms", "segment.ms", "segment.jitter.ms", "flush.ms"}
+	req.Resources = append(req.Resources, res)
+	resp := rawRequest(t, nc, req, 2).(*kmsg.DescribeConfigsResponse)
+	got := map[string]string{}
+	for _, c := range resp.Resources[0].Configs {
+		var syns []string
+		for _, s := range c.ConfigSynonyms {
+			syns = append(syns, fmt.Sprintf("%s=%s/%d", s.Name, *s.Value, s.Source))
+		}
+		got[c.Name] = fmt.Sprintf("%d %v", c.Source, syns)
+	}
+	want := map[string]string{
+		"compression.type":  "5 [compression.type=producer/5]",
+		"retention.ms":      "5 []",
+		"segment.ms":        "1 [segment.ms=3600000/1]",
+		"segment.jitter.ms": "5 []",
+		"flush.ms":          "5 []",
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("sources and synonyms:\n got %v\nwant %v", got, want)
+	}
+}
+
 // TestMetadataAutoCreateAnswersLeaderNotAvailable: Kafka answers the
 // Metadata request that auto-creates a topic LEADER_NOT_AVAILABLE, without
 // partitions, and lists them from the next request on. kafka-go 0.4.51's
@@ -251,5 +307,106 @@ func TestMetadataAutoCreateAnswersLeaderNotAvailable(t *testing.T) {
 	}
 	if mt := metadataOf(1, "auto-created-v1"); len(mt.Partitions) != 0 {
 		t.Errorf("partitions of a topic just deleted (and re-created by this request): %+v", mt.Partitions)
+	}
+}
+
+// TestTxnOffsetCommitVerifiedAtTheCoordinator: TxnOffsetCommit before v5
+// is checked at the transactional id's coordinator wherever it is (KIP-890
+// part 1, as Kafka 3.6+ verifies it): a producer id the coordinator does
+// not have for the id is INVALID_PRODUCER_ID_MAPPING whether or not the
+// group's coordinator is on the same broker. It was checked only when both
+// were on one broker, so kafkajs 2.2.4's own "ignores invalid transaction
+// fields" got NO_ERROR or the error by where its random group landed. A
+// producer whose AddOffsetsToTxn added the group commits.
+func TestTxnOffsetCommitVerifiedAtTheCoordinator(t *testing.T) {
+	brokers := startPair(t, func(c *Config) { c.Listeners = []Listener{{Addr: "127.0.0.1:0"}} })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers[0].Addr(), brokers[1].Addr()), kgo.RequestRetries(50))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := testCtx(t)
+	coordinator := func(key string, typ int8) int32 {
+		t.Helper()
+		node := int32(-1)
+		waitCond(t, func() bool {
+			req := kmsg.NewPtrFindCoordinatorRequest()
+			req.CoordinatorKey, req.CoordinatorKeys, req.CoordinatorType = key, []string{key}, typ
+			resp, err := req.RequestWith(ctx, cl)
+			switch {
+			case err != nil:
+				return false
+			case len(resp.Coordinators) == 1:
+				node = resp.Coordinators[0].NodeID
+				return resp.Coordinators[0].ErrorCode == 0
+			default:
+				node = resp.NodeID
+				return resp.ErrorCode == 0
+			}
+		})
+		return node
+	}
+	initProducer := func(id string) (int64, int16) {
+		t.Helper()
+		var pid int64
+		var epoch int16
+		waitCond(t, func() bool {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+			resp, err := req.RequestWith(ctx, cl)
+			pid, epoch = resp.ProducerID, resp.ProducerEpoch
+			return err == nil && resp.ErrorCode == 0
+		})
+		return pid, epoch
+	}
+	commit := func(group, id string, pid int64, epoch int16) int16 {
+		t.Helper()
+		nc, err := net.Dial("tcp", brokers[coordinator(group, 0)-1].Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		for corr := int32(1); ; corr++ {
+			req := kmsg.NewPtrTxnOffsetCommitRequest()
+			req.SetVersion(3)
+			req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch = id, group, pid, epoch
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = "committed"
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset = 0, 1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp := rawRequest(t, nc, req, corr).(*kmsg.TxnOffsetCommitResponse)
+			code := resp.Topics[0].Partitions[0].ErrorCode
+			if code != kerr.CoordinatorLoadInProgress.Code || corr > 500 {
+				return code
+			}
+			time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+		}
+	}
+	initProducer("foo") // the id is known, with a producer id that is not 999
+	pid, epoch := initProducer("good")
+	fooAt := coordinator("foo", 1)
+	remote := 0
+	for i := range 8 {
+		group := fmt.Sprintf("group-%d", i)
+		if coordinator(group, 0) != fooAt {
+			remote++
+		}
+		if code := commit(group, "foo", 999, 999); code != kerr.InvalidProducerIDMapping.Code {
+			t.Errorf("%s (coordinator %d, foo's %d): producer 999 of foo committed offsets: %v, want INVALID_PRODUCER_ID_MAPPING",
+				group, coordinator(group, 0), fooAt, kerr.ErrorForCode(code))
+		}
+		add := kmsg.NewPtrAddOffsetsToTxnRequest()
+		add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "good", pid, epoch, group
+		if resp, err := add.RequestWith(ctx, cl); err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("AddOffsetsToTxn %s: %v %v", group, err, resp)
+		}
+		if code := commit(group, "good", pid, epoch); code != 0 {
+			t.Errorf("%s: the transaction's offsets: %v", group, kerr.ErrorForCode(code))
+		}
+	}
+	if remote == 0 {
+		t.Fatal("no group had its coordinator on the other broker than foo's")
 	}
 }

@@ -57,7 +57,15 @@ type topicConfigDef struct {
 	def func(c *Config) string
 	// brokerName is the broker-level setting the default comes from.
 	brokerName string
-	doc        string
+	// brokerUnset is brokerName's value when the broker does not set it,
+	// for the settings Kafka defines without a default of their own (the
+	// value then comes from a coarser one: log.retention.hours,
+	// log.roll.hours, log.roll.jitter.hours, log.flush.scheduler.interval.ms).
+	// DescribeConfigs lists no synonym for that value, as Kafka's
+	// ConfigHelper.configSynonyms keeps only the synonyms from brokerName
+	// on and finds none for it.
+	brokerUnset string
+	doc         string
 	// check, if set, validates the value instead of the type's rules.
 	check func(v string) error
 }
@@ -74,7 +82,7 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10) }, brokerName: "log.segment.delete.delay.ms", doc: "how long a deleted segment's files stay before they are removed"},
 		{name: cfgFollowerThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose fetching the follower throttles (follower.replication.throttled.rate) while they are out of the ISR"},
 		{name: "flush.messages", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.messages"},
-		{name: "flush.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.ms"},
+		{name: "flush.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.flush.interval.ms", brokerUnset: "9223372036854775807"},
 		{name: "index.interval.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: constDef("4096"), brokerName: "log.index.interval.bytes"},
 		{name: cfgLeaderThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose replication the leader throttles (leader.replication.throttled.rate) while they are out of the ISR"},
 		{name: "local.retention.bytes", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.bytes", doc: "local bytes kept once tiered (-2: retention.bytes)"},
@@ -90,11 +98,11 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "preallocate", typ: cfgBool, def: constDef("false"), brokerName: "log.preallocate"},
 		{name: "remote.storage.enable", typ: cfgBool, def: constDef("false"), doc: "tier sealed segments to the object store"},
 		{name: "retention.bytes", typ: cfgLong, min: -1, max: maxLong, def: constDef("-1"), brokerName: "log.retention.bytes"},
-		{name: "retention.ms", typ: cfgLong, min: -1, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) }, brokerName: "log.retention.ms"},
+		{name: "retention.ms", typ: cfgLong, min: -1, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) }, brokerName: "log.retention.ms", brokerUnset: "604800000"},
 		{name: "segment.bytes", typ: cfgInt, min: 14, max: math.MaxInt32, def: func(c *Config) string { return strconv.FormatInt(c.LogSegmentBytes, 10) }, brokerName: "log.segment.bytes"},
 		{name: "segment.index.bytes", typ: cfgInt, min: 4, max: math.MaxInt32, def: constDef("10485760"), brokerName: "log.index.size.max.bytes"},
-		{name: "segment.jitter.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.roll.jitter.ms"},
-		{name: "segment.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("604800000"), brokerName: "log.roll.ms"},
+		{name: "segment.jitter.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.roll.jitter.ms", brokerUnset: "0"},
+		{name: "segment.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("604800000"), brokerName: "log.roll.ms", brokerUnset: "604800000"},
 		{name: "unclean.leader.election.enable", typ: cfgBool, def: constDef("false"), brokerName: "unclean.leader.election.enable"},
 	}
 	m := make(map[string]*topicConfigDef, len(defs))

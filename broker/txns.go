@@ -651,6 +651,20 @@ var errTxnNotOpen = errors.New("broker: transactional write outside the producer
 // error code (COORDINATOR_NOT_AVAILABLE when the coordinator is unknown or
 // unreachable: retriable).
 func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition) int16 {
+	return b.atTxnCoordinator(ctx, id, producerID, epoch, tps, false)
+}
+
+// verifyInTxn asks the id's coordinator, wherever it is, whether the
+// partitions are in the producer's open transaction (KIP-890 part 1's
+// verification, AddPartitionsToTxn v4 with VerifyOnly when the coordinator
+// is another broker): 0, or INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED,
+// INVALID_TXN_STATE, or a coordinator error (NOT_COORDINATOR,
+// COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE).
+func (b *Broker) verifyInTxn(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition) int16 {
+	return b.atTxnCoordinator(ctx, id, producerID, epoch, tps, true)
+}
+
+func (b *Broker) atTxnCoordinator(ctx context.Context, id string, producerID int64, epoch int16, tps []txn.TopicPartition, verifyOnly bool) int16 {
 	b.txns.ensure(id)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -670,7 +684,19 @@ func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoc
 		return 0
 	}
 	if leader == b.cfg.NodeID {
-		codes, err := b.txns.c.AddPartitions(ctx, id, producerID, epoch, tps)
+		var codes []int16
+		var err error
+		if verifyOnly {
+			for _, tp := range tps {
+				var code int16
+				if code, err = b.txns.c.CheckProducer(ctx, id, producerID, epoch, tp); err != nil {
+					break
+				}
+				codes = append(codes, code)
+			}
+		} else {
+			codes, err = b.txns.c.AddPartitions(ctx, id, producerID, epoch, tps)
+		}
 		if err != nil {
 			return kerr.CoordinatorNotAvailable.Code
 		}
@@ -683,7 +709,7 @@ func (b *Broker) addToTxn(ctx context.Context, id string, producerID int64, epoc
 	req := kmsg.NewPtrAddPartitionsToTxnRequest()
 	req.Version = 4
 	tr := kmsg.NewAddPartitionsToTxnRequestTransaction()
-	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch = id, producerID, epoch
+	tr.TransactionalID, tr.ProducerID, tr.ProducerEpoch, tr.VerifyOnly = id, producerID, epoch, verifyOnly
 	for _, g := range groupByTopic(tps) {
 		rt := kmsg.NewAddPartitionsToTxnRequestTransactionTopic()
 		rt.Topic, rt.Partitions = g.topic, g.partitions
