@@ -93,16 +93,14 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		}
 		return results[tp]
 	}
-	var written uint64
+	writes := map[shareTP]*shareAckWrite{}
 	for tp, batches := range acks {
 		res := result(tp)
 		res.ackSet = true
-		var pass uint64
-		res.ackCode, pass = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
-		written = max(written, pass)
+		res.ackCode, writes[tp] = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
 	}
-	if written > 0 {
-		s.waitFlushed(ctx, written)
+	for tp := range s.settle(ctx, writes) {
+		results[tp].ackCode = kerr.NotLeaderForPartition.Code
 	}
 	// A session close, a renewal (KIP-1222) and a zero max_bytes (as
 	// Kafka: nothing may be returned) acknowledge only.
@@ -293,26 +291,58 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 	return &sharePartResult{records: records, ranges: ranges}, sp.earliestDeadline(), 0
 }
 
+// shareAckWrite is the write of acknowledgements applied on partition p,
+// led at epoch, by flush pass pass.
+type shareAckWrite struct {
+	pass  uint64
+	p     *partition
+	epoch int32
+}
+
+// settle waits until the writes are done and returns those that were not:
+// their partition is no longer led at their epoch, so the new leader
+// holds a state without them (as Kafka's share coordinator refuses a
+// fenced leader's write). Nil writes are nothing to wait for.
+func (s *shares) settle(ctx context.Context, writes map[shareTP]*shareAckWrite) map[shareTP]bool {
+	var pass uint64
+	for _, w := range writes {
+		if w != nil {
+			pass = max(pass, w.pass)
+		}
+	}
+	if pass == 0 {
+		return nil
+	}
+	s.waitFlushed(ctx, pass)
+	lost := map[shareTP]bool{}
+	for tp, w := range writes {
+		if w != nil && !w.p.isLeader(w.epoch) {
+			lost[tp] = true
+		}
+	}
+	return lost
+}
+
 // acknowledge applies a member's acknowledgements on one partition. It
-// returns the flush pass that writes them (0: nothing to wait for), which
-// the caller waits for before answering (shares.waitFlushed).
-func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch, renew bool) (int16, uint64) {
+// returns what writes them (nil: nothing to wait for), which the caller
+// settles before answering.
+func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, member string, tp shareTP, batches []shareAckBatch, renew bool) (int16, *shareAckWrite) {
 	p, err := s.b.store.partitionByID(st, tp.topicID, tp.part)
 	if err == nil && !p.isLeader(-1) {
 		err = errNotLeader
 	}
 	if err != nil {
 		if !s.b.store.topicIDKnown(st, tp.topicID) {
-			return kerr.UnknownTopicID.Code, 0
+			return kerr.UnknownTopicID.Code, nil
 		}
-		return errCode(err), 0
+		return errCode(err), nil
 	}
 	key := sharePartKey{group, tp.topicID, tp.part}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp := s.parts[key]; sp == nil || sp.epoch != p.leaderEpoch() {
 		if _, stored := s.b.meta.State().ShareState(group)[key.stateKey()]; !stored {
-			return kerr.InvalidRecordState.Code, 0 // nothing was ever delivered from it
+			return kerr.InvalidRecordState.Code, nil // nothing was ever delivered from it
 		}
 	}
 	sp := s.stateLocked(ctx, p, key, -1)
@@ -322,9 +352,9 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 	code := sp.ack(member, batches, renew, s.b.shareLockDuration(group), now)
 	s.advanceLocked(sp, now, -1)
 	if code != 0 || sp.version == before {
-		return code, 0
+		return code, nil
 	}
-	return code, s.passStarted + 1
+	return code, &shareAckWrite{pass: s.passStarted + 1, p: p, epoch: sp.epoch}
 }
 
 // sessionLocked applies a request's share session epoch for (group, member):

@@ -42,7 +42,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		return &Reply{Msg: resp}, nil
 	}
 	st := b.meta.State()
-	var written uint64
+	writes := map[shareTP]*shareAckWrite{}
 	for _, t := range req.Topics {
 		rt := kmsg.NewShareAcknowledgeResponseTopic()
 		rt.TopicID = t.TopicID
@@ -53,9 +53,8 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 			}
 			rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 			rp.Partition = p.Partition
-			var pass uint64
-			rp.ErrorCode, pass = s.acknowledge(ctx, st, group, member, shareTP{t.TopicID, p.Partition}, batches, req.IsRenewAck)
-			written = max(written, pass)
+			tp := shareTP{t.TopicID, p.Partition}
+			rp.ErrorCode, writes[tp] = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
 			if rp.ErrorCode != 0 && rp.ErrorCode != kerr.InvalidRecordState.Code && rp.ErrorCode != kerr.InvalidRequest.Code {
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", t.TopicID, true, p.Partition, rp.ErrorCode)
@@ -65,8 +64,17 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		slices.SortFunc(rt.Partitions, func(a, b kmsg.ShareAcknowledgeResponseTopicPartition) int { return int(a.Partition - b.Partition) })
 		resp.Topics = append(resp.Topics, rt)
 	}
-	if written > 0 {
-		s.waitFlushed(ctx, written) // answered once written, as Kafka's share coordinator answers
+	// Answered once written, as Kafka's share coordinator answers.
+	if lost := s.settle(ctx, writes); len(lost) > 0 {
+		for i := range resp.Topics {
+			rt := &resp.Topics[i]
+			for j := range rt.Partitions {
+				if rp := &rt.Partitions[j]; lost[shareTP{rt.TopicID, rp.Partition}] {
+					rp.ErrorCode = kerr.NotLeaderForPartition.Code
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", rt.TopicID, true, rp.Partition, rp.ErrorCode)
+				}
+			}
+		}
 	}
 	if req.ShareSessionEpoch == -1 {
 		s.mu.Lock()

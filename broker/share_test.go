@@ -1070,3 +1070,43 @@ func FuzzShareState(f *testing.F) {
 		}
 	})
 }
+
+// TestShareAckLostWithLeadership: an acknowledgement applied by a leader
+// that stops leading the partition before its state is written is not
+// answered as done: NOT_LEADER_OR_FOLLOWER (the new leader's state lacks
+// it, as Kafka's share coordinator refuses a fenced leader's write).
+func TestShareAckLostWithLeadership(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "moving", "g"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	produceAll(t, admin, makeRecords(topic, 3, "v"))
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+	if got := acquired(newShareConn(t, b, group, "a").fetch(id, []int32{0}, time.Second, nil)); len(got) != 3 {
+		t.Fatalf("acquired %v", got)
+	}
+	p, err := b.store.partitionByID(b.meta.State(), id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := shareTP{id, 0}
+	for i, moved := range []bool{false, true} {
+		code, w := b.shares.acknowledge(testCtx(t), b.meta.State(), group, "a", key, []shareAckBatch{{int64(i), int64(i), []int8{1}}}, false)
+		if code != 0 || w == nil {
+			t.Fatalf("acknowledge %d: code %d, write %v", i, code, w)
+		}
+		if moved {
+			p.repl.mu.Lock()
+			p.repl.mu.leaderEpoch++ // another leader now, as far as this broker can tell
+			p.repl.mu.Unlock()
+		}
+		if lost := b.shares.settle(testCtx(t), map[shareTP]*shareAckWrite{key: w}); lost[key] != moved {
+			t.Fatalf("leadership moved %v: lost %v", moved, lost)
+		}
+	}
+	p.repl.mu.Lock()
+	p.repl.mu.leaderEpoch--
+	p.repl.mu.Unlock()
+}
