@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/http/httptest"
 	"slices"
@@ -39,6 +40,18 @@ func setShareGroupConfig(t *testing.T, cl *kgo.Client, group, name, value string
 	if err := kerr.ErrorForCode(resp.Resources[0].ErrorCode); err != nil {
 		t.Fatalf("set %s=%s on group %s: %v", name, value, group, err)
 	}
+}
+
+// newShareQueue makes a 1-partition topic holding n records, read by share
+// group from the earliest; it returns an admin client and the topic id.
+func newShareQueue(t *testing.T, b *Broker, topic, group string, n int) (*kgo.Client, [16]byte) {
+	t.Helper()
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	produceAll(t, admin, makeRecords(topic, n, "v"))
+	tp, _ := b.meta.State().Topic(topic)
+	return admin, [16]byte(tp.ID)
 }
 
 // TestShareGroupConsumers: two franz-go share consumers (KIP-932) in one
@@ -939,13 +952,8 @@ func TestParseByDuration(t *testing.T) {
 func TestShareStateSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, dir)
-	const topic, group = "durable", "jobs"
-	createTopic(t, b, topic, 1, nil)
-	admin := newClient(t, b)
-	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
-	produceAll(t, admin, makeRecords(topic, 10, "v"))
-	tp, _ := b.meta.State().Topic(topic)
-	id := [16]byte(tp.ID)
+	const group = "jobs"
+	_, id := newShareQueue(t, b, "durable", group, 10)
 
 	a := newShareConn(t, b, group, "a")
 	if got := acquired(a.fetch(id, []int32{0}, time.Second, nil)); len(got) != 10 {
@@ -1077,13 +1085,8 @@ func FuzzShareState(f *testing.F) {
 // it, as Kafka's share coordinator refuses a fenced leader's write).
 func TestShareAckLostWithLeadership(t *testing.T) {
 	b := startBroker(t, "")
-	const topic, group = "moving", "g"
-	createTopic(t, b, topic, 1, nil)
-	admin := newClient(t, b)
-	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
-	produceAll(t, admin, makeRecords(topic, 3, "v"))
-	tp, _ := b.meta.State().Topic(topic)
-	id := [16]byte(tp.ID)
+	const group = "g"
+	_, id := newShareQueue(t, b, "moving", group, 3)
 	if got := acquired(newShareConn(t, b, group, "a").fetch(id, []int32{0}, time.Second, nil)); len(got) != 3 {
 		t.Fatalf("acquired %v", got)
 	}
@@ -1098,15 +1101,15 @@ func TestShareAckLostWithLeadership(t *testing.T) {
 			t.Fatalf("acknowledge %d: code %d, write %v", i, code, w)
 		}
 		if moved {
-			p.repl.mu.Lock()
-			p.repl.mu.leaderEpoch++ // another leader now, as far as this broker can tell
-			p.repl.mu.Unlock()
+			// Another broker leads now, in a newer epoch; as the last
+			// version possible, so no later metadata puts it back.
+			topic, _ := b.meta.State().TopicByID(metadata.UUID(id))
+			mp := *topic.Partitions[0]
+			mp.Leader, mp.LeaderEpoch = b.cfg.NodeID+100, mp.LeaderEpoch+1
+			p.applyAssignment(b.cfg.NodeID, &mp, math.MaxUint64)
 		}
 		if lost := b.shares.settle(testCtx(t), map[shareTP]*shareAckWrite{key: w}); lost[key] != moved {
 			t.Fatalf("leadership moved %v: lost %v", moved, lost)
 		}
 	}
-	p.repl.mu.Lock()
-	p.repl.mu.leaderEpoch--
-	p.repl.mu.Unlock()
 }
