@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"sync"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -118,6 +120,9 @@ type Config struct {
 	// only).
 	LogFlush         string
 	LogFlushInterval time.Duration
+	// LogFS is the file system of the partition logs; nil is the OS's.
+	// Tests wrap it to inject faults and delays (internal/vfs/errorfs).
+	LogFS vfs.FS
 
 	// Groups configures the group coordinator (offsets.topic.num.partitions,
 	// group.initial.rebalance.delay.ms, session timeout bounds,
@@ -309,16 +314,17 @@ func (c *Config) setDefaults() {
 
 // Broker is one Kafka-protocol server.
 type Broker struct {
-	cfg     Config
-	log     *slog.Logger
-	metrics *metrics
-	quotas  *quotas           // client quotas (quota.go)
-	limits  *connLimits       // connection limits (conn_limits.go)
-	authz   *authorizer       // nil: every request allowed (acl.go)
-	shares  *shares           // share groups (share_partition.go, share_coordinator.go)
-	chains  map[int16]Handler // each API's handler in its middleware (chain)
-	oauth   *oauthValidator   // nil: no OAUTHBEARER (sasl_oauthbearer.go)
-	budget  *memBudget
+	cfg      Config
+	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name
+	log      *slog.Logger
+	metrics  *metrics
+	quotas   *quotas           // client quotas (quota.go)
+	limits   *connLimits       // connection limits (conn_limits.go)
+	authz    *authorizer       // nil: every request allowed (acl.go)
+	shares   *shares           // share groups (share_partition.go, share_coordinator.go)
+	chains   map[int16]Handler // each API's handler in its middleware (chain)
+	oauth    *oauthValidator   // nil: no OAUTHBEARER (sasl_oauthbearer.go)
+	budget   *memBudget
 
 	fetchSessions fetchSessions
 	// leaderQuota and followerQuota are the replication throttles
@@ -373,7 +379,7 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &Broker{cfg: cfg, log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
+	b := &Broker{cfg: cfg, nodeName: strconv.Itoa(int(cfg.NodeID)), log: cfg.Logger.With("node", cfg.NodeID), ctx: ctx, cancel: cancel, stopping: make(chan struct{})}
 	b.mu.conns = make(map[*conn]struct{})
 	b.metrics = newMetrics(b)
 	b.quotas = newQuotas(b)

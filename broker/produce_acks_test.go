@@ -1,18 +1,26 @@
 package broker
 
 import (
+	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sediment-io/sediment/internal/testutil"
+	"github.com/sediment-io/sediment/internal/vfs"
+	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 )
 
-// TestProduceAcks1And0 produces with acks=1 and acks=0, which are answered
-// before their fsync (log-flush commit): the background fsync must still
-// move the high watermark so that consumers read every record, and the high
-// watermark never passes what is durable.
+// TestProduceAcks1And0 produces with acks=1 and acks=0. acks=0 is answered
+// before its fsync (log-flush commit), as acks=1 is with more than one
+// in-sync replica: the background fsync must still move the high watermark
+// so that consumers read every record, and the high watermark never passes
+// what is durable. (Here the leader is the ISR alone, so acks=1 waits for
+// the fsync: TestProduceAcks1ReadYourWrites.)
 func TestProduceAcks1And0(t *testing.T) {
 	b := startBroker(t, "")
 	for _, tc := range []struct {
@@ -52,5 +60,42 @@ func TestProduceAcks1And0(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestProduceAcks1ReadYourWrites: acks=1 to a partition whose ISR is the
+// leader alone is answered once the high watermark passed the batch, so a
+// ListOffsets (and a consumer) right after it counts the records, as Kafka,
+// which moves a lone replica's high watermark with the append. The disk
+// here is slow to fsync (100 ms each, a fault injected through the log's
+// file system), so answering before the fsync shows as a latest offset
+// behind what was acknowledged.
+func TestProduceAcks1ReadYourWrites(t *testing.T) {
+	var slow atomic.Bool
+	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpFileSync && slow.Load() && strings.HasSuffix(path, ".log") {
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil
+	}))
+	b := startBroker(t, "", func(c *Config) { c.LogFS = fs })
+	const topic = "ryw"
+	createTopic(t, b, topic, 1, nil)
+	cl := newClient(t, b, kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	slow.Store(true)
+	for i := 1; i <= 3; i++ {
+		if err := cl.ProduceSync(testCtx(t), &kgo.Record{Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		ends, err := adm.ListEndOffsets(testCtx(t), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, _ := ends.Lookup(topic, 0)
+		if o.Err != nil || o.Offset != int64(i) {
+			t.Fatalf("after %d acks=1 records the latest offset is %d (%v), want %d", i, o.Offset, o.Err, i)
+		}
 	}
 }

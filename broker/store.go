@@ -76,7 +76,10 @@ type store struct {
 
 func openStore(b *Broker) (*store, error) {
 	cfg := &b.cfg
-	s := &store{b: b, fs: vfs.Default, logsDir: filepath.Join(cfg.DataDir, "logs")}
+	s := &store{b: b, fs: cfg.LogFS, logsDir: filepath.Join(cfg.DataDir, "logs")}
+	if s.fs == nil {
+		s.fs = vfs.Default
+	}
 	s.mu.parts = make(map[metadata.UUID]map[int32]*partition)
 	s.mu.dirs = make(map[string]chan struct{})
 	s.deleting.due = make(map[string]time.Time)
