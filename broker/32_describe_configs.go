@@ -3,10 +3,13 @@ package broker
 import (
 	"context"
 	"math"
+	"sort"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // DescribeConfigs: v0-4
@@ -15,9 +18,11 @@ import (
 // value and source (dynamic topic override or default). v1+ synonyms (the
 // broker-level name a default comes from, none where Kafka lists none:
 // configs.go's brokerUnset), v3+ type and documentation, v4+
-// flexible. Brokers: the broker's own settings under Kafka's names, read-only,
-// with their types and (v3+, when asked) documentation, and the dynamic
-// replication throttle rates (replication_throttle.go) with their sources.
+// flexible. Brokers (this one): the broker's own settings under Kafka's
+// names, read-only, with their types and (v3+, when asked) documentation,
+// the dynamic broker configs (dynamic_configs.go) with their sources and
+// synonyms, and the names stored only; the cluster default (the empty
+// name): the dynamic configs set there, as Kafka lists.
 
 func init() { regKey(32, 0, 4).handler = handleDescribeConfigs }
 
@@ -59,11 +64,7 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 						s.Name, s.Value, s.Source = name, kmsg.StringPtr(v), src
 						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
 					}
-					if def := d.def(&b.cfg); d.brokerName != "" && (d.brokerUnset == "" || def != d.brokerUnset) {
-						s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
-						s.Name, s.Value, s.Source = d.brokerName, kmsg.StringPtr(def), kmsg.ConfigSourceDefaultConfig
-						c.ConfigSynonyms = append(c.ConfigSynonyms, s)
-					}
+					c.ConfigSynonyms = append(c.ConfigSynonyms, b.brokerSynonyms(st, d)...)
 				}
 				c.ConfigType = kmsg.ConfigType(d.typ.kafkaType())
 				if req.IncludeDocumentation && d.doc != "" {
@@ -72,60 +73,15 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 				rr.Configs = append(rr.Configs, c)
 			}
 		case kmsg.ConfigResourceTypeBroker:
-			if res.ResourceName != "" && res.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+			if res.ResourceName != "" && res.ResourceName != b.nodeName {
 				rr.ErrorCode = kerr.InvalidRequest.Code
 				rr.ErrorMessage = kmsg.StringPtr("this broker describes only its own configs")
 				break
 			}
-			for _, bc := range b.brokerConfigs() {
-				if !want(bc.name) {
-					continue
+			for _, c := range b.describeBrokerConfigs(st, res.ResourceName == "", req.IncludeSynonyms, req.IncludeDocumentation) {
+				if want(c.Name) {
+					rr.Configs = append(rr.Configs, c)
 				}
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Value, c.ReadOnly, c.Source = bc.name, kmsg.StringPtr(bc.value), true, kmsg.ConfigSourceStaticBrokerConfig
-				c.ConfigType = kmsg.ConfigType(bc.typ.kafkaType())
-				if req.IncludeDocumentation {
-					c.Documentation = kmsg.StringPtr(bc.doc)
-				}
-				rr.Configs = append(rr.Configs, c)
-			}
-			// The dynamic ones (replication_throttle.go), as Kafka shows
-			// them: the broker's own value, else the cluster default,
-			// else Long.MAX (no limit).
-			for _, name := range []string{cfgFollowerThrottledRate, cfgLeaderThrottledRate} {
-				if !want(name) {
-					continue
-				}
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Source = name, kmsg.ConfigSourceDefaultConfig
-				value := strconv.FormatInt(math.MaxInt64, 10)
-				if res.ResourceName == "" {
-					if v, ok := st.BrokerConfigs("")[name]; ok {
-						value, c.Source = v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
-					}
-				} else if rate, src := throttleRate(st, b.cfg.NodeID, name); src == "broker" {
-					value, c.Source = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicBrokerConfig
-				} else if src == "default" {
-					value, c.Source = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicDefaultBrokerConfig
-				}
-				c.Value = kmsg.StringPtr(value)
-				c.ConfigType = kmsg.ConfigType(cfgLong.kafkaType())
-				if req.IncludeDocumentation {
-					c.Documentation = kmsg.StringPtr(dynamicBrokerConfigs[name])
-				}
-				rr.Configs = append(rr.Configs, c)
-			}
-			if want(cfgUncleanLeaderElection) {
-				c := kmsg.NewDescribeConfigsResponseResourceConfig()
-				c.Name, c.Value, c.Source = cfgUncleanLeaderElection, kmsg.StringPtr("false"), kmsg.ConfigSourceDefaultConfig
-				if v, ok := st.BrokerConfigs("")[cfgUncleanLeaderElection]; ok {
-					c.Value, c.Source = kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig
-				}
-				c.ConfigType = kmsg.ConfigType(cfgBool.kafkaType())
-				if req.IncludeDocumentation {
-					c.Documentation = kmsg.StringPtr(dynamicBrokerConfigs[cfgUncleanLeaderElection])
-				}
-				rr.Configs = append(rr.Configs, c)
 			}
 		case kmsg.ConfigResourceTypeGroupConfig:
 			b.describeGroupConfigs(st, res, req.IncludeDocumentation, &rr) // group_configs.go
@@ -167,4 +123,127 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"num.partitions", strconv.Itoa(int(c.NumPartitions)), cfgInt, "partitions of auto-created topics and of CreateTopics with -1 (--num-partitions)"},
 		{"socket.request.max.bytes", strconv.Itoa(int(c.SocketRequestMaxBytes)), cfgInt, "largest request frame (--socket-request-max-bytes)"},
 	}
+}
+
+// brokerSynonyms lists the broker-level values a topic config d falls back
+// to, in order: this broker's dynamic value, the cluster default's, the
+// broker's static default (none where Kafka lists none: brokerUnset).
+func (b *Broker) brokerSynonyms(st *metadata.State, d *topicConfigDef) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	if d.brokerName == "" {
+		return nil
+	}
+	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	add := func(v string, src kmsg.ConfigSource) {
+		s := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+		s.Name, s.Value, s.Source = d.brokerName, kmsg.StringPtr(v), src
+		out = append(out, s)
+	}
+	if v, ok := st.BrokerConfigs(b.nodeName)[d.brokerName]; ok {
+		add(v, kmsg.ConfigSourceDynamicBrokerConfig)
+	}
+	if v, ok := st.BrokerConfigs("")[d.brokerName]; ok {
+		add(v, kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+	}
+	if def := d.def(&b.cfg); d.brokerUnset == "" || def != d.brokerUnset {
+		add(def, kmsg.ConfigSourceDefaultConfig)
+	}
+	return out
+}
+
+// describeBrokerConfigs lists this broker's configs, sorted by name: its
+// static settings (read-only), every dynamic broker config with its value
+// and source, and the names stored only. For the cluster default
+// (clusterDefault) only what is set there, as Kafka.
+func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	listed := map[string]bool{}
+	add := func(name, value string, src kmsg.ConfigSource, readOnly bool, typ configType, doc string, syns []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym) {
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.Source, c.ReadOnly = name, kmsg.StringPtr(value), src, readOnly
+		c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
+		c.ConfigType = kmsg.ConfigType(typ.kafkaType())
+		if docs && doc != "" {
+			c.Documentation = kmsg.StringPtr(doc)
+		}
+		if synonyms {
+			c.ConfigSynonyms = syns
+		}
+		out = append(out, c)
+		listed[name] = true
+	}
+	static := map[string]brokerConfig{}
+	for _, bc := range b.brokerConfigs() {
+		static[bc.name] = bc
+	}
+	defaults := st.BrokerConfigs("")
+	if clusterDefault {
+		for name, v := range defaults {
+			typ, doc := cfgString, dynamicBrokerConfigs[name]
+			if d := dynamicLogConfigs[name]; d != nil {
+				typ, doc = d.typ, static[name].doc
+			} else if name == cfgLeaderThrottledRate || name == cfgFollowerThrottledRate {
+				typ = cfgLong
+			}
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			add(name, v, kmsg.ConfigSourceDynamicDefaultBrokerConfig, false, typ, doc, []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{syn})
+		}
+	} else {
+		for _, bc := range b.brokerConfigs() {
+			if dynamicLogConfigs[bc.name] == nil {
+				add(bc.name, bc.value, kmsg.ConfigSourceStaticBrokerConfig, true, bc.typ, bc.doc, nil)
+			}
+		}
+		// The topic configs' broker-level defaults: dynamic value, else
+		// the broker's own setting.
+		for name, d := range dynamicLogConfigs {
+			syns := b.brokerSynonyms(st, d)
+			v, src := d.def(&b.cfg), kmsg.ConfigSourceDefaultConfig
+			if _, ok := static[name]; ok {
+				src = kmsg.ConfigSourceStaticBrokerConfig
+				if n := len(syns); n > 0 && syns[n-1].Source == kmsg.ConfigSourceDefaultConfig {
+					syns[n-1].Source = src
+				}
+			}
+			if dv, dsrc, ok := b.dynamicBrokerValue(st, name); ok {
+				v, src = dv, dsrc
+			}
+			doc := static[name].doc
+			if doc == "" {
+				doc = dynamicBrokerConfigs[name]
+			}
+			if doc == "" {
+				doc = "default " + d.name + " of topics that do not set it, dynamic"
+				if d.doc != "" {
+					doc += ": " + d.doc
+				}
+			}
+			add(name, v, src, false, d.typ, doc, syns)
+		}
+		// The replication throttle rates, as Kafka shows them: the
+		// broker's own value, else the cluster default, else Long.MAX
+		// (no limit).
+		for _, name := range []string{cfgFollowerThrottledRate, cfgLeaderThrottledRate} {
+			value, src := strconv.FormatInt(math.MaxInt64, 10), kmsg.ConfigSourceDefaultConfig
+			if rate, from := throttleRate(st, b.cfg.NodeID, name); from == "broker" {
+				value, src = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicBrokerConfig
+			} else if from == "default" {
+				value, src = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicDefaultBrokerConfig
+			}
+			add(name, value, src, false, cfgLong, dynamicBrokerConfigs[name], nil)
+		}
+		// Names stored only (dynamic_configs.go).
+		for _, set := range []struct {
+			m   map[string]string
+			src kmsg.ConfigSource
+		}{{st.BrokerConfigs(b.nodeName), kmsg.ConfigSourceDynamicBrokerConfig}, {defaults, kmsg.ConfigSourceDynamicDefaultBrokerConfig}} {
+			for name, v := range set.m {
+				if !listed[name] {
+					add(name, v, set.src, false, cfgString, "", nil)
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
 }

@@ -17,9 +17,10 @@ import (
 // Replaces a topic's whole set of overrides (Kafka's non-incremental
 // semantics: configs not listed return to their defaults). Every value is
 // validated first (INVALID_CONFIG); validate_only stops there. On a broker
-// resource (a broker id, or "" for the cluster default) only the dynamic
-// replication throttle rates may be named (replication_throttle.go); any
-// other broker config is static here (INVALID_REQUEST). v2 flexible.
+// resource (a broker id, or "" for the cluster default) it replaces the
+// resource's dynamic broker configs (dynamic_configs.go: throttle rates,
+// topic configs' broker-level defaults, names stored only); the broker's
+// static settings are INVALID_REQUEST. v2 flexible.
 
 func init() { regKey(33, 0, 2).handler = handleAlterConfigs }
 

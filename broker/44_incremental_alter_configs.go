@@ -17,9 +17,9 @@ import (
 // SET, DELETE (back to the default), APPEND and SUBTRACT (list configs such
 // as cleanup.policy) on a topic's overrides; the resulting values are
 // validated (INVALID_CONFIG) before one metadata command applies them all.
-// On a broker resource, SET and DELETE of the dynamic replication throttle
-// rates (replication_throttle.go); other broker configs are static
-// (INVALID_REQUEST). v1 flexible.
+// On a broker resource, SET and DELETE of dynamic broker configs
+// (dynamic_configs.go); the broker's static settings are INVALID_REQUEST.
+// v1 flexible.
 
 func init() { regKey(44, 0, 1).handler = handleIncrementalAlterConfigs }
 
@@ -151,10 +151,7 @@ func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.Incrementa
 	}
 	ops, err := setDeleteOps(res, func(name string, value *string) error {
 		if value == nil {
-			if _, ok := dynamicBrokerConfigs[name]; ok {
-				return nil
-			}
-			value = new(string) // an unknown name: the same error as a SET
+			return checkDynamicBrokerName(res.ResourceName, name)
 		}
 		return validateDynamicBrokerConfig(res.ResourceName, name, value)
 	})

@@ -431,7 +431,7 @@ func New(cfg Config) (*Broker, error) {
 		b.Close()
 		return nil, err
 	}
-	b.store, b.meta = st, st.meta
+	b.store = st // b.meta was set by openStore
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
 	b.shares = newShares(b)

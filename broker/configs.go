@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // Topic configuration under Kafka's names. Every topic config a client may
@@ -177,20 +179,56 @@ func containsStr(s []string, v string) bool {
 	return false
 }
 
-// topicConfigValue returns a topic's effective value and its source.
+// dynamicLogConfigs maps the broker-level name of every topic config that
+// has one (log.retention.ms, log.cleanup.policy, message.max.bytes,
+// min.insync.replicas, …) to that topic config. As Kafka's DynamicLogConfig
+// (KIP-226) they are dynamic broker configs: set by AlterConfigs or
+// IncrementalAlterConfigs on a broker resource (one broker, or "" for the
+// cluster default) and stored in the metadata log, they are the default of
+// every topic that does not set the topic config itself, on the brokers
+// they apply to, from the next metadata version on (open logs take them as
+// they take an altered topic config: store.applyLogConfigs).
+var dynamicLogConfigs = func() map[string]*topicConfigDef {
+	m := make(map[string]*topicConfigDef)
+	for _, d := range topicConfigDefs {
+		if d.brokerName != "" {
+			m[d.brokerName] = d
+		}
+	}
+	return m
+}()
+
+// topicConfigValue returns a topic's effective value and its source: the
+// topic's own, else the dynamic broker config of the same setting (this
+// broker's, else the cluster default; unclean.leader.election.enable is
+// cluster-wide only, which the controller reads too), else the broker's
+// static default.
 func (b *Broker) topicConfigValue(set map[string]string, name string) (string, kmsg.ConfigSource) {
 	if v, ok := set[name]; ok {
 		return v, kmsg.ConfigSourceDynamicTopicConfig
 	}
-	if name == cfgUncleanLeaderElection {
-		// The cluster-wide dynamic default (replication_throttle.go's
-		// dynamic broker configs), which the controller reads too.
-		if v, ok := b.meta.State().BrokerConfigs("")[name]; ok {
-			return v, kmsg.ConfigSourceDynamicDefaultBrokerConfig
+	d := topicConfigDefs[name]
+	if d == nil {
+		return "", kmsg.ConfigSourceUnknown
+	}
+	if d.brokerName != "" {
+		if v, src, ok := b.dynamicBrokerValue(b.meta.State(), d.brokerName); ok {
+			return v, src
 		}
 	}
-	d := topicConfigDefs[name]
 	return d.def(&b.cfg), kmsg.ConfigSourceDefaultConfig
+}
+
+// dynamicBrokerValue returns this broker's dynamic value of a broker config,
+// else the cluster default's.
+func (b *Broker) dynamicBrokerValue(st *metadata.State, name string) (string, kmsg.ConfigSource, bool) {
+	if v, ok := st.BrokerConfigs(b.nodeName)[name]; ok {
+		return v, kmsg.ConfigSourceDynamicBrokerConfig, true
+	}
+	if v, ok := st.BrokerConfigs("")[name]; ok {
+		return v, kmsg.ConfigSourceDynamicDefaultBrokerConfig, true
+	}
+	return "", kmsg.ConfigSourceUnknown, false
 }
 
 func sortedConfigNames() []string {

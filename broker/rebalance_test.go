@@ -38,6 +38,7 @@ func TestDescribeLeaderRebalanceConfigs(t *testing.T) {
 			req.SetVersion(4)
 			res := kmsg.NewDescribeConfigsRequestResource()
 			res.ResourceType = kmsg.ConfigResourceTypeBroker
+			res.ResourceName = b.nodeName // "" would be the cluster default's dynamic configs
 			for name := range tc.want {
 				res.ConfigNames = append(res.ConfigNames, name)
 			}

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -29,57 +28,6 @@ const (
 	cfgLeaderThrottledReplicas   = "leader.replication.throttled.replicas"
 	cfgFollowerThrottledReplicas = "follower.replication.throttled.replicas"
 )
-
-// cfgUncleanLeaderElection is also a dynamic broker config, cluster-wide
-// only: the controller reads the cluster default (metadata's
-// uncleanAllowed) for topics that do not set it, at its next election.
-const cfgUncleanLeaderElection = "unclean.leader.election.enable"
-
-// dynamicBrokerConfigs are the broker configs AlterConfigs and
-// IncrementalAlterConfigs may set (stored in the metadata log); every other
-// broker setting is static, from the broker's own config.
-var dynamicBrokerConfigs = map[string]string{
-	cfgLeaderThrottledRate:   "bytes per second a broker serves to throttled follower replicas (leader.replication.throttled.replicas), dynamic",
-	cfgFollowerThrottledRate: "bytes per second a broker fetches for its throttled replicas (follower.replication.throttled.replicas), dynamic",
-	cfgUncleanLeaderElection: "elect a leader outside the ISR when no in-sync replica is alive, for topics that do not set it (may lose acknowledged records), dynamic, cluster-wide",
-}
-
-// validateDynamicBrokerConfig checks one value of a dynamic broker config
-// for the broker resource res (a broker id, or "" for the cluster).
-func validateDynamicBrokerConfig(res, name string, value *string) error {
-	if _, ok := dynamicBrokerConfigs[name]; !ok {
-		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s cannot be altered dynamically: broker settings are static (set them in the broker's config file) but for %s and %s", name, cfgLeaderThrottledRate, cfgFollowerThrottledRate))
-	}
-	if value == nil {
-		return fmt.Errorf("%w: null value for %q", errInvalidConfig, name)
-	}
-	if name == cfgUncleanLeaderElection {
-		if res != "" {
-			return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res))
-		}
-		if v := strings.TrimSpace(*value); v != "true" && v != "false" {
-			return fmt.Errorf("%w: invalid value %q for %s: must be true or false", errInvalidConfig, *value, name)
-		}
-		return nil
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(*value), 10, 64)
-	if err != nil || n < 0 {
-		return fmt.Errorf("%w: invalid value %q for %s: must be a non-negative number of bytes per second", errInvalidConfig, *value, name)
-	}
-	return nil
-}
-
-// validateBrokerResource checks a broker resource name: "" (the cluster
-// default) or a broker id.
-func validateBrokerResource(name string) error {
-	if name == "" {
-		return nil
-	}
-	if id, err := strconv.ParseInt(name, 10, 32); err != nil || id < 0 {
-		return fmt.Errorf("%w: broker resource %q is neither a broker id nor empty (the cluster default)", errInvalidConfig, name)
-	}
-	return nil
-}
 
 // validateThrottledReplicas checks a throttled replicas list: empty, "*",
 // or comma-separated "partition:broker" pairs (Kafka's

@@ -76,8 +76,10 @@ func TestThrottledReplicasConfig(t *testing.T) {
 		}
 	}
 	v := "1"
-	if err := validateDynamicBrokerConfig("", "log.retention.ms", &v); !errors.Is(err, metadata.ErrInvalidRequest) {
-		t.Errorf("a static broker config: %v, want an invalid request", err)
+	for _, name := range []string{"num.partitions", "listeners", "log.dirs", "node.id"} {
+		if err := validateDynamicBrokerConfig("", name, &v); !errors.Is(err, metadata.ErrInvalidRequest) {
+			t.Errorf("a static broker config %s: %v, want an invalid request", name, err)
+		}
 	}
 	for _, v := range []string{"true", "false"} {
 		if err := validateDynamicBrokerConfig("", cfgUncleanLeaderElection, &v); err != nil {

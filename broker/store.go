@@ -124,7 +124,9 @@ func openStore(b *Broker) (*store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.meta = meta
+	// b.meta before any partition opens: their configs' broker-level
+	// defaults are dynamic, in the metadata (configs.go topicConfigValue).
+	s.meta, b.meta = meta, meta
 	if joining {
 		if err := waitToJoin(b, meta, cfg.JoinTimeout); err != nil {
 			meta.Close()

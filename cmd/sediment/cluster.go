@@ -17,10 +17,10 @@ import (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster",
+		Short: "Inspect the cluster, its metadata voters and dynamic broker configs",
 	}
 	opts := addClientFlags(cmd)
-	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts))
+	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts))
 	return cmd
 }
 

@@ -1,0 +1,139 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// Dynamic broker configs (KIP-226): AlterConfigs and IncrementalAlterConfigs
+// on a broker resource, one broker (its id) or the cluster default (the
+// empty name), store them in the metadata log, so every broker sees the same
+// and they survive restarts. Three kinds:
+//   - the replication throttle rates (replication_throttle.go) and
+//     unclean.leader.election.enable (cluster-wide only: the controller
+//     reads it);
+//   - every topic config's broker-level default (configs.go
+//     dynamicLogConfigs: log.retention.ms, log.cleanup.policy,
+//     message.max.bytes, min.insync.replicas, …), validated as the topic
+//     config, taking effect on every topic that does not set its own;
+//   - any other name that is not one of the broker's static settings:
+//     stored and listed, with no effect here, as Kafka keeps dynamic configs
+//     it does not know (tools and tests set per-listener SASL settings,
+//     say, which Kafka reconfigures and Sediment has no use for).
+//
+// The broker's own settings (listeners, node.id, log.dirs, …) are static:
+// altering one is INVALID_REQUEST, as Kafka's "Cannot update these configs
+// dynamically".
+
+// cfgUncleanLeaderElection is a dynamic broker config, cluster-wide only:
+// the controller reads the cluster default (metadata's uncleanAllowed) for
+// topics that do not set it, at its next election.
+const cfgUncleanLeaderElection = "unclean.leader.election.enable"
+
+// dynamicBrokerConfigs documents the dynamic broker configs that are not
+// (only) a topic config's default.
+var dynamicBrokerConfigs = map[string]string{
+	cfgLeaderThrottledRate:   "bytes per second a broker serves to throttled follower replicas (leader.replication.throttled.replicas), dynamic",
+	cfgFollowerThrottledRate: "bytes per second a broker fetches for its throttled replicas (follower.replication.throttled.replicas), dynamic",
+	cfgUncleanLeaderElection: "elect a leader outside the ISR when no in-sync replica is alive, for topics that do not set it (may lose acknowledged records), dynamic, cluster-wide",
+}
+
+// staticBrokerConfigNames are the broker settings that only its own config
+// sets: the Kafka names of its settings (docs/configuration.md; some are
+// dynamic in Kafka, static here), those DescribeConfigs lists read-only,
+// and Kafka's static ones that a client might try to change.
+var staticBrokerConfigNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range []string{
+		"node.id", "broker.id", "process.roles", "log.dir", "log.dirs", "controller.quorum.voters",
+		"controller.listener.names", "listeners", "advertised.listeners", "listener.security.protocol.map",
+		"inter.broker.listener.name", "security.inter.broker.protocol", "broker.rack",
+		"ssl.keystore.location", "ssl.keystore.password", "ssl.key.password", "ssl.keystore.type",
+		"ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type", "ssl.client.auth",
+		"ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
+		"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
+		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
+		"sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.clock.skew.seconds",
+		"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+		"replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "auto.leader.rebalance.enable",
+		"leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
+		"auto.create.topics.enable", "num.partitions", "default.replication.factor",
+		"socket.request.max.bytes", "queued.max.request.bytes", "connections.max.idle.ms",
+		"max.connections.per.ip", "max.connections.per.ip.overrides", "max.connections",
+		"connections.max.reauth.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
+		"quota.window.num", "quota.window.size.seconds", "offsets.topic.num.partitions",
+		"group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
+		"group.max.size", "offsets.retention.minutes", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+		"log.cleaner.io.max.bytes.per.second", "log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+		"transaction.state.log.num.partitions", "transaction.max.timeout.ms",
+		"transaction.abort.timed.out.transaction.cleanup.interval.ms", "transactional.id.expiration.ms",
+		"transaction.remove.expired.transaction.cleanup.interval.ms", "remote.log.storage.system.enable",
+	} {
+		m[n] = true
+	}
+	for _, bc := range (&Broker{}).brokerConfigs() {
+		if dynamicLogConfigs[bc.name] == nil {
+			m[bc.name] = true
+		}
+	}
+	return m
+}()
+
+// validateDynamicBrokerConfig checks one value of a dynamic broker config
+// for the broker resource res (a broker id, or "" for the cluster).
+func validateDynamicBrokerConfig(res, name string, value *string) error {
+	if err := checkDynamicBrokerName(res, name); err != nil {
+		return err
+	}
+	if value == nil {
+		return fmt.Errorf("%w: null value for %q", errInvalidConfig, name)
+	}
+	v := strings.TrimSpace(*value)
+	switch {
+	case name == cfgLeaderThrottledRate || name == cfgFollowerThrottledRate:
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
+			return fmt.Errorf("%w: invalid value %q for %s: must be a non-negative number of bytes per second", errInvalidConfig, *value, name)
+		}
+	case name == cfgUncleanLeaderElection:
+		if v != "true" && v != "false" {
+			return fmt.Errorf("%w: invalid value %q for %s: must be true or false", errInvalidConfig, *value, name)
+		}
+	case dynamicLogConfigs[name] != nil:
+		d := dynamicLogConfigs[name]
+		if err := validateTopicConfig(d.name, value); err != nil {
+			return fmt.Errorf("%w (%s is the default of topic config %s)", err, name, d.name)
+		}
+	}
+	return nil
+}
+
+// checkDynamicBrokerName refuses the names no broker resource may set or
+// delete: static settings, and the cluster-wide ones on one broker.
+func checkDynamicBrokerName(res, name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty config name", errInvalidConfig)
+	case staticBrokerConfigNames[name]:
+		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s cannot be altered dynamically: it is one of the broker's static settings in Sediment (set it in the broker's config file; docs/configuration.md)", name))
+	case name == cfgUncleanLeaderElection && res != "":
+		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res))
+	}
+	return nil
+}
+
+// validateBrokerResource checks a broker resource name: "" (the cluster
+// default) or a broker id.
+func validateBrokerResource(name string) error {
+	if name == "" {
+		return nil
+	}
+	if id, err := strconv.ParseInt(name, 10, 32); err != nil || id < 0 {
+		return fmt.Errorf("%w: broker resource %q is neither a broker id nor empty (the cluster default)", errInvalidConfig, name)
+	}
+	return nil
+}

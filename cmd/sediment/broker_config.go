@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// sediment cluster config describe|set|delete: dynamic broker configs
+// (KIP-226), as kafka-configs.sh --entity-type brokers [--entity-default]
+// does: the cluster default without --broker, one broker's with it. What
+// they are and which take effect: docs/configuration.md.
+
+func newClusterConfigCmd(opts *clientOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "config",
+		Short: "Describe, set and delete dynamic broker configs (log.retention.ms, log.cleanup.policy, the replication throttles, …) of the cluster default or one broker",
+	}
+	cmd.AddCommand(newClusterConfigDescribeCmd(opts), newClusterConfigSetCmd(opts), newClusterConfigDeleteCmd(opts))
+	return cmd
+}
+
+// brokerFlag is --broker: one broker's configs instead of the cluster
+// default's.
+type brokerFlag struct{ id int32 }
+
+func (f *brokerFlag) add(cmd *cobra.Command) {
+	cmd.Flags().Int32Var(&f.id, "broker", -1, "this broker's configs (default: the cluster-wide default, which every broker without its own value takes)")
+}
+
+func (f *brokerFlag) ids() []int32 {
+	if f.id < 0 {
+		return nil
+	}
+	return []int32{f.id}
+}
+
+func (f *brokerFlag) String() string {
+	if f.id < 0 {
+		return "cluster default"
+	}
+	return fmt.Sprintf("broker %d", f.id)
+}
+
+func newClusterConfigDescribeCmd(opts *clientOptions) *cobra.Command {
+	var bf brokerFlag
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "describe",
+		Short: "List the dynamic broker configs of the cluster default, or of one broker (--all: every config of that broker)",
+		Example: `  sediment cluster config describe
+  sediment cluster config describe --broker 1 --all`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if all && bf.id < 0 {
+				return errors.New("--all needs --broker: the cluster default has only what is set there")
+			}
+			return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
+				rcs, err := adm.DescribeBrokerConfigs(ctx, bf.ids()...)
+				if err != nil {
+					return fmt.Errorf("DescribeConfigs: %w", err)
+				}
+				if len(rcs) != 1 {
+					return fmt.Errorf("DescribeConfigs: %d resources in the answer, want 1", len(rcs))
+				}
+				if rcs[0].Err != nil {
+					return fmt.Errorf("DescribeConfigs %s: %w", &bf, rcs[0].Err)
+				}
+				w := newTable(cmd.OutOrStdout())
+				fmt.Fprintln(w, "NAME\tVALUE\tSOURCE")
+				n := 0
+				for _, c := range rcs[0].Configs {
+					dynamic := c.Source == kmsg.ConfigSourceDynamicBrokerConfig || c.Source == kmsg.ConfigSourceDynamicDefaultBrokerConfig
+					if !all && !dynamic {
+						continue
+					}
+					v := "(null)"
+					if c.Sensitive {
+						v = "(sensitive)"
+					} else if c.Value != nil {
+						v = *c.Value
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\n", c.Key, v, c.Source)
+					n++
+				}
+				if n == 0 {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s: no dynamic configs\n", &bf)
+					return nil
+				}
+				return w.Flush()
+			})
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&all, "all", false, "with --broker: every config of the broker, static ones and defaults too")
+	return cmd
+}
+
+func newClusterConfigSetCmd(opts *clientOptions) *cobra.Command {
+	var bf brokerFlag
+	var validate bool
+	cmd := &cobra.Command{
+		Use:   "set KEY=VALUE...",
+		Short: "Set dynamic broker configs of the cluster default or one broker (others are kept)",
+		Example: `  sediment cluster config set log.retention.ms=259200000 log.cleanup.policy=delete
+  sediment cluster config set --broker 2 follower.replication.throttled.rate=10485760`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cfgs []kadm.AlterConfig
+			seen := map[string]bool{}
+			for _, a := range args {
+				k, v, ok := strings.Cut(a, "=")
+				k = strings.TrimSpace(k)
+				if !ok || k == "" {
+					return fmt.Errorf("%q is not KEY=VALUE", a)
+				}
+				if seen[k] {
+					return fmt.Errorf("%s given twice", k)
+				}
+				seen[k] = true
+				v = strings.TrimSpace(v)
+				cfgs = append(cfgs, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
+			}
+			return alterBrokerConfigs(cmd, opts, &bf, cfgs, validate, "set")
+		},
+	}
+	bf.add(cmd)
+	cmd.Flags().BoolVar(&validate, "validate-only", false, "check the values without applying them")
+	return cmd
+}
+
+func newClusterConfigDeleteCmd(opts *clientOptions) *cobra.Command {
+	var bf brokerFlag
+	cmd := &cobra.Command{
+		Use:   "delete KEY...",
+		Short: "Delete dynamic broker configs of the cluster default or one broker (back to the next fallback: the cluster default, then the broker's own setting)",
+		Example: `  sediment cluster config delete log.retention.ms
+  sediment cluster config delete --broker 2 follower.replication.throttled.rate`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var cfgs []kadm.AlterConfig
+			for _, k := range splitKeys(args) {
+				cfgs = append(cfgs, kadm.AlterConfig{Op: kadm.DeleteConfig, Name: k})
+			}
+			if len(cfgs) == 0 {
+				return errors.New("no config names")
+			}
+			return alterBrokerConfigs(cmd, opts, &bf, cfgs, false, "deleted")
+		},
+	}
+	bf.add(cmd)
+	return cmd
+}
+
+func alterBrokerConfigs(cmd *cobra.Command, opts *clientOptions, bf *brokerFlag, cfgs []kadm.AlterConfig, validate bool, done string) error {
+	return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
+		alter := adm.AlterBrokerConfigs
+		if validate {
+			alter, done = adm.ValidateAlterBrokerConfigs, "valid"
+		}
+		rs, err := alter(ctx, cfgs, bf.ids()...)
+		if err != nil {
+			return fmt.Errorf("IncrementalAlterConfigs: %w", err)
+		}
+		for _, r := range rs {
+			if r.Err != nil {
+				msg := r.ErrMessage
+				if msg == "" {
+					msg = r.Err.Error()
+				}
+				return fmt.Errorf("%s: %s", bf, msg)
+			}
+		}
+		names := make([]string, len(cfgs))
+		for i, c := range cfgs {
+			names[i] = c.Name
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%s: %s %s\n", bf, done, strings.Join(names, ", "))
+		return nil
+	})
+}
