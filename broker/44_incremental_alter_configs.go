@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -148,6 +149,41 @@ func setDeleteOps(res kmsg.IncrementalAlterConfigsRequestResource, check func(na
 func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) error {
 	if err := validateBrokerResource(res.ResourceName); err != nil {
 		return err
+	}
+	// APPEND and SUBTRACT of a list (log.cleanup.policy) become a SET of
+	// the list that results from the resource's value, else from what it
+	// falls back to (the cluster default, the broker's static setting).
+	st := b.meta.State()
+	res.Configs = slices.Clone(res.Configs)
+	for i, c := range res.Configs {
+		if c.Op != kmsg.IncrementalAlterConfigOpAppend && c.Op != kmsg.IncrementalAlterConfigOpSubtract {
+			continue
+		}
+		d := dynamicLogConfigs[c.Name]
+		if d == nil || d.typ != cfgList {
+			return fmt.Errorf("%w: %s is not a list", errInvalidConfig, c.Name)
+		}
+		if c.Value == nil {
+			return fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
+		}
+		cur, ok := st.BrokerConfigs(res.ResourceName)[c.Name]
+		if !ok {
+			cur, ok = st.BrokerConfigs("")[c.Name]
+		}
+		if !ok {
+			cur = d.def(&b.cfg)
+		}
+		items := splitList(cur)
+		for _, v := range splitList(*c.Value) {
+			if c.Op == kmsg.IncrementalAlterConfigOpAppend {
+				if !containsStr(items, v) {
+					items = append(items, v)
+				}
+			} else {
+				items = removeStr(items, v)
+			}
+		}
+		res.Configs[i].Op, res.Configs[i].Value = kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(strings.Join(items, ","))
 	}
 	ops, err := setDeleteOps(res, func(name string, value *string) error {
 		if value == nil {

@@ -205,4 +205,21 @@ func TestDynamicLogConfigs(t *testing.T) {
 	if len(def) != 2 || def["log.retention.ms"].Value == nil || *def["log.retention.ms"].Value != "12345" || def["log.segment.bytes"].Source != defSrc {
 		t.Errorf("cluster default configs %v, want log.retention.ms and log.segment.bytes", def)
 	}
+
+	// APPEND and SUBTRACT of the list log.cleanup.policy start from what
+	// the resource falls back to (here the static "delete").
+	if err := alter(kadm.AppendConfig, "log.cleanup.policy", "compact"); err != nil {
+		t.Fatal(err)
+	}
+	check("dyn", "cleanup.policy", "delete,compact", defSrc, defSrc, staticSrc)
+	if err := alter(kadm.SubtractConfig, "log.cleanup.policy", "delete"); err != nil {
+		t.Fatal(err)
+	}
+	check("dyn", "cleanup.policy", "compact", defSrc, defSrc, staticSrc)
+	if err := alter(kadm.SubtractConfig, "log.cleanup.policy", "compact"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("subtracting the last policy: %v, want INVALID_CONFIG (an empty list)", err)
+	}
+	if err := alter(kadm.AppendConfig, "log.retention.ms", "1"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Errorf("APPEND to a number: %v, want INVALID_CONFIG", err)
+	}
 }
