@@ -181,8 +181,15 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 			typ, doc := cfgString, dynamicBrokerConfigs[name]
 			if d := dynamicLogConfigs[name]; d != nil {
 				typ, doc = d.typ, static[name].doc
-			} else if name == cfgLeaderThrottledRate || name == cfgFollowerThrottledRate {
-				typ = cfgLong
+			} else {
+				switch name {
+				case cfgLeaderThrottledRate, cfgFollowerThrottledRate, cfgCleanerDedupeBuffer, cfgCleanerBackoff:
+					typ = cfgLong
+				case cfgCleanerThreads:
+					typ = cfgInt
+				case cfgCleanerIOMax:
+					typ = cfgDouble
+				}
 			}
 			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
 			syn.Name, syn.Value, syn.Source = name, kmsg.StringPtr(v), kmsg.ConfigSourceDynamicDefaultBrokerConfig
@@ -231,6 +238,11 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 				value, src = strconv.FormatInt(rate, 10), kmsg.ConfigSourceDynamicDefaultBrokerConfig
 			}
 			add(name, value, src, false, cfgLong, dynamicBrokerConfigs[name], nil)
+		}
+		// The log cleaner's settings (dynamic_configs.go).
+		_, cleaner := b.cleanerSettings(st)
+		for _, ds := range cleaner {
+			add(ds.name, ds.value, ds.source, false, ds.typ, dynamicBrokerConfigs[ds.name], nil)
 		}
 		// Names stored only (dynamic_configs.go).
 		for _, set := range []struct {

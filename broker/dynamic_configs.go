@@ -3,9 +3,14 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/compaction"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -13,9 +18,10 @@ import (
 // on a broker resource, one broker (its id) or the cluster default (the
 // empty name), store them in the metadata log, so every broker sees the same
 // and they survive restarts. Three kinds:
-//   - the replication throttle rates (replication_throttle.go) and
+//   - the replication throttle rates (replication_throttle.go),
 //     unclean.leader.election.enable (cluster-wide only: the controller
-//     reads it);
+//     reads it) and the log cleaner's settings (log.cleaner.threads,
+//     .dedupe.buffer.size, .io.max.bytes.per.second, .backoff.ms);
 //   - every topic config's broker-level default (configs.go
 //     dynamicLogConfigs: log.retention.ms, log.cleanup.policy,
 //     message.max.bytes, min.insync.replicas, …), validated as the topic
@@ -40,6 +46,118 @@ var dynamicBrokerConfigs = map[string]string{
 	cfgLeaderThrottledRate:   "bytes per second a broker serves to throttled follower replicas (leader.replication.throttled.replicas), dynamic",
 	cfgFollowerThrottledRate: "bytes per second a broker fetches for its throttled replicas (follower.replication.throttled.replicas), dynamic",
 	cfgUncleanLeaderElection: "elect a leader outside the ISR when no in-sync replica is alive, for topics that do not set it (may lose acknowledged records), dynamic, cluster-wide",
+	cfgCleanerThreads:        "log cleaner goroutines (--log-cleaner-threads), dynamic",
+	cfgCleanerDedupeBuffer:   "bytes of each cleaner goroutine's key map; more dirty keys are cleaned in several passes (--log-cleaner-dedupe-buffer-size), dynamic",
+	cfgCleanerIOMax:          "read plus written bytes per second of all cleaners, 0 for no limit (--log-cleaner-io-max-bytes-per-second), dynamic",
+	cfgCleanerBackoff:        "how long an idle log cleaner waits before it looks for dirty logs again (--log-cleaner-backoff), dynamic",
+}
+
+// The log cleaner's settings (cleaner.go), dynamic as in Kafka
+// (LogCleaner's reconfigurable configs): applied to the running cleaner
+// (compaction.Manager.Reconfigure) at the next metadata version.
+const (
+	cfgCleanerThreads      = "log.cleaner.threads"
+	cfgCleanerDedupeBuffer = "log.cleaner.dedupe.buffer.size"
+	cfgCleanerIOMax        = "log.cleaner.io.max.bytes.per.second"
+	cfgCleanerBackoff      = "log.cleaner.backoff.ms"
+)
+
+// cleanerSettings returns the log cleaner's settings in effect on this
+// broker: each dynamic value (this broker's, else the cluster default's),
+// else the broker's own setting; with each its value as DescribeConfigs
+// shows it and its source.
+func (b *Broker) cleanerSettings(st *metadata.State) (compaction.CleanerConfig, []dynamicSetting) {
+	cc := b.cfg.Cleaner
+	out := compaction.CleanerConfig{Threads: cc.Threads, DedupeBufferBytes: cc.DedupeBufferSize,
+		IOMaxBytesPerSecond: cc.IOMaxBytesPerSecond, Backoff: cc.Backoff}
+	// The broker's settings as given (Config's zero values are the
+	// defaults compaction.Manager applies).
+	if out.Threads <= 0 {
+		out.Threads = 1
+	}
+	if out.DedupeBufferBytes <= 0 {
+		out.DedupeBufferBytes = 128 << 20
+	}
+	if out.Backoff <= 0 {
+		out.Backoff = 15 * time.Second
+	}
+	settings := []dynamicSetting{
+		{cfgCleanerThreads, strconv.Itoa(out.Threads), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		{cfgCleanerDedupeBuffer, strconv.FormatInt(out.DedupeBufferBytes, 10), kmsg.ConfigSourceStaticBrokerConfig, cfgLong},
+		{cfgCleanerIOMax, strconv.FormatFloat(out.IOMaxBytesPerSecond, 'f', -1, 64), kmsg.ConfigSourceStaticBrokerConfig, cfgDouble},
+		{cfgCleanerBackoff, strconv.FormatInt(out.Backoff.Milliseconds(), 10), kmsg.ConfigSourceStaticBrokerConfig, cfgLong},
+	}
+	for i := range settings {
+		s := &settings[i]
+		v, src, ok := b.dynamicBrokerValue(st, s.name)
+		if !ok {
+			continue
+		}
+		// Stored values were validated; one that does not parse (an
+		// older broker's) leaves the setting as it is.
+		switch s.name {
+		case cfgCleanerThreads:
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				continue
+			}
+			out.Threads = n
+		case cfgCleanerDedupeBuffer:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			out.DedupeBufferBytes = n
+		case cfgCleanerIOMax:
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				continue
+			}
+			out.IOMaxBytesPerSecond = f
+		case cfgCleanerBackoff:
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				continue
+			}
+			out.Backoff = time.Duration(n) * time.Millisecond
+		}
+		s.value, s.source = v, src
+	}
+	return out, settings
+}
+
+// dynamicSetting is one dynamic broker config in effect, for DescribeConfigs.
+type dynamicSetting struct {
+	name, value string
+	source      kmsg.ConfigSource
+	typ         configType
+}
+
+// validateCleanerSetting checks a value of one of the log cleaner's
+// dynamic settings.
+func validateCleanerSetting(name, v string) error {
+	bad := func(why string) error {
+		return fmt.Errorf("%w: invalid value %q for %s: %s", errInvalidConfig, v, name, why)
+	}
+	switch name {
+	case cfgCleanerThreads:
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > compaction.MaxCleanerThreads {
+			return bad(fmt.Sprintf("must be an integer in [1, %d]", compaction.MaxCleanerThreads))
+		}
+	case cfgCleanerDedupeBuffer:
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1<<20 || n > 1<<40 {
+			return bad("must be a number of bytes in [1 MiB, 1 TiB]")
+		}
+	case cfgCleanerIOMax:
+		if f, err := strconv.ParseFloat(v, 64); err != nil || math.IsNaN(f) || f < 0 {
+			return bad("must be a non-negative number of bytes per second (0: no limit)")
+		}
+	case cfgCleanerBackoff:
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 1 || n > int64(24*time.Hour/time.Millisecond) {
+			return bad("must be milliseconds in [1, 86400000]")
+		}
+	}
+	return nil
 }
 
 // staticBrokerConfigNames are the broker settings that only its own config
@@ -68,8 +186,7 @@ var staticBrokerConfigNames = func() map[string]bool {
 		"connections.max.reauth.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
 		"quota.window.num", "quota.window.size.seconds", "offsets.topic.num.partitions",
 		"group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
-		"group.max.size", "offsets.retention.minutes", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-		"log.cleaner.io.max.bytes.per.second", "log.retention.check.interval.ms", "log.cleaner.backoff.ms",
+		"group.max.size", "offsets.retention.minutes", "log.retention.check.interval.ms",
 		"transaction.state.log.num.partitions", "transaction.max.timeout.ms",
 		"transaction.abort.timed.out.transaction.cleanup.interval.ms", "transactional.id.expiration.ms",
 		"transaction.remove.expired.transaction.cleanup.interval.ms", "remote.log.storage.system.enable",
@@ -99,6 +216,8 @@ func validateDynamicBrokerConfig(res, name string, value *string) error {
 		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n < 0 {
 			return fmt.Errorf("%w: invalid value %q for %s: must be a non-negative number of bytes per second", errInvalidConfig, *value, name)
 		}
+	case name == cfgCleanerThreads || name == cfgCleanerDedupeBuffer || name == cfgCleanerIOMax || name == cfgCleanerBackoff:
+		return validateCleanerSetting(name, v)
 	case name == cfgUncleanLeaderElection:
 		if v != "true" && v != "false" {
 			return fmt.Errorf("%w: invalid value %q for %s: must be true or false", errInvalidConfig, *value, name)

@@ -158,7 +158,7 @@ func TestDynamicLogConfigs(t *testing.T) {
 			t.Errorf("%s=%s: %v, want INVALID_CONFIG", c.name, c.value, err)
 		}
 	}
-	for _, name := range []string{"num.partitions", "listeners", "log.dirs", "node.id", "log.cleaner.backoff.ms", "max.connections"} {
+	for _, name := range []string{"num.partitions", "listeners", "log.dirs", "node.id", "log.retention.check.interval.ms", "max.connections"} {
 		if err := alter(kadm.SetConfig, name, "1", id); !errors.Is(err, kerr.InvalidRequest) {
 			t.Errorf("static %s: %v, want INVALID_REQUEST", name, err)
 		}
@@ -205,6 +205,42 @@ func TestDynamicLogConfigs(t *testing.T) {
 	if len(def) != 2 || def["log.retention.ms"].Value == nil || *def["log.retention.ms"].Value != "12345" || def["log.segment.bytes"].Source != defSrc {
 		t.Errorf("cluster default configs %v, want log.retention.ms and log.segment.bytes", def)
 	}
+
+	// The log cleaner's settings reach the running cleaner.
+	if err := alter(kadm.SetConfig, "log.cleaner.threads", "3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := alter(kadm.SetConfig, "log.cleaner.backoff.ms", "250", id); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the dynamic cleaner settings applied", func() bool {
+		cc := b.cleaner.m.CleanerConfig()
+		return cc.Threads == 3 && cc.Backoff == 250*time.Millisecond
+	})
+	own2 := brokerConfigs(id)
+	if c := own2["log.cleaner.threads"]; c.Value == nil || *c.Value != "3" || c.Source != defSrc {
+		t.Errorf("log.cleaner.threads %+v, want 3 from the cluster default", c)
+	}
+	if c := own2["log.cleaner.backoff.ms"]; c.Value == nil || *c.Value != "250" || c.Source != brokerSrc {
+		t.Errorf("log.cleaner.backoff.ms %+v, want 250 from the broker", c)
+	}
+	if c := own2["log.cleaner.dedupe.buffer.size"]; c.Value == nil || *c.Value != "134217728" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Errorf("log.cleaner.dedupe.buffer.size %+v, want the static 128 MiB", c)
+	}
+	for _, c := range []struct{ name, value string }{
+		{"log.cleaner.threads", "0"}, {"log.cleaner.threads", "65"}, {"log.cleaner.dedupe.buffer.size", "1000"},
+		{"log.cleaner.io.max.bytes.per.second", "-1"}, {"log.cleaner.backoff.ms", "0"},
+	} {
+		if err := alter(kadm.SetConfig, c.name, c.value); !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", c.name, c.value, err)
+		}
+	}
+	if err := alter(kadm.DeleteConfig, "log.cleaner.threads", ""); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "log.cleaner.threads back to 1", func() bool {
+		return b.cleaner.m.CleanerConfig().Threads == 1
+	})
 
 	// APPEND and SUBTRACT of the list log.cleanup.policy start from what
 	// the resource falls back to (here the static "delete").

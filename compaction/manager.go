@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
@@ -86,7 +87,8 @@ type partitionState struct {
 // pool of cleaner goroutines (log.cleaner.threads) that take the dirtiest
 // compacted log each, and one retention goroutine. Close stops them.
 type Manager struct {
-	cfg      Config
+	cfg      Config // cfg.Cleaner as at NewManager; the current one is cleaner
+	cleaner  atomic.Pointer[CleanerConfig]
 	now      func() time.Time
 	logger   *slog.Logger
 	metrics  Metrics
@@ -97,6 +99,12 @@ type Manager struct {
 		parts  map[string]*partitionState
 		closed bool
 		done   *sync.Cond // signalled when a clean finishes
+		// running[i] is set while cleaner goroutine i runs; one whose
+		// index reaches the configured Threads exits (Reconfigure).
+		running []bool
+		// reconfigured is closed (and replaced) by Reconfigure, to wake
+		// idle cleaners.
+		reconfigured chan struct{}
 	}
 	kickClean  chan struct{}
 	kickRetain chan struct{}
@@ -112,8 +120,11 @@ func NewManager(cfg Config) *Manager {
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
 	}
+	cfg.Cleaner.Threads = min(cfg.Cleaner.Threads, MaxCleanerThreads)
 	m := &Manager{cfg: cfg, now: cfg.Now, logger: cfg.Logger, metrics: cfg.Metrics,
-		kickClean: make(chan struct{}, cfg.Cleaner.Threads), kickRetain: make(chan struct{}, 1), closeCh: make(chan struct{})}
+		kickClean: make(chan struct{}, MaxCleanerThreads), kickRetain: make(chan struct{}, 1), closeCh: make(chan struct{})}
+	cc := cfg.Cleaner
+	m.cleaner.Store(&cc)
 	if m.now == nil {
 		m.now = time.Now
 	}
@@ -123,14 +134,64 @@ func NewManager(cfg Config) *Manager {
 	m.throttle = newThrottler(cfg.Cleaner.IOMaxBytesPerSecond, m.now)
 	m.mu.parts = map[string]*partitionState{}
 	m.mu.done = sync.NewCond(&m.mu.Mutex)
-	for i := range cfg.Cleaner.Threads {
-		m.wg.Add(1)
-		go pprof.Do(context.Background(), pprof.Labels("compaction", "cleaner-"+strconv.Itoa(i)), func(context.Context) { m.cleanLoop() })
-	}
+	m.mu.reconfigured = make(chan struct{})
+	m.mu.Lock()
+	m.startCleanersLocked(cfg.Cleaner.Threads)
+	m.mu.Unlock()
 	m.wg.Add(1)
 	go pprof.Do(context.Background(), pprof.Labels("compaction", "retention"), func(context.Context) { m.retentionLoop() })
 	return m
 }
+
+// MaxCleanerThreads bounds CleanerConfig.Threads.
+const MaxCleanerThreads = 64
+
+// startCleanersLocked starts the cleaner goroutines below n that are not
+// running.
+func (m *Manager) startCleanersLocked(n int) {
+	for i := range n {
+		if i < len(m.mu.running) && m.mu.running[i] {
+			continue
+		}
+		for len(m.mu.running) <= i {
+			m.mu.running = append(m.mu.running, false)
+		}
+		m.mu.running[i] = true
+		m.wg.Add(1)
+		go pprof.Do(context.Background(), pprof.Labels("compaction", "cleaner-"+strconv.Itoa(i)), func(context.Context) { m.cleanLoop(i) })
+	}
+}
+
+// Reconfigure changes the cleaners' settings while they run, as Kafka's
+// dynamic log.cleaner.* configs (KIP-226): Threads starts cleaner goroutines
+// or lets the ones past it exit once their pass is done, Backoff and
+// IOMaxBytesPerSecond apply at once, DedupeBufferBytes from each cleaner's
+// next pass (its key map is made again). MaxBatchBytes and ReadChunk keep
+// their values.
+func (m *Manager) Reconfigure(cc CleanerConfig) {
+	cc = cc.withDefaults()
+	cc.Threads = min(cc.Threads, MaxCleanerThreads)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return
+	}
+	old := m.cleaner.Load()
+	cc.MaxBatchBytes, cc.ReadChunk = old.MaxBatchBytes, old.ReadChunk
+	if cc == *old {
+		return
+	}
+	m.cleaner.Store(&cc)
+	m.throttle.setRate(cc.IOMaxBytesPerSecond)
+	m.startCleanersLocked(cc.Threads)
+	close(m.mu.reconfigured)
+	m.mu.reconfigured = make(chan struct{})
+	m.logger.Info("log cleaner reconfigured", "threads", cc.Threads, "dedupe_buffer_bytes", cc.DedupeBufferBytes,
+		"io_max_bytes_per_second", cc.IOMaxBytesPerSecond, "backoff", cc.Backoff)
+}
+
+// CleanerConfig returns the cleaners' current settings.
+func (m *Manager) CleanerConfig() CleanerConfig { return *m.cleaner.Load() }
 
 // Register adds a partition; its workers start considering it at once.
 func (m *Manager) Register(p Partition) error {
@@ -252,7 +313,7 @@ func (m *Manager) pick() (*partitionState, Target, context.Context) {
 		if ps.inProgress || !ps.p.Config.Policy.Compact {
 			continue
 		}
-		if !ps.failedAt.IsZero() && now.Sub(ps.failedAt) < m.cfg.Cleaner.Backoff {
+		if !ps.failedAt.IsZero() && now.Sub(ps.failedAt) < m.cleaner.Load().Backoff {
 			continue
 		}
 		cands = append(cands, candidate{ps, Target{Log: ps.p.Log, Config: ps.p.Config, Txn: ps.p.Txn, FirstDirty: ps.checkpoint}, ps.nextHorizon})
@@ -297,7 +358,7 @@ func (m *Manager) pick() (*partitionState, Target, context.Context) {
 	return best.ps, Target{Log: best.ps.p.Log, Config: best.ps.p.Config, Txn: best.ps.p.Txn, FirstDirty: best.ps.checkpoint}, ctx
 }
 
-func (m *Manager) cleanLoop() {
+func (m *Manager) cleanLoop(i int) {
 	defer m.wg.Done()
 	// The cleaner, with its key map of log.cleaner.dedupe.buffer.size
 	// (128 MiB by default), is made for the first job: a broker without
@@ -316,19 +377,32 @@ func (m *Manager) cleanLoop() {
 			return
 		default:
 		}
+		m.mu.Lock()
+		cc, reconfigured := *m.cleaner.Load(), m.mu.reconfigured
+		if i >= cc.Threads {
+			m.mu.running[i] = false // Reconfigure may start it again
+			m.mu.Unlock()
+			return
+		}
+		m.mu.Unlock()
+		if c != nil && c.cfg.DedupeBufferBytes != cc.DedupeBufferBytes {
+			c.Close()
+			c = nil
+		}
 		ps, target, ctx := m.pick()
 		if ps == nil {
-			t.Reset(m.cfg.Cleaner.Backoff)
+			t.Reset(cc.Backoff)
 			select {
 			case <-m.closeCh:
 				return
 			case <-m.kickClean:
+			case <-reconfigured:
 			case <-t.C:
 			}
 			continue
 		}
 		if c == nil {
-			c = newCleaner(m.cfg.Cleaner, m.now, m.throttle)
+			c = newCleaner(cc, m.now, m.throttle)
 		}
 		st, err := c.Clean(ctx, target)
 		name := ps.p.Name

@@ -11,7 +11,7 @@ import (
 // counted as they are read or written, and a caller that runs ahead of the
 // rate waits until the rate catches up. Safe for concurrent use.
 type throttler struct {
-	rate  float64 // bytes per second; <= 0: no limit
+	rate  float64 // bytes per second; <= 0: no limit (under mu: setRate)
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
 
@@ -40,11 +40,14 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // delay counts n bytes and returns how long the caller must wait to stay
 // under the rate.
 func (t *throttler) delay(n int64) time.Duration {
-	if t == nil || t.rate <= 0 {
+	if t == nil {
 		return 0
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if t.rate <= 0 {
+		return 0
+	}
 	now := t.now()
 	if t.start.IsZero() {
 		t.start = now
@@ -59,6 +62,16 @@ func (t *throttler) delay(n int64) time.Duration {
 	// Start a new window from when the wait ends.
 	t.start, t.bytes = now.Add(max(wait, 0)), 0
 	return max(wait, 0)
+}
+
+// setRate changes the rate (bytes per second, <= 0: no limit) from the next
+// window on.
+func (t *throttler) setRate(rate float64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rate != t.rate {
+		t.rate, t.start, t.bytes = rate, time.Time{}, 0
+	}
 }
 
 // wait counts n bytes and sleeps as long as the rate requires.

@@ -681,3 +681,65 @@ func TestUnregisterCancelsPass(t *testing.T) {
 		}
 	}
 }
+
+// TestManagerReconfigure: Reconfigure (the dynamic log.cleaner.* configs)
+// starts cleaner goroutines, lets the ones past a smaller Threads exit
+// (idle ones are woken for it: the backoff here is an hour), sets the
+// throttle's rate, and the cleaners it leaves still clean, with a key map
+// of the new size.
+func TestManagerReconfigure(t *testing.T) {
+	clk := &clock{}
+	clk.ms.Store(1_000_000)
+	mem := vfs.NewMem()
+	met := newRecordingMetrics()
+	m := NewManager(Config{Cleaner: CleanerConfig{Threads: 1, DedupeBufferBytes: 1 << 20, Backoff: time.Hour}, FS: mem, Now: clk.now, Logger: quiet, Metrics: met})
+	defer m.Close()
+	running := func() (n int) {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, r := range m.mu.running {
+			if r {
+				n++
+			}
+		}
+		return n
+	}
+	if n := running(); n != 1 {
+		t.Fatalf("%d cleaners running, want 1", n)
+	}
+	m.Reconfigure(CleanerConfig{Threads: 3, DedupeBufferBytes: 1 << 20, Backoff: time.Hour, IOMaxBytesPerSecond: 5 << 20})
+	if n := running(); n != 3 {
+		t.Fatalf("%d cleaners running after Threads 3, want 3", n)
+	}
+	m.throttle.mu.Lock()
+	rate := m.throttle.rate
+	m.throttle.mu.Unlock()
+	if rate != 5<<20 {
+		t.Fatalf("throttle rate %v, want %v", rate, 5<<20)
+	}
+	m.Reconfigure(CleanerConfig{Threads: 2, DedupeBufferBytes: 2 << 20, Backoff: time.Hour})
+	waitFor(t, "the third cleaner to exit", func() bool { return running() == 2 })
+	if got := m.CleanerConfig(); got.Threads != 2 || got.DedupeBufferBytes != 2<<20 || got.IOMaxBytesPerSecond != 0 || got.MaxBatchBytes != 64<<20 {
+		t.Fatalf("config %+v", got)
+	}
+
+	l, err := hotlog.Open(hotlog.Options{FS: mem, Dir: "/r", Config: hotlog.Config{SegmentBytes: 2 << 10, IndexIntervalBytes: 512, Flush: hotlog.FlushOS}, Now: clk.now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(7, 7))
+	writeKeyed(t, l, clk, rng, testCodecs[0], 50, 500, 0)
+	seal(t, l, clk, 2<<10)
+	want := latest(readView(t, l))
+	if err := m.Register(Partition{Name: "r-0", Log: l, Config: TopicConfig{Policy: Policy{Compact: true}, SegmentBytes: 16 << 10}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "cleaned after the reconfiguration", func() bool {
+		met.mu.Lock()
+		defer met.mu.Unlock()
+		return met.cleaned["r-0"] > 0
+	})
+	m.Unregister("r-0")
+	checkCompacted(t, readView(t, l), want, false)
+}

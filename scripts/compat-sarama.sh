@@ -46,11 +46,8 @@ export KAFKA_VERSION=${KAFKA_VERSION:-4.3.1}
 
 # Skipped by default (why: docs/compatibility.md, "sarama's functional
 # tests"), what Sediment does not serve:
-#   TestFuncAdminUpdateFeatures: UpdateFeatures (KIP-584 feature levels);
-#   TestFuncAdminIncrementalAlterConfigs: dynamic broker configs (it alters
-#     log.cleaner.backoff.ms of broker 1; Sediment's broker configs are
-#     read-only, set by flags).
-skip_default='^(TestFuncAdminUpdateFeatures|TestFuncAdminIncrementalAlterConfigs)$'
+#   TestFuncAdminUpdateFeatures: UpdateFeatures (KIP-584 feature levels).
+skip_default='^(TestFuncAdminUpdateFeatures)$'
 SKIP_PATTERN=${SKIP_DEFAULT-$skip_default}
 if [ -n "${SKIP:-}" ]; then
 	SKIP_PATTERN="${SKIP_PATTERN:+$SKIP_PATTERN|}$SKIP"
