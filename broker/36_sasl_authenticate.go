@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,7 +13,10 @@ import (
 // SaslAuthenticate: v0-2
 //
 // One step of the SASL exchange chosen by SaslHandshake v1 (sasl.go). A
-// failed login gets SASL_AUTHENTICATION_FAILED and the connection closes;
+// failed login gets SASL_AUTHENTICATION_FAILED and the connection closes
+// (OAUTHBEARER: a refused token first gets the error message of RFC 7628,
+// {"status":"invalid_token"}, as the server's bytes, and the failure, with
+// that message, comes at the client's %x01 answer, as in Kafka);
 // a request out of turn (no handshake, after success, on a listener without
 // SASL) gets ILLEGAL_SASL_STATE and closes. On success every API opens and
 // the connection's principal is the user.
@@ -49,6 +53,9 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 		r.Conn.logAuthFailure(b, sc.mechanism, err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", sc.mechanism)
+		if sf := (*saslFailure)(nil); errors.As(err, &sf) {
+			msg = sf.msg // OAUTHBEARER's error message (RFC 7628), as Kafka
+		}
 		resp.ErrorMessage = &msg
 		sc.exchange = nil
 		return &Reply{Msg: resp, Close: true}, nil

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -179,7 +180,9 @@ func FuzzSASLExchange(f *testing.F) {
 
 // FuzzOAuthBearerExchange: arbitrary OAUTHBEARER client messages against
 // the unsecured validator (the one that parses tokens itself): no panic,
-// and success only with a principal and an expiry.
+// success only with a principal and an expiry, and a refused token answered
+// with the error message of RFC 7628, after which the client's %x01 fails
+// the login with that message.
 func FuzzOAuthBearerExchange(f *testing.F) {
 	v, err := newOAuthValidator(OAuthBearerConfig{Unsecured: true})
 	if err != nil {
@@ -192,9 +195,21 @@ func FuzzOAuthBearerExchange(f *testing.F) {
 	f.Add([]byte("y,,\x01\x01"))
 	f.Fuzz(func(t *testing.T, msg []byte) {
 		x := &oauthExchange{v: v}
-		_, done, user, err := x.step(msg)
-		if err == nil && (!done || user == "" || x.expiry().IsZero()) {
-			t.Fatalf("%q: done %v as %q, expiry %v", msg, done, user, x.expiry())
+		out, done, user, err := x.step(msg)
+		switch {
+		case err != nil:
+		case done:
+			if user == "" || x.expiry().IsZero() {
+				t.Fatalf("%q: done as %q, expiry %v", msg, user, x.expiry())
+			}
+		default:
+			if string(out) != oauthErrorStatus {
+				t.Fatalf("%q: not done, no error, answered %q", msg, out)
+			}
+			var sf *saslFailure
+			if _, done, _, err := x.step([]byte{1}); done || !errors.As(err, &sf) || sf.msg != oauthErrorStatus {
+				t.Fatalf("%q: %%x01 after the error message: done %v, %v", msg, done, err)
+			}
 		}
 	})
 }

@@ -280,12 +280,39 @@ type oauthExchange struct {
 	v    *oauthValidator
 	done bool
 	exp  time.Time // the token's, once validated
+	// failed is why the token was refused, once the server's error
+	// message (RFC 7628 3.2.2) is sent: the client answers it with %x01,
+	// and the login then fails with that message, as Kafka's
+	// OAuthBearerSaslServer does.
+	failed error
 }
+
+// oauthErrorStatus is the server's error message for a refused token
+// (RFC 7628 3.2.2, as Kafka's jsonErrorResponse).
+const oauthErrorStatus = `{"status":"invalid_token"}`
+
+// saslFailure is a login failure whose message the client is told in
+// SaslAuthenticate's error_message, instead of the generic one.
+type saslFailure struct {
+	msg string // for the client
+	err error  // for the broker's log
+}
+
+func (e *saslFailure) Error() string { return e.err.Error() }
+func (e *saslFailure) Unwrap() error { return e.err }
 
 // expiry is when the token expires: a session ends then (KIP-368).
 func (x *oauthExchange) expiry() time.Time { return x.exp }
 
 func (x *oauthExchange) step(in []byte) ([]byte, bool, string, error) {
+	if x.failed != nil {
+		// The client's answer to the error message: %x01 (RFC 7628).
+		err := x.failed
+		if len(in) != 1 || in[0] != 0x01 {
+			err = fmt.Errorf("%w (and the client answered the error message with %d bytes, not %%x01)", err, len(in))
+		}
+		return nil, false, "", &saslFailure{msg: oauthErrorStatus, err: err}
+	}
 	if x.done {
 		return nil, false, "", errors.New("OAUTHBEARER exchange already finished")
 	}
@@ -324,7 +351,10 @@ func (x *oauthExchange) step(in []byte) ([]byte, bool, string, error) {
 	defer cancel()
 	user, exp, err := x.v.validate(ctx, token)
 	if err != nil {
-		return nil, false, "", err
+		// A refused token: the error message, then the failure at the
+		// client's %x01.
+		x.failed = err
+		return []byte(oauthErrorStatus), false, "", nil
 	}
 	if authz != "" && authz[2:] != user {
 		return nil, false, "", errors.New("OAUTHBEARER: authorization id differs from the token's principal")

@@ -8,6 +8,7 @@
 #   KGO_TEST_RF          replication factor of the tests' topics (default BROKERS)
 #   BROKER_LOG_LEVEL     the brokers' --log-level (default warn)
 #   COMPAT_PORT=29192    first Kafka port; Raft, metrics, SASL_PLAINTEXT use +100, +200, +300
+#                        (SCRAM and unsecured OAUTHBEARER on the SASL_PLAINTEXT listeners)
 #   KGO_TEST_RECORDS     records of the ETL tests (default 20000; franz-go: 500000)
 #   RUN                  -test.run pattern (default: every test)
 #   TEST_TIMEOUT         -test.timeout (default 20m)
@@ -62,6 +63,7 @@ start() { # start N: broker N in the background; its pid in pids[N-1]
 		--admin-address "127.0.0.1:$((PORT + 200 + n - 1))" \
 		--data-dir "$work/broker$n" \
 		--group-initial-rebalance-delay 0s \
+		--sasl-enabled-mechanisms PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER --sasl-oauthbearer-unsecured \
 		--log-level "${BROKER_LOG_LEVEL:-warn}" "${extra[@]}" >> "$work/broker$n.log" 2>&1 &
 	pids[n - 1]=$!
 }
@@ -82,6 +84,9 @@ done
 # SASL_PLAINTEXT listeners (Kafka port + 300).
 "$work/sediment" user set -b "$seeds" compat --password compat-secret >/dev/null
 export KGO_TEST_SCRAM_SEEDS=$scram_seeds KGO_TEST_SCRAM=compat:compat-secret:256
+# TestOAuthAuth: the same listeners take unsecured OAUTHBEARER tokens, as
+# Kafka's default validator (--sasl-oauthbearer-unsecured).
+export KGO_TEST_OAUTH_SEEDS=$scram_seeds
 
 echo "compat-franz: franz-go $kgover kgo tests, KGO_SEEDS=$seeds KGO_TEST_RF=$KGO_TEST_RF KGO_TEST_RECORDS=$KGO_TEST_RECORDS RUN=$RUN" >&2
 rc=0
