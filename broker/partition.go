@@ -147,13 +147,15 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, epoch int
 		maxTimestamp:  h.MaxTimestamp,
 		transactional: h.IsTransactional(),
 	}
-	return p.appendChecked(records, info, h, epoch, logAppendTime, noSyncWait, ordered)
+	return p.appendChecked(records, info, h, epoch, logAppendTime, noSyncWait, maxMessageBytes, ordered)
 }
 
 // appendChecked appends one validated batch with the producer-state check
 // (also the path of transaction markers, txns.go), while this broker leads
-// in epoch (else errNotLeader). ordered must be idempotent.
-func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, epoch int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
+// in epoch (else errNotLeader). ordered must be idempotent. A positive
+// maxMessageBytes is the topic's current max.message.bytes, which the log's
+// own config may not have caught up with (hotlog.AppendOptions).
+func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.BatchHeader, epoch int32, logAppendTime, noSyncWait bool, maxMessageBytes int32, ordered func()) (appendResult, error) {
 	p.role.RLock()
 	defer p.role.RUnlock()
 	if !p.isLeader(epoch) {
@@ -165,9 +167,10 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 	// all under the log's append lock, so in log order. A reader that sees
 	// the transaction closed (the LSO moved) finds its index entry.
 	opts := hotlog.AppendOptions{
-		LeaderEpoch:   epoch,
-		LogAppendTime: logAppendTime,
-		NoSyncWait:    noSyncWait,
+		LeaderEpoch:     epoch,
+		LogAppendTime:   logAppendTime,
+		NoSyncWait:      noSyncWait,
+		MaxMessageBytes: maxMessageBytes,
 		Check: func(first int64, batches []hotlog.BatchHeader) error {
 			defer ordered()
 			p.mu.Lock()

@@ -573,7 +573,7 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 		maxTimestamp: h.MaxTimestamp, transactional: true, control: true, commit: commit,
 		coordinatorEpoch: coordinatorEpoch}
 	leaderEpoch := p.leaderEpoch()
-	res, err := p.appendChecked(batch, info, h, leaderEpoch, false, false, func() {})
+	res, err := p.appendChecked(batch, info, h, leaderEpoch, false, false, 0, func() {})
 	if err != nil {
 		return err
 	}

@@ -108,6 +108,11 @@ type AppendOptions struct {
 	// For acks=1 and acks=0 produce requests, which Kafka acknowledges
 	// without an fsync. The other flush policies do not wait anyway.
 	NoSyncWait bool
+	// MaxMessageBytes, if positive, is this append's batch size limit
+	// instead of Config.MaxMessageBytes: the caller's current value, where
+	// the log's config may not have caught up with a change yet (SetConfig
+	// comes after a config change, asynchronously).
+	MaxMessageBytes int32
 }
 
 // AppendResult describes an append.
@@ -501,12 +506,15 @@ func (l *Log) AppendReplicated(records []byte, opts AppendOptions) (AppendResult
 	return l.append(records, hdrs, &opts, true)
 }
 
-func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time) error {
+func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time, maxBytes int32) error {
 	nowMs := now.UnixMilli()
+	if maxBytes <= 0 {
+		maxBytes = l.config().MaxMessageBytes
+	}
 	for i := range hdrs {
 		h := &hdrs[i]
-		if l.config().MaxMessageBytes > 0 && h.Size() > int64(l.config().MaxMessageBytes) {
-			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), l.config().MaxMessageBytes)
+		if maxBytes > 0 && h.Size() > int64(maxBytes) {
+			return fmt.Errorf("%w: %d bytes, max.message.bytes %d", ErrBatchTooLarge, h.Size(), maxBytes)
 		}
 		if h.LogAppendTime() {
 			continue
@@ -526,7 +534,7 @@ func (l *Log) checkLimits(hdrs []BatchHeader, now time.Time) error {
 func (l *Log) append(records []byte, hdrs []BatchHeader, opts *AppendOptions, replicated bool) (AppendResult, error) {
 	now := l.now()
 	if !replicated {
-		if err := l.checkLimits(hdrs, now); err != nil {
+		if err := l.checkLimits(hdrs, now, opts.MaxMessageBytes); err != nil {
 			return AppendResult{}, err
 		}
 	}
