@@ -185,7 +185,7 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 				switch name {
 				case cfgLeaderThrottledRate, cfgFollowerThrottledRate, cfgCleanerDedupeBuffer, cfgCleanerBackoff:
 					typ = cfgLong
-				case cfgCleanerThreads:
+				case cfgCleanerThreads, cfgMaxConnections, cfgMaxConnectionsPerIP:
 					typ = cfgInt
 				case cfgCleanerIOMax:
 					typ = cfgDouble
@@ -241,7 +241,8 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 		}
 		// The log cleaner's settings (dynamic_configs.go).
 		_, cleaner := b.cleanerSettings(st)
-		for _, ds := range cleaner {
+		_, _, _, conns := b.connectionSettings(st)
+		for _, ds := range append(cleaner, conns...) {
 			add(ds.name, ds.value, ds.source, false, ds.typ, dynamicBrokerConfigs[ds.name], nil)
 		}
 		// Names stored only (dynamic_configs.go).

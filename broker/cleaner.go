@@ -158,8 +158,6 @@ func (c *cleaner) sync(st *metadata.State) {
 	if c == nil || st == nil {
 		return
 	}
-	cc, _ := c.b.cleanerSettings(st) // dynamic_configs.go
-	c.m.Reconfigure(cc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, r := range c.mu.parts {

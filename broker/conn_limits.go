@@ -2,7 +2,9 @@ package broker
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,11 +27,11 @@ import (
 
 // connLimits counts open connections; one per broker.
 type connLimits struct {
+	mu        sync.Mutex
 	perIP     int
 	overrides map[string]int // IP (canonical form) → limit
 	max       int
 
-	mu    sync.Mutex
 	byIP  map[string]int
 	total int           // connections on client listeners
 	freed chan struct{} // closed and replaced when a counted connection ends
@@ -70,6 +72,35 @@ func ParseConnectionOverrides(s string) (map[string]int, error) {
 		}
 	}
 	return out, nil
+}
+
+// set changes the limits (dynamic broker configs, dynamic_configs.go).
+// Connections already open stay; a listener waiting for max.connections
+// looks again.
+func (l *connLimits) set(perIP int, overrides map[string]int, max int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.perIP == perIP && l.max == max && maps.Equal(l.overrides, overrides) {
+		return
+	}
+	l.perIP, l.overrides, l.max = perIP, overrides, max
+	close(l.freed)
+	l.freed = make(chan struct{})
+}
+
+// formatConnectionOverrides is ParseConnectionOverrides' input for m,
+// sorted by address.
+func formatConnectionOverrides(m map[string]int) string {
+	parts := make([]string, 0, len(m))
+	for ip, n := range m {
+		host := ip
+		if strings.Contains(ip, ":") {
+			host = "[" + ip + "]"
+		}
+		parts = append(parts, host+":"+strconv.Itoa(n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
 }
 
 // ipLimit is the limit of connections from ip, and whether there is one

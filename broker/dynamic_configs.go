@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -20,8 +21,10 @@ import (
 // and they survive restarts. Three kinds:
 //   - the replication throttle rates (replication_throttle.go),
 //     unclean.leader.election.enable (cluster-wide only: the controller
-//     reads it) and the log cleaner's settings (log.cleaner.threads,
-//     .dedupe.buffer.size, .io.max.bytes.per.second, .backoff.ms);
+//     reads it), the log cleaner's settings (log.cleaner.threads,
+//     .dedupe.buffer.size, .io.max.bytes.per.second, .backoff.ms) and the
+//     connection limits (max.connections, max.connections.per.ip and its
+//     overrides);
 //   - every topic config's broker-level default (configs.go
 //     dynamicLogConfigs: log.retention.ms, log.cleanup.policy,
 //     message.max.bytes, min.insync.replicas, …), validated as the topic
@@ -43,13 +46,16 @@ const cfgUncleanLeaderElection = "unclean.leader.election.enable"
 // dynamicBrokerConfigs documents the dynamic broker configs that are not
 // (only) a topic config's default.
 var dynamicBrokerConfigs = map[string]string{
-	cfgLeaderThrottledRate:   "bytes per second a broker serves to throttled follower replicas (leader.replication.throttled.replicas), dynamic",
-	cfgFollowerThrottledRate: "bytes per second a broker fetches for its throttled replicas (follower.replication.throttled.replicas), dynamic",
-	cfgUncleanLeaderElection: "elect a leader outside the ISR when no in-sync replica is alive, for topics that do not set it (may lose acknowledged records), dynamic, cluster-wide",
-	cfgCleanerThreads:        "log cleaner goroutines (--log-cleaner-threads), dynamic",
-	cfgCleanerDedupeBuffer:   "bytes of each cleaner goroutine's key map; more dirty keys are cleaned in several passes (--log-cleaner-dedupe-buffer-size), dynamic",
-	cfgCleanerIOMax:          "read plus written bytes per second of all cleaners, 0 for no limit (--log-cleaner-io-max-bytes-per-second), dynamic",
-	cfgCleanerBackoff:        "how long an idle log cleaner waits before it looks for dirty logs again (--log-cleaner-backoff), dynamic",
+	cfgLeaderThrottledRate:     "bytes per second a broker serves to throttled follower replicas (leader.replication.throttled.replicas), dynamic",
+	cfgFollowerThrottledRate:   "bytes per second a broker fetches for its throttled replicas (follower.replication.throttled.replicas), dynamic",
+	cfgUncleanLeaderElection:   "elect a leader outside the ISR when no in-sync replica is alive, for topics that do not set it (may lose acknowledged records), dynamic, cluster-wide",
+	cfgCleanerThreads:          "log cleaner goroutines (--log-cleaner-threads), dynamic",
+	cfgCleanerDedupeBuffer:     "bytes of each cleaner goroutine's key map; more dirty keys are cleaned in several passes (--log-cleaner-dedupe-buffer-size), dynamic",
+	cfgCleanerIOMax:            "read plus written bytes per second of all cleaners, 0 for no limit (--log-cleaner-io-max-bytes-per-second), dynamic",
+	cfgCleanerBackoff:          "how long an idle log cleaner waits before it looks for dirty logs again (--log-cleaner-backoff), dynamic",
+	cfgMaxConnections:          "connections the client listeners accept at once, 0 for no limit (--max-connections), dynamic",
+	cfgMaxConnectionsPerIP:     "connections one client address may have open, 0 for no limit (--max-connections-per-ip), dynamic",
+	cfgMaxConnectionsOverrides: "ip:count pairs overriding max.connections.per.ip for those addresses (--max-connections-per-ip-overrides; dynamic values take IP addresses only), dynamic",
 }
 
 // The log cleaner's settings (cleaner.go), dynamic as in Kafka
@@ -126,6 +132,80 @@ func (b *Broker) cleanerSettings(st *metadata.State) (compaction.CleanerConfig, 
 	return out, settings
 }
 
+// The connection limits (conn_limits.go), dynamic as in Kafka (KIP-308,
+// KIP-402): applied to new connections from the next metadata version.
+const (
+	cfgMaxConnections          = "max.connections"
+	cfgMaxConnectionsPerIP     = "max.connections.per.ip"
+	cfgMaxConnectionsOverrides = "max.connections.per.ip.overrides"
+)
+
+// connectionSettings returns the connection limits in effect on this
+// broker (dynamic, else the broker's own), as cleanerSettings does.
+func (b *Broker) connectionSettings(st *metadata.State) (perIP int, overrides map[string]int, maxConns int, settings []dynamicSetting) {
+	perIP, overrides, maxConns = max(b.cfg.MaxConnectionsPerIP, 0), b.cfg.MaxConnectionsPerIPOverrides, max(b.cfg.MaxConnections, 0)
+	settings = []dynamicSetting{
+		{cfgMaxConnections, strconv.Itoa(maxConns), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		{cfgMaxConnectionsPerIP, strconv.Itoa(perIP), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		{cfgMaxConnectionsOverrides, formatConnectionOverrides(overrides), kmsg.ConfigSourceStaticBrokerConfig, cfgString},
+	}
+	for i := range settings {
+		ds := &settings[i]
+		v, src, ok := b.dynamicBrokerValue(st, ds.name)
+		if !ok {
+			continue
+		}
+		switch ds.name {
+		case cfgMaxConnections, cfgMaxConnectionsPerIP:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				continue
+			}
+			if ds.name == cfgMaxConnections {
+				maxConns = n
+			} else {
+				perIP = n
+			}
+		case cfgMaxConnectionsOverrides:
+			m, err := parseIPOverrides(v)
+			if err != nil {
+				continue
+			}
+			overrides = m
+		}
+		ds.value, ds.source = v, src
+	}
+	return perIP, overrides, maxConns, settings
+}
+
+// parseIPOverrides is ParseConnectionOverrides for dynamic values: IP
+// addresses only, so that applying them never waits for a name lookup.
+func parseIPOverrides(v string) (map[string]int, error) {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if i := strings.LastIndex(f, ":"); i > 0 && net.ParseIP(strings.Trim(f[:i], "[]")) == nil {
+			return nil, fmt.Errorf("max connections per ip override %q: a dynamic override takes an IP address, not a host name", f)
+		}
+	}
+	return ParseConnectionOverrides(v)
+}
+
+// applyDynamicSettings gives the log cleaner and the connection limits the
+// values of metadata state st (at each metadata version).
+func (b *Broker) applyDynamicSettings(st *metadata.State) {
+	if b.cleaner != nil {
+		cc, _ := b.cleanerSettings(st)
+		b.cleaner.m.Reconfigure(cc)
+	}
+	if b.limits != nil {
+		perIP, overrides, maxConns, _ := b.connectionSettings(st)
+		b.limits.set(perIP, overrides, maxConns)
+	}
+}
+
 // dynamicSetting is one dynamic broker config in effect, for DescribeConfigs.
 type dynamicSetting struct {
 	name, value string
@@ -182,7 +262,6 @@ var staticBrokerConfigNames = func() map[string]bool {
 		"leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
 		"auto.create.topics.enable", "num.partitions", "default.replication.factor",
 		"socket.request.max.bytes", "queued.max.request.bytes", "connections.max.idle.ms",
-		"max.connections.per.ip", "max.connections.per.ip.overrides", "max.connections",
 		"connections.max.reauth.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
 		"quota.window.num", "quota.window.size.seconds", "offsets.topic.num.partitions",
 		"group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
@@ -218,6 +297,14 @@ func validateDynamicBrokerConfig(res, name string, value *string) error {
 		}
 	case name == cfgCleanerThreads || name == cfgCleanerDedupeBuffer || name == cfgCleanerIOMax || name == cfgCleanerBackoff:
 		return validateCleanerSetting(name, v)
+	case name == cfgMaxConnections || name == cfgMaxConnectionsPerIP:
+		if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
+			return fmt.Errorf("%w: invalid value %q for %s: must be an integer ≥ 0 (0: no limit)", errInvalidConfig, *value, name)
+		}
+	case name == cfgMaxConnectionsOverrides:
+		if _, err := parseIPOverrides(v); err != nil {
+			return fmt.Errorf("%w: invalid value %q for %s: %v", errInvalidConfig, *value, name, err)
+		}
 	case name == cfgUncleanLeaderElection:
 		if v != "true" && v != "false" {
 			return fmt.Errorf("%w: invalid value %q for %s: must be true or false", errInvalidConfig, *value, name)

@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/rand"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
@@ -158,7 +159,7 @@ func TestDynamicLogConfigs(t *testing.T) {
 			t.Errorf("%s=%s: %v, want INVALID_CONFIG", c.name, c.value, err)
 		}
 	}
-	for _, name := range []string{"num.partitions", "listeners", "log.dirs", "node.id", "log.retention.check.interval.ms", "max.connections"} {
+	for _, name := range []string{"num.partitions", "listeners", "log.dirs", "node.id", "log.retention.check.interval.ms", "queued.max.request.bytes"} {
 		if err := alter(kadm.SetConfig, name, "1", id); !errors.Is(err, kerr.InvalidRequest) {
 			t.Errorf("static %s: %v, want INVALID_REQUEST", name, err)
 		}
@@ -257,5 +258,65 @@ func TestDynamicLogConfigs(t *testing.T) {
 	}
 	if err := alter(kadm.AppendConfig, "log.retention.ms", "1"); !errors.Is(err, kerr.InvalidConfig) {
 		t.Errorf("APPEND to a number: %v, want INVALID_CONFIG", err)
+	}
+}
+
+// TestDynamicConnectionLimits: max.connections.per.ip.overrides set as a
+// cluster-wide dynamic config applies to new connections at once (the
+// clients here connect from 127.0.0.2, so the test's own admin client on
+// 127.0.0.1 is not limited); deleting it lifts the limit. A host name in a
+// dynamic override, or a negative limit, is INVALID_CONFIG.
+func TestDynamicConnectionLimits(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	alter := func(op kadm.IncrementalOp, name, value string) error {
+		t.Helper()
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: &value}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rs[0].Err
+	}
+	from2 := func() net.Conn {
+		t.Helper()
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP("127.0.0.2")}}
+		nc, err := d.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	if err := alter(kadm.SetConfig, "max.connections.per.ip.overrides", "127.0.0.2:1"); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the dynamic override applied", func() bool {
+		b.limits.mu.Lock()
+		defer b.limits.mu.Unlock()
+		return b.limits.overrides["127.0.0.2"] == 1
+	})
+	if !apiVersionsOK(from2(), 1, 10*time.Second) {
+		t.Fatal("the first connection from 127.0.0.2 was refused")
+	}
+	if apiVersionsOK(from2(), 2, 10*time.Second) {
+		t.Fatal("a second connection from 127.0.0.2 was served over its dynamic override of 1")
+	}
+	if !apiVersionsOK(dialT(t, b.Addr()), 3, 10*time.Second) {
+		t.Fatal("127.0.0.1 was limited")
+	}
+	if err := alter(kadm.DeleteConfig, "max.connections.per.ip.overrides", ""); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "a second connection from 127.0.0.2 once the override is gone", func() bool {
+		return apiVersionsOK(from2(), 4, 10*time.Second)
+	})
+	for _, c := range []struct{ name, value string }{
+		{"max.connections.per.ip.overrides", "localhost:3"}, {"max.connections.per.ip.overrides", "127.0.0.2"},
+		{"max.connections", "-1"}, {"max.connections.per.ip", "many"},
+	} {
+		if err := alter(kadm.SetConfig, c.name, c.value); !errors.Is(err, kerr.InvalidConfig) {
+			t.Errorf("%s=%s: %v, want INVALID_CONFIG", c.name, c.value, err)
+		}
 	}
 }

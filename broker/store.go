@@ -374,8 +374,9 @@ func (s *store) reconcile(st *metadata.State) {
 		s.closePartition(p, reason)
 	}
 	s.reconcileReplicas(st)
-	s.applyLogConfigs(st) // AlterConfigs: segment.bytes, segment.ms, … of open logs
-	s.b.cleaner.sync(st)  // AlterConfigs: new cleanup/retention settings
+	s.applyLogConfigs(st)        // AlterConfigs: segment.bytes, segment.ms, … of open logs
+	s.b.cleaner.sync(st)         // AlterConfigs: new cleanup/retention settings
+	s.b.applyDynamicSettings(st) // dynamic_configs.go: cleaner threads, connection limits, …
 }
 
 // applyLogConfigs gives every open log the settings its topic's configs now
