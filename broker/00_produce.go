@@ -174,14 +174,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// acks=1 and acks=0 are answered once the batch is written, before its
 	// fsync (as Kafka and Redpanda do); acks=-1 waits for the ISR's
 	// durable copies (the high watermark, which counts only fsynced ends).
-	// But acks=1 to a partition whose ISR is the leader alone waits for
-	// the fsync too: Kafka moves a lone replica's high watermark with the
-	// append, so its acks=1 answer means the records are readable and
-	// counted by ListOffsets, and clients rely on that (read your writes:
-	// kafkajs's and sarama's own tests produce and at once read the latest
-	// offset). The append then moves the high watermark before it returns.
-	noSyncWait := acks == 0 || (acks == 1 && p.isrSize() > 1)
-	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, noSyncWait, ordered)
+	// (A ListOffsets or DeleteRecords right after acks=1 to a partition
+	// whose ISR is the leader alone waits for that fsync: awaitLoneWrites.)
+	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, ordered)
 	if err != nil {
 		return err
 	}

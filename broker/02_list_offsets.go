@@ -15,7 +15,9 @@ import (
 // (the same as -2 until tiering), anything else: the first offset whose
 // timestamp is at or after it, or -1 when none is. v4+ reports the leader
 // epoch and fences with the current leader epoch; v10 adds a timeout that a
-// single-replica leader never needs.
+// single-replica leader never needs. Offsets at or below the high watermark
+// (latest, max timestamp, by time) of a partition whose ISR is the leader
+// alone wait for its pending fsync first (awaitLoneWrites).
 
 func init() { regKey(2, 1, 10).handler = handleListOffsets }
 
@@ -39,6 +41,9 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 				}
 			}
 			if err == nil {
+				if pt.Timestamp == -1 || pt.Timestamp == -3 || pt.Timestamp >= 0 {
+					b.awaitLoneWrites(ctx, p) // read your acks=1 writes (replication.go)
+				}
 				rp.LeaderEpoch = p.leaderEpoch()
 				l := p.log
 				switch pt.Timestamp {

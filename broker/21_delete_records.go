@@ -11,7 +11,9 @@ import (
 //
 // Raises a partition's log start offset to the given offset (-1: the high
 // watermark); whole segments below it are deleted by hotlog. An offset past
-// the high watermark is OFFSET_OUT_OF_RANGE. v2 flexible.
+// the high watermark is OFFSET_OUT_OF_RANGE (of a partition whose ISR is the
+// leader alone, once its pending fsync is done: awaitLoneWrites). v2
+// flexible.
 
 func init() { regKey(21, 0, 2).handler = handleDeleteRecords }
 
@@ -28,6 +30,7 @@ func handleDeleteRecords(ctx context.Context, b *Broker, r *Request) (*Reply, er
 			p, err := b.store.partition(st, t.Topic, pt.Partition)
 			if err == nil {
 				off := pt.Offset
+				b.awaitLoneWrites(ctx, p) // read your acks=1 writes (replication.go)
 				hw := p.log.HighWatermark()
 				switch {
 				case off == -1:

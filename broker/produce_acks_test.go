@@ -15,12 +15,10 @@ import (
 	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 )
 
-// TestProduceAcks1And0 produces with acks=1 and acks=0. acks=0 is answered
-// before its fsync (log-flush commit), as acks=1 is with more than one
-// in-sync replica: the background fsync must still move the high watermark
-// so that consumers read every record, and the high watermark never passes
-// what is durable. (Here the leader is the ISR alone, so acks=1 waits for
-// the fsync: TestProduceAcks1ReadYourWrites.)
+// TestProduceAcks1And0 produces with acks=1 and acks=0, which are answered
+// before their fsync (log-flush commit): the background fsync must still
+// move the high watermark so that consumers read every record, and the high
+// watermark never passes what is durable.
 func TestProduceAcks1And0(t *testing.T) {
 	b := startBroker(t, "")
 	for _, tc := range []struct {
@@ -63,13 +61,13 @@ func TestProduceAcks1And0(t *testing.T) {
 	}
 }
 
-// TestProduceAcks1ReadYourWrites: acks=1 to a partition whose ISR is the
-// leader alone is answered once the high watermark passed the batch, so a
-// ListOffsets (and a consumer) right after it counts the records, as Kafka,
-// which moves a lone replica's high watermark with the append. The disk
-// here is slow to fsync (100 ms each, a fault injected through the log's
-// file system), so answering before the fsync shows as a latest offset
-// behind what was acknowledged.
+// TestProduceAcks1ReadYourWrites: after acks=1 to a partition whose ISR is
+// the leader alone, a ListOffsets counts the records and a DeleteRecords up
+// to them is in range, as in Kafka, which moves a lone replica's high
+// watermark with the append. acks=1 is answered before the fsync, so both
+// wait for it (awaitLoneWrites). The disk here is slow to fsync (100 ms
+// each, a fault injected through the log's file system), so an answer
+// that did not wait shows as a latest offset behind what was acknowledged.
 func TestProduceAcks1ReadYourWrites(t *testing.T) {
 	var slow atomic.Bool
 	fs := errorfs.Wrap(vfs.Default, errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
@@ -97,5 +95,17 @@ func TestProduceAcks1ReadYourWrites(t *testing.T) {
 		if o.Err != nil || o.Offset != int64(i) {
 			t.Fatalf("after %d acks=1 records the latest offset is %d (%v), want %d", i, o.Offset, o.Err, i)
 		}
+	}
+	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Value: []byte("4")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 4})
+	res, err := adm.DeleteRecords(testCtx(t), del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := res.Lookup(topic, 0); r.Err != nil || r.LowWatermark != 4 {
+		t.Fatalf("DeleteRecords up to the 4th acks=1 record: low watermark %d, %v", r.LowWatermark, r.Err)
 	}
 }

@@ -260,6 +260,35 @@ func (p *partition) waitCommittedCtx(done <-chan struct{}, last int64, epoch int
 	}
 }
 
+// loneWritesWait bounds awaitLoneWrites: a disk that takes longer to fsync
+// gets the high watermark as it is.
+const loneWritesWait = 5 * time.Second
+
+// awaitLoneWrites gives read-your-writes to ListOffsets and DeleteRecords
+// on a partition whose ISR is the leader alone: it waits until the high
+// watermark reaches the log end as of the call, i.e. until the fsync that
+// acks=1 and acks=0 appends started (log-flush commit) is done. Kafka moves
+// such a partition's high watermark with the append, so there an acks=1
+// answer means the records are counted by a ListOffsets that follows, and
+// clients rely on it (kafkajs's deleteRecords and fetchTopicsOffset tests,
+// sarama's TestFuncAdminDeleteRecords and TestFuncAdminListOffsets: produce,
+// then at once read the latest offset or delete up to it). Here the high
+// watermark passes only fsynced records, so without the wait the latest
+// offset trailed acks=1 for an fsync's time. The produce path keeps
+// answering acks=1 before the fsync. With more in-sync replicas Kafka's
+// high watermark trails too (the followers move it), and the other flush
+// policies do not fsync at once: no wait.
+func (b *Broker) awaitLoneWrites(ctx context.Context, p *partition) {
+	if b.cfg.LogFlush != "commit" || p.isrSize() != 1 {
+		return
+	}
+	end := p.log.LogEndOffset()
+	if p.log.HighWatermark() >= end {
+		return
+	}
+	_ = p.waitCommittedCtx(ctx.Done(), end-1, p.leaderEpoch(), time.Now().Add(loneWritesWait), b.stopping)
+}
+
 // internalWriteTimeout bounds how long a write of the broker's own (group
 // and transaction coordinator records, transaction markers) waits for the
 // ISR when its context has no earlier deadline.
