@@ -84,17 +84,7 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 				return fmt.Errorf("%w: null value for %s", errInvalidConfig, c.Name)
 			}
 			cur, _ := b.topicConfigValue(t.Configs, c.Name)
-			items := splitList(cur)
-			for _, v := range splitList(*c.Value) {
-				if c.Op == kmsg.IncrementalAlterConfigOpAppend {
-					if !containsStr(items, v) {
-						items = append(items, v)
-					}
-				} else {
-					items = removeStr(items, v)
-				}
-			}
-			nv := strings.Join(items, ",")
+			nv := applyListOp(cur, c.Op, *c.Value)
 			if err := validateTopicConfig(c.Name, &nv); err != nil {
 				return err
 			}
@@ -173,17 +163,7 @@ func (b *Broker) incrementalAlterBroker(ctx context.Context, res kmsg.Incrementa
 		if !ok {
 			cur = d.def(&b.cfg)
 		}
-		items := splitList(cur)
-		for _, v := range splitList(*c.Value) {
-			if c.Op == kmsg.IncrementalAlterConfigOpAppend {
-				if !containsStr(items, v) {
-					items = append(items, v)
-				}
-			} else {
-				items = removeStr(items, v)
-			}
-		}
-		res.Configs[i].Op, res.Configs[i].Value = kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(strings.Join(items, ","))
+		res.Configs[i].Op, res.Configs[i].Value = kmsg.IncrementalAlterConfigOpSet, kmsg.StringPtr(applyListOp(cur, c.Op, *c.Value))
 	}
 	ops, err := setDeleteOps(res, func(name string, value *string) error {
 		if value == nil {
@@ -206,6 +186,22 @@ func (b *Broker) incrementalAlterGroup(ctx context.Context, res kmsg.Incremental
 		return err
 	}
 	return b.alterGroupConfigs(ctx, res.ResourceName, false, ops, validateOnly)
+}
+
+// applyListOp is the list cur after APPEND (each element of value not in it
+// yet) or SUBTRACT (each element of value removed).
+func applyListOp(cur string, op kmsg.IncrementalAlterConfigOp, value string) string {
+	items := splitList(cur)
+	for _, v := range splitList(value) {
+		if op == kmsg.IncrementalAlterConfigOpAppend {
+			if !containsStr(items, v) {
+				items = append(items, v)
+			}
+		} else {
+			items = removeStr(items, v)
+		}
+	}
+	return strings.Join(items, ",")
 }
 
 func splitList(s string) []string {

@@ -74,19 +74,10 @@ const (
 // shows it and its source.
 func (b *Broker) cleanerSettings(st *metadata.State) (compaction.CleanerConfig, []dynamicSetting) {
 	cc := b.cfg.Cleaner
+	// The broker's settings as given, with the Manager's defaults for
+	// what Config leaves zero.
 	out := compaction.CleanerConfig{Threads: cc.Threads, DedupeBufferBytes: cc.DedupeBufferSize,
-		IOMaxBytesPerSecond: cc.IOMaxBytesPerSecond, Backoff: cc.Backoff}
-	// The broker's settings as given (Config's zero values are the
-	// defaults compaction.Manager applies).
-	if out.Threads <= 0 {
-		out.Threads = 1
-	}
-	if out.DedupeBufferBytes <= 0 {
-		out.DedupeBufferBytes = 128 << 20
-	}
-	if out.Backoff <= 0 {
-		out.Backoff = 15 * time.Second
-	}
+		IOMaxBytesPerSecond: cc.IOMaxBytesPerSecond, Backoff: cc.Backoff}.WithDefaults()
 	settings := []dynamicSetting{
 		{cfgCleanerThreads, strconv.Itoa(out.Threads), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
 		{cfgCleanerDedupeBuffer, strconv.FormatInt(out.DedupeBufferBytes, 10), kmsg.ConfigSourceStaticBrokerConfig, cfgLong},

@@ -217,7 +217,7 @@ func NewCleaner(cfg CleanerConfig, now func() time.Time) *Cleaner {
 	if now == nil {
 		now = time.Now
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	return newCleaner(cfg, now, newThrottler(cfg.IOMaxBytesPerSecond, now))
 }
 

@@ -122,7 +122,8 @@ type CleanerConfig struct {
 	ReadChunk int64
 }
 
-func (c CleanerConfig) withDefaults() CleanerConfig {
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c CleanerConfig) WithDefaults() CleanerConfig {
 	if c.Threads <= 0 {
 		c.Threads = 1
 	}

@@ -116,7 +116,7 @@ const checkpointFile = "cleaner-offset-checkpoint"
 
 // NewManager starts the workers.
 func NewManager(cfg Config) *Manager {
-	cfg.Cleaner = cfg.Cleaner.withDefaults()
+	cfg.Cleaner = cfg.Cleaner.WithDefaults()
 	if cfg.RetentionCheckInterval <= 0 {
 		cfg.RetentionCheckInterval = 5 * time.Minute
 	}
@@ -169,7 +169,7 @@ func (m *Manager) startCleanersLocked(n int) {
 // next pass (its key map is made again). MaxBatchBytes and ReadChunk keep
 // their values.
 func (m *Manager) Reconfigure(cc CleanerConfig) {
-	cc = cc.withDefaults()
+	cc = cc.WithDefaults()
 	cc.Threads = min(cc.Threads, MaxCleanerThreads)
 	m.mu.Lock()
 	defer m.mu.Unlock()
