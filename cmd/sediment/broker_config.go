@@ -111,19 +111,18 @@ func newClusterConfigSetCmd(opts *clientOptions) *cobra.Command {
   sediment cluster config set --broker 2 follower.replication.throttled.rate=10485760`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			kvs, err := parseKeyValues("", args)
+			if err != nil {
+				return err
+			}
 			var cfgs []kadm.AlterConfig
 			seen := map[string]bool{}
-			for _, a := range args {
-				k, v, ok := strings.Cut(a, "=")
-				k = strings.TrimSpace(k)
-				if !ok || k == "" {
-					return fmt.Errorf("%q is not KEY=VALUE", a)
-				}
+			for _, kv := range kvs {
+				k, v := strings.TrimSpace(kv[0]), strings.TrimSpace(kv[1])
 				if seen[k] {
 					return fmt.Errorf("%s given twice", k)
 				}
 				seen[k] = true
-				v = strings.TrimSpace(v)
 				cfgs = append(cfgs, kadm.AlterConfig{Op: kadm.SetConfig, Name: k, Value: &v})
 			}
 			return alterBrokerConfigs(cmd, opts, &bf, cfgs, validate, "set")

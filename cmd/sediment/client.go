@@ -232,6 +232,9 @@ func parseKeyValues(flag string, items []string) ([][2]string, error) {
 	for _, it := range items {
 		k, v, ok := strings.Cut(it, "=")
 		if !ok || k == "" {
+			if flag == "" { // positional arguments
+				return nil, fmt.Errorf("%q: want key=value", it)
+			}
 			return nil, fmt.Errorf("--%s %q: want key=value", flag, it)
 		}
 		out = append(out, [2]string{k, v})
