@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"strconv"
 	"sync"
 	"time"
@@ -49,7 +50,7 @@ func init() {
 	e.reuseFrame = true
 }
 
-func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
+func handleProduce(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var ackErr error
@@ -122,7 +123,11 @@ func handleProduce(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	}
 	ordered.Wait()
 	r.Ordered()
+	// What is left is waiting (fsyncs, acks=-1 for the ISR): Kafka's
+	// produce purgatory, not charged to a request quota.
+	waited := reqtime.Wait(ctx)
 	done.Wait()
+	waited()
 	if req.Acks == 0 {
 		// No reply; as Kafka does, a failed partition closes the
 		// connection so the client notices and refreshes its metadata.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -203,12 +204,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			continue // re-read once registered: an append may have raced
 		}
 		t := time.NewTimer(time.Until(deadline))
+		waited := reqtime.Wait(ctx) // parked, as in Kafka's fetch purgatory
 		select {
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
 		case <-b.stopping:
 		}
+		waited()
 		t.Stop()
 		if ctx.Err() != nil || b.isStopping() {
 			deadline = time.Now()

@@ -111,6 +111,9 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"broker.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
 		{"broker.rack", c.Rack, cfgString, "this broker's rack or zone, for rack-aware replica placement and fetching from the closest replica (--broker-rack)"},
 		{"connections.max.idle.ms", strconv.FormatInt(c.ConnectionsMaxIdle.Milliseconds(), 10), cfgLong, "idle connections are closed after this (--connections-max-idle)"},
+		{"delegation.token.expiry.check.interval.ms", strconv.FormatInt(c.DelegationTokenExpiryCheckInterval.Milliseconds(), 10), cfgLong, "how often expired delegation tokens are removed (--delegation-token-expiry-check-interval)"},
+		{"delegation.token.expiry.time.ms", strconv.FormatInt(c.DelegationTokenExpiryTime.Milliseconds(), 10), cfgLong, "a delegation token's lifetime from its creation or renewal (--delegation-token-expiry-time)"},
+		{"delegation.token.max.lifetime.ms", strconv.FormatInt(c.DelegationTokenMaxLifetime.Milliseconds(), 10), cfgLong, "the longest a delegation token lives (--delegation-token-max-lifetime)"},
 		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor)), cfgInt, "replication factor of topics created without one (--default-replication-factor)"},
 		{"leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(math.Ceil(c.LeaderImbalanceCheckInterval.Seconds())), 10), cfgLong, "how long after the controller sees a partition not led by its preferred replica it checks the leader imbalance (--leader-imbalance-check-interval)"},
 		{"leader.imbalance.per.broker.percentage", strconv.Itoa(max(c.LeaderImbalancePerBrokerPercentage, 0)), cfgInt, "the share of a broker's preferred partitions that others may lead before a check moves them back, in percent (--leader-imbalance-per-broker-percentage)"},
@@ -185,7 +188,7 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 				switch name {
 				case cfgLeaderThrottledRate, cfgFollowerThrottledRate, cfgCleanerDedupeBuffer, cfgCleanerBackoff:
 					typ = cfgLong
-				case cfgCleanerThreads, cfgMaxConnections, cfgMaxConnectionsPerIP:
+				case cfgCleanerThreads, cfgMaxConnections, cfgMaxConnectionsPerIP, cfgMaxConnectionRate:
 					typ = cfgInt
 				case cfgCleanerIOMax:
 					typ = cfgDouble
@@ -241,7 +244,7 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 		}
 		// The log cleaner's settings (dynamic_configs.go).
 		_, cleaner := b.cleanerSettings(st)
-		_, _, _, conns := b.connectionSettings(st)
+		_, conns := b.connectionSettings(st)
 		for _, ds := range append(cleaner, conns...) {
 			add(ds.name, ds.value, ds.source, false, ds.typ, dynamicBrokerConfigs[ds.name], nil)
 		}

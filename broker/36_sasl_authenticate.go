@@ -80,7 +80,7 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	}
 	if maxLife := b.cfg.ConnectionsMaxReauth; maxLife > 0 && r.Version >= 1 {
 		lifetime := maxLife
-		if ex, ok := sc.exchange.(interface{ expiry() time.Time }); ok {
+		if ex, ok := sc.exchange.(interface{ expiry() time.Time }); ok && !ex.expiry().IsZero() {
 			if until := ex.expiry().Sub(now); until < lifetime {
 				lifetime = max(until, time.Millisecond)
 			}

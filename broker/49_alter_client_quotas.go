@@ -66,7 +66,7 @@ func (b *Broker) alterClientQuota(ctx context.Context, comps []quotaComponent, o
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: op.Key, Delete: true})
 			continue
 		}
-		if err := validateQuotaValue(op.Key, op.Value); err != nil {
+		if err := validateQuotaValue(e, op.Key, op.Value); err != nil {
 			return err
 		}
 		cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: op.Key, Value: formatQuotaValue(op.Value)})

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"slices"
 	"strconv"
 	"time"
@@ -194,12 +195,14 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 			until = nextLock.Add(time.Millisecond)
 		}
 		t := time.NewTimer(time.Until(until))
+		waited := reqtime.Wait(ctx)
 		select {
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
 		case <-b.stopping:
 		}
+		waited()
 		t.Stop()
 		if ctx.Err() != nil || b.isStopping() {
 			break

@@ -79,6 +79,12 @@ var authzRules = map[int16]authzRule{
 	47: authzOffsetDelete,                             //
 	48: clusterRule(kmsg.ACLOperationDescribeConfigs), // DescribeClientQuotas
 	49: authzAlterClientQuotas,
+	// The token APIs check their own: CREATE_TOKENS on another owner,
+	// DESCRIBE / DESCRIBE_TOKENS per token (delegation_tokens.go).
+	38: authzNone,                              // CreateDelegationToken
+	39: authzNone,                              // RenewDelegationToken: owner or renewer
+	40: authzNone,                              // ExpireDelegationToken: owner or renewer
+	41: authzNone,                              // DescribeDelegationToken
 	50: clusterRule(kmsg.ACLOperationDescribe), // DescribeUserScramCredentials
 	51: authzAlterUserSCRAM,
 	55: clusterRule(kmsg.ACLOperationDescribe), // DescribeQuorum

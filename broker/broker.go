@@ -66,6 +66,10 @@ type Config struct {
 	MaxConnectionsPerIP          int
 	MaxConnectionsPerIPOverrides map[string]int
 	MaxConnections               int
+	// MaxConnectionCreationRate is Kafka's max.connection.creation.rate
+	// (KIP-612): new connections per second on the client listeners;
+	// beyond it the listeners wait before serving the next. 0 is no limit.
+	MaxConnectionCreationRate int
 	// WriteTimeout bounds writing one reply.
 	WriteTimeout time.Duration
 	// ShutdownTimeout bounds how long Close waits for in-flight requests.
@@ -206,6 +210,18 @@ type Config struct {
 	// by default, as Kafka without authorizer.class.name.
 	Authorizer AuthorizerConfig
 
+	// DelegationTokenSecretKey is Kafka's delegation.token.secret.key: the
+	// key token HMACs are derived with, the same on every broker;
+	// delegation tokens (KIP-48, delegation_tokens.go) are off without it.
+	// DelegationTokenMaxLifetime [7 days], DelegationTokenExpiryTime [1
+	// day] and DelegationTokenExpiryCheckInterval [1h] are Kafka's
+	// delegation.token.max.lifetime.ms, .expiry.time.ms and
+	// .expiry.check.interval.ms.
+	DelegationTokenSecretKey           string
+	DelegationTokenMaxLifetime         time.Duration
+	DelegationTokenExpiryTime          time.Duration
+	DelegationTokenExpiryCheckInterval time.Duration
+
 	// Middleware wraps every handler, outermost first.
 	Middleware []Middleware
 	// ListenFn opens listeners (tests may pass an in-memory network).
@@ -260,6 +276,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.QuotaWindowNum <= 0 {
 		c.QuotaWindowNum = 11
+	}
+	if c.DelegationTokenMaxLifetime <= 0 {
+		c.DelegationTokenMaxLifetime = 7 * 24 * time.Hour
+	}
+	if c.DelegationTokenExpiryTime <= 0 {
+		c.DelegationTokenExpiryTime = 24 * time.Hour
+	}
+	if c.DelegationTokenExpiryCheckInterval <= 0 {
+		c.DelegationTokenExpiryCheckInterval = time.Hour
 	}
 	if c.QuotaWindowSize <= 0 {
 		c.QuotaWindowSize = time.Second
@@ -511,6 +536,28 @@ func (b *Broker) acceptLoop(ln net.Listener, l Listener, counted bool) {
 		}
 		delay = 0
 		ip := remoteIP(nc.RemoteAddr())
+		if counted {
+			// Connection creation rates (KIP-612, conn_limits.go):
+			// the listener's first, then the client address's.
+			now := time.Now()
+			if d := b.limits.creationThrottle(now); d > 0 {
+				b.metrics.connThrottled.WithLabelValues("broker").Inc()
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-b.ctx.Done():
+					t.Stop()
+					nc.Close()
+					return
+				}
+			}
+			if d := b.quotas.connectionThrottle(ip, now); d > 0 {
+				b.metrics.connThrottled.WithLabelValues("ip").Inc()
+				b.log.Debug("throttling connection: connection_creation_rate of its address exceeded", "ip", ip, "listener", l.Name, "close_in", d)
+				b.limits.hold(nc, d)
+				continue
+			}
+		}
 		if !b.limits.admit(ip, counted) {
 			b.metrics.connRejected.Inc()
 			b.log.Debug("closing connection: max.connections.per.ip reached", "ip", ip, "listener", l.Name)
@@ -588,6 +635,7 @@ func (b *Broker) Close() error {
 		ln.Close()
 	}
 	b.acceptWG.Wait()
+	b.limits.closeHeld() // connections held by a connection rate quota
 	b.mu.Lock()
 	b.mu.draining = true
 	close(b.stopping)

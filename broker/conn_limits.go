@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Connection limits, as Kafka's (KIP-308 max.connections.per.ip with its
@@ -24,22 +25,48 @@ import (
 //
 // Both guard the broker's memory and file descriptors against a client
 // that opens connections in a loop. Zero means no limit.
+//
+// And connection creation rates (KIP-612), measured as the client quotas
+// are (quota.window.num windows of quota.window.size):
+//
+//   - max.connection.creation.rate, on the client listeners together: a
+//     connection accepted beyond it waits (Kafka's acceptor blocks) for
+//     the throttle time, at most one quota window, before it is served,
+//     and the listener accepts nothing meanwhile;
+//   - the connection_creation_rate of an ip quota entity (a client
+//     quota, quota_conn.go): a connection from an address over its rate is
+//     accepted, not served, and closed after the throttle time (at most one
+//     window), so that the client does not reconnect at once; it is not
+//     counted in the rate, as Kafka un-records it.
+//
+// The first listener is exempt from both when there are several, as above.
+
+// connSettings are the connection limits in effect (dynamic_configs.go).
+type connSettings struct {
+	perIP        int
+	overrides    map[string]int // IP (canonical form) → limit
+	max          int
+	creationRate int // new connections per second, 0: no limit
+}
 
 // connLimits counts open connections; one per broker.
 type connLimits struct {
-	mu        sync.Mutex
-	perIP     int
-	overrides map[string]int // IP (canonical form) → limit
-	max       int
+	mu sync.Mutex
+	connSettings
+	rate *rateSensor // connections created on the client listeners
 
 	byIP  map[string]int
 	total int           // connections on client listeners
 	freed chan struct{} // closed and replaced when a counted connection ends
+	held  map[net.Conn]*time.Timer
 }
 
 func newConnLimits(cfg *Config) *connLimits {
-	return &connLimits{perIP: cfg.MaxConnectionsPerIP, overrides: cfg.MaxConnectionsPerIPOverrides, max: cfg.MaxConnections,
-		byIP: map[string]int{}, freed: make(chan struct{})}
+	return &connLimits{
+		connSettings: connSettings{perIP: cfg.MaxConnectionsPerIP, overrides: cfg.MaxConnectionsPerIPOverrides,
+			max: cfg.MaxConnections, creationRate: cfg.MaxConnectionCreationRate},
+		rate: newRateSensor(cfg.QuotaWindowNum, cfg.QuotaWindowSize.Milliseconds()),
+		byIP: map[string]int{}, freed: make(chan struct{}), held: map[net.Conn]*time.Timer{}}
 }
 
 // ParseConnectionOverrides reads Kafka's max.connections.per.ip.overrides:
@@ -77,15 +104,55 @@ func ParseConnectionOverrides(s string) (map[string]int, error) {
 // set changes the limits (dynamic broker configs, dynamic_configs.go).
 // Connections already open stay; a listener waiting for max.connections
 // looks again.
-func (l *connLimits) set(perIP int, overrides map[string]int, max int) {
+func (l *connLimits) set(cs connSettings) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.perIP == perIP && l.max == max && maps.Equal(l.overrides, overrides) {
+	l.creationRate = cs.creationRate
+	if l.perIP == cs.perIP && l.max == cs.max && maps.Equal(l.overrides, cs.overrides) {
 		return
 	}
-	l.perIP, l.overrides, l.max = perIP, overrides, max
+	l.perIP, l.overrides, l.max = cs.perIP, cs.overrides, cs.max
 	close(l.freed)
 	l.freed = make(chan struct{})
+}
+
+// creationThrottle records a new connection on the client listeners and
+// returns how long the listener waits before serving it, for
+// max.connection.creation.rate (0: within it, or no limit).
+func (l *connLimits) creationThrottle(now time.Time) time.Duration {
+	l.mu.Lock()
+	bound := l.creationRate
+	l.mu.Unlock()
+	if bound <= 0 {
+		return 0
+	}
+	ms := l.rate.recordAndThrottle(1, float64(bound), now.UnixMilli())
+	return time.Duration(min(ms, l.rate.windowMs)) * time.Millisecond
+}
+
+// hold keeps a throttled connection open, unserved, for d, then closes it
+// (an ip's connection_creation_rate). closeHeld closes those left at
+// shutdown.
+func (l *connLimits) hold(nc net.Conn, d time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.held[nc] = time.AfterFunc(d, func() {
+		l.mu.Lock()
+		delete(l.held, nc)
+		l.mu.Unlock()
+		nc.Close()
+	})
+}
+
+func (l *connLimits) closeHeld() {
+	l.mu.Lock()
+	held := l.held
+	l.held = map[net.Conn]*time.Timer{}
+	l.mu.Unlock()
+	for nc, t := range held {
+		t.Stop()
+		nc.Close()
+	}
 }
 
 // formatConnectionOverrides is ParseConnectionOverrides' input for m,

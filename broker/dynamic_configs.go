@@ -24,7 +24,7 @@ import (
 //     reads it), the log cleaner's settings (log.cleaner.threads,
 //     .dedupe.buffer.size, .io.max.bytes.per.second, .backoff.ms) and the
 //     connection limits (max.connections, max.connections.per.ip and its
-//     overrides);
+//     overrides, max.connection.creation.rate);
 //   - every topic config's broker-level default (configs.go
 //     dynamicLogConfigs: log.retention.ms, log.cleanup.policy,
 //     message.max.bytes, min.insync.replicas, …), validated as the topic
@@ -56,6 +56,7 @@ var dynamicBrokerConfigs = map[string]string{
 	cfgMaxConnections:          "connections the client listeners accept at once, 0 for no limit (--max-connections), dynamic",
 	cfgMaxConnectionsPerIP:     "connections one client address may have open, 0 for no limit (--max-connections-per-ip), dynamic",
 	cfgMaxConnectionsOverrides: "ip:count pairs overriding max.connections.per.ip for those addresses (--max-connections-per-ip-overrides; dynamic values take IP addresses only), dynamic",
+	cfgMaxConnectionRate:       "new connections per second the client listeners accept; beyond it accepting waits (--max-connection-creation-rate; 0 for no limit), dynamic",
 }
 
 // The log cleaner's settings (cleaner.go), dynamic as in Kafka
@@ -129,16 +130,19 @@ const (
 	cfgMaxConnections          = "max.connections"
 	cfgMaxConnectionsPerIP     = "max.connections.per.ip"
 	cfgMaxConnectionsOverrides = "max.connections.per.ip.overrides"
+	cfgMaxConnectionRate       = "max.connection.creation.rate"
 )
 
 // connectionSettings returns the connection limits in effect on this
 // broker (dynamic, else the broker's own), as cleanerSettings does.
-func (b *Broker) connectionSettings(st *metadata.State) (perIP int, overrides map[string]int, maxConns int, settings []dynamicSetting) {
-	perIP, overrides, maxConns = max(b.cfg.MaxConnectionsPerIP, 0), b.cfg.MaxConnectionsPerIPOverrides, max(b.cfg.MaxConnections, 0)
-	settings = []dynamicSetting{
-		{cfgMaxConnections, strconv.Itoa(maxConns), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
-		{cfgMaxConnectionsPerIP, strconv.Itoa(perIP), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
-		{cfgMaxConnectionsOverrides, formatConnectionOverrides(overrides), kmsg.ConfigSourceStaticBrokerConfig, cfgString},
+func (b *Broker) connectionSettings(st *metadata.State) (connSettings, []dynamicSetting) {
+	cs := connSettings{perIP: max(b.cfg.MaxConnectionsPerIP, 0), overrides: b.cfg.MaxConnectionsPerIPOverrides,
+		max: max(b.cfg.MaxConnections, 0), creationRate: max(b.cfg.MaxConnectionCreationRate, 0)}
+	settings := []dynamicSetting{
+		{cfgMaxConnections, strconv.Itoa(cs.max), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		{cfgMaxConnectionsPerIP, strconv.Itoa(cs.perIP), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		{cfgMaxConnectionsOverrides, formatConnectionOverrides(cs.overrides), kmsg.ConfigSourceStaticBrokerConfig, cfgString},
+		{cfgMaxConnectionRate, strconv.Itoa(cs.creationRate), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
 	}
 	for i := range settings {
 		ds := &settings[i]
@@ -147,26 +151,29 @@ func (b *Broker) connectionSettings(st *metadata.State) (perIP int, overrides ma
 			continue
 		}
 		switch ds.name {
-		case cfgMaxConnections, cfgMaxConnectionsPerIP:
+		case cfgMaxConnections, cfgMaxConnectionsPerIP, cfgMaxConnectionRate:
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
 				continue
 			}
-			if ds.name == cfgMaxConnections {
-				maxConns = n
-			} else {
-				perIP = n
+			switch ds.name {
+			case cfgMaxConnections:
+				cs.max = n
+			case cfgMaxConnectionsPerIP:
+				cs.perIP = n
+			default:
+				cs.creationRate = n
 			}
 		case cfgMaxConnectionsOverrides:
 			m, err := parseIPOverrides(v)
 			if err != nil {
 				continue
 			}
-			overrides = m
+			cs.overrides = m
 		}
 		ds.value, ds.source = v, src
 	}
-	return perIP, overrides, maxConns, settings
+	return cs, settings
 }
 
 // parseIPOverrides is ParseConnectionOverrides for dynamic values: IP
@@ -192,8 +199,8 @@ func (b *Broker) applyDynamicSettings(st *metadata.State) {
 		b.cleaner.m.Reconfigure(cc)
 	}
 	if b.limits != nil {
-		perIP, overrides, maxConns, _ := b.connectionSettings(st)
-		b.limits.set(perIP, overrides, maxConns)
+		cs, _ := b.connectionSettings(st)
+		b.limits.set(cs)
 	}
 }
 
@@ -249,6 +256,7 @@ var staticBrokerConfigNames = func() map[string]bool {
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.clock.skew.seconds",
 		"authorizer.class.name", "super.users", "allow.everyone.if.no.acl.found",
+		"delegation.token.secret.key", "delegation.token.master.key",
 		"replica.lag.time.max.ms", "replica.fetch.wait.max.ms", "auto.leader.rebalance.enable",
 		"leader.imbalance.check.interval.seconds", "leader.imbalance.per.broker.percentage",
 		"auto.create.topics.enable", "num.partitions", "default.replication.factor",
@@ -288,7 +296,7 @@ func validateDynamicBrokerConfig(res, name string, value *string) error {
 		}
 	case name == cfgCleanerThreads || name == cfgCleanerDedupeBuffer || name == cfgCleanerIOMax || name == cfgCleanerBackoff:
 		return validateCleanerSetting(name, v)
-	case name == cfgMaxConnections || name == cfgMaxConnectionsPerIP:
+	case name == cfgMaxConnections || name == cfgMaxConnectionsPerIP || name == cfgMaxConnectionRate:
 		if n, err := strconv.ParseInt(v, 10, 32); err != nil || n < 0 {
 			return fmt.Errorf("%w: invalid value %q for %s: must be an integer ≥ 0 (0: no limit)", errInvalidConfig, *value, name)
 		}

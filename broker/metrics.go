@@ -27,8 +27,9 @@ type metrics struct {
 	throttledSkips *prometheus.CounterVec
 	// saslLogins and saslFailures count SASL authentications (security.go).
 	saslLogins, saslFailures prometheus.Counter
-	saslReauths              prometheus.Counter // KIP-368 re-authentications
-	connRejected             prometheus.Counter // max.connections.per.ip (conn_limits.go)
+	saslReauths              prometheus.Counter     // KIP-368 re-authentications
+	connRejected             prometheus.Counter     // max.connections.per.ip (conn_limits.go)
+	connThrottled            *prometheus.CounterVec // connection creation rates (conn_limits.go)
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -75,12 +76,16 @@ func newMetrics(b *Broker) *metrics {
 		connRejected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_connections_rejected_total", Help: "Connections closed at accept because their address had max.connections.per.ip open.",
 		}),
+		connThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sediment_connections_throttled_total",
+			Help: "New connections throttled by a connection creation rate (KIP-612): quota=broker (max.connection.creation.rate: served after a wait) or ip (an ip entity's connection_creation_rate: closed after the throttle time).",
+		}, []string{"quota"}),
 		saslReauths: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_sasl_reauthentications_total", Help: "SASL re-authentications (KIP-368) that succeeded.",
 		}),
 	}
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
-		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected,
+		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected, m.connThrottled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})
 	return m

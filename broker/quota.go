@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,20 @@ import (
 // sharing a user (or a client id) quota share one rate, a default quota
 // gives each user or client id its own. Replication is exempt: replica
 // fetches (replica id ≥ 0) are throttled by the replication throttles
-// (replication_throttle.go) instead. request_percentage is not enforced
-// (AlterClientQuotas refuses it).
+// (replication_throttle.go) instead.
+//
+// request_percentage (KIP-124) limits the time a client's requests keep
+// the broker working, as a percentage of one request handler thread (100:
+// one thread's worth): each request's handler time less the time it waited
+// (a long poll, replicas, the quorum, a coordinator's loop, the bucket:
+// internal/reqtime), as Kafka counts a request handler thread's time and
+// not the time a request is parked in a purgatory. It is measured per quota
+// entity like the byte rates, over the same windows; a client over it gets
+// Kafka's throttle time (at most one quota window), combined with a byte
+// rate's by taking the larger, and its connection is muted as above. The
+// request is still handled and answered. Exempt, as in Kafka: replica
+// fetches, WriteTxnMarkers (broker to broker), Produce with acks=0 (no
+// response to carry the throttle), and SASL before a principal is known.
 
 // quotaType is what a quota limits.
 type quotaType int
@@ -50,12 +63,14 @@ type quotaType int
 const (
 	quotaTypeProduce quotaType = iota
 	quotaTypeFetch
-	quotaTypeMutation // controller_mutation_rate (quota_mutation.go)
+	quotaTypeMutation   // controller_mutation_rate (quota_mutation.go)
+	quotaTypeRequest    // request_percentage
+	quotaTypeConnection // connection_creation_rate of ip entities (quota_conn.go)
 	numQuotaTypes
 )
 
-var quotaTypeKeys = [numQuotaTypes]string{quotaProducerByteRate, quotaConsumerByteRate, quotaControllerMutRate}
-var quotaTypeNames = [numQuotaTypes]string{"produce", "fetch", "controller_mutation"}
+var quotaTypeKeys = [numQuotaTypes]string{quotaProducerByteRate, quotaConsumerByteRate, quotaControllerMutRate, quotaRequestPercentage, quotaConnectionRate}
+var quotaTypeNames = [numQuotaTypes]string{"produce", "fetch", "controller_mutation", "request", "connection"}
 
 // quotaKey identifies an entity in the resolution table: a nil name is the
 // default; has* false means the component is absent.
@@ -92,16 +107,36 @@ type quotaTable struct {
 	// any reports, per type, whether some entity sets its key: without
 	// one nothing is measured.
 	any [numQuotaTypes]bool
+	// ipRates are the connection_creation_rate of ip entities, by
+	// address (a host name's resolved when the table is built), and
+	// ipDefault the default ip entity's (0: none).
+	ipRates   map[string]float64
+	ipDefault float64
 }
 
 func buildQuotaTable(st *metadata.State) *quotaTable {
-	t := &quotaTable{version: st.Version, values: map[quotaKey]map[string]float64{}}
+	t := &quotaTable{version: st.Version, values: map[quotaKey]map[string]float64{}, ipRates: map[string]float64{}}
 	for name, m := range st.ClientQuotas() {
 		e, ok := parseCanonicalQuotaEntity(name)
 		if !ok {
 			continue
 		}
 		vals := parseQuotaValues(m)
+		if e.hasIP {
+			rate, ok := vals[quotaConnectionRate]
+			if !ok {
+				continue
+			}
+			t.any[quotaTypeConnection] = true
+			if e.ip == nil {
+				t.ipDefault = rate
+				continue
+			}
+			for _, ip := range resolveQuotaIP(*e.ip) {
+				t.ipRates[ip] = rate
+			}
+			continue
+		}
 		t.values[keyOf(e)] = vals
 		for typ, key := range quotaTypeKeys {
 			if _, ok := vals[key]; ok {
@@ -117,6 +152,7 @@ func buildQuotaTable(st *metadata.State) *quotaTable {
 type sensorKey struct {
 	typ          quotaType
 	user, client string
+	ip           string // connection rates (quota_conn.go)
 }
 
 // resolve finds the quota of typ for (user, client) in Kafka's order and
@@ -225,24 +261,101 @@ func (q *quotas) sensor(k sensorKey, nowMs int64) *rateSensor {
 
 // record adds n to the client's rate of typ and returns the throttle time
 // (0 when within its quota or without one).
-func (q *quotas) record(t *quotaTable, typ quotaType, user, client string, n int64, now time.Time) time.Duration {
+func (q *quotas) record(t *quotaTable, typ quotaType, user, client string, n float64, now time.Time) time.Duration {
 	bound, sk, ok := t.resolve(typ, user, client)
 	if !ok {
 		return 0
 	}
 	nowMs := now.UnixMilli()
-	ms := q.sensor(sk, nowMs).recordAndThrottle(float64(n), bound, nowMs)
+	ms := q.sensor(sk, nowMs).recordAndThrottle(n, bound, nowMs)
 	if ms <= 0 {
 		return 0
 	}
+	if typ == quotaTypeRequest {
+		// Kafka bounds a request quota's throttle to one window
+		// (ClientRequestQuotaManager.maxThrottleTimeMs).
+		ms = min(ms, q.windowMs)
+	}
 	d := time.Duration(ms) * time.Millisecond
 	q.throttleTime.WithLabelValues(quotaTypeNames[typ]).Observe(d.Seconds())
-	q.throttled.WithLabelValues(quotaTypeNames[typ]).Add(float64(n))
+	if typ == quotaTypeProduce || typ == quotaTypeFetch {
+		q.throttled.WithLabelValues(quotaTypeNames[typ]).Add(n)
+	}
 	return d
 }
 
-// middleware is the quota hook around every handler (b.chain).
+// clientOf is the quota client of a request: its principal (ANONYMOUS if
+// unauthenticated) and client id.
+func clientOf(r *Request) (user, client string) {
+	user = r.Conn.principal()
+	if r.ClientID != nil {
+		client = *r.ClientID
+	}
+	return user, client
+}
+
+// throttle applies a throttle time d to a request's reply: the connection
+// is muted from now (this reply goes out at once, later requests wait:
+// KIP-219) and the response carries the larger of d and what it has.
+func throttle(r *Request, reply *Reply, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if r.mute != nil {
+		r.mute(d)
+	}
+	if reply == nil || reply.NoResponse {
+		return
+	}
+	if tr, ok := reply.Msg.(kmsg.SetThrottleResponse); ok {
+		ms := int32(min(d.Milliseconds(), math.MaxInt32))
+		if old, _ := reply.Msg.(kmsg.ThrottleResponse).Throttle(); old > ms {
+			ms = old
+		}
+		tr.SetThrottle(ms)
+	}
+}
+
+// requestQuotaExempt reports whether a request is outside request_percentage.
+func requestQuotaExempt(r *Request) bool {
+	switch r.Key {
+	case 0:
+		req, ok := r.Msg.(*kmsg.ProduceRequest)
+		return ok && req.Acks == 0
+	case 1:
+		return replicaFetch(r.Msg)
+	case 17, 36, 27: // SaslHandshake, SaslAuthenticate, WriteTxnMarkers
+		return true
+	}
+	return false
+}
+
+// middleware is the quota hook around every handler (b.chain): the request
+// quota around the byte-rate and mutation quotas.
 func (q *quotas) middleware(next Handler) Handler {
+	inner := q.rateMiddleware(next)
+	return func(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
+		t := q.currentTable()
+		if !t.any[quotaTypeRequest] || requestQuotaExempt(r) {
+			return inner(ctx, b, r)
+		}
+		ctx, clock := reqtime.With(ctx)
+		start := time.Now()
+		reply, err := inner(ctx, b, r)
+		if err != nil {
+			return reply, err
+		}
+		work := clock.Working(start)
+		user, client := clientOf(r)
+		// Kafka's nanosToPercentage: a second of one thread's time is 100.
+		d := q.record(t, quotaTypeRequest, user, client, float64(work.Nanoseconds())*100/float64(time.Second), time.Now())
+		throttle(r, reply, d)
+		return reply, nil
+	}
+}
+
+// rateMiddleware enforces the byte rates and controller mutations.
+func (q *quotas) rateMiddleware(next Handler) Handler {
 	return func(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		var typ quotaType
 		switch r.Key {
@@ -262,11 +375,7 @@ func (q *quotas) middleware(next Handler) Handler {
 		if !t.any[typ] {
 			return next(ctx, b, r)
 		}
-		user := r.Conn.principal() // ANONYMOUS if unauthenticated
-		client := ""
-		if r.ClientID != nil {
-			client = *r.ClientID
-		}
+		user, client := clientOf(r)
 		var d time.Duration
 		if typ == quotaTypeProduce {
 			// Recorded before the handler: the size is known, and the
@@ -274,7 +383,7 @@ func (q *quotas) middleware(next Handler) Handler {
 			// Produce (serial, pipelined by clients) may start, as in
 			// Kafka, which reads a connection's next request only once
 			// it has answered this one.
-			d = q.record(t, typ, user, client, int64(r.Size), time.Now())
+			d = q.record(t, typ, user, client, float64(r.Size), time.Now())
 			if d > 0 && r.mute != nil {
 				r.mute(d)
 			}
@@ -286,20 +395,9 @@ func (q *quotas) middleware(next Handler) Handler {
 			return reply, err
 		}
 		if typ == quotaTypeFetch {
-			d = q.record(t, typ, user, client, responseSize(reply), time.Now())
+			d = q.record(t, typ, user, client, float64(responseSize(reply)), time.Now())
 		}
-		if d > 0 {
-			if r.mute != nil {
-				r.mute(d) // from now: this reply goes out at once, later requests wait (KIP-219)
-			}
-			if tr, ok := reply.Msg.(kmsg.SetThrottleResponse); ok && !reply.NoResponse {
-				ms := int32(min(d.Milliseconds(), math.MaxInt32))
-				if old, _ := reply.Msg.(kmsg.ThrottleResponse).Throttle(); old > ms {
-					ms = old
-				}
-				tr.SetThrottle(ms)
-			}
-		}
+		throttle(r, reply, d)
 		return reply, nil
 	}
 }
@@ -382,6 +480,13 @@ func (s *rateSensor) recordAndThrottle(v, bound float64, nowMs int64) int64 {
 	return int64(math.Round((rate - bound) / bound * float64(window)))
 }
 
+// record adds v (negative to take back a recorded value) at nowMs.
+func (s *rateSensor) record(v float64, nowMs int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.recordLocked(v, nowMs)
+}
+
 func (s *rateSensor) recordLocked(v float64, nowMs int64) {
 	if len(s.samples) == 0 {
 		s.samples = append(s.samples, rateSample{startMs: nowMs})
@@ -434,7 +539,14 @@ var quotaRateDesc = prometheus.NewDesc("sediment_quota_byte_rate",
 	"Measured byte rate of a client quota entity (Kafka's tags: user, client-id; empty when the matched quota does not measure by it), by quota type.",
 	[]string{"quota_type", "user", "client_id"}, nil)
 
-func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) { ch <- quotaRateDesc }
+var quotaRequestDesc = prometheus.NewDesc("sediment_quota_request_percentage",
+	"Measured request time of a request_percentage quota entity, as a percentage of one request handler (Kafka's request-time metric; tags as sediment_quota_byte_rate).",
+	[]string{"user", "client_id"}, nil)
+
+func (c *quotaCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- quotaRateDesc
+	ch <- quotaRequestDesc
+}
 
 func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	c.q.mu.Lock()
@@ -445,6 +557,13 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 	c.q.mu.Unlock()
 	now := time.Now().UnixMilli()
 	for k, s := range sensors {
+		if k.typ == quotaTypeConnection {
+			continue // per address: sediment_connections_throttled_total counts them
+		}
+		if k.typ == quotaTypeRequest {
+			ch <- prometheus.MustNewConstMetric(quotaRequestDesc, prometheus.GaugeValue, s.rate(now), k.user, k.client)
+			continue
+		}
 		ch <- prometheus.MustNewConstMetric(quotaRateDesc, prometheus.GaugeValue, s.rate(now),
 			quotaTypeNames[k.typ], k.user, k.client)
 	}

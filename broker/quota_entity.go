@@ -3,6 +3,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"net"
 	"net/url"
 	"sort"
 	"strconv"
@@ -36,20 +37,24 @@ const (
 	quotaConsumerByteRate  = "consumer_byte_rate"
 	quotaRequestPercentage = "request_percentage"
 	quotaControllerMutRate = "controller_mutation_rate"
+	quotaConnectionRate    = "connection_creation_rate"
 )
 
-// quotaKeys are the quota keys Sediment stores and enforces, with whether
-// the value must be a whole number (Kafka's LONG type).
+// quotaKeys are the quota keys of user and client-id entities, with whether
+// the value must be a whole number (Kafka's LONG type). An ip entity has
+// connection_creation_rate alone (an INT; conn_limits.go).
 var quotaKeys = map[string]struct{ integral bool }{
 	quotaProducerByteRate:  {integral: true},
 	quotaConsumerByteRate:  {integral: true},
 	quotaControllerMutRate: {integral: false}, // partitions per second (quota_mutation.go)
+	quotaRequestPercentage: {integral: false}, // percent of one request handler (quota.go)
 }
 
-// quotaEntity is one client quota entity. A nil name is the default.
+// quotaEntity is one client quota entity: a user, a client id or both, or
+// an ip (KIP-612, alone). A nil name is the default.
 type quotaEntity struct {
-	hasUser, hasClient bool
-	user, client       *string
+	hasUser, hasClient, hasIP bool
+	user, client, ip          *string
 }
 
 // quotaError is a Kafka error code with Kafka's message for it, alone (the
@@ -85,9 +90,7 @@ func parseQuotaEntity(components []quotaComponent) (quotaEntity, error) {
 		case quotaEntityClientID:
 			e.hasClient, e.client = true, c.name
 		case quotaEntityIP:
-			// Connection rate quotas (KIP-612) are not enforced here:
-			// refuse rather than store a limit that does nothing.
-			return e, errQuotaRequest("ip entities (connection_creation_rate, KIP-612) are not supported by Sediment")
+			e.hasIP, e.ip = true, c.name
 		default:
 			return e, errQuotaRequest("Unhandled client quota entity type: %s", c.typ)
 		}
@@ -95,20 +98,57 @@ func parseQuotaEntity(components []quotaComponent) (quotaEntity, error) {
 			return e, errQuotaRequest("Empty %s not supported", c.typ)
 		}
 	}
+	if e.hasIP && (e.hasUser || e.hasClient) {
+		// Kafka's message, its missing space included.
+		return e, errQuotaRequest("Invalid quota entity combination, IP entity shouldnot be combined with User or ClientId")
+	}
+	if e.hasIP && e.ip != nil && resolveQuotaIP(*e.ip) == nil {
+		return e, errQuotaRequest("%s is not a valid IP or resolvable host.", *e.ip)
+	}
 	return e, nil
 }
 
-// validateQuotaValue checks one quota key and value as Kafka's
+// resolveQuotaIP is the addresses an ip entity's name stands for: itself
+// if an IP address, else what the name resolves to now (Kafka takes a
+// resolvable host name too); nil if neither.
+func resolveQuotaIP(name string) []string {
+	if ip := net.ParseIP(strings.Trim(name, "[]")); ip != nil {
+		return []string{ip.String()}
+	}
+	ips, err := net.LookupIP(name)
+	if err != nil || len(ips) == 0 {
+		return nil
+	}
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
+}
+
+// validateQuotaValue checks one quota key and value of entity e as Kafka's
 // validateQuotaKeyValue does.
-func validateQuotaValue(key string, value float64) error {
+func validateQuotaValue(e quotaEntity, key string, value float64) error {
+	if e.hasIP {
+		if key != quotaConnectionRate {
+			return errQuotaRequest("Invalid configuration key %s", key)
+		}
+		if math.IsNaN(value) || math.IsInf(value, 0) {
+			return errQuotaRequest("Quota %s must be a finite number", key)
+		}
+		if value <= 0 {
+			return errQuotaRequest("Quota %s must be greater than 0", key)
+		}
+		if value > math.MaxInt32 {
+			return errQuotaRequest("Proposed value for %s is too large for an INT.", key)
+		}
+		if math.Abs(math.Mod(value, 1)) > 1e-6 {
+			return errQuotaRequest("%s cannot be a fractional value.", key)
+		}
+		return nil
+	}
 	k, ok := quotaKeys[key]
 	if !ok {
-		switch key {
-		case quotaRequestPercentage:
-			// A Kafka key that Sediment does not enforce (yet): refused
-			// rather than stored as a limit that does nothing.
-			return errQuotaRequest("%s is a Kafka quota that Sediment does not enforce; only %s, %s and %s are supported", key, quotaProducerByteRate, quotaConsumerByteRate, quotaControllerMutRate)
-		}
 		return errQuotaRequest("Invalid configuration key %s", key)
 	}
 	if math.IsNaN(value) || math.IsInf(value, 0) {
@@ -144,6 +184,9 @@ func (e quotaEntity) String() string {
 	if e.hasClient {
 		add(quotaEntityClientID, e.client)
 	}
+	if e.hasIP {
+		add(quotaEntityIP, e.ip)
+	}
 	return strings.Join(parts, "&")
 }
 
@@ -166,8 +209,10 @@ func parseCanonicalQuotaEntity(s string) (quotaEntity, bool) {
 		switch {
 		case typ == quotaEntityUser && !e.hasUser && !e.hasClient:
 			e.hasUser, e.user = true, name
-		case typ == quotaEntityClientID && !e.hasClient:
+		case typ == quotaEntityClientID && !e.hasClient && !e.hasIP:
 			e.hasClient, e.client = true, name
+		case typ == quotaEntityIP && !e.hasUser && !e.hasClient && !e.hasIP:
+			e.hasIP, e.ip = true, name
 		default:
 			return e, false
 		}
@@ -183,6 +228,9 @@ func (e quotaEntity) components() []quotaComponent {
 	}
 	if e.hasClient {
 		out = append(out, quotaComponent{quotaEntityClientID, e.client})
+	}
+	if e.hasIP {
+		out = append(out, quotaComponent{quotaEntityIP, e.ip})
 	}
 	return out
 }

@@ -108,13 +108,16 @@ func TestQuotaEntityCanonical(t *testing.T) {
 		{hasClient: true, client: str("a&b=c d%")},
 		{hasUser: true, user: str("<default>"), hasClient: true},
 		{hasUser: true, hasClient: true, client: str("user")},
+		{hasIP: true, ip: str("1.2.3.4")},
+		{hasIP: true, ip: str("::1")},
+		{hasIP: true},
 	} {
 		back, ok := parseCanonicalQuotaEntity(e.String())
-		if !ok || keyOf(back) != keyOf(e) {
+		if !ok || keyOf(back) != keyOf(e) || back.String() != e.String() || back.hasIP != e.hasIP {
 			t.Errorf("%q: read back %v %+v", e.String(), ok, back)
 		}
 	}
-	for _, bad := range []string{"", "ip=1.2.3.4", "client-id&user", "user&user", "user=%zz"} {
+	for _, bad := range []string{"", "client-id&user", "user&user", "user=%zz", "user=a&ip=1.2.3.4", "ip&client-id", "ip&ip"} {
 		if _, ok := parseCanonicalQuotaEntity(bad); ok {
 			t.Errorf("%q parsed", bad)
 		}
@@ -130,6 +133,10 @@ func quotaEntry(user, client *string, ops ...kadm.AlterClientQuotaOp) kadm.Alter
 		e = append(e, kadm.ClientQuotaEntityComponent{Type: "client-id", Name: client})
 	}
 	return kadm.AlterClientQuotaEntry{Entity: e, Ops: ops}
+}
+
+func ipEntry(ip *string, ops ...kadm.AlterClientQuotaOp) kadm.AlterClientQuotaEntry {
+	return kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: ip}}, Ops: ops}
 }
 
 func described(t *testing.T, qs kadm.DescribedClientQuotas) []string {
@@ -257,9 +264,15 @@ func TestClientQuotasAdmin(t *testing.T) {
 		{"unknown entity type", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "group", Name: str("g")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}}, kerr.InvalidRequest},
 		{"duplicate entity type", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: str("a")}, {Type: "user", Name: str("b")}}, Ops: []kadm.AlterClientQuotaOp{set("producer_byte_rate", 1)}}, kerr.InvalidRequest},
 		{"empty name", quotaEntry(str(""), nil, set("producer_byte_rate", 1)), kerr.InvalidRequest},
-		{"ip", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "ip", Name: str("10.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{set("connection_creation_rate", 1)}}, kerr.InvalidRequest},
+		{"ip with user", kadm.AlterClientQuotaEntry{Entity: kadm.ClientQuotaEntity{{Type: "user", Name: str("bob")}, {Type: "ip", Name: str("10.0.0.1")}}, Ops: []kadm.AlterClientQuotaOp{set("connection_creation_rate", 1)}}, kerr.InvalidRequest},
+		{"ip not an address", ipEntry(str("no such host.invalid"), set("connection_creation_rate", 1)), kerr.InvalidRequest},
+		{"ip byte rate", ipEntry(str("10.0.0.1"), set("producer_byte_rate", 1)), kerr.InvalidRequest},
+		{"ip fractional", ipEntry(str("10.0.0.1"), set("connection_creation_rate", 1.5)), kerr.InvalidRequest},
+		{"ip too large", ipEntry(nil, set("connection_creation_rate", 1<<31)), kerr.InvalidRequest},
+		{"ip zero", ipEntry(nil, set("connection_creation_rate", 0)), kerr.InvalidRequest},
+		{"user connection rate", quotaEntry(str("bob"), nil, set("connection_creation_rate", 5)), kerr.InvalidRequest},
 		{"unknown key", quotaEntry(str("bob"), nil, set("bytes_per_fortnight", 1)), kerr.InvalidRequest},
-		{"request_percentage", quotaEntry(str("bob"), nil, set("request_percentage", 50)), kerr.InvalidRequest},
+		{"request_percentage zero", quotaEntry(str("bob"), nil, set("request_percentage", 0)), kerr.InvalidRequest},
 		{"zero", quotaEntry(str("bob"), nil, set("producer_byte_rate", 0)), kerr.InvalidRequest},
 		{"negative", quotaEntry(str("bob"), nil, set("consumer_byte_rate", -5)), kerr.InvalidRequest},
 		{"fractional", quotaEntry(str("bob"), nil, set("producer_byte_rate", 1.5)), kerr.InvalidRequest},
@@ -283,6 +296,50 @@ func TestClientQuotasAdmin(t *testing.T) {
 	}
 	if got := describe(false, user(0, str("bob"))); len(got) != 0 {
 		t.Fatalf("bad input stored: %q", got)
+	}
+
+	// ip entities (KIP-612): an address, a host name, the default; they
+	// stand alone in filters too.
+	res, err = adm.AlterClientQuotas(ctx, []kadm.AlterClientQuotaEntry{
+		ipEntry(str("10.1.2.3"), set("connection_creation_rate", 20)),
+		ipEntry(str("localhost"), set("connection_creation_rate", 30)),
+		ipEntry(nil, set("connection_creation_rate", 100)),
+		quotaEntry(str("carol"), nil, set("request_percentage", 12.5)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("alter %v: %v %s", r.Entity, r.Err, r.ErrMessage)
+		}
+	}
+	ip := func(m kadm.QuotasMatchType, name *string) kadm.DescribeClientQuotaComponent {
+		return kadm.DescribeClientQuotaComponent{Type: "ip", MatchType: m, MatchName: name}
+	}
+	for _, c := range []struct {
+		name  string
+		comps []kadm.DescribeClientQuotaComponent
+		want  []string
+	}{
+		{"any ip", []kadm.DescribeClientQuotaComponent{ip(2, nil)}, []string{"{ip=10.1.2.3} connection_creation_rate=20.000000", "{ip=<default>} connection_creation_rate=100.000000", "{ip=localhost} connection_creation_rate=30.000000"}},
+		{"default ip", []kadm.DescribeClientQuotaComponent{ip(1, nil)}, []string{"{ip=<default>} connection_creation_rate=100.000000"}},
+		{"ip 10.1.2.3", []kadm.DescribeClientQuotaComponent{ip(0, str("10.1.2.3"))}, []string{"{ip=10.1.2.3} connection_creation_rate=20.000000"}},
+		{"user carol", []kadm.DescribeClientQuotaComponent{user(0, str("carol"))}, []string{"{user=carol} request_percentage=12.500000"}},
+	} {
+		if got := describe(false, c.comps...); !slices.Equal(got, c.want) {
+			t.Errorf("%s:\n%q\nwant\n%q", c.name, got, c.want)
+		}
+	}
+	tbl := b.quotas.currentTable()
+	if r, ok := tbl.ipRate("10.1.2.3"); !ok || r != 20 {
+		t.Errorf("ipRate(10.1.2.3) = %v %v, want 20", r, ok)
+	}
+	if r, ok := tbl.ipRate("127.0.0.1"); !ok || r != 30 {
+		t.Errorf("ipRate(127.0.0.1) = %v %v, want 30 (localhost's entity)", r, ok)
+	}
+	if r, ok := tbl.ipRate("192.0.2.1"); !ok || r != 100 {
+		t.Errorf("ipRate(192.0.2.1) = %v %v, want the default's 100", r, ok)
 	}
 
 	// Bad filters fail the whole describe.

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"math"
 	"net"
 	"runtime/pprof"
@@ -286,6 +287,7 @@ func (b *Broker) awaitLoneWrites(ctx context.Context, p *partition) {
 	if p.log.HighWatermark() >= end {
 		return
 	}
+	defer reqtime.Wait(ctx)()
 	_ = p.waitCommittedCtx(ctx.Done(), end-1, p.leaderEpoch(), time.Now().Add(loneWritesWait), b.stopping)
 }
 
@@ -324,6 +326,7 @@ func (p *partition) waitInternal(ctx context.Context, epoch int32, base int64, b
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	defer reqtime.Wait(ctx)()
 	return p.waitCommittedCtx(ctx.Done(), base+int64(h.LastOffsetDelta), epoch, deadline, stopping)
 }
 

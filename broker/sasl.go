@@ -10,6 +10,7 @@ import (
 	"hash"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/xdg-go/scram"
 
@@ -77,7 +78,7 @@ func (b *Broker) newSASLExchange(mechanism string) (saslExchange, error) {
 	if _, ok := scramHashes[mechanism]; !ok {
 		return nil, fmt.Errorf("mechanism %q", mechanism)
 	}
-	return &scramExchange{lookup: b.scramCredential, mechanism: mechanism}, nil
+	return &scramExchange{lookup: b.scramCredential, tokenLookup: b.tokenCredential, mechanism: mechanism}, nil
 }
 
 // scramExchange is the server side of SCRAM (RFC 5802), as Kafka's
@@ -88,9 +89,15 @@ func (b *Broker) newSASLExchange(mechanism string) (saslExchange, error) {
 // why this side is not xdg-go's). The proof is checked over the messages as
 // the client sent them.
 type scramExchange struct {
-	lookup    func(user, mechanism string) (scram.StoredCredentials, bool)
-	mechanism string
-	state     int // 0: client-first expected, 1: client-final expected
+	lookup func(user, mechanism string) (scram.StoredCredentials, bool)
+	// tokenLookup finds a delegation token's credential, the owner it
+	// logs in as and when it expires (delegation_tokens.go), for a
+	// client-first message with the extension tokenauth=true (KIP-48).
+	tokenLookup func(id, mechanism string) (scram.StoredCredentials, string, time.Time, bool)
+	mechanism   string
+	state       int // 0: client-first expected, 1: client-final expected
+	token       bool
+	tokenExpiry time.Time
 
 	user                        string
 	cred                        scram.StoredCredentials
@@ -141,7 +148,27 @@ func (x *scramExchange) clientFirst(msg string) (string, error) {
 			return "", errors.New("SCRAM: authorization id differs from the user")
 		}
 	}
-	cred, ok := x.lookup(user, x.mechanism)
+	// SCRAM extensions (RFC 5802 reserves the attributes after r=):
+	// Kafka's tokenauth=true names a delegation token as the user.
+	for _, ext := range fields[2:] {
+		if k, v, _ := strings.Cut(ext, "="); k == "tokenauth" {
+			x.token = strings.EqualFold(v, "true")
+		}
+	}
+	var cred scram.StoredCredentials
+	if x.token {
+		if x.tokenLookup == nil {
+			return "", errAuthFailed
+		}
+		var owner string
+		cred, owner, x.tokenExpiry, ok = x.tokenLookup(user, x.mechanism)
+		if !ok {
+			return "", errAuthFailed
+		}
+		user = owner // the token logs in as its owner
+	} else {
+		cred, ok = x.lookup(user, x.mechanism)
+	}
 	if !ok {
 		return "", errAuthFailed
 	}
@@ -187,6 +214,18 @@ func (x *scramExchange) clientFinal(msg string) (string, error) {
 		return "", errAuthFailed
 	}
 	return "v=" + base64.StdEncoding.EncodeToString(hmacSum(h, x.cred.ServerKey, authMsg)), nil
+}
+
+// tokenAuthenticated reports a login with a delegation token.
+func (x *scramExchange) tokenAuthenticated() bool { return x.token }
+
+// expiry bounds a token login's session (KIP-368), as an OAUTHBEARER
+// token's does; a password login has none.
+func (x *scramExchange) expiry() time.Time {
+	if !x.token {
+		return time.Time{}
+	}
+	return x.tokenExpiry
 }
 
 func hmacSum(h func() hash.Hash, key, msg []byte) []byte {

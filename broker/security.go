@@ -115,6 +115,9 @@ func (c *Config) checkSecurity() error {
 type saslConn struct {
 	done atomic.Bool // authenticated: every API is open
 	raw  atomic.Bool // SaslHandshake v0: the exchange comes as raw tokens
+	// tokenAuth: logged in with a delegation token (delegation_tokens.go),
+	// as its owner.
+	tokenAuth atomic.Bool
 
 	// expiry is when the session ends (Unix ns; 0: never): past it the
 	// reader admits only a re-authentication (KIP-368).
@@ -181,6 +184,9 @@ func (b *Broker) secure(nc net.Conn, l Listener) (net.Conn, *saslConn, string, e
 // set before done, which the reader loads before it decodes a request.
 func (ci *ConnInfo) authenticated(b *Broker, user string) {
 	ci.Principal = user
+	if t, ok := ci.sasl.exchange.(interface{ tokenAuthenticated() bool }); ok && t.tokenAuthenticated() {
+		ci.sasl.tokenAuth.Store(true)
+	}
 	ci.sasl.done.Store(true)
 	b.metrics.saslLogins.Inc()
 	b.log.Debug("SASL login", "conn", ci.ID, "remote", ci.Remote.String(), "user", user, "mechanism", ci.sasl.mechanism)

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"net"
 	"os"
 	"path/filepath"
@@ -201,7 +202,11 @@ func openStore(b *Broker) (*store, error) {
 	s.reconcile(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
-	s.wg.Add(4)
+	s.wg.Add(5)
+	go pprof.Do(lctx, pprof.Labels("sediment", "token-sweep"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.b.tokenSweepLoop(ctx)
+	})
 	go pprof.Do(lctx, pprof.Labels("sediment", "dir-delete"), func(ctx context.Context) {
 		defer s.wg.Done()
 		s.dirDeleteLoop(ctx)
@@ -682,6 +687,7 @@ func (s *store) producerID(ctx context.Context) (int64, error) {
 
 // propose commits a command and waits until the local state has applied it.
 func (s *store) propose(ctx context.Context, cmd metadata.Command) (metadata.Result, *metadata.State, error) {
+	defer reqtime.Wait(ctx)() // the quorum's work, not this request's
 	res, err := s.meta.Propose(ctx, cmd)
 	if err != nil {
 		return res, nil, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
@@ -380,6 +381,9 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
 	defer cancel()
+	// The bucket's latency is not this request's work (Kafka reads remote
+	// data on its own thread pool, the request parked meanwhile).
+	defer reqtime.Wait(ctx)()
 	res, err := tp.Read(rctx, fp.offset, maxBytes, limit)
 	if errors.Is(err, tiering.ErrOffsetOutOfRange) {
 		return false

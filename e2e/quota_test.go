@@ -70,8 +70,18 @@ func TestClientQuotas(t *testing.T) {
 	b.CreateTopic(t, "quota", 1, nil)
 	b.sediment(t, "", "quota", "set", "--client", "slow-producer", "producer_byte_rate="+strconv.Itoa(rate))
 	b.sediment(t, "", "quota", "set", "--client", "slow-consumer", "consumer_byte_rate="+strconv.Itoa(rate))
-	if out := b.sediment(t, "", "quota", "describe", "--clients").Stdout; !strings.Contains(out, "slow-producer  producer_byte_rate=1048576") {
+	if out := b.sediment(t, "", "quota", "describe", "--clients").Stdout; !regexp.MustCompile(`slow-producer\s+-\s+producer_byte_rate=1048576`).MatchString(out) {
 		t.Fatalf("sediment quota describe:\n%s", out)
+	}
+	// A client address's connection rate (KIP-612) and a request quota,
+	// through the same commands.
+	b.sediment(t, "", "quota", "set", "--ip", "127.0.0.9", "connection_creation_rate=5")
+	b.sediment(t, "", "quota", "set", "--user", "batch", "request_percentage=25")
+	out := b.sediment(t, "", "quota", "describe").Stdout
+	for _, re := range []string{`-\s+-\s+127\.0\.0\.9\s+connection_creation_rate=5`, `batch\s+-\s+-\s+request_percentage=25`} {
+		if !regexp.MustCompile(re).MatchString(out) {
+			t.Fatalf("sediment quota describe: no %s in\n%s", re, out)
+		}
 	}
 
 	// Random values: franz-go compresses batches, and the quota counts

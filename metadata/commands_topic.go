@@ -373,6 +373,12 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 			return Result{}, reject(ErrInvalidRequest, "empty share group name")
 		}
 		key = shareStateKey(c.ResourceName)
+	case ResourceDelegationToken:
+		// The fields are the broker's (broker/delegation_tokens.go).
+		if c.ResourceName == "" {
+			return Result{}, reject(ErrInvalidRequest, "empty delegation token id")
+		}
+		key = tokenConfigKeyPrefix + c.ResourceName
 	case ResourceClientQuota:
 		// The entity string, keys and values are the broker's
 		// (broker/quota_entity.go); only an empty name is refused here.

@@ -154,7 +154,33 @@ const (
 	// (KIP-932) of one share group, named by the group id, one config per
 	// partition, "<topic id hex>:<partition>" → "<offset>" (broker/share.go).
 	ResourceShareState ResourceType = 68
+	// ResourceDelegationToken is internal: one delegation token (KIP-48),
+	// named by its token id, its fields as configs (owner, requester,
+	// renewers, issue, expiry, max: broker/delegation_tokens.go). Its HMAC
+	// is not stored: each broker derives it from the shared secret key.
+	ResourceDelegationToken ResourceType = 69
 )
+
+// tokenConfigKeyPrefix marks a delegation token's entry in brokerConfigs.
+const tokenConfigKeyPrefix = "token:"
+
+// DelegationTokens returns every delegation token's fields, by token id
+// (ResourceDelegationToken). The maps must not be modified.
+func (s *State) DelegationTokens() map[string]map[string]string {
+	out := map[string]map[string]string{}
+	for k, m := range s.brokerConfigs {
+		if id, ok := strings.CutPrefix(k, tokenConfigKeyPrefix); ok {
+			out[id] = m
+		}
+	}
+	return out
+}
+
+// DelegationToken returns one delegation token's fields.
+func (s *State) DelegationToken(id string) (map[string]string, bool) {
+	m, ok := s.brokerConfigs[tokenConfigKeyPrefix+id]
+	return m, ok
+}
 
 // shareStateKey is where a share group's start offsets are kept in
 // brokerConfigs.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"log/slog"
 	"runtime/pprof"
 	"sync"
@@ -247,6 +248,9 @@ func submit[T any](ctx context.Context, c *Coordinator, fn func(reply func(T))) 
 	case <-c.stop:
 		return zero, ErrClosed
 	}
+	// The loop does the work; this request waits for it (not charged
+	// to a request quota).
+	defer reqtime.Wait(ctx)()
 	select {
 	case r := <-ch:
 		return r, nil

@@ -3,6 +3,7 @@ package txn
 import (
 	"context"
 	"errors"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"log/slog"
 	"runtime/pprof"
 	"strconv"
@@ -334,6 +335,9 @@ func submit[T any](ctx context.Context, c *Coordinator, fn func(reply func(T))) 
 	case <-c.stop:
 		return zero, ErrClosed
 	}
+	// The loop does the work; this request waits for it (not charged
+	// to a request quota).
+	defer reqtime.Wait(ctx)()
 	select {
 	case r := <-ch:
 		return r, nil

@@ -16,12 +16,13 @@ import (
 // sediment quota set|describe|delete: client quotas (KIP-546), as
 // kafka-configs.sh --alter/--describe --entity-type users/clients does.
 // The entity is given as kafka-configs' shortcuts do: --user NAME or
-// --user-defaults, --client NAME or --client-defaults, or both.
+// --user-defaults, --client NAME or --client-defaults, or both; or --ip
+// ADDRESS or --ip-defaults alone (connection_creation_rate, KIP-612).
 
 func newQuotaCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quota",
-		Short: "Set, describe and delete client quotas (producer_byte_rate, consumer_byte_rate, controller_mutation_rate) of users and client ids",
+		Short: "Set, describe and delete client quotas: producer_byte_rate, consumer_byte_rate, request_percentage and controller_mutation_rate of users and client ids, connection_creation_rate of client addresses",
 	}
 	opts := addClientFlags(cmd)
 	cmd.AddCommand(newQuotaSetCmd(opts), newQuotaDescribeCmd(opts), newQuotaDeleteCmd(opts))
@@ -30,8 +31,8 @@ func newQuotaCmd() *cobra.Command {
 
 // quotaEntityFlags are the entity selection flags of set and delete.
 type quotaEntityFlags struct {
-	user, client                 string
-	userDefaults, clientDefaults bool
+	user, client, ip                         string
+	userDefaults, clientDefaults, ipDefaults bool
 }
 
 func (f *quotaEntityFlags) add(cmd *cobra.Command) {
@@ -40,6 +41,8 @@ func (f *quotaEntityFlags) add(cmd *cobra.Command) {
 	fs.StringVar(&f.client, "client", "", "the client id")
 	fs.BoolVar(&f.userDefaults, "user-defaults", false, "the default user entity (<default>): applies to each user with no quota of its own")
 	fs.BoolVar(&f.clientDefaults, "client-defaults", false, "the default client id entity (<default>)")
+	fs.StringVar(&f.ip, "ip", "", "a client address (IP, or a host name the broker resolves), for connection_creation_rate")
+	fs.BoolVar(&f.ipDefaults, "ip-defaults", false, "the default ip entity: the connection_creation_rate of each address with none of its own")
 }
 
 func (f *quotaEntityFlags) entity(cmd *cobra.Command) (kadm.ClientQuotaEntity, error) {
@@ -51,6 +54,7 @@ func (f *quotaEntityFlags) entity(cmd *cobra.Command) (kadm.ClientQuotaEntity, e
 	}{
 		{"user", "user", "user", &f.user, f.userDefaults},
 		{"client-id", "client", "client id", &f.client, f.clientDefaults},
+		{"ip", "ip", "ip", &f.ip, f.ipDefaults},
 	} {
 		set := cmd.Flags().Changed(c.flag)
 		switch {
@@ -65,7 +69,10 @@ func (f *quotaEntityFlags) entity(cmd *cobra.Command) (kadm.ClientQuotaEntity, e
 		}
 	}
 	if len(e) == 0 {
-		return nil, errors.New("name an entity: --user, --user-defaults, --client and/or --client-defaults")
+		return nil, errors.New("name an entity: --user, --user-defaults, --client and/or --client-defaults, or --ip or --ip-defaults")
+	}
+	if len(e) > 1 && e[len(e)-1].Type == "ip" {
+		return nil, errors.New("an ip entity stands alone: --ip or --ip-defaults without --user or --client")
 	}
 	return e, nil
 }
@@ -127,10 +134,13 @@ func newQuotaSetCmd(opts *clientOptions) *cobra.Command {
 	var validate bool
 	cmd := &cobra.Command{
 		Use:   "set KEY=VALUE...",
-		Short: "Set quotas of a user, a client id or both (others of the entity are kept)",
+		Short: "Set quotas of a user, a client id, both, or a client address (others of the entity are kept)",
 		Example: `  sediment quota set --user alice producer_byte_rate=1048576 consumer_byte_rate=2097152
   sediment quota set --user alice --client app producer_byte_rate=524288
-  sediment quota set --client-defaults consumer_byte_rate=10485760`,
+  sediment quota set --client-defaults consumer_byte_rate=10485760
+  sediment quota set --user alice request_percentage=50
+  sediment quota set --ip 10.0.0.7 connection_creation_rate=20
+  sediment quota set --ip-defaults connection_creation_rate=100`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e, err := ef.entity(cmd)
@@ -156,7 +166,7 @@ func newQuotaDeleteCmd(opts *clientOptions) *cobra.Command {
 	var validate bool
 	cmd := &cobra.Command{
 		Use:   "delete [KEY...]",
-		Short: "Delete quotas of a user, a client id or both (all of the entity's without KEY)",
+		Short: "Delete quotas of a user, a client id, both, or a client address (all of the entity's without KEY)",
 		Example: `  sediment quota delete --user alice producer_byte_rate
   sediment quota delete --user alice --client app`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -222,13 +232,14 @@ func exactComponents(e kadm.ClientQuotaEntity) []kadm.DescribeClientQuotaCompone
 
 func newQuotaDescribeCmd(opts *clientOptions) *cobra.Command {
 	var ef quotaEntityFlags
-	var anyUser, anyClient, strict bool
+	var anyUser, anyClient, anyIP, strict bool
 	cmd := &cobra.Command{
 		Use:   "describe",
 		Short: "List quotas: all, or those of the entities the flags select",
 		Example: `  sediment quota describe
   sediment quota describe --user alice            # alice's quotas, alone or with a client id
-  sediment quota describe --users --strict        # every user quota without a client id`,
+  sediment quota describe --users --strict        # every user quota without a client id
+  sediment quota describe --ips                   # connection rates of client addresses`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var comps []kadm.DescribeClientQuotaComponent
@@ -253,16 +264,19 @@ func newQuotaDescribeCmd(opts *clientOptions) *cobra.Command {
 			if err := dimension("client-id", "client", ef.client, cmd.Flags().Changed("client"), ef.clientDefaults, anyClient); err != nil {
 				return err
 			}
+			if err := dimension("ip", "ip", ef.ip, cmd.Flags().Changed("ip"), ef.ipDefaults, anyIP); err != nil {
+				return err
+			}
 			return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
 				qs, err := adm.DescribeClientQuotas(ctx, strict, comps)
 				if err != nil {
 					return fmt.Errorf("DescribeClientQuotas: %w", err)
 				}
 				tw := newTable(cmd.OutOrStdout())
-				fmt.Fprintln(tw, "USER\tCLIENT-ID\tQUOTAS")
+				fmt.Fprintln(tw, "USER\tCLIENT-ID\tIP\tQUOTAS")
 				rows := make([]string, 0, len(qs))
 				for _, q := range qs {
-					user, client := "", ""
+					user, client, ip := "", "", ""
 					for _, c := range q.Entity {
 						name := "<default>"
 						if c.Name != nil {
@@ -273,6 +287,8 @@ func newQuotaDescribeCmd(opts *clientOptions) *cobra.Command {
 							user = name
 						case "client-id":
 							client = name
+						case "ip":
+							ip = name
 						}
 					}
 					var vals []string
@@ -280,7 +296,7 @@ func newQuotaDescribeCmd(opts *clientOptions) *cobra.Command {
 						vals = append(vals, v.Key+"="+strconv.FormatFloat(v.Value, 'f', -1, 64))
 					}
 					sort.Strings(vals)
-					rows = append(rows, fmt.Sprintf("%s\t%s\t%s", dash(user), dash(client), strings.Join(vals, ",")))
+					rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s", dash(user), dash(client), dash(ip), strings.Join(vals, ",")))
 				}
 				sort.Strings(rows)
 				for _, r := range rows {
@@ -293,6 +309,7 @@ func newQuotaDescribeCmd(opts *clientOptions) *cobra.Command {
 	ef.add(cmd)
 	cmd.Flags().BoolVar(&anyUser, "users", false, "any user entity (named or default)")
 	cmd.Flags().BoolVar(&anyClient, "clients", false, "any client id entity (named or default)")
+	cmd.Flags().BoolVar(&anyIP, "ips", false, "any ip entity (named or default)")
 	cmd.Flags().BoolVar(&strict, "strict", false, "only entities with no component besides the selected ones")
 	return cmd
 }

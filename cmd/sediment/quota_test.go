@@ -39,6 +39,10 @@ func TestQuotaEntityFlags(t *testing.T) {
 		{[]string{"--user", ""}, "error"},
 		{[]string{"--user", "a", "--user-defaults"}, "error"},
 		{[]string{"--client", "a", "--client-defaults"}, "error"},
+		{[]string{"--ip", "10.0.0.7"}, "{ip=10.0.0.7}"},
+		{[]string{"--ip-defaults"}, "{ip=<default>}"},
+		{[]string{"--user", "alice", "--ip", "10.0.0.7"}, "error"},
+		{[]string{"--client-defaults", "--ip-defaults"}, "error"},
 	} {
 		var ef quotaEntityFlags
 		cmd := &cobra.Command{Use: "x", RunE: func(*cobra.Command, []string) error { return nil }}
