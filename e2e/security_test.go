@@ -191,3 +191,60 @@ func TestKafkaPythonSASL(t *testing.T) {
 	}
 	t.Logf("kafka-python with a wrong password: %s", report.WrongPassword)
 }
+
+// TestDelegationTokensCLI: a broker process with delegation tokens on (the
+// secret key from SEDIMENT_DELEGATION_TOKEN_SECRET_KEY); alice, logged in
+// with SCRAM, creates a token with `sediment token create`; `sediment
+// produce` and `consume` log in with it (--sasl-token) and round-trip 50
+// lines; describe lists it; `token expire` ends it and the token no longer
+// logs in. On the PLAINTEXT listener the token commands are refused.
+func TestDelegationTokensCLI(t *testing.T) {
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_PLAINTEXT://" + saslPlain,
+		Env:       []string{"SEDIMENT_DELEGATION_TOKEN_SECRET_KEY=e2e-shared-secret"},
+	})
+	b.sediment(t, "", "user", "set", "alice", "--password", "alice-pw", "--mechanism", "SCRAM-SHA-512")
+	b.sediment(t, "", "topic", "create", "tokens", "--partitions", "1")
+	alice := []string{"SEDIMENT_BROKERS=" + saslPlain, "SEDIMENT_SECURITY_PROTOCOL=SASL_PLAINTEXT", "SEDIMENT_SASL_MECHANISM=SCRAM-SHA-512",
+		"SEDIMENT_SASL_USERNAME=alice", "SEDIMENT_SASL_PASSWORD=alice-pw"}
+	out := run(t, "", alice, sedimentBin, "token", "create", "--renewer", "scheduler")
+	if out.Err != nil {
+		t.Fatalf("sediment token create: %v\n%s", out.Err, out.Stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(out.Stdout), "\n")
+	if len(rows) != 2 || !strings.HasPrefix(rows[0], "TOKEN-ID") {
+		t.Fatalf("sediment token create printed:\n%s", out.Stdout)
+	}
+	f := strings.Fields(rows[1])
+	id, hmac := f[0], f[1]
+	if f[2] != "User:alice" || f[4] != "User:scheduler" {
+		t.Fatalf("token row %q: want owner User:alice, renewer User:scheduler", rows[1])
+	}
+
+	job := []string{"SEDIMENT_BROKERS=" + saslPlain, "SEDIMENT_SECURITY_PROTOCOL=SASL_PLAINTEXT", "SEDIMENT_SASL_MECHANISM=SCRAM-SHA-512",
+		"SEDIMENT_SASL_TOKEN=true", "SEDIMENT_SASL_USERNAME=" + id, "SEDIMENT_SASL_PASSWORD=" + hmac}
+	lines := keyedLines(50)
+	if out := run(t, strings.Join(lines, "\n")+"\n", job, sedimentBin, "produce", "tokens", "--key-separator", ":"); out.Err != nil {
+		t.Fatalf("sediment produce as the token: %v\n%s", out.Err, out.Stderr)
+	}
+	out = run(t, "", job, sedimentBin, "consume", "tokens", "--from", "earliest", "--count", "50", "--format", "key-value")
+	if out.Err != nil || strings.Count(out.Stdout, "\n") != 50 {
+		t.Fatalf("sediment consume as the token: %v\n%s\n%s", out.Err, out.Stdout, out.Stderr)
+	}
+	if out := run(t, "", job, sedimentBin, "token", "describe", "--timeout", "10s"); out.Err == nil || !strings.Contains(out.Stderr, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED") {
+		t.Fatalf("token describe as the token: %v\n%s", out.Err, out.Stderr)
+	}
+	if out := run(t, "", alice, sedimentBin, "token", "describe"); out.Err != nil || !strings.Contains(out.Stdout, id) {
+		t.Fatalf("sediment token describe: %v\n%s\n%s", out.Err, out.Stdout, out.Stderr)
+	}
+	if out := b.sedimentMayFail(t, "", "token", "describe", "--timeout", "10s"); out.Err == nil || !strings.Contains(out.Stderr, "DELEGATION_TOKEN_REQUEST_NOT_ALLOWED") {
+		t.Fatalf("token describe on PLAINTEXT: %v\n%s", out.Err, out.Stderr)
+	}
+	if out := run(t, "", alice, sedimentBin, "token", "expire", hmac); out.Err != nil || strings.TrimSpace(out.Stdout) != "expired" {
+		t.Fatalf("sediment token expire: %v\n%s\n%s", out.Err, out.Stdout, out.Stderr)
+	}
+	if out := run(t, "", job, sedimentBin, "topic", "list", "--timeout", "10s"); out.Err == nil {
+		t.Fatalf("an expired token still logs in:\n%s", out.Stdout)
+	}
+}

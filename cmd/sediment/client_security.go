@@ -26,10 +26,11 @@ func addClientSecurityFlags(fs *pflag.FlagSet) []string {
 	fs.String("sasl-oauthbearer-token-file", "", "OAUTHBEARER: a file holding the access token (JWT) from the identity provider, read at each connection (env SEDIMENT_SASL_OAUTHBEARER_TOKEN_FILE)")
 	fs.String("sasl-username", "", "SASL user (env SEDIMENT_SASL_USERNAME)")
 	fs.String("sasl-password", "", "SASL password (env SEDIMENT_SASL_PASSWORD, which keeps it out of the process list)")
+	fs.Bool("sasl-token", false, "SCRAM as a delegation token: --sasl-username is the token id, --sasl-password its HMAC in base64 (env SEDIMENT_SASL_TOKEN)")
 	fs.String("ssl-ca-file", "", "PEM CA certificates to trust (default: the system's) (env SEDIMENT_SSL_CA_FILE)")
 	fs.String("ssl-client-cert-file", "", "PEM client certificate, for brokers with ssl-client-auth (env SEDIMENT_SSL_CLIENT_CERT_FILE)")
 	fs.String("ssl-client-key-file", "", "PEM key of --ssl-client-cert-file (env SEDIMENT_SSL_CLIENT_KEY_FILE)")
-	return []string{"security-protocol", "sasl-mechanism", "sasl-oauthbearer-token-file", "sasl-username", "sasl-password", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
+	return []string{"security-protocol", "sasl-mechanism", "sasl-oauthbearer-token-file", "sasl-username", "sasl-password", "sasl-token", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
 }
 
 // securityOpts turns the flags into franz-go options (kgo.DialTLSConfig,
@@ -96,13 +97,16 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 			return nil, fmt.Errorf("--security-protocol %s needs --sasl-username and --sasl-password (or SEDIMENT_SASL_USERNAME, SEDIMENT_SASL_PASSWORD)", proto)
 		}
 		var m sasl.Mechanism
-		switch strings.ToUpper(o.v.GetString("sasl-mechanism")) {
-		case "PLAIN":
+		token := o.v.GetBool("sasl-token")
+		switch mech := strings.ToUpper(o.v.GetString("sasl-mechanism")); {
+		case token && mech == "PLAIN":
+			return nil, fmt.Errorf("--sasl-token logs in with SCRAM: --sasl-mechanism SCRAM-SHA-256 or SCRAM-SHA-512")
+		case mech == "PLAIN":
 			m = plain.Auth{User: user, Pass: pass}.AsMechanism()
-		case "SCRAM-SHA-256":
-			m = scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
-		case "SCRAM-SHA-512":
-			m = scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+		case mech == "SCRAM-SHA-256":
+			m = scram.Auth{User: user, Pass: pass, IsToken: token}.AsSha256Mechanism()
+		case mech == "SCRAM-SHA-512":
+			m = scram.Auth{User: user, Pass: pass, IsToken: token}.AsSha512Mechanism()
 		default:
 			return nil, fmt.Errorf("--sasl-mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", o.v.GetString("sasl-mechanism"))
 		}

@@ -31,6 +31,7 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newTxnCmd())
 	root.AddCommand(newTierCmd())
 	root.AddCommand(newQuotaCmd())
+	root.AddCommand(newTokenCmd())
 	root.AddCommand(newUserCmd())
 	root.AddCommand(newACLCmd())
 	return root
