@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/xdg-go/scram"
@@ -160,6 +161,12 @@ func FuzzSASLExchange(f *testing.F) {
 	f.Add(false, []byte("\x00u\x00p"), []byte(""))
 	f.Add(true, []byte("n,,n=u,r=abc"), []byte("c=biws,r=abcdef,p=AAAA"))
 	f.Add(true, []byte("y,a=u,n=u=2C=3D,r=x,ext=1"), []byte("c=eSxhPXUs,r=x,p="))
+	f.Add(false, []byte("n,,n=tok,r=abc,tokenauth=true"), []byte("c=biws,r=abcdef,p=AAAA"))
+	// A delegation token "tok" (KIP-48) logs in as its owner "owner".
+	tokenLookup := func(id, m string) (scram.StoredCredentials, string, time.Time, bool) {
+		c, ok := creds[m]
+		return c, "owner", time.Unix(4102444800, 0), ok && id == "tok"
+	}
 	f.Fuzz(func(t *testing.T, sha512 bool, first, final []byte) {
 		if _, done, user, err := (&plainExchange{lookup: lookup}).step(first); err == nil && (!done || user != "u") {
 			t.Fatalf("PLAIN %q: done %v as %q", first, done, user)
@@ -168,12 +175,16 @@ func FuzzSASLExchange(f *testing.F) {
 		if sha512 {
 			m = MechanismSCRAMSHA512
 		}
-		x := &scramExchange{lookup: lookup, mechanism: m}
+		x := &scramExchange{lookup: lookup, tokenLookup: tokenLookup, mechanism: m}
 		if _, done, _, err := x.step(first); err != nil || done {
 			return
 		}
-		if _, done, user, err := x.step(final); err == nil && (!done || user != "u") {
-			t.Fatalf("SCRAM: done %v as %q", done, user)
+		want := "u"
+		if x.tokenAuthenticated() {
+			want = "owner"
+		}
+		if _, done, user, err := x.step(final); err == nil && (!done || user != want) {
+			t.Fatalf("SCRAM: done %v as %q (token %v)", done, user, x.tokenAuthenticated())
 		}
 	})
 }
