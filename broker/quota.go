@@ -112,9 +112,10 @@ type quotaTable struct {
 	// ipDefault the default ip entity's (0: none).
 	ipRates   map[string]float64
 	ipDefault float64
+	hostsGen  uint64 // quotas.hostsGen it was built with
 }
 
-func buildQuotaTable(st *metadata.State) *quotaTable {
+func buildQuotaTable(st *metadata.State, hostIPs func(string) []string) *quotaTable {
 	t := &quotaTable{version: st.Version, values: map[quotaKey]map[string]float64{}, ipRates: map[string]float64{}}
 	for name, m := range st.ClientQuotas() {
 		e, ok := parseCanonicalQuotaEntity(name)
@@ -132,7 +133,7 @@ func buildQuotaTable(st *metadata.State) *quotaTable {
 				t.ipDefault = rate
 				continue
 			}
-			for _, ip := range resolveQuotaIP(*e.ip) {
+			for _, ip := range hostIPs(*e.ip) {
 				t.ipRates[ip] = rate
 			}
 			continue
@@ -200,6 +201,15 @@ type quotas struct {
 		buckets   map[sensorKey]*tokenBucket // controller mutations (quota_mutation.go)
 		lastSweep int64
 	}
+	// hosts caches the addresses of ip entities named by a host name
+	// (quota_conn.go).
+	hosts struct {
+		sync.Mutex
+		ips     map[string][]string
+		pending map[string]bool
+	}
+	hostsGen atomic.Uint64 // counts finished lookups
+
 	throttleTime *prometheus.HistogramVec
 	throttled    *prometheus.CounterVec
 }
@@ -223,6 +233,7 @@ func newQuotas(b *Broker) *quotas {
 		}, []string{"quota_type"}),
 	}
 	q.mu.sensors = map[sensorKey]*rateSensor{}
+	q.hosts.ips, q.hosts.pending = map[string][]string{}, map[string]bool{}
 	b.metrics.reg.MustRegister(q.throttleTime, q.throttled, &quotaCollector{q: q})
 	return q
 }
@@ -231,8 +242,9 @@ func newQuotas(b *Broker) *quotas {
 func (q *quotas) currentTable() *quotaTable {
 	st := q.b.meta.State()
 	t := q.table.Load()
-	if t == nil || t.version != st.Version {
-		t = buildQuotaTable(st)
+	if gen := q.hostsGen.Load(); t == nil || t.version != st.Version || t.hostsGen != gen {
+		t = buildQuotaTable(st, q.hostIPs)
+		t.hostsGen = gen // read before the build: a lookup done meanwhile rebuilds again
 		q.table.Store(t)
 	}
 	return t

@@ -1,6 +1,11 @@
 package broker
 
-import "time"
+import (
+	"context"
+	"net"
+	"strings"
+	"time"
+)
 
 // Connection creation rates of ip quota entities (KIP-612), set with
 // AlterClientQuotas as {ip: ADDRESS} or the default ip entity {ip: null}
@@ -12,6 +17,43 @@ import "time"
 // rate unserved for the throttle time (at most one window) and then closes
 // it, as Kafka's acceptor does, and un-records it, so that a client
 // retrying in a loop is slowed without locking itself out (conn_limits.go).
+
+// hostIPs returns the addresses of an ip entity's name: itself if an IP
+// address; for a host name, what it resolved to when this broker first
+// met it. The lookup runs in the background, off the accept loop and the
+// request path (a slow resolver must not stall either); until it is done
+// the name limits nothing, then the quota table is rebuilt with it.
+func (q *quotas) hostIPs(name string) []string {
+	if ip := net.ParseIP(strings.Trim(name, "[]")); ip != nil {
+		return []string{ip.String()}
+	}
+	q.hosts.Lock()
+	defer q.hosts.Unlock()
+	if ips, ok := q.hosts.ips[name]; ok {
+		return ips
+	}
+	if !q.hosts.pending[name] {
+		q.hosts.pending[name] = true
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var ips []string
+			if addrs, err := net.DefaultResolver.LookupIPAddr(ctx, name); err == nil {
+				for _, a := range addrs {
+					ips = append(ips, a.IP.String())
+				}
+			} else {
+				q.b.log.Warn("ip quota entity: host name not resolved; it limits nothing", "host", name, "err", err)
+			}
+			q.hosts.Lock()
+			q.hosts.ips[name] = ips
+			delete(q.hosts.pending, name)
+			q.hosts.Unlock()
+			q.hostsGen.Add(1) // the table is rebuilt with them at its next use
+		}()
+	}
+	return nil
+}
 
 // ipRate returns the connection_creation_rate that applies to ip.
 func (t *quotaTable) ipRate(ip string) (float64, bool) {

@@ -331,6 +331,8 @@ func TestClientQuotasAdmin(t *testing.T) {
 			t.Errorf("%s:\n%q\nwant\n%q", c.name, got, c.want)
 		}
 	}
+	// localhost is looked up in the background: wait for it.
+	waitCond(t, func() bool { _, ok := b.quotas.currentTable().ipRates["127.0.0.1"]; return ok })
 	tbl := b.quotas.currentTable()
 	if r, ok := tbl.ipRate("10.1.2.3"); !ok || r != 20 {
 		t.Errorf("ipRate(10.1.2.3) = %v %v, want 20", r, ok)
