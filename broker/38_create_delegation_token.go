@@ -58,7 +58,7 @@ func handleCreateDelegationToken(ctx context.Context, b *Broker, r *Request) (*R
 	defer cancel()
 	t, err := b.createDelegationToken(ctx, requester, owner, renewers, req.MaxLifetimeMillis)
 	if err != nil {
-		resp.ErrorCode = tokenErrorCode(err)
+		resp.ErrorCode = errCode(err)
 		return &Reply{Msg: resp}, nil
 	}
 	resp.IssueTimestamp, resp.ExpiryTimestamp, resp.MaxTimestamp = t.issue, t.expiry, t.max

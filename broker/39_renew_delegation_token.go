@@ -23,14 +23,11 @@ func handleRenewDelegationToken(ctx context.Context, b *Broker, r *Request) (*Re
 	req := r.Msg.(*kmsg.RenewDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.RenewDelegationTokenResponse)
 	resp.ExpiryTimestamp = -1
-	if resp.ErrorCode = b.tokenPrecheck(r); resp.ErrorCode != 0 {
-		return &Reply{Msg: resp}, nil
-	}
-	t, ok := b.tokenByHMAC(b.meta.State(), req.HMAC)
+	t, code := b.namedToken(r, req.HMAC)
 	now := time.Now().UnixMilli()
 	switch {
-	case !ok:
-		resp.ErrorCode = kerr.DelegationTokenNotFound.Code
+	case code != 0:
+		resp.ErrorCode = code
 	case t.expired(now):
 		resp.ErrorCode = kerr.DelegationTokenExpired.Code
 	case !t.canRenew(requesterPrincipal(r)):
@@ -40,12 +37,8 @@ func handleRenewDelegationToken(ctx context.Context, b *Broker, r *Request) (*Re
 		return &Reply{Msg: resp}, nil
 	}
 	expiry := min(t.max, saturatingAdd(now, tokenPeriod(req.RenewTimeMillis, b.cfg.DelegationTokenExpiryTime)))
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := b.setTokenExpiry(ctx, t, expiry); err != nil {
-		resp.ErrorCode = tokenErrorCode(err)
-		return &Reply{Msg: resp}, nil
+	if resp.ErrorCode = b.changeTokenExpiry(ctx, t, expiry); resp.ErrorCode == 0 {
+		resp.ExpiryTimestamp = expiry
 	}
-	resp.ExpiryTimestamp = expiry
 	return &Reply{Msg: resp}, nil
 }

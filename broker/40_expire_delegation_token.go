@@ -23,14 +23,11 @@ func handleExpireDelegationToken(ctx context.Context, b *Broker, r *Request) (*R
 	req := r.Msg.(*kmsg.ExpireDelegationTokenRequest)
 	resp := req.ResponseKind().(*kmsg.ExpireDelegationTokenResponse)
 	resp.ExpiryTimestamp = -1
-	if resp.ErrorCode = b.tokenPrecheck(r); resp.ErrorCode != 0 {
-		return &Reply{Msg: resp}, nil
-	}
-	t, ok := b.tokenByHMAC(b.meta.State(), req.HMAC)
+	t, code := b.namedToken(r, req.HMAC)
 	now := time.Now().UnixMilli()
 	switch {
-	case !ok:
-		resp.ErrorCode = kerr.DelegationTokenNotFound.Code
+	case code != 0:
+		resp.ErrorCode = code
 	case !t.canRenew(requesterPrincipal(r)):
 		resp.ErrorCode = kerr.DelegationTokenOwnerMismatch.Code
 	case req.ExpiryPeriodMillis >= 0 && t.expired(now):
@@ -43,15 +40,11 @@ func handleExpireDelegationToken(ctx context.Context, b *Broker, r *Request) (*R
 	if req.ExpiryPeriodMillis >= 0 {
 		expiry = min(t.max, saturatingAdd(now, req.ExpiryPeriodMillis))
 	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := b.setTokenExpiry(ctx, t, expiry); err != nil {
-		resp.ErrorCode = tokenErrorCode(err)
-		return &Reply{Msg: resp}, nil
-	}
-	resp.ExpiryTimestamp = expiry
-	if expiry < 0 {
-		resp.ExpiryTimestamp = now // removed now
+	if resp.ErrorCode = b.changeTokenExpiry(ctx, t, expiry); resp.ErrorCode == 0 {
+		resp.ExpiryTimestamp = expiry
+		if expiry < 0 {
+			resp.ExpiryTimestamp = now // removed now
+		}
 	}
 	return &Reply{Msg: resp}, nil
 }

@@ -8,7 +8,6 @@ import (
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"slices"
 	"sort"
 	"strconv"
@@ -232,8 +231,6 @@ func saturatingAdd(a, b int64) int64 {
 	return a + b
 }
 
-var errTokenNotFound = errors.New("delegation token not found")
-
 // createDelegationToken makes a token for owner (requester's, unless
 // given) and stores it.
 func (b *Broker) createDelegationToken(ctx context.Context, requester, owner string, renewers []string, maxLifetimeMs int64) (delegationToken, error) {
@@ -300,14 +297,6 @@ func (b *Broker) sweepDelegationTokens(ctx context.Context) {
 	}
 }
 
-// tokenError answers a token request's error code on its own.
-func tokenErrorCode(err error) int16 {
-	if errors.Is(err, errTokenNotFound) {
-		return kerr.DelegationTokenNotFound.Code
-	}
-	return errCode(err)
-}
-
 // tokenPrecheck is what the four token APIs check first: the connection
 // may use them, and tokens are on.
 func (b *Broker) tokenPrecheck(r *Request) int16 {
@@ -316,6 +305,30 @@ func (b *Broker) tokenPrecheck(r *Request) int16 {
 	}
 	if !b.tokensEnabled() {
 		return kerr.DelegationTokenAuthDisabled.Code
+	}
+	return 0
+}
+
+// namedToken is what Renew and Expire check first: the precheck, then
+// the token named by its HMAC (DELEGATION_TOKEN_NOT_FOUND).
+func (b *Broker) namedToken(r *Request, mac []byte) (delegationToken, int16) {
+	if code := b.tokenPrecheck(r); code != 0 {
+		return delegationToken{}, code
+	}
+	t, ok := b.tokenByHMAC(b.meta.State(), mac)
+	if !ok {
+		return t, kerr.DelegationTokenNotFound.Code
+	}
+	return t, 0
+}
+
+// changeTokenExpiry stores a token's new expiry (negative: removes it),
+// bounded by 30 s, and returns the error code.
+func (b *Broker) changeTokenExpiry(ctx context.Context, t delegationToken, expiry int64) int16 {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := b.setTokenExpiry(ctx, t, expiry); err != nil {
+		return errCode(err)
 	}
 	return 0
 }
