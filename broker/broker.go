@@ -91,6 +91,9 @@ type Config struct {
 	// OAuthBearer validates SASL/OAUTHBEARER tokens
 	// (sasl_oauthbearer.go); OAUTHBEARER must also be in SASLMechanisms.
 	OAuthBearer *OAuthBearerConfig
+	// GSSAPI accepts SASL/GSSAPI (Kerberos) logins (sasl_gssapi.go);
+	// GSSAPI must also be in SASLMechanisms.
+	GSSAPI *GSSAPIConfig
 	// PeerTLS is what the broker's own clients use to reach an SSL first
 	// listener of its peers (the CA that signed their certificates, and
 	// this broker's certificate when they ask for one).

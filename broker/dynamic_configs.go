@@ -252,6 +252,7 @@ var staticBrokerConfigNames = func() map[string]bool {
 		"ssl.truststore.location", "ssl.truststore.password", "ssl.truststore.type", "ssl.client.auth",
 		"ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
 		"sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol",
+		"sasl.kerberos.service.name", "sasl.kerberos.principal.to.local.rules",
 		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.clock.skew.seconds",

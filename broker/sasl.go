@@ -75,6 +75,9 @@ func (b *Broker) newSASLExchange(mechanism string) (saslExchange, error) {
 	if mechanism == MechanismOAuthBearer && b.oauth != nil {
 		return &oauthExchange{v: b.oauth}, nil
 	}
+	if mechanism == MechanismGSSAPI && b.cfg.GSSAPI != nil {
+		return b.newGSSAPIExchange(), nil
+	}
 	if _, ok := scramHashes[mechanism]; !ok {
 		return nil, fmt.Errorf("mechanism %q", mechanism)
 	}

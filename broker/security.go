@@ -102,6 +102,12 @@ func (c *Config) checkSecurity() error {
 			}
 			continue
 		}
+		if m == MechanismGSSAPI {
+			if c.GSSAPI == nil || c.GSSAPI.Keytab == nil {
+				return errors.New("broker: SASL mechanism GSSAPI needs the broker's keytab (sasl-kerberos-keytab)")
+			}
+			continue
+		}
 		if !slices.Contains(SupportedSASLMechanisms, m) {
 			return fmt.Errorf("broker: SASL mechanism %q not supported (want some of %s)", m, strings.Join(SupportedSASLMechanisms, ", "))
 		}

@@ -24,7 +24,9 @@ var securitySettings = []brokerSetting{
 	{"ssl-key-file", "", "ssl.keystore: PEM private key of ssl-cert-file"},
 	{"ssl-ca-file", "", "ssl.truststore: PEM CA certificates that sign client certificates, and peers' when the first listener is SSL (empty: the system's roots)"},
 	{"ssl-client-auth", "none", "ssl.client.auth: none, requested or required (a client certificate's subject becomes the principal)"},
-	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user), OAUTHBEARER (with sasl-oauthbearer-jwks-endpoint-url)"},
+	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user), OAUTHBEARER (with sasl-oauthbearer-jwks-endpoint-url), GSSAPI (with sasl-kerberos-keytab)"},
+	{"sasl-kerberos-keytab", "", "GSSAPI: the keytab with the broker's service principal (sasl-kerberos-service-name/<host>@REALM), Kafka's JAAS keyTab"},
+	{"sasl-kerberos-service-name", "kafka", "sasl.kerberos.service.name: the first component of the service principal clients ask tickets for"},
 	{"sasl-oauthbearer-jwks-endpoint-url", "", "sasl.oauthbearer.jwks.endpoint.url: the identity provider's JSON Web Key Set (https://, http:// or file://) that OAUTHBEARER tokens are checked against"},
 	{"sasl-oauthbearer-jwks-endpoint-refresh", time.Hour, "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the keys are fetched again (a token of an unknown key fetches them at most every 10 s)"},
 	{"sasl-oauthbearer-expected-issuer", "", "sasl.oauthbearer.expected.issuer: a token's iss must be this (empty: not checked)"},
@@ -119,6 +121,13 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 			ClockSkew:        v.GetDuration("sasl-oauthbearer-clock-skew"),
 			Unsecured:        unsecured,
 		}
+	}
+	if path := v.GetString("sasl-kerberos-keytab"); path != "" {
+		kt, err := broker.LoadKeytab(path)
+		if err != nil {
+			return fmt.Errorf("sasl-kerberos-keytab: %w", err)
+		}
+		cfg.GSSAPI = &broker.GSSAPIConfig{Keytab: kt, ServiceName: v.GetString("sasl-kerberos-service-name")}
 	}
 	for _, m := range strings.Split(v.GetString("sasl-enabled-mechanisms"), ",") {
 		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
