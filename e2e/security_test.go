@@ -293,6 +293,12 @@ func TestGSSAPIKcat(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("kcat read %d lines over GSSAPI, want the %d produced", len(got), len(want))
 	}
+	// The sediment CLI with the same ticket (--sasl-mechanism GSSAPI).
+	cli := append([]string{"SEDIMENT_BROKERS=" + saslPlain, "SEDIMENT_SECURITY_PROTOCOL=SASL_PLAINTEXT", "SEDIMENT_SASL_MECHANISM=GSSAPI"}, env...)
+	out := run(t, "", cli, sedimentBin, "consume", "kerberized", "--from", "earliest", "--count", "200")
+	if out.Err != nil || strings.Count(out.Stdout, "\n") != 200 {
+		t.Fatalf("sediment consume over GSSAPI: %v\n%s", out.Err, out.Stderr)
+	}
 	noTicket := kdc.Env(filepath.Join(t.TempDir(), "empty-ccache"))
 	if r := run(t, "", noTicket, kcatPath(t), append(props, "-L", "-m", "5")...); r.Err == nil {
 		t.Fatalf("kcat without a Kerberos ticket listed metadata:\n%s", r.Stdout)

@@ -5,12 +5,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	krb5client "github.com/jcmturner/gokrb5/v8/client"
+	krb5config "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/credentials"
 	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/kerberos"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -22,7 +26,8 @@ import (
 // both (SEDIMENT_SSL_CA_FILE).
 func addClientSecurityFlags(fs *pflag.FlagSet) []string {
 	fs.String("security-protocol", "PLAINTEXT", "PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (env SEDIMENT_SECURITY_PROTOCOL)")
-	fs.String("sasl-mechanism", "SCRAM-SHA-256", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (env SEDIMENT_SASL_MECHANISM)")
+	fs.String("sasl-mechanism", "SCRAM-SHA-256", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER or GSSAPI (env SEDIMENT_SASL_MECHANISM)")
+	fs.String("sasl-kerberos-service-name", "kafka", "GSSAPI: the brokers' service name; the ticket comes from the credential cache kinit filled (KRB5CCNAME), the realm's KDC from KRB5_CONFIG or /etc/krb5.conf (env SEDIMENT_SASL_KERBEROS_SERVICE_NAME)")
 	fs.String("sasl-oauthbearer-token-file", "", "OAUTHBEARER: a file holding the access token (JWT) from the identity provider, read at each connection (env SEDIMENT_SASL_OAUTHBEARER_TOKEN_FILE)")
 	fs.String("sasl-username", "", "SASL user (env SEDIMENT_SASL_USERNAME)")
 	fs.String("sasl-password", "", "SASL password (env SEDIMENT_SASL_PASSWORD, which keeps it out of the process list)")
@@ -30,7 +35,7 @@ func addClientSecurityFlags(fs *pflag.FlagSet) []string {
 	fs.String("ssl-ca-file", "", "PEM CA certificates to trust (default: the system's) (env SEDIMENT_SSL_CA_FILE)")
 	fs.String("ssl-client-cert-file", "", "PEM client certificate, for brokers with ssl-client-auth (env SEDIMENT_SSL_CLIENT_CERT_FILE)")
 	fs.String("ssl-client-key-file", "", "PEM key of --ssl-client-cert-file (env SEDIMENT_SSL_CLIENT_KEY_FILE)")
-	return []string{"security-protocol", "sasl-mechanism", "sasl-oauthbearer-token-file", "sasl-username", "sasl-password", "sasl-token", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
+	return []string{"security-protocol", "sasl-mechanism", "sasl-kerberos-service-name", "sasl-oauthbearer-token-file", "sasl-username", "sasl-password", "sasl-token", "ssl-ca-file", "ssl-client-cert-file", "ssl-client-key-file"}
 }
 
 // securityOpts turns the flags into franz-go options (kgo.DialTLSConfig,
@@ -91,6 +96,13 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 		})))
 		return opts, nil
 	}
+	if useSASL && strings.EqualFold(o.v.GetString("sasl-mechanism"), "GSSAPI") {
+		m, err := kerberosMechanism(o.v.GetString("sasl-kerberos-service-name"))
+		if err != nil {
+			return nil, err
+		}
+		return append(opts, kgo.SASL(m)), nil
+	}
 	if useSASL {
 		user, pass := o.v.GetString("sasl-username"), o.v.GetString("sasl-password")
 		if user == "" {
@@ -113,4 +125,34 @@ func (o *clientOptions) securityOpts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts, nil
+}
+
+// kerberosMechanism logs in with the ticket in the user's credential cache
+// (KRB5CCNAME, else /tmp/krb5cc_<uid>, as MIT's tools), after kinit, as
+// kcat with sasl.kerberos.kinit.cmd does: no password or keytab here.
+func kerberosMechanism(service string) (sasl.Mechanism, error) {
+	conf := os.Getenv("KRB5_CONFIG")
+	if conf == "" {
+		conf = "/etc/krb5.conf"
+	}
+	cfg, err := krb5config.Load(conf)
+	if err != nil {
+		return nil, fmt.Errorf("GSSAPI: Kerberos configuration %s: %w", conf, err)
+	}
+	cc := strings.TrimPrefix(os.Getenv("KRB5CCNAME"), "FILE:")
+	if cc == "" {
+		cc = fmt.Sprintf("/tmp/krb5cc_%d", os.Getuid())
+	}
+	ccache, err := credentials.LoadCCache(cc)
+	if err != nil {
+		return nil, fmt.Errorf("GSSAPI: credential cache %s (run kinit first): %w", cc, err)
+	}
+	cl, err := krb5client.NewFromCCache(ccache, cfg, krb5client.DisablePAFXFAST(true))
+	if err != nil {
+		return nil, fmt.Errorf("GSSAPI: %w", err)
+	}
+	if service == "" {
+		service = "kafka"
+	}
+	return kerberos.Auth{Client: cl, Service: service, PersistAfterAuth: true}.AsMechanism(), nil
 }
