@@ -92,20 +92,7 @@ func TestDelegationTokens(t *testing.T) {
 			t.Errorf("token APIs on a token login: %v, want DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", err)
 		}
 	}
-	b.mu.Lock()
-	tokenConns := 0
-	for c := range b.mu.conns {
-		if c.info.sasl != nil && c.info.sasl.tokenAuth.Load() {
-			tokenConns++
-			if c.info.Principal != "alice" {
-				t.Errorf("a token connection's principal is %q, want alice", c.info.Principal)
-			}
-		}
-	}
-	b.mu.Unlock()
-	if tokenConns == 0 {
-		t.Error("no connection logged in with the token")
-	}
+	checkSASLPrincipals(t, b, "alice", func(sc *saslConn) bool { return sc.tokenAuth.Load() })
 
 	// Listeners without a client identity may not use tokens.
 	plain := kadm.NewClient(newClient(t, b))
@@ -238,5 +225,25 @@ func TestDelegationTokenLifetimes(t *testing.T) {
 	defer cl.Close()
 	if _, err := kadm.NewClient(cl).CreateDelegationToken(context.Background(), kadm.CreateDelegationToken{}); !errors.Is(err, kerr.DelegationTokenAuthDisabled) {
 		t.Errorf("without a secret key: %v, want DELEGATION_TOKEN_AUTH_DISABLED", err)
+	}
+}
+
+// checkSASLPrincipals fails the test unless b has connections logged in
+// that match (SASL done and which), all as principal.
+func checkSASLPrincipals(t *testing.T, b *Broker, principal string, which func(*saslConn) bool) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for c := range b.mu.conns {
+		if sc := c.info.sasl; sc != nil && sc.done.Load() && which(sc) {
+			n++
+			if c.info.Principal != principal {
+				t.Errorf("a logged-in connection's principal is %q, want %q", c.info.Principal, principal)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("no such login on the broker")
 	}
 }

@@ -57,20 +57,7 @@ func TestGSSAPI(t *testing.T) {
 	if err := fs.Err(); err != nil || fs.NumRecords() != 1 || string(fs.Records()[0].Value) != "kerberized" {
 		t.Fatalf("consume over GSSAPI: %v %d", err, fs.NumRecords())
 	}
-	b.mu.Lock()
-	logins := 0
-	for c := range b.mu.conns {
-		if c.info.sasl != nil && c.info.sasl.done.Load() {
-			logins++
-			if c.info.Principal != "alice" {
-				t.Errorf("principal %q, want alice", c.info.Principal)
-			}
-		}
-	}
-	b.mu.Unlock()
-	if logins == 0 {
-		t.Fatal("no GSSAPI login on the broker")
-	}
+	checkSASLPrincipals(t, b, "alice", func(*saslConn) bool { return true })
 
 	bad, err := kgo.NewClient(kgo.SeedBrokers(b.listenerAddr("SASL_PLAINTEXT")), login("alice", "wrong"), kgo.RequestRetries(0))
 	if err != nil {
