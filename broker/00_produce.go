@@ -3,7 +3,6 @@ package broker
 import (
 	"context"
 	"errors"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"strconv"
 	"sync"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 )
 

@@ -3,13 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
-	"github.com/sediment-io/sediment/internal/reqtime"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/tiering"
 )
 
@@ -215,6 +216,30 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		t.Stop()
 		if ctx.Err() != nil || b.isStopping() {
 			deadline = time.Now()
+		}
+	}
+
+	if r.fetchQuota != nil {
+		// Client quotas (quota.go): over one, the fetch answers with the
+		// throttle time and no records, as Kafka's throttled response.
+		size := int64(len(resp.AppendTo(nil)))
+		for _, fp := range parts {
+			switch {
+			case fp.remote != nil:
+				size += fp.remote.Size
+			case fp.res != nil:
+				size += fp.res.Size
+			}
+		}
+		if d := r.fetchQuota(size); d > 0 {
+			releaseFetchParts(parts)
+			resp.Topics, resp.Brokers = nil, nil
+			resp.ThrottleMillis = int32(min(d.Milliseconds(), math.MaxInt32))
+			if session != nil {
+				b.fetchSessions.throttled(session, fullSession, resp)
+				session = nil
+			}
+			return &Reply{Msg: resp}, nil
 		}
 	}
 

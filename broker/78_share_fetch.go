@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"slices"
 	"strconv"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 )
 

@@ -244,3 +244,27 @@ func (fs *fetchSessions) abandon(s *fetchSession) {
 	s.busy = false
 	fs.mu.Unlock()
 }
+
+// throttled ends a fetch answered without records for a client quota, as
+// Kafka's throttled response: a new session is not kept (session id 0; the
+// client's next fetch is full again), an incremental one moves to its next
+// epoch but remembers nothing of this answer, so the next reports what
+// this one would have.
+func (fs *fetchSessions) throttled(s *fetchSession, full bool, resp *kmsg.FetchResponse) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	s.busy = false
+	if full {
+		if fs.m[s.id] == s {
+			delete(fs.m, s.id)
+		}
+		resp.SessionID = 0
+		return
+	}
+	s.epoch++
+	if s.epoch <= 0 {
+		s.epoch = 1
+	}
+	s.lastUsed = time.Now()
+	resp.SessionID = s.id
+}

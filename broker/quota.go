@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -26,6 +26,10 @@ import (
 // conn.go): the response goes out at once, but no later request of the
 // connection is read or started until the time has passed, as Kafka, which
 // handles one request of a connection at a time, holds the next one.
+// A Fetch over its byte rate or request quota is answered, as in Kafka,
+// with the throttle time and no records, and its bytes are taken back:
+// the records are read, the size is known (Request.fetchQuota, called by
+// handleFetch), the parts are released and the answer goes out empty.
 // Clients at versions that honour KIP-219 (Produce v6+, Fetch v8+) wait on
 // their side too; older ones are held back by the mute alone.
 //
@@ -353,16 +357,61 @@ func (q *quotas) middleware(next Handler) Handler {
 		}
 		ctx, clock := reqtime.With(ctx)
 		start := time.Now()
+		user, client := clientOf(r)
+		if r.Key == 1 {
+			// A Fetch over the quota answers without records (Kafka's
+			// throttled fetch response): decided with the time worked
+			// so far, once the records are read.
+			r.fetchQuota = func(int64) time.Duration {
+				return q.peek(t, quotaTypeRequest, user, client, percentOfThread(clock.Working(start)), time.Now())
+			}
+		}
 		reply, err := inner(ctx, b, r)
 		if err != nil {
 			return reply, err
 		}
 		work := clock.Working(start)
-		user, client := clientOf(r)
 		// Kafka's nanosToPercentage: a second of one thread's time is 100.
-		d := q.record(t, quotaTypeRequest, user, client, float64(work.Nanoseconds())*100/float64(time.Second), time.Now())
+		d := q.record(t, quotaTypeRequest, user, client, percentOfThread(work), time.Now())
 		throttle(r, reply, d)
 		return reply, nil
+	}
+}
+
+// percentOfThread is Kafka's nanosToPercentage: a second of one request
+// handler thread's time is 100.
+func percentOfThread(d time.Duration) float64 {
+	return float64(d.Nanoseconds()) * 100 / float64(time.Second)
+}
+
+// peek is the throttle time that recording n would give, without
+// recording it.
+func (q *quotas) peek(t *quotaTable, typ quotaType, user, client string, n float64, now time.Time) time.Duration {
+	bound, sk, ok := t.resolve(typ, user, client)
+	if !ok {
+		return 0
+	}
+	nowMs := now.UnixMilli()
+	s := q.sensor(sk, nowMs)
+	s.mu.Lock()
+	s.recordLocked(n, nowMs)
+	rate, window := s.measureLocked(nowMs)
+	s.recordLocked(-n, nowMs)
+	s.mu.Unlock()
+	if rate <= bound || bound <= 0 {
+		return 0
+	}
+	ms := int64(math.Round((rate - bound) / bound * float64(window)))
+	if typ == quotaTypeRequest {
+		ms = min(ms, q.windowMs)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// unrecord takes back n recorded at now.
+func (q *quotas) unrecord(t *quotaTable, typ quotaType, user, client string, n float64, now time.Time) {
+	if _, sk, ok := t.resolve(typ, user, client); ok {
+		q.sensor(sk, now.UnixMilli()).record(-n, now.UnixMilli())
 	}
 }
 
@@ -401,13 +450,27 @@ func (q *quotas) rateMiddleware(next Handler) Handler {
 			}
 		} else {
 			q.boundFetch(t, r.Msg.(*kmsg.FetchRequest), user, client)
+			// The response's size is recorded once the records are
+			// read (handleFetch); a fetch over the byte rate or the
+			// request quota answers without records, and its bytes
+			// are taken back, as in Kafka's handleFetchRequest.
+			requestQuota := r.fetchQuota
+			r.fetchQuota = func(size int64) time.Duration {
+				now := time.Now()
+				d = q.record(t, typ, user, client, float64(size), now)
+				dd := d
+				if requestQuota != nil {
+					dd = max(dd, requestQuota(size))
+				}
+				if dd > 0 {
+					q.unrecord(t, typ, user, client, float64(size), now)
+				}
+				return dd
+			}
 		}
 		reply, err := next(ctx, b, r)
 		if err != nil || reply == nil {
 			return reply, err
-		}
-		if typ == quotaTypeFetch {
-			d = q.record(t, typ, user, client, float64(responseSize(reply)), time.Now())
 		}
 		throttle(r, reply, d)
 		return reply, nil

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math"
+	"net"
 	"slices"
 	"sort"
 	"sync/atomic"
@@ -569,4 +570,160 @@ func FuzzQuotaEntity(f *testing.F) {
 			t.Fatalf("%+v: %q reads back %v %+v", e, e.String(), ok, back)
 		}
 	})
+}
+
+// TestFetchQuotaThrottledEmpty: a consumer's Fetch over its
+// consumer_byte_rate is answered with the throttle time and no records, as
+// Kafka's throttled fetch response, and its bytes are not counted; a fetch
+// session survives it (an incremental session moves to its next epoch and
+// the next answer carries what this one held back; a new session is not
+// opened), and a kgo consumer reads every record once, in order.
+func TestFetchQuotaThrottledEmpty(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.QuotaWindowNum = 2 })
+	createTopic(t, b, "fq", 1, nil)
+	nc := dial(t, b)
+	const n = 4
+	for i := range n {
+		if rp := produceRaw(t, nc, "fq", buildBatch(-1, -1, -1, 1, 60<<10), 1, 9, int32(i)); rp.ErrorCode != 0 {
+			t.Fatalf("produce %d: %v", i, kerr.ErrorForCode(rp.ErrorCode))
+		}
+	}
+	anon := AnonymousPrincipal
+	res, err := kadm.NewClient(newClient(t, b)).AlterClientQuotas(testCtx(t), []kadm.AlterClientQuotaEntry{
+		quotaEntry(&anon, nil, kadm.AlterClientQuotaOp{Key: "consumer_byte_rate", Value: 100 << 10}),
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	waitCond(t, func() bool { return b.quotas.currentTable().any[quotaTypeFetch] })
+
+	corr := int32(100)
+	fetch := func(nc net.Conn, session, epoch int32, offset int64) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 12
+		req.ReplicaID = -1
+		req.MaxWaitMillis = 0
+		req.MaxBytes = 1 << 20
+		req.SessionID, req.SessionEpoch = session, epoch
+		if offset >= 0 {
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic = "fq"
+			rp := kmsg.NewFetchRequestTopicPartition()
+			rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, -1, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		corr++
+		resp := rawRequest(t, nc, req, corr).(*kmsg.FetchResponse)
+		if resp.ErrorCode != 0 {
+			t.Fatalf("fetch (session %d epoch %d): %v", session, epoch, kerr.ErrorForCode(resp.ErrorCode))
+		}
+		return resp
+	}
+	// records returns the base offsets of the batches in a response.
+	records := func(resp *kmsg.FetchResponse) []int64 {
+		var offs []int64
+		for _, rt := range resp.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 {
+					t.Fatalf("partition error %v", kerr.ErrorForCode(rp.ErrorCode))
+				}
+				raw := rp.RecordBatches
+				for len(raw) >= 12 {
+					var rb kmsg.RecordBatch
+					if err := rb.ReadFrom(raw); err != nil {
+						t.Fatal(err)
+					}
+					offs = append(offs, rb.FirstOffset)
+					raw = raw[12+int(rb.Length):]
+				}
+			}
+		}
+		return offs
+	}
+
+	// A full fetch opens the session: the first batch (max_bytes is
+	// bounded to the quota's 100 KiB), 60 KiB, under the quota.
+	nc = dial(t, b)
+	resp := fetch(nc, 0, 0, 0)
+	if got := records(resp); len(got) != 1 || got[0] != 0 || resp.ThrottleMillis != 0 || resp.SessionID == 0 {
+		t.Fatalf("first fetch: batches %v, throttle %d ms, session %d; want [0], 0, a session", got, resp.ThrottleMillis, resp.SessionID)
+	}
+	session := resp.SessionID
+	// The next 60 KiB take the rate to 120 KiB/s: throttled, no records.
+	resp = fetch(nc, session, 1, 1)
+	if got := records(resp); len(got) != 0 || len(resp.Topics) != 0 || resp.ThrottleMillis <= 0 || resp.SessionID != session {
+		t.Fatalf("fetch over the quota: batches %v (%d topics), throttle %d ms, session %d; want none, a throttle, session %d",
+			got, len(resp.Topics), resp.ThrottleMillis, resp.SessionID, session)
+	}
+	// The incremental session goes on at the next epochs (the connection
+	// is muted meanwhile); once the rate allows, the held-back batch comes.
+	epoch := int32(2)
+	for ; ; epoch++ {
+		if epoch > 30 {
+			t.Fatal("never answered with records")
+		}
+		resp = fetch(nc, session, epoch, -1)
+		if resp.SessionID != session {
+			t.Fatalf("epoch %d: session %d, want %d", epoch, resp.SessionID, session)
+		}
+		got := records(resp)
+		if resp.ThrottleMillis > 0 {
+			if len(resp.Topics) != 0 {
+				t.Fatalf("epoch %d: throttled %d ms with %d topics", epoch, resp.ThrottleMillis, len(resp.Topics))
+			}
+			continue
+		}
+		if len(got) != 1 || got[0] != 1 {
+			t.Fatalf("epoch %d: batches %v, want [1]", epoch, got)
+		}
+		break
+	}
+	// The throttled answers were not counted: 120 KiB, not more.
+	b.quotas.mu.Lock()
+	var measured float64
+	for k, s := range b.quotas.mu.sensors {
+		if k.typ != quotaTypeFetch {
+			continue
+		}
+		s.mu.Lock()
+		for _, smp := range s.samples {
+			measured += smp.value
+		}
+		s.mu.Unlock()
+	}
+	b.quotas.mu.Unlock()
+	if measured < 120<<10 || measured > 130<<10 {
+		t.Fatalf("fetch sensors hold %.0f bytes, want the two batches answered (~120 KiB)", measured)
+	}
+	// Over the quota, a new session's full fetch is answered without
+	// opening it.
+	sessions := func() int { b.fetchSessions.mu.Lock(); defer b.fetchSessions.mu.Unlock(); return len(b.fetchSessions.m) }
+	before := sessions()
+	resp = fetch(dial(t, b), 0, 0, 2)
+	if len(resp.Topics) != 0 || resp.ThrottleMillis <= 0 || resp.SessionID != 0 || sessions() != before {
+		t.Fatalf("full fetch over the quota: %d topics, throttle %d ms, session %d, %d sessions (was %d)",
+			len(resp.Topics), resp.ThrottleMillis, resp.SessionID, sessions(), before)
+	}
+
+	// A real consumer reads everything once, in order, throttled.
+	var h quotaThrottles
+	cl := newClient(t, b, kgo.WithHooks(&h), kgo.ConsumeTopics("fq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	var next int64
+	for next < n {
+		fs := cl.PollFetches(testCtx(t))
+		if err := fs.Err(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next || len(r.Value) != 60<<10 {
+				t.Fatalf("record at offset %d (%d bytes), want offset %d", r.Offset, len(r.Value), next)
+			}
+			next++
+		})
+	}
+	if h.n.Load() == 0 {
+		t.Fatal("a consumer of 240 KiB at 100 KiB/s was never throttled")
+	}
 }

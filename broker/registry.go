@@ -32,6 +32,11 @@ type Request struct {
 	// mute holds the connection's later requests for a throttle time
 	// (client quotas, quota.go); nil outside a connection.
 	mute func(time.Duration)
+	// fetchQuota, set by the quota middleware around a consumer's Fetch,
+	// records the response's size against the client's quotas once the
+	// records are read, and returns the throttle time; when it is above
+	// zero the fetch answers without records (quota.go).
+	fetchQuota func(size int64) time.Duration
 }
 
 // Ordered tells the connection that a serial request has fixed its order

@@ -19,7 +19,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"math"
 	"net"
 	"runtime/pprof"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker/replica"
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 )
 

@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"net"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/metadata"
 )

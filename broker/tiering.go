@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/tiering"

@@ -5,13 +5,14 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"log/slog"
 	"runtime/pprof"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/internal/reqtime"
 )
 
 // Sentinel errors. The request methods return only ctx.Err() or ErrClosed;

@@ -3,7 +3,6 @@ package txn
 import (
 	"context"
 	"errors"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"log/slog"
 	"runtime/pprof"
 	"strconv"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/internal/reqtime"
 )
 
 // Defaults, Kafka's names in comments.
