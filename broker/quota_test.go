@@ -699,7 +699,11 @@ func TestFetchQuotaThrottledEmpty(t *testing.T) {
 	}
 	// Over the quota, a new session's full fetch is answered without
 	// opening it.
-	sessions := func() int { b.fetchSessions.mu.Lock(); defer b.fetchSessions.mu.Unlock(); return len(b.fetchSessions.m) }
+	sessions := func() int {
+		b.fetchSessions.mu.Lock()
+		defer b.fetchSessions.mu.Unlock()
+		return len(b.fetchSessions.m)
+	}
 	before := sessions()
 	resp = fetch(dial(t, b), 0, 0, 2)
 	if len(resp.Topics) != 0 || resp.ThrottleMillis <= 0 || resp.SessionID != 0 || sessions() != before {

@@ -30,10 +30,11 @@ import (
 // mutual authentication (MIT's GSS-API does: librdkafka through Cyrus SASL,
 // the Java client), then offers "no security layer" in a wrap token; the
 // client's wrap token chooses it, and the login is done. The principal is
-// the client principal's first component (alice for alice@REALM or
-// alice/host@REALM) when its realm is the broker's service realm, as
-// Kafka's DEFAULT sasl.kerberos.principal.to.local.rules map it; a client of
-// another realm is refused, as Kafka fails a principal no rule maps.
+// what sasl.kerberos.principal.to.local.rules make of the client's
+// Kerberos name (kerberos_rules.go); by DEFAULT its first component (alice
+// for alice@REALM or alice/host@REALM) when its realm is the broker's
+// service realm, and a client of another realm is refused, as Kafka fails
+// a principal no rule maps.
 
 // MechanismGSSAPI is offered when Config.GSSAPI is set and SASLMechanisms
 // names it.
@@ -47,6 +48,9 @@ type GSSAPIConfig struct {
 	// ServiceName is Kafka's sasl.kerberos.service.name [kafka]: the
 	// first component of the service principal clients ask tickets for.
 	ServiceName string
+	// Namer is sasl.kerberos.principal.to.local.rules; nil is DEFAULT
+	// alone, with the service principal's realm as the broker's.
+	Namer *KerberosNamer
 	// MaxClockSkew bounds the difference between the client's clock and
 	// the broker's [5m, Kerberos' default].
 	MaxClockSkew time.Duration
@@ -66,10 +70,11 @@ type gssapiExchange struct {
 	cfg   *GSSAPIConfig
 	state int // 0: AP-REQ expected; 1: empty token after the AP-REP; 2: the client's wrap token
 
-	user    string
-	key     types.EncryptionKey // the initiator's subkey, else the session key
-	seq     uint64              // our next wrap token's sequence number
-	endTime time.Time           // the ticket's end time
+	user      string              // the short name, the connection's principal
+	principal string              // the Kerberos name, alice/host@REALM
+	key       types.EncryptionKey // the initiator's subkey, else the session key
+	seq       uint64              // our next wrap token's sequence number
+	endTime   time.Time           // the ticket's end time
 }
 
 func (b *Broker) newGSSAPIExchange() *gssapiExchange {
@@ -138,14 +143,16 @@ func (x *gssapiExchange) acceptContext(in []byte) ([]byte, error) {
 	if svc := req.Ticket.SName.NameString; len(svc) == 0 || svc[0] != want {
 		return nil, fmt.Errorf("GSSAPI: %w: a ticket for %v, not the %s service", errAuthFailed, svc, want)
 	}
-	if creds.Domain() != req.Ticket.Realm {
-		return nil, fmt.Errorf("GSSAPI: %w: principal %s@%s is not of the broker's realm %s", errAuthFailed, creds.UserName(), creds.Domain(), req.Ticket.Realm)
-	}
 	name := req.Authenticator.CName.NameString
 	if len(name) == 0 || name[0] == "" {
 		return nil, fmt.Errorf("GSSAPI: %w: empty client principal", errAuthFailed)
 	}
-	x.user = name[0]
+	user, err := x.cfg.Namer.ShortName(name, creds.Domain(), req.Ticket.Realm)
+	if err != nil {
+		return nil, fmt.Errorf("GSSAPI: %w: %w", errAuthFailed, err)
+	}
+	x.user = user
+	x.principal = strings.Join(name, "/") + "@" + creds.Domain()
 	x.endTime = req.Ticket.DecryptedEncPart.EndTime
 	sessionKey := req.Ticket.DecryptedEncPart.Key
 	x.key = sessionKey
@@ -248,7 +255,7 @@ func (x *gssapiExchange) checkChoice(in []byte) error {
 	if len(p) < 4 || p[0]&0x01 == 0 {
 		return errors.New("GSSAPI: the client did not choose 'no security layer'")
 	}
-	if authz := string(p[4:]); authz != "" && authz != x.user && !strings.HasPrefix(authz, x.user+"@") && !strings.HasPrefix(authz, x.user+"/") {
+	if authz := string(p[4:]); authz != "" && authz != x.user && authz != x.principal && !strings.HasPrefix(x.principal, authz+"@") {
 		return fmt.Errorf("GSSAPI: authorization id %q differs from the principal %q", authz, x.user)
 	}
 	return nil

@@ -96,3 +96,72 @@ func FuzzGSSAPIExchange(f *testing.F) {
 		}
 	})
 }
+
+// TestGSSAPIPrincipalRules: sasl.kerberos.principal.to.local.rules against
+// a real MIT KDC. With RULE:[2:$1]/U and a rule that renames
+// alice@SEDIMENT.TEST, the two-component principal app/worker1 logs in as
+// "APP" and alice as "analyst"; bob, whom no rule maps, is refused.
+func TestGSSAPIPrincipalRules(t *testing.T) {
+	kdc := testutil.StartKDC(t)
+	kdc.AddUser(t, "alice", "alice-pw")
+	kdc.AddUser(t, "bob", "bob-pw")
+	kdc.AddUser(t, "app/worker1", "app-pw")
+	kt, err := LoadKeytab(kdc.AddService(t, "kafka/localhost", "kafka/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	namer, err := ParseKerberosRules(`RULE:[2:$1]/U, RULE:[1:$1@$0](alice@SEDIMENT\.TEST)s/.*/analyst/`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+		c.SASLMechanisms = []string{MechanismGSSAPI}
+		c.GSSAPI = &GSSAPIConfig{Keytab: kt, ServiceName: "kafka", Namer: namer}
+	})
+	krb5, err := config.Load(kdc.Krb5Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	login := func(user, pass string) (*kgo.Client, error) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.listenerAddr("SASL_PLAINTEXT")), kgo.RequestRetries(0),
+			kgo.SASL(kerberos.Auth{Client: client.NewWithPassword(user, kdc.Realm, pass, krb5, client.DisablePAFXFAST(true)), Service: "kafka"}.AsMechanism()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		return cl, cl.Ping(pctx)
+	}
+	for _, c := range []struct{ user, pass, principal string }{
+		{"app/worker1", "app-pw", "APP"},
+		{"alice", "alice-pw", "analyst"},
+	} {
+		cl, err := login(c.user, c.pass)
+		if err != nil {
+			t.Fatalf("%s: %v", c.user, err)
+		}
+		checkSASLPrincipals(t, b, c.principal, func(*saslConn) bool { return true })
+		cl.Close()
+		// The next check sees only the next login.
+		waitCond(t, func() bool {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			for c := range b.mu.conns {
+				if c.info.sasl != nil {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	cl, err := login("bob", "bob-pw")
+	defer cl.Close()
+	if err == nil {
+		t.Error("bob@SEDIMENT.TEST, whom no rule maps, logged in")
+	}
+}

@@ -257,6 +257,8 @@ func TestDelegationTokensCLI(t *testing.T) {
 // through Cyrus SASL and MIT GSS-API, which asks for mutual
 // authentication) logs in with the ticket alice got from kinit, produces
 // 200 keyed lines and reads them back; without a ticket it cannot log in.
+// The broker maps alice with --sasl-kerberos-principal-to-local-rules to
+// ALICE, whom the authorizer knows as a super user (alice it would refuse).
 func TestGSSAPIKcat(t *testing.T) {
 	kdc := testutil.StartKDC(t)
 	kdc.AddUser(t, "alice", "alice-pw")
@@ -264,7 +266,11 @@ func TestGSSAPIKcat(t *testing.T) {
 	saslPlain := net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
 	b := StartBroker(t, BrokerOptions{
 		Listeners: "SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI,SCRAM-SHA-512", "--sasl-kerberos-keytab", keytab},
+		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI,SCRAM-SHA-512", "--sasl-kerberos-keytab", keytab,
+			// alice@SEDIMENT.TEST is "ALICE", the only user besides the
+			// harness's ANONYMOUS the authorizer lets in.
+			"--sasl-kerberos-principal-to-local-rules", "RULE:[1:$1]/U,DEFAULT",
+			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:ALICE"},
 	})
 	b.sediment(t, "", "topic", "create", "kerberized", "--partitions", "2")
 	cc := filepath.Join(t.TempDir(), "ccache")

@@ -27,6 +27,7 @@ var securitySettings = []brokerSetting{
 	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user), OAUTHBEARER (with sasl-oauthbearer-jwks-endpoint-url), GSSAPI (with sasl-kerberos-keytab)"},
 	{"sasl-kerberos-keytab", "", "GSSAPI: the keytab with the broker's service principal (sasl-kerberos-service-name/<host>@REALM), Kafka's JAAS keyTab"},
 	{"sasl-kerberos-service-name", "kafka", "sasl.kerberos.service.name: the first component of the service principal clients ask tickets for"},
+	{"sasl-kerberos-principal-to-local-rules", "DEFAULT", "sasl.kerberos.principal.to.local.rules: how a Kerberos principal becomes the principal, RULE:[n:format](match)s/from/to/g/L and DEFAULT, comma-separated (RULE:[2:$1@$0](.*@EXAMPLE\\.COM)s/@.*//L,DEFAULT)"},
 	{"sasl-oauthbearer-jwks-endpoint-url", "", "sasl.oauthbearer.jwks.endpoint.url: the identity provider's JSON Web Key Set (https://, http:// or file://) that OAUTHBEARER tokens are checked against"},
 	{"sasl-oauthbearer-jwks-endpoint-refresh", time.Hour, "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the keys are fetched again (a token of an unknown key fetches them at most every 10 s)"},
 	{"sasl-oauthbearer-expected-issuer", "", "sasl.oauthbearer.expected.issuer: a token's iss must be this (empty: not checked)"},
@@ -127,7 +128,11 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("sasl-kerberos-keytab: %w", err)
 		}
-		cfg.GSSAPI = &broker.GSSAPIConfig{Keytab: kt, ServiceName: v.GetString("sasl-kerberos-service-name")}
+		namer, err := broker.ParseKerberosRules(v.GetString("sasl-kerberos-principal-to-local-rules"))
+		if err != nil {
+			return fmt.Errorf("sasl-kerberos-principal-to-local-rules: %w", err)
+		}
+		cfg.GSSAPI = &broker.GSSAPIConfig{Keytab: kt, ServiceName: v.GetString("sasl-kerberos-service-name"), Namer: namer}
 	}
 	for _, m := range strings.Split(v.GetString("sasl-enabled-mechanisms"), ",") {
 		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
