@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/sediment-io/sediment/broker/group"
@@ -352,7 +353,10 @@ type Broker struct {
 	shares   *shares           // share groups (share_partition.go, share_coordinator.go)
 	chains   map[int16]Handler // each API's handler in its middleware (chain)
 	oauth    *oauthValidator   // nil: no OAUTHBEARER (sasl_oauthbearer.go)
-	budget   *memBudget
+	// krbClient logs the broker's own clients in with GSSAPI
+	// (interbroker_sasl.go); nil unless that is the inter-broker mechanism.
+	krbClient *krbclient.Client
+	budget    *memBudget
 
 	fetchSessions fetchSessions
 	// leaderQuota and followerQuota are the replication throttles
@@ -419,6 +423,10 @@ func New(cfg Config) (*Broker, error) {
 			return nil, err
 		}
 		b.oauth = v
+	}
+	if err := b.newInterBrokerKerberos(); err != nil {
+		cancel()
+		return nil, err
 	}
 	if cfg.Authorizer.Enabled {
 		b.authz = newAuthorizer(cfg.Authorizer)
@@ -677,7 +685,10 @@ func (b *Broker) Close() error {
 	if b.store != nil {
 		err = b.store.close()
 	}
-	b.cleaner.close()   // after the store: every log is unregistered
+	b.cleaner.close() // after the store: every log is unregistered
+	if b.krbClient != nil {
+		b.krbClient.Destroy() // after every client that logs in with it
+	}
 	b.dirLock.release() // last: nothing of the directory is open any more
 	b.log.Info("broker stopped")
 	return err

@@ -4,12 +4,18 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	krbconfig "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/kerberos"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
@@ -30,10 +36,27 @@ import (
 // log in until the operator fixes one or the other. With the authorizer, the
 // user must be a super user (or hold CLUSTER_ACTION).
 
+//
+// With GSSAPI (Kafka's sasl.mechanism.inter.broker.protocol=GSSAPI and the
+// KafkaServer JAAS principal) the broker logs in as its own Kerberos
+// principal, User, with the keys of its keytab (GSSAPIConfig.Keytab): it
+// asks the realm's KDC (Krb5Conf) for a ticket-granting ticket, renewed as
+// it expires, and for a service ticket of each peer's
+// <service name>/<advertised host>. Its principal on the peers is what
+// their sasl.kerberos.principal.to.local.rules make of it ("kafka" for
+// kafka/broker1.example.com@REALM by DEFAULT). No credential is created.
+
 // InterBrokerSASLConfig is how the broker's own clients log in.
 type InterBrokerSASLConfig struct {
-	Mechanism      string // PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512
-	User, Password string
+	Mechanism string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or GSSAPI
+	// User is the SCRAM or PLAIN user; with GSSAPI the broker's Kerberos
+	// principal (kafka/broker1.example.com, or with @REALM; without it the
+	// realm of the keytab's entry).
+	User     string
+	Password string // not with GSSAPI
+	// Krb5Conf is the Kerberos configuration (the KDCs of the realm) the
+	// GSSAPI login asks for tickets with.
+	Krb5Conf *krbconfig.Config
 }
 
 // interBrokerSCRAMIterations is the iteration count of a credential the
@@ -41,10 +64,13 @@ type InterBrokerSASLConfig struct {
 const interBrokerSCRAMIterations = 8192
 
 // mechanism returns the franz-go mechanism; nil without SASL.
-func (c *InterBrokerSASLConfig) mechanism() sasl.Mechanism {
+func (b *Broker) interBrokerMechanism() sasl.Mechanism {
+	c := b.cfg.InterBrokerSASL
 	switch {
 	case c == nil:
 		return nil
+	case c.Mechanism == MechanismGSSAPI:
+		return kerberos.Auth{Client: b.krbClient, Service: b.cfg.GSSAPI.serviceName()}.AsMechanism()
 	case c.Mechanism == MechanismPlain:
 		return plain.Auth{User: c.User, Pass: c.Password}.AsMechanism()
 	case c.Mechanism == MechanismSCRAMSHA256:
@@ -55,22 +81,63 @@ func (c *InterBrokerSASLConfig) mechanism() sasl.Mechanism {
 }
 
 // check refuses a configuration the first listener cannot use.
-func (c *InterBrokerSASLConfig) check(enabled []string) error {
+func (c *InterBrokerSASLConfig) check(enabled []string, gss *GSSAPIConfig) error {
 	switch {
-	case c.Mechanism != MechanismPlain && c.Mechanism != MechanismSCRAMSHA256 && c.Mechanism != MechanismSCRAMSHA512:
-		return fmt.Errorf("broker: inter-broker SASL mechanism %q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.Mechanism)
+	case c.Mechanism != MechanismPlain && c.Mechanism != MechanismSCRAMSHA256 && c.Mechanism != MechanismSCRAMSHA512 && c.Mechanism != MechanismGSSAPI:
+		return fmt.Errorf("broker: inter-broker SASL mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or GSSAPI", c.Mechanism)
 	case !slices.Contains(enabled, c.Mechanism):
 		return fmt.Errorf("broker: inter-broker SASL mechanism %s is not among the enabled mechanisms %v", c.Mechanism, enabled)
+	case c.Mechanism == MechanismGSSAPI:
+		if c.User == "" {
+			return errors.New("broker: inter-broker SASL with GSSAPI needs the broker's Kerberos principal (inter-broker-sasl-username)")
+		}
+		if c.Krb5Conf == nil {
+			return errors.New("broker: inter-broker SASL with GSSAPI needs the Kerberos configuration (sasl-kerberos-krb5-conf)")
+		}
+		if gss == nil || gss.Keytab == nil {
+			return errors.New("broker: inter-broker SASL with GSSAPI needs the broker's keytab (sasl-kerberos-keytab)")
+		}
+		if _, _, err := c.kerberosPrincipal(gss.Keytab); err != nil {
+			return err
+		}
 	case c.User == "" || c.Password == "":
 		return fmt.Errorf("broker: inter-broker SASL needs a user and a password")
 	}
 	return nil
 }
 
+// kerberosPrincipal splits User into the name and the realm; without
+// "@REALM" the realm is that of the keytab's entry for the name, which
+// must be there either way.
+func (c *InterBrokerSASLConfig) kerberosPrincipal(kt *keytab.Keytab) (name, realm string, err error) {
+	name, realm, _ = strings.Cut(c.User, "@")
+	for _, e := range kt.Entries {
+		if strings.Join(e.Principal.Components, "/") == name && (realm == "" || e.Principal.Realm == realm) {
+			return name, e.Principal.Realm, nil
+		}
+	}
+	return "", "", fmt.Errorf("broker: inter-broker SASL with GSSAPI: the keytab holds no key of %s", c.User)
+}
+
+// newInterBrokerKerberos makes the Kerberos client of GSSAPI inter-broker
+// logins; it logs in at the first connection and renews its ticket.
+func (b *Broker) newInterBrokerKerberos() error {
+	c := b.cfg.InterBrokerSASL
+	if c == nil || c.Mechanism != MechanismGSSAPI || !usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
+		return nil
+	}
+	name, realm, err := c.kerberosPrincipal(b.cfg.GSSAPI.Keytab)
+	if err != nil {
+		return err
+	}
+	b.krbClient = krbclient.NewWithKeytab(name, realm, b.cfg.GSSAPI.Keytab, c.Krb5Conf, krbclient.DisablePAFXFAST(true))
+	return nil
+}
+
 // peerClientOpts are the options of the broker's own Kafka clients.
 func (b *Broker) peerClientOpts() []kgo.Opt {
 	opts := []kgo.Opt{kgo.Dialer(b.dialPeer)}
-	if m := b.cfg.InterBrokerSASL.mechanism(); m != nil && usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
+	if m := b.interBrokerMechanism(); m != nil && usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
 		opts = append(opts, kgo.SASL(m))
 	}
 	return opts
@@ -89,7 +156,7 @@ func (c *InterBrokerSASLConfig) credentialMechanism() string {
 // metadata has none, retrying until it is there or the broker stops.
 func (b *Broker) ensureInterBrokerUser(ctx context.Context) {
 	c := b.cfg.InterBrokerSASL
-	if c == nil || !usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
+	if c == nil || c.Mechanism == MechanismGSSAPI || !usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
 		return
 	}
 	mech := c.credentialMechanism()

@@ -6,10 +6,17 @@ import (
 	"testing"
 	"time"
 
+	krbclient "github.com/jcmturner/gokrb5/v8/client"
+	krbconfig "github.com/jcmturner/gokrb5/v8/config"
+	"github.com/jcmturner/gokrb5/v8/iana/etypeID"
+	"github.com/jcmturner/gokrb5/v8/keytab"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/kerberos"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // TestSASLInterBroker: two brokers whose only listener is SASL_PLAINTEXT,
@@ -57,7 +64,8 @@ func TestSASLInterBroker(t *testing.T) {
 func TestSASLInterBrokerConfig(t *testing.T) {
 	for name, c := range map[string]*InterBrokerSASLConfig{
 		"none":             nil,
-		"unknown":          {Mechanism: "GSSAPI", User: "b", Password: "p"},
+		"unknown":          {Mechanism: "DIGEST-MD5", User: "b", Password: "p"},
+		"gssapi disabled":  {Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krbconfig.New()},
 		"not enabled":      {Mechanism: MechanismSCRAMSHA512, User: "b", Password: "p"},
 		"no password":      {Mechanism: MechanismPlain, User: "b"},
 		"oauth not usable": {Mechanism: MechanismOAuthBearer, User: "b", Password: "p"},
@@ -71,5 +79,87 @@ func TestSASLInterBrokerConfig(t *testing.T) {
 		} else if !strings.Contains(err.Error(), "inter-broker") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+}
+
+// TestGSSAPIInterBrokerConfig: GSSAPI for the inter-broker user needs the
+// broker's principal, in its keytab, and a Kerberos configuration.
+func TestGSSAPIInterBrokerConfig(t *testing.T) {
+	kt := keytab.New()
+	if err := kt.AddEntry("kafka/localhost", "SEDIMENT.TEST", "pw", time.Unix(0, 0), 1, etypeID.AES256_CTS_HMAC_SHA1_96); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]*InterBrokerSASLConfig{
+		"no principal":      {Mechanism: MechanismGSSAPI, Krb5Conf: krbconfig.New()},
+		"no krb5.conf":      {Mechanism: MechanismGSSAPI, User: "kafka/localhost"},
+		"not in the keytab": {Mechanism: MechanismGSSAPI, User: "kafka/other", Krb5Conf: krbconfig.New()},
+		"another realm":     {Mechanism: MechanismGSSAPI, User: "kafka/localhost@OTHER.TEST", Krb5Conf: krbconfig.New()},
+	} {
+		cfg := Config{DataDir: t.TempDir(), Listeners: []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}},
+			SASLMechanisms: []string{MechanismGSSAPI}, GSSAPI: &GSSAPIConfig{Keytab: kt}, InterBrokerSASL: c, Logger: testLogger(t)}
+		b, err := New(cfg)
+		if err == nil {
+			b.Close()
+			t.Errorf("%s: accepted", name)
+		} else if !strings.Contains(err.Error(), "inter-broker") {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}
+
+// TestGSSAPIInterBroker: two brokers whose only listener is SASL_PLAINTEXT
+// with GSSAPI alone, against a real MIT KDC, with the authorizer on: they
+// log in to each other as kafka/127.0.0.1@SEDIMENT.TEST with their keytab
+// (the principal "kafka", a super user) and replicate every record alice
+// produces with acks=all to both replicas.
+func TestGSSAPIInterBroker(t *testing.T) {
+	kdc := testutil.StartKDC(t)
+	kdc.AddUser(t, "alice", "alice-pw")
+	kt, err := LoadKeytab(kdc.AddService(t, "kafka/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	krb5, err := krbconfig.Load(kdc.Krb5Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}}
+		c.SASLMechanisms = []string{MechanismGSSAPI}
+		c.GSSAPI = &GSSAPIConfig{Keytab: kt}
+		c.InterBrokerSASL = &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/127.0.0.1", Krb5Conf: krb5}
+		c.Authorizer = AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:kafka", "User:alice"}}
+	})
+	alice := kerberos.Auth{Client: krbclient.NewWithPassword("alice", kdc.Realm, "alice-pw", krb5, krbclient.DisablePAFXFAST(true)), Service: "kafka"}.AsMechanism()
+	cl := secureClient(t, brokers[0], nil, "SASL_PLAINTEXT", alice,
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(30*time.Second), kgo.RequestRetries(20))
+	createPairTopic(t, kadm.NewClient(cl), "krb-replicated", nil)
+	produced := produceAll(t, cl, makeRecords("krb-replicated", 200, "krb"))
+	for p, recs := range produced {
+		end := recs[len(recs)-1].Offset + 1
+		for _, b := range brokers {
+			waitCond(t, func() bool {
+				topic, ok := b.meta.State().Topic("krb-replicated")
+				if !ok {
+					return false
+				}
+				part, err := b.store.openLocked(topic, p)
+				return err == nil && part.log.LogEndOffset() >= end
+			})
+		}
+	}
+	// The followers fetched logged in as "kafka".
+	n := 0
+	for _, b := range brokers {
+		b.mu.Lock()
+		for c := range b.mu.conns {
+			if sc := c.info.sasl; sc != nil && sc.done.Load() && c.info.Principal == "kafka" {
+				n++
+			}
+		}
+		b.mu.Unlock()
+	}
+	if n == 0 {
+		t.Error("no connection logged in as the brokers' principal kafka")
 	}
 }

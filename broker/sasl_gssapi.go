@@ -56,6 +56,13 @@ type GSSAPIConfig struct {
 	MaxClockSkew time.Duration
 }
 
+func (c *GSSAPIConfig) serviceName() string {
+	if c == nil || c.ServiceName == "" {
+		return "kafka"
+	}
+	return c.ServiceName
+}
+
 // LoadKeytab reads a keytab file.
 func LoadKeytab(path string) (*keytab.Keytab, error) {
 	kt, err := keytab.Load(path)
@@ -136,10 +143,7 @@ func (x *gssapiExchange) acceptContext(in []byte) ([]byte, error) {
 		}
 		return nil, fmt.Errorf("GSSAPI: %w: %w", errAuthFailed, err)
 	}
-	want := x.cfg.ServiceName
-	if want == "" {
-		want = "kafka"
-	}
+	want := x.cfg.serviceName()
 	if svc := req.Ticket.SName.NameString; len(svc) == 0 || svc[0] != want {
 		return nil, fmt.Errorf("GSSAPI: %w: a ticket for %v, not the %s service", errAuthFailed, svc, want)
 	}

@@ -90,7 +90,7 @@ func (c *Config) checkSecurity() error {
 			if c.InterBrokerSASL == nil {
 				return fmt.Errorf("broker: the first listener (%s) carries inter-broker traffic; as %s it needs the inter-broker SASL user (inter-broker-sasl-mechanism, -username, -password)", l.Name, l.SecurityProtocol)
 			}
-			if err := c.InterBrokerSASL.check(c.SASLMechanisms); err != nil {
+			if err := c.InterBrokerSASL.check(c.SASLMechanisms, c.GSSAPI); err != nil {
 				return err
 			}
 		}

@@ -148,6 +148,9 @@ type Broker struct {
 	extra     []string
 	env       []string
 	listeners string // BrokerOptions.Listeners
+	// leadListeners come before Addr's: the first carries the brokers'
+	// own traffic (replica fetches, transaction markers).
+	leadListeners string
 	log       *syncBuffer
 	starts    int
 
@@ -212,6 +215,9 @@ func StartBroker(t testing.TB, opts BrokerOptions) *Broker {
 // that it follows the broker's flags.
 func (b *Broker) brokerArgs() []string {
 	listeners := b.Addr
+	if b.leadListeners != "" {
+		listeners = b.leadListeners + "," + listeners
+	}
 	if b.listeners != "" {
 		listeners += "," + b.listeners
 	}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,7 +9,6 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"github.com/sediment-io/sediment/internal/testutil"
 	"math/big"
 	"net"
 	"os"
@@ -20,6 +20,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // writeTestCA writes a CA certificate and a server certificate for
@@ -308,5 +313,40 @@ func TestGSSAPIKcat(t *testing.T) {
 	noTicket := kdc.Env(filepath.Join(t.TempDir(), "empty-ccache"))
 	if r := run(t, "", noTicket, kcatPath(t), append(props, "-L", "-m", "5")...); r.Err == nil {
 		t.Fatalf("kcat without a Kerberos ticket listed metadata:\n%s", r.Stdout)
+	}
+}
+
+// TestGSSAPIInterBrokerCluster: three broker processes whose first listener,
+// the one replication uses, is SASL_PLAINTEXT with GSSAPI alone, against a
+// real MIT KDC: with --inter-broker-sasl-mechanism GSSAPI each logs in to
+// the others as kafka/127.0.0.1@SEDIMENT.TEST from its keytab
+// (--sasl-kerberos-krb5-conf names the KDC), the principal "kafka", the
+// authorizer's super user. The followers of a topic with replication
+// factor 3 and min.insync.replicas=3 join the ISR, and every record
+// produced with acks=all is acknowledged.
+func TestGSSAPIInterBrokerCluster(t *testing.T) {
+	kdc := testutil.StartKDC(t)
+	keytab := kdc.AddService(t, "kafka/127.0.0.1")
+	c := NewCluster(t, 3, "--sasl-enabled-mechanisms", "GSSAPI", "--sasl-kerberos-keytab", keytab,
+		"--inter-broker-sasl-mechanism", "GSSAPI", "--inter-broker-sasl-username", "kafka/127.0.0.1",
+		"--sasl-kerberos-krb5-conf", kdc.Krb5Conf,
+		"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:kafka")
+	for _, b := range c.Brokers {
+		b.leadListeners = "SASL_PLAINTEXT://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	}
+	c.StartAll()
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "krb-replicated"
+	createClusterTopic(t, adm, topic, 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")})
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(60*time.Second))
+	var recs []*kgo.Record
+	for i := range 300 {
+		recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("acks=all with min.insync.replicas=3, replicated over GSSAPI: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	krb5config "github.com/jcmturner/gokrb5/v8/config"
 	"github.com/spf13/viper"
 
 	"github.com/sediment-io/sediment/broker"
@@ -27,6 +28,7 @@ var securitySettings = []brokerSetting{
 	{"sasl-enabled-mechanisms", strings.Join(broker.SupportedSASLMechanisms, ","), "sasl.enabled.mechanisms on SASL listeners: some of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (users: sediment user), OAUTHBEARER (with sasl-oauthbearer-jwks-endpoint-url), GSSAPI (with sasl-kerberos-keytab)"},
 	{"sasl-kerberos-keytab", "", "GSSAPI: the keytab with the broker's service principal (sasl-kerberos-service-name/<host>@REALM), Kafka's JAAS keyTab"},
 	{"sasl-kerberos-service-name", "kafka", "sasl.kerberos.service.name: the first component of the service principal clients ask tickets for"},
+	{"sasl-kerberos-krb5-conf", "", "GSSAPI for the inter-broker user: the Kerberos configuration naming the realm's KDCs, Java's java.security.krb5.conf (empty: KRB5_CONFIG, else /etc/krb5.conf)"},
 	{"sasl-kerberos-principal-to-local-rules", "DEFAULT", "sasl.kerberos.principal.to.local.rules: how a Kerberos principal becomes the principal, RULE:[n:format](match)s/from/to/g/L and DEFAULT, comma-separated (RULE:[2:$1@$0](.*@EXAMPLE\\.COM)s/@.*//L,DEFAULT)"},
 	{"sasl-oauthbearer-jwks-endpoint-url", "", "sasl.oauthbearer.jwks.endpoint.url: the identity provider's JSON Web Key Set (https://, http:// or file://) that OAUTHBEARER tokens are checked against"},
 	{"sasl-oauthbearer-jwks-endpoint-refresh", time.Hour, "sasl.oauthbearer.jwks.endpoint.refresh.ms: how often the keys are fetched again (a token of an unknown key fetches them at most every 10 s)"},
@@ -35,8 +37,8 @@ var securitySettings = []brokerSetting{
 	{"sasl-oauthbearer-sub-claim-name", "sub", "sasl.oauthbearer.sub.claim.name: the claim that is the principal"},
 	{"sasl-oauthbearer-clock-skew", 30 * time.Second, "sasl.oauthbearer.clock.skew.seconds: allowed on exp, nbf and iat"},
 	{"sasl-oauthbearer-unsecured", false, "accept unsigned OAUTHBEARER tokens (alg none, as librdkafka's sasl.oauthbearer.config makes): development only, Kafka's default unsecured validator"},
-	{"inter-broker-sasl-mechanism", "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how the broker's own clients log in when the first listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)"},
-	{"inter-broker-sasl-username", "", "the inter-broker SASL user (created by the brokers if it does not exist; make it a super user with the authorizer)"},
+	{"inter-broker-sasl-mechanism", "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how the broker's own clients log in when the first listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, or GSSAPI with the keytab)"},
+	{"inter-broker-sasl-username", "", "the inter-broker SASL user (created by the brokers if it does not exist; make it a super user with the authorizer); with GSSAPI the broker's Kerberos principal in sasl-kerberos-keytab (kafka/broker1.example.com), no password"},
 	{"inter-broker-sasl-password", "", "its password (SEDIMENT_INTER_BROKER_SASL_PASSWORD keeps it out of the process list)"},
 	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
@@ -96,6 +98,18 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	}
 	if u := v.GetString("inter-broker-sasl-username"); u != "" {
 		cfg.InterBrokerSASL = &broker.InterBrokerSASLConfig{Mechanism: strings.ToUpper(v.GetString("inter-broker-sasl-mechanism")), User: u, Password: v.GetString("inter-broker-sasl-password")}
+		if cfg.InterBrokerSASL.Mechanism == broker.MechanismGSSAPI {
+			path := v.GetString("sasl-kerberos-krb5-conf")
+			if path == "" {
+				path = os.Getenv("KRB5_CONFIG")
+			}
+			if path == "" {
+				path = "/etc/krb5.conf"
+			}
+			if cfg.InterBrokerSASL.Krb5Conf, err = krb5config.Load(path); err != nil {
+				return fmt.Errorf("sasl-kerberos-krb5-conf: Kerberos configuration %s: %w", path, err)
+			}
+		}
 	}
 	supers, err := broker.ParseSuperUsers(v.GetString("super-users"))
 	if err != nil {
