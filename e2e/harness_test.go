@@ -151,8 +151,8 @@ type Broker struct {
 	// leadListeners come before Addr's: the first carries the brokers'
 	// own traffic (replica fetches, transaction markers).
 	leadListeners string
-	log       *syncBuffer
-	starts    int
+	log           *syncBuffer
+	starts        int
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
