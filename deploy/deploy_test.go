@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -441,6 +442,26 @@ func TestDockerfile(t *testing.T) {
 	}
 }
 
+// dockerHealthcheck is the command of the Dockerfile's HEALTHCHECK, which
+// must be the image's binary asking its admin endpoint.
+func dockerHealthcheck(t *testing.T) []string {
+	t.Helper()
+	const f = "docker/Dockerfile"
+	raw := strings.ReplaceAll(string(readFile(t, f)), "\\\n", " ")
+	m := regexp.MustCompile(`(?m)^HEALTHCHECK .*CMD \[(.*)\]$`).FindStringSubmatch(raw)
+	if m == nil {
+		t.Fatalf("%s: no HEALTHCHECK CMD [...]", f)
+	}
+	var args []string
+	for _, a := range strings.Split(m[1], ",") {
+		args = append(args, strings.Trim(strings.TrimSpace(a), `"`))
+	}
+	if len(args) < 3 || args[0] != "/usr/local/bin/sediment" || args[1] != "health" || !slices.Contains(args, "--admin-address") {
+		t.Fatalf("%s: HEALTHCHECK %q: want /usr/local/bin/sediment health ... --admin-address", f, args)
+	}
+	return args
+}
+
 func TestCompose(t *testing.T) {
 	const f = "docker-compose.yml"
 	settings := brokerSettings(t)
@@ -522,6 +543,18 @@ func TestCompose(t *testing.T) {
 		ln, adv := listenerNames(s.Environment["SEDIMENT_LISTENERS"]), s.Environment["SEDIMENT_ADVERTISED_LISTENERS"]
 		if !strings.HasPrefix(adv, ln[0]+"://"+s.Hostname+":") {
 			t.Errorf("%s: first listener %s must be advertised at %s, have %q", name, ln[0], s.Hostname, adv)
+		}
+		// The health check is the binary's own (distroless has no
+		// curl), against this broker's admin port.
+		hc, _ := s.Healthcheck["test"].([]any)
+		var hcArgs []string
+		for _, a := range hc {
+			hcArgs = append(hcArgs, fmt.Sprint(a))
+		}
+		_, adminPort, _ := net.SplitHostPort(s.Environment["SEDIMENT_ADMIN_ADDRESS"])
+		if len(hcArgs) < 3 || hcArgs[0] != "CMD" || hcArgs[1] != "/usr/local/bin/sediment" || hcArgs[2] != "health" ||
+			!slices.Contains(hcArgs, "127.0.0.1:"+adminPort) {
+			t.Errorf("%s: healthcheck %q: want [CMD, /usr/local/bin/sediment, health, ... --admin-address 127.0.0.1:%s]", name, hcArgs, adminPort)
 		}
 		grace, err := time.ParseDuration(s.StopGracePeriod)
 		shutdown, err2 := time.ParseDuration(s.Environment["SEDIMENT_SHUTDOWN_TIMEOUT"])
@@ -887,6 +920,18 @@ func TestSingleBrokerStarts(t *testing.T) {
 			}
 			adm := kadm.NewClient(cl)
 			b.waitReady(t, adm)
+			if config == "docker/sediment.yaml" {
+				// The image's HEALTHCHECK, at this broker's admin port.
+				args := dockerHealthcheck(t)
+				for i := range args[:len(args)-1] {
+					if args[i] == "--admin-address" {
+						args[i+1] = b.admin
+					}
+				}
+				if out, err := exec.Command(sedimentBinary(t), args[1:]...).CombinedOutput(); err != nil {
+					t.Errorf("the Dockerfile's HEALTHCHECK %q on a ready broker: %v\n%s", args, err, out)
+				}
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			if _, err := adm.CreateTopic(ctx, 2, 1, nil, topic); err != nil {

@@ -384,9 +384,11 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 	} else {
 		close(adminDone)
 	}
+	notifyReady(ctx, b, log) // sdnotify.go
 
 	<-ctx.Done()
 	log.Info("shutting down")
+	notifyStopping()
 	stop() // a second signal kills the process
 	if admin != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -34,5 +34,6 @@ func newRootCmd() *cobra.Command {
 	root.AddCommand(newTokenCmd())
 	root.AddCommand(newUserCmd())
 	root.AddCommand(newACLCmd())
+	root.AddCommand(newHealthCmd())
 	return root
 }
