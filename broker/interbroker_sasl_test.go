@@ -60,43 +60,32 @@ func TestSASLInterBroker(t *testing.T) {
 }
 
 // TestSASLInterBrokerConfig: a SASL first listener needs the inter-broker
-// user, with an enabled mechanism.
+// user, with an enabled mechanism; with GSSAPI, the broker's principal, in
+// its keytab, and a Kerberos configuration.
 func TestSASLInterBrokerConfig(t *testing.T) {
-	for name, c := range map[string]*InterBrokerSASLConfig{
-		"none":             nil,
-		"unknown":          {Mechanism: "DIGEST-MD5", User: "b", Password: "p"},
-		"gssapi disabled":  {Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krbconfig.New()},
-		"not enabled":      {Mechanism: MechanismSCRAMSHA512, User: "b", Password: "p"},
-		"no password":      {Mechanism: MechanismPlain, User: "b"},
-		"oauth not usable": {Mechanism: MechanismOAuthBearer, User: "b", Password: "p"},
-	} {
-		cfg := Config{DataDir: t.TempDir(), Listeners: []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}},
-			SASLMechanisms: []string{MechanismPlain, MechanismSCRAMSHA256}, InterBrokerSASL: c, Logger: testLogger(t)}
-		b, err := New(cfg)
-		if err == nil {
-			b.Close()
-			t.Errorf("%s: accepted", name)
-		} else if !strings.Contains(err.Error(), "inter-broker") {
-			t.Errorf("%s: %v", name, err)
-		}
-	}
-}
-
-// TestGSSAPIInterBrokerConfig: GSSAPI for the inter-broker user needs the
-// broker's principal, in its keytab, and a Kerberos configuration.
-func TestGSSAPIInterBrokerConfig(t *testing.T) {
 	kt := keytab.New()
 	if err := kt.AddEntry("kafka/localhost", "SEDIMENT.TEST", "pw", time.Unix(0, 0), 1, etypeID.AES256_CTS_HMAC_SHA1_96); err != nil {
 		t.Fatal(err)
 	}
-	for name, c := range map[string]*InterBrokerSASLConfig{
-		"no principal":      {Mechanism: MechanismGSSAPI, Krb5Conf: krbconfig.New()},
-		"no krb5.conf":      {Mechanism: MechanismGSSAPI, User: "kafka/localhost"},
-		"not in the keytab": {Mechanism: MechanismGSSAPI, User: "kafka/other", Krb5Conf: krbconfig.New()},
-		"another realm":     {Mechanism: MechanismGSSAPI, User: "kafka/localhost@OTHER.TEST", Krb5Conf: krbconfig.New()},
+	scram := []string{MechanismPlain, MechanismSCRAMSHA256}
+	gss := []string{MechanismGSSAPI}
+	for name, c := range map[string]struct {
+		mechs []string
+		ib    *InterBrokerSASLConfig
+	}{
+		"none":                     {scram, nil},
+		"unknown":                  {scram, &InterBrokerSASLConfig{Mechanism: "DIGEST-MD5", User: "b", Password: "p"}},
+		"not enabled":              {scram, &InterBrokerSASLConfig{Mechanism: MechanismSCRAMSHA512, User: "b", Password: "p"}},
+		"no password":              {scram, &InterBrokerSASLConfig{Mechanism: MechanismPlain, User: "b"}},
+		"oauth not usable":         {scram, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p"}},
+		"gssapi disabled":          {scram, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krbconfig.New()}},
+		"gssapi no principal":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, Krb5Conf: krbconfig.New()}},
+		"gssapi no krb5.conf":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost"}},
+		"gssapi not in the keytab": {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/other", Krb5Conf: krbconfig.New()}},
+		"gssapi another realm":     {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost@OTHER.TEST", Krb5Conf: krbconfig.New()}},
 	} {
 		cfg := Config{DataDir: t.TempDir(), Listeners: []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}},
-			SASLMechanisms: []string{MechanismGSSAPI}, GSSAPI: &GSSAPIConfig{Keytab: kt}, InterBrokerSASL: c, Logger: testLogger(t)}
+			SASLMechanisms: c.mechs, GSSAPI: &GSSAPIConfig{Keytab: kt}, InterBrokerSASL: c.ib, Logger: testLogger(t)}
 		b, err := New(cfg)
 		if err == nil {
 			b.Close()

@@ -23,22 +23,7 @@ import (
 func TestGSSAPI(t *testing.T) {
 	kdc := testutil.StartKDC(t)
 	kdc.AddUser(t, "alice", "alice-pw")
-	kt, err := LoadKeytab(kdc.AddService(t, "kafka/localhost", "kafka/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := startBroker(t, "", func(c *Config) {
-		c.Listeners = []Listener{
-			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
-			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
-		}
-		c.SASLMechanisms = []string{MechanismGSSAPI, MechanismSCRAMSHA512}
-		c.GSSAPI = &GSSAPIConfig{Keytab: kt, ServiceName: "kafka"}
-	})
-	krb5, err := config.Load(kdc.Krb5Conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, krb5 := gssapiBroker(t, kdc, nil, MechanismGSSAPI, MechanismSCRAMSHA512)
 	login := func(user, pass string) kgo.Opt {
 		return kgo.SASL(kerberos.Auth{Client: client.NewWithPassword(user, kdc.Realm, pass, krb5, client.DisablePAFXFAST(true)), Service: "kafka"}.AsMechanism())
 	}
@@ -106,26 +91,11 @@ func TestGSSAPIPrincipalRules(t *testing.T) {
 	kdc.AddUser(t, "alice", "alice-pw")
 	kdc.AddUser(t, "bob", "bob-pw")
 	kdc.AddUser(t, "app/worker1", "app-pw")
-	kt, err := LoadKeytab(kdc.AddService(t, "kafka/localhost", "kafka/127.0.0.1"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	namer, err := ParseKerberosRules(`RULE:[2:$1]/U, RULE:[1:$1@$0](alice@SEDIMENT\.TEST)s/.*/analyst/`)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := startBroker(t, "", func(c *Config) {
-		c.Listeners = []Listener{
-			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
-			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
-		}
-		c.SASLMechanisms = []string{MechanismGSSAPI}
-		c.GSSAPI = &GSSAPIConfig{Keytab: kt, ServiceName: "kafka", Namer: namer}
-	})
-	krb5, err := config.Load(kdc.Krb5Conf)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, krb5 := gssapiBroker(t, kdc, namer, MechanismGSSAPI)
 	ctx := testCtx(t)
 	login := func(user, pass string) (*kgo.Client, error) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(b.listenerAddr("SASL_PLAINTEXT")), kgo.RequestRetries(0),
@@ -164,4 +134,29 @@ func TestGSSAPIPrincipalRules(t *testing.T) {
 	if err == nil {
 		t.Error("bob@SEDIMENT.TEST, whom no rule maps, logged in")
 	}
+}
+
+// gssapiBroker starts a broker with a PLAINTEXT listener and a
+// SASL_PLAINTEXT one offering mechs, whose keytab holds kafka/localhost and
+// kafka/127.0.0.1 of kdc's realm; it returns the Kerberos configuration
+// clients use.
+func gssapiBroker(t *testing.T, kdc *testutil.KDC, namer *KerberosNamer, mechs ...string) (*Broker, *config.Config) {
+	t.Helper()
+	kt, err := LoadKeytab(kdc.AddService(t, "kafka/localhost", "kafka/127.0.0.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+		c.SASLMechanisms = mechs
+		c.GSSAPI = &GSSAPIConfig{Keytab: kt, ServiceName: "kafka", Namer: namer}
+	})
+	krb5, err := config.Load(kdc.Krb5Conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, krb5
 }
