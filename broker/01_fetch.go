@@ -222,16 +222,30 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	if r.fetchQuota != nil {
 		// Client quotas (quota.go): over one, the fetch answers with the
 		// throttle time and no records, as Kafka's throttled response.
-		size := int64(len(resp.AppendTo(nil)))
-		for _, fp := range parts {
-			switch {
-			case fp.remote != nil:
-				size += fp.remote.Size
-			case fp.res != nil:
-				size += fp.res.Size
+		// The size is that of the answer as it would be sent: an
+		// incremental session's leaves out the partitions with nothing
+		// new (Kafka's IncrementalFetchContext.getResponseSize).
+		sizeOf := func() int64 {
+			var size int64
+			withRecords := make(map[[2]int]bool, len(parts))
+			for _, fp := range parts {
+				switch {
+				case fp.remote != nil:
+					size += fp.remote.Size
+				case fp.res != nil:
+					size += fp.res.Size
+				default:
+					continue
+				}
+				withRecords[[2]int{fp.topicIdx, fp.partIdx}] = true
 			}
+			sent := *resp
+			if session != nil && !fullSession {
+				sent.Topics = b.fetchSessions.wouldSend(session, resp.Topics, withRecords, byID)
+			}
+			return size + int64(len(sent.AppendTo(nil)))
 		}
-		if d := r.fetchQuota(size); d > 0 {
+		if d := r.fetchQuota(sizeOf); d > 0 {
 			releaseFetchParts(parts)
 			resp.Topics, resp.Brokers = nil, nil
 			resp.ThrottleMillis = int32(min(d.Milliseconds(), math.MaxInt32))

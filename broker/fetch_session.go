@@ -77,10 +77,10 @@ func (fs *fetchSessions) begin(req *kmsg.FetchRequest, byID bool) ([]kmsg.FetchR
 		return req.Topics, nil, 0
 	case req.SessionEpoch == 0: // a new session with a full fetch
 		delete(fs.m, req.SessionID)
-		s := fs.newLocked()
-		if s == nil {
-			return req.Topics, nil, 0 // cache full of busy sessions: sessionless
-		}
+		// Provisional: it enters the cache (evicting another if full)
+		// only when its answer goes out (finish), as Kafka creates a
+		// session only for a response it sends, not a throttled one.
+		s := &fetchSession{parts: map[sessionKey]*sessionPart{}}
 		for i := range req.Topics {
 			t := &req.Topics[i]
 			for _, p := range t.Partitions {
@@ -132,7 +132,10 @@ func (fs *fetchSessions) begin(req *kmsg.FetchRequest, byID bool) ([]kmsg.FetchR
 	return topics, s, 0
 }
 
-func (fs *fetchSessions) newLocked() *fetchSession {
+// insertLocked gives a new session its id and puts it in the cache,
+// evicting the least recently used idle session when full; false when
+// every session is busy (the fetch is then answered sessionless).
+func (fs *fetchSessions) insertLocked(s *fetchSession) bool {
 	if len(fs.m) >= maxFetchSessions {
 		var victim *fetchSession
 		for _, s := range fs.m {
@@ -141,20 +144,18 @@ func (fs *fetchSessions) newLocked() *fetchSession {
 			}
 		}
 		if victim == nil {
-			return nil
+			return false
 		}
 		delete(fs.m, victim.id)
 	}
-	var id int32
 	for {
-		id = 1 + rand.Int32N(math.MaxInt32) // 1 ... MaxInt32; 0 means "no session"
-		if _, used := fs.m[id]; !used {
+		s.id = 1 + rand.Int32N(math.MaxInt32) // 1 ... MaxInt32; 0 means "no session"
+		if _, used := fs.m[s.id]; !used {
 			break
 		}
 	}
-	s := &fetchSession{id: id, epoch: 0, parts: map[sessionKey]*sessionPart{}, lastUsed: time.Now()}
 	fs.m[s.id] = s
-	return s
+	return true
 }
 
 func (s *fetchSession) put(k sessionKey, p kmsg.FetchRequestTopicPartition) {
@@ -186,6 +187,10 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	s.busy = false
+	if full && !fs.insertLocked(s) {
+		resp.SessionID = 0 // a cache full of busy sessions: sessionless
+		return
+	}
 	s.epoch++
 	if s.epoch <= 0 {
 		s.epoch = 1
@@ -201,10 +206,8 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 			if byID {
 				k = sessionKey{topicID: t.TopicID, partition: p.Partition}
 			}
-			sp := s.parts[k]
-			changed := sp == nil || !sp.sent || p.ErrorCode != 0 || len(p.RecordBatches) > 0 || p.PreferredReadReplica >= 0 ||
-				p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
-			if sp != nil {
+			changed := s.changed(k, &p)
+			if sp := s.parts[k]; sp != nil {
 				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset
 				if len(p.RecordBatches) > 0 {
 					served = append(served, k)
@@ -238,6 +241,41 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 	}
 }
 
+// wouldSend is the part of an incremental fetch's topics that finish would
+// keep, given which partitions carry records ([topic, partition] indexes
+// into topics), without changing the session.
+func (fs *fetchSessions) wouldSend(s *fetchSession, topics []kmsg.FetchResponseTopic, withRecords map[[2]int]bool, byID bool) []kmsg.FetchResponseTopic {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []kmsg.FetchResponseTopic
+	for ti, t := range topics {
+		var parts []kmsg.FetchResponseTopicPartition
+		for pi, p := range t.Partitions {
+			k := sessionKey{topic: t.Topic, partition: p.Partition}
+			if byID {
+				k = sessionKey{topicID: t.TopicID, partition: p.Partition}
+			}
+			if withRecords[[2]int{ti, pi}] || s.changed(k, &p) {
+				parts = append(parts, p)
+			}
+		}
+		if len(parts) > 0 {
+			t.Partitions = parts
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// changed reports whether an incremental fetch reports partition k's
+// answer p: new to the session, an error, records, a preferred read
+// replica, or a moved high watermark, last stable or log start offset.
+func (s *fetchSession) changed(k sessionKey, p *kmsg.FetchResponseTopicPartition) bool {
+	sp := s.parts[k]
+	return sp == nil || !sp.sent || p.ErrorCode != 0 || len(p.RecordBatches) > 0 || p.PreferredReadReplica >= 0 ||
+		p.HighWatermark != sp.hw || p.LastStableOffset != sp.lso || p.LogStartOffset != sp.logStart
+}
+
 // abandon releases a session whose fetch failed before finish.
 func (fs *fetchSessions) abandon(s *fetchSession) {
 	fs.mu.Lock()
@@ -255,10 +293,7 @@ func (fs *fetchSessions) throttled(s *fetchSession, full bool, resp *kmsg.FetchR
 	defer fs.mu.Unlock()
 	s.busy = false
 	if full {
-		if fs.m[s.id] == s {
-			delete(fs.m, s.id)
-		}
-		resp.SessionID = 0
+		resp.SessionID = 0 // never entered the cache
 		return
 	}
 	s.epoch++

@@ -170,3 +170,101 @@ func TestFetchSessionsAcrossRestart(t *testing.T) {
 		t.Fatalf("B's incremental fetch after A started over: %v (A's old id %d, B's %d)", kerr.ErrorForCode(r.ErrorCode), idA, idB)
 	}
 }
+
+// TestFetchSessionCache: a new session enters the cache only when its
+// answer goes out: with the cache full, a throttled full fetch evicts no
+// one (as Kafka, which creates a session only for a response it sends),
+// while one that is answered evicts the least recently used idle session.
+// wouldSend, the size a byte-rate quota counts, keeps of an incremental
+// fetch only the partitions finish would report.
+func TestFetchSessionCache(t *testing.T) {
+	var fs fetchSessions
+	full := func(p int32) *kmsg.FetchRequest {
+		req := kmsg.NewPtrFetchRequest()
+		req.SessionID, req.SessionEpoch = 0, 0
+		ft := kmsg.NewFetchRequestTopic()
+		ft.Topic = "t"
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = p
+		ft.Partitions = append(ft.Partitions, fp)
+		req.Topics = append(req.Topics, ft)
+		return req
+	}
+	answer := func(req *kmsg.FetchRequest, hw int64) *kmsg.FetchResponse {
+		resp := req.ResponseKind().(*kmsg.FetchResponse)
+		for _, rt := range req.Topics {
+			t := kmsg.NewFetchResponseTopic()
+			t.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				p := kmsg.NewFetchResponseTopicPartition()
+				p.Partition, p.HighWatermark, p.LastStableOffset = rp.Partition, hw, hw
+				t.Partitions = append(t.Partitions, p)
+			}
+			resp.Topics = append(resp.Topics, t)
+		}
+		return resp
+	}
+	var first int32
+	for i := range maxFetchSessions {
+		req := full(int32(i))
+		_, s, code := fs.begin(req, false)
+		if code != 0 || s == nil {
+			t.Fatalf("session %d: code %d", i, code)
+		}
+		resp := answer(req, 5)
+		fs.finish(s, resp, true, false)
+		if resp.SessionID == 0 {
+			t.Fatalf("session %d not opened", i)
+		}
+		if i == 0 {
+			first = resp.SessionID
+		}
+	}
+	// Throttled: nothing evicted, no session.
+	req := full(9999)
+	_, s, _ := fs.begin(req, false)
+	resp := answer(req, 5)
+	fs.throttled(s, true, resp)
+	if resp.SessionID != 0 || len(fs.m) != maxFetchSessions || fs.m[first] == nil {
+		t.Fatalf("a throttled full fetch: session id %d, %d sessions, the oldest kept %v", resp.SessionID, len(fs.m), fs.m[first] != nil)
+	}
+	// Answered: the oldest idle session makes room.
+	_, s, _ = fs.begin(req, false)
+	resp = answer(req, 5)
+	fs.finish(s, resp, true, false)
+	if resp.SessionID == 0 || len(fs.m) != maxFetchSessions || fs.m[first] != nil {
+		t.Fatalf("an answered full fetch: session id %d, %d sessions, the oldest kept %v", resp.SessionID, len(fs.m), fs.m[first] != nil)
+	}
+
+	// An incremental fetch of a session of three partitions, nothing new:
+	// nothing would be sent but what has records or moved.
+	var three fetchSessions
+	req = full(0)
+	for _, p := range []int32{1, 2} {
+		fp := kmsg.NewFetchRequestTopicPartition()
+		fp.Partition = p
+		req.Topics[0].Partitions = append(req.Topics[0].Partitions, fp)
+	}
+	_, s, _ = three.begin(req, false)
+	resp = answer(req, 5)
+	three.finish(s, resp, true, false)
+	inc := kmsg.NewPtrFetchRequest()
+	inc.SessionID, inc.SessionEpoch = resp.SessionID, 1
+	topics, s, code := three.begin(inc, false)
+	if code != 0 || len(topics) != 1 || len(topics[0].Partitions) != 3 {
+		t.Fatalf("incremental begin: code %d, topics %v", code, topics)
+	}
+	resp = answer(&kmsg.FetchRequest{Topics: topics}, 5)
+	if got := three.wouldSend(s, resp.Topics, nil, false); len(got) != 0 {
+		t.Errorf("nothing new, yet %v would be sent", got)
+	}
+	resp.Topics[0].Partitions[2].HighWatermark = 6
+	got := three.wouldSend(s, resp.Topics, map[[2]int]bool{{0, 0}: true}, false)
+	if len(got) != 1 || len(got[0].Partitions) != 2 || got[0].Partitions[0].Partition != 0 || got[0].Partitions[1].Partition != 2 {
+		t.Errorf("records on 0, a new high watermark on 2: %v would be sent", got)
+	}
+	three.finish(s, resp, false, false)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 || resp.Topics[0].Partitions[0].Partition != 2 {
+		t.Errorf("finish kept %v, want partition 2 alone (the records were not in this answer)", resp.Topics)
+	}
+}

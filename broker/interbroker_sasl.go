@@ -70,7 +70,12 @@ func (b *Broker) interBrokerMechanism() sasl.Mechanism {
 	case c == nil:
 		return nil
 	case c.Mechanism == MechanismGSSAPI:
-		return kerberos.Auth{Client: b.krbClient, Service: b.cfg.GSSAPI.serviceName()}.AsMechanism()
+		first := b.addrs[0]
+		return advertisedSPN{
+			Mechanism:  kerberos.Auth{Client: b.krbClient, Service: b.cfg.GSSAPI.serviceName()}.AsMechanism(),
+			bound:      first.Addr,
+			advertised: first.Advertised,
+		}
 	case c.Mechanism == MechanismPlain:
 		return plain.Auth{User: c.User, Pass: c.Password}.AsMechanism()
 	case c.Mechanism == MechanismSCRAMSHA256:
@@ -78,6 +83,23 @@ func (b *Broker) interBrokerMechanism() sasl.Mechanism {
 	default:
 		return scram.Auth{User: c.User, Pass: c.Password}.AsSha512Mechanism()
 	}
+}
+
+// advertisedSPN asks for the service ticket of the advertised host where the
+// broker's own clients dial their seed, the first listener's bound address
+// (0.0.0.0:9092, or an IP address the advertised name stands for): franz-go's
+// Kerberos mechanism takes the host it dialed for the service principal's,
+// and no service principal names a bound address.
+type advertisedSPN struct {
+	sasl.Mechanism
+	bound, advertised string
+}
+
+func (m advertisedSPN) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
+	if host == m.bound {
+		host = m.advertised
+	}
+	return m.Mechanism.Authenticate(ctx, host)
 }
 
 // check refuses a configuration the first listener cannot use.

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,14 +99,16 @@ func TestSASLInterBrokerConfig(t *testing.T) {
 }
 
 // TestGSSAPIInterBroker: two brokers whose only listener is SASL_PLAINTEXT
-// with GSSAPI alone, against a real MIT KDC, with the authorizer on: they
-// log in to each other as kafka/127.0.0.1@SEDIMENT.TEST with their keytab
-// (the principal "kafka", a super user) and replicate every record alice
-// produces with acks=all to both replicas.
+// with GSSAPI alone, bound to 127.0.0.1 and advertised as localhost,
+// against a real MIT KDC, with the authorizer on: they log in to each other
+// as kafka/localhost@SEDIMENT.TEST with their keytab (the principal
+// "kafka", a super user), asking for tickets of kafka/localhost even where
+// they dial the bound address (their clients' seed), and replicate every
+// record alice produces with acks=all to both replicas.
 func TestGSSAPIInterBroker(t *testing.T) {
 	kdc := testutil.StartKDC(t)
 	kdc.AddUser(t, "alice", "alice-pw")
-	kt, err := LoadKeytab(kdc.AddService(t, "kafka/127.0.0.1"))
+	kt, err := LoadKeytab(kdc.AddService(t, "kafka/localhost"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,14 +117,22 @@ func TestGSSAPIInterBroker(t *testing.T) {
 		t.Fatal(err)
 	}
 	brokers := startPair(t, func(c *Config) {
-		c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+			Advertised: net.JoinHostPort("localhost", strconv.Itoa(port)), SecurityProtocol: ProtocolSASLPlaintext}}
 		c.SASLMechanisms = []string{MechanismGSSAPI}
 		c.GSSAPI = &GSSAPIConfig{Keytab: kt}
-		c.InterBrokerSASL = &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/127.0.0.1", Krb5Conf: krb5}
+		c.InterBrokerSASL = &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krb5}
 		c.Authorizer = AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:kafka", "User:alice"}}
 	})
 	alice := kerberos.Auth{Client: krbclient.NewWithPassword("alice", kdc.Realm, "alice-pw", krb5, krbclient.DisablePAFXFAST(true)), Service: "kafka"}.AsMechanism()
-	cl := secureClient(t, brokers[0], nil, "SASL_PLAINTEXT", alice,
+	// Clients ask tickets for the host they dial: the advertised one.
+	cl := secureClient(t, brokers[0], nil, "SASL_PLAINTEXT", alice, kgo.SeedBrokers(brokers[0].addrs[0].Advertised),
 		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RetryTimeout(30*time.Second), kgo.RequestRetries(20))
 	createPairTopic(t, kadm.NewClient(cl), "krb-replicated", nil)
 	produced := produceAll(t, cl, makeRecords("krb-replicated", 200, "krb"))

@@ -142,7 +142,7 @@ func parseKerberosRule(s string) (kerberosRule, string, error) {
 		if r.from, err = regexp.Compile(from); err != nil {
 			return kerberosRule{}, "", fmt.Errorf("%q: substitution pattern: %w", cut(s), err)
 		}
-		r.to = javaReplacement(to)
+		r.to = javaReplacement(to, r.from.NumSubexp())
 		body = after
 		if strings.HasPrefix(body, "g") {
 			r.global = true

@@ -57,6 +57,8 @@ func TestKerberosRules(t *testing.T) {
 			"bob@REALM.COM":              "bob",
 			"bob@EVIL.COM":               "",
 		}},
+		// Java's group references: "$10" with one group is group 1 and "0".
+		{`RULE:[1:$1](a.*)s/(a)/$10/g`, map[string]string{"aba@REALM.COM": "a0ba0"}},
 		// A result that is not a simple name fails, rather than trying the
 		// next rule, as in Kafka.
 		{`RULE:[2:$1/$2],DEFAULT`, map[string]string{"svc/host@REALM.COM": "", "alice@REALM.COM": "alice"}},

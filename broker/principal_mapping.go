@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 )
 
@@ -99,7 +100,7 @@ func parsePrincipalRule(s string) (principalRule, string, error) {
 		return principalRule{}, "", fmt.Errorf("rule %q: %w", r.text, err)
 	}
 	r.re = re
-	r.template = javaReplacement(replacement)
+	r.template = javaReplacement(replacement, re.NumSubexp())
 	return r, body, nil
 }
 
@@ -125,8 +126,11 @@ func readRulePart(s string) (part, rest string, ok bool) {
 }
 
 // javaReplacement turns a Java replacement ("$1@$2", "\$" for a dollar)
-// into regexp.Expand's template ("${1}@${2}", "$$").
-func javaReplacement(s string) string {
+// into regexp.Expand's template ("${1}@${2}", "$$"). As Java's
+// Matcher.appendReplacement, a group number takes the digits after '$' only
+// while they name a group of the pattern's groups: with one group, "$10"
+// is group 1 and a "0".
+func javaReplacement(s string, groups int) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -139,14 +143,21 @@ func javaReplacement(s string) string {
 			}
 		case c == '$':
 			j := i + 1
-			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
-				j++
-			}
-			if j == i+1 {
+			if j >= len(s) || s[j] < '0' || s[j] > '9' {
 				b.WriteString("$$")
 				continue
 			}
-			b.WriteString("${" + s[i+1:j] + "}")
+			n := int(s[j] - '0')
+			j++
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				next := n*10 + int(s[j]-'0')
+				if next > groups {
+					break
+				}
+				n = next
+				j++
+			}
+			b.WriteString("${" + strconv.Itoa(n) + "}")
 			i = j - 1
 		default:
 			b.WriteByte(c)

@@ -34,6 +34,18 @@ func TestPrincipalMapping(t *testing.T) {
 		t.Error("no rule applies: want an error")
 	}
 
+	// As Java's appendReplacement: with one group "$10" is group 1 and a
+	// "0"; with ten or more it is group 10.
+	m, err = ParsePrincipalMappingRules(`RULE:^CN=([^,]*),.*$/$10/, RULE:^(a)(b)(c)(d)(e)(f)(g)(h)(i)(j)$/$10$11/`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for dn, want := range map[string]string{"CN=bob,O=acme": "bob0", "abcdefghij": "ja1"} {
+		if got, err := m.Map(dn); err != nil || got != want {
+			t.Errorf("%q: %q, %v; want %q", dn, got, err, want)
+		}
+	}
+
 	for _, s := range []string{"", "DEFAULT", " DEFAULT "} {
 		if m, err := ParsePrincipalMappingRules(s); err != nil || m != nil {
 			t.Errorf("%q: %v, %v; want the identity (nil)", s, m, err)

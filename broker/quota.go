@@ -362,7 +362,7 @@ func (q *quotas) middleware(next Handler) Handler {
 			// A Fetch over the quota answers without records (Kafka's
 			// throttled fetch response): decided with the time worked
 			// so far, once the records are read.
-			r.fetchQuota = func(int64) time.Duration {
+			r.fetchQuota = func(func() int64) time.Duration {
 				return q.peek(t, quotaTypeRequest, user, client, percentOfThread(clock.Working(start)), time.Now())
 			}
 		}
@@ -455,12 +455,13 @@ func (q *quotas) rateMiddleware(next Handler) Handler {
 			// request quota answers without records, and its bytes
 			// are taken back, as in Kafka's handleFetchRequest.
 			requestQuota := r.fetchQuota
-			r.fetchQuota = func(size int64) time.Duration {
+			r.fetchQuota = func(sizeOf func() int64) time.Duration {
+				size := sizeOf()
 				now := time.Now()
 				d = q.record(t, typ, user, client, float64(size), now)
 				dd := d
 				if requestQuota != nil {
-					dd = max(dd, requestQuota(size))
+					dd = max(dd, requestQuota(func() int64 { return size }))
 				}
 				if dd > 0 {
 					q.unrecord(t, typ, user, client, float64(size), now)

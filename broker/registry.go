@@ -33,10 +33,11 @@ type Request struct {
 	// (client quotas, quota.go); nil outside a connection.
 	mute func(time.Duration)
 	// fetchQuota, set by the quota middleware around a consumer's Fetch,
-	// records the response's size against the client's quotas once the
-	// records are read, and returns the throttle time; when it is above
-	// zero the fetch answers without records (quota.go).
-	fetchQuota func(size int64) time.Duration
+	// records the response's size (sizeOf, called only by a byte-rate
+	// quota: it encodes the response) against the client's quotas once
+	// the records are read, and returns the throttle time; when it is
+	// above zero the fetch answers without records (quota.go).
+	fetchQuota func(sizeOf func() int64) time.Duration
 }
 
 // Ordered tells the connection that a serial request has fixed its order

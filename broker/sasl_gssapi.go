@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jcmturner/gofork/encoding/asn1"
@@ -77,11 +76,10 @@ type gssapiExchange struct {
 	cfg   *GSSAPIConfig
 	state int // 0: AP-REQ expected; 1: empty token after the AP-REP; 2: the client's wrap token
 
-	user      string              // the short name, the connection's principal
-	principal string              // the Kerberos name, alice/host@REALM
-	key       types.EncryptionKey // the initiator's subkey, else the session key
-	seq       uint64              // our next wrap token's sequence number
-	endTime   time.Time           // the ticket's end time
+	user    string              // the short name, the connection's principal
+	key     types.EncryptionKey // the initiator's subkey, else the session key
+	seq     uint64              // our next wrap token's sequence number
+	endTime time.Time           // the ticket's end time
 }
 
 func (b *Broker) newGSSAPIExchange() *gssapiExchange {
@@ -156,7 +154,6 @@ func (x *gssapiExchange) acceptContext(in []byte) ([]byte, error) {
 		return nil, fmt.Errorf("GSSAPI: %w: %w", errAuthFailed, err)
 	}
 	x.user = user
-	x.principal = strings.Join(name, "/") + "@" + creds.Domain()
 	x.endTime = req.Ticket.DecryptedEncPart.EndTime
 	sessionKey := req.Ticket.DecryptedEncPart.Key
 	x.key = sessionKey
@@ -238,8 +235,7 @@ func (x *gssapiExchange) securityOffer() ([]byte, error) {
 }
 
 // checkChoice checks the client's answer: a wrap token under the
-// initiator's key that chooses no security layer, with no authorization
-// id or the authenticated principal's.
+// initiator's key that chooses no security layer.
 func (x *gssapiExchange) checkChoice(in []byte) error {
 	in, err := unrotateWrapToken(in)
 	if err != nil {
@@ -259,9 +255,10 @@ func (x *gssapiExchange) checkChoice(in []byte) error {
 	if len(p) < 4 || p[0]&0x01 == 0 {
 		return errors.New("GSSAPI: the client did not choose 'no security layer'")
 	}
-	if authz := string(p[4:]); authz != "" && authz != x.user && authz != x.principal && !strings.HasPrefix(x.principal, authz+"@") {
-		return fmt.Errorf("GSSAPI: authorization id %q differs from the principal %q", authz, x.user)
-	}
+	// An authorization id after the choice (p[4:]) is ignored: the
+	// connection's principal is the authenticated one, as Kafka's
+	// SaslServerCallbackHandler authorizes any and keeps the
+	// authentication id (Java clients on Active Directory send the UPN).
 	return nil
 }
 

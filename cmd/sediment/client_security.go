@@ -5,11 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	krb5client "github.com/jcmturner/gokrb5/v8/client"
-	krb5config "github.com/jcmturner/gokrb5/v8/config"
-	"github.com/jcmturner/gokrb5/v8/credentials"
 	"os"
 	"strings"
+
+	krb5client "github.com/jcmturner/gokrb5/v8/client"
+	"github.com/jcmturner/gokrb5/v8/credentials"
 
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -135,9 +135,9 @@ func kerberosMechanism(service string) (sasl.Mechanism, error) {
 	if conf == "" {
 		conf = "/etc/krb5.conf"
 	}
-	cfg, err := krb5config.Load(conf)
+	cfg, err := loadKrb5Conf(conf, nil)
 	if err != nil {
-		return nil, fmt.Errorf("GSSAPI: Kerberos configuration %s: %w", conf, err)
+		return nil, fmt.Errorf("GSSAPI: %w", err)
 	}
 	cc := strings.TrimPrefix(os.Getenv("KRB5CCNAME"), "FILE:")
 	if cc == "" {

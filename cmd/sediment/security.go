@@ -106,8 +106,8 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 			if path == "" {
 				path = "/etc/krb5.conf"
 			}
-			if cfg.InterBrokerSASL.Krb5Conf, err = krb5config.Load(path); err != nil {
-				return fmt.Errorf("sasl-kerberos-krb5-conf: Kerberos configuration %s: %w", path, err)
+			if cfg.InterBrokerSASL.Krb5Conf, err = loadKrb5Conf(path, log); err != nil {
+				return fmt.Errorf("sasl-kerberos-krb5-conf: %w", err)
 			}
 		}
 	}
@@ -264,4 +264,23 @@ func (r *certReloader) getCertificate(*tls.ClientHelloInfo) (*tls.Certificate, e
 
 func (r *certReloader) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	return r.current(), nil
+}
+
+// loadKrb5Conf reads a Kerberos configuration. gokrb5 answers a file with
+// Kerberos 4 directives with a usable configuration and an
+// UnsupportedDirective error, which MIT's tools ignore: so does this, with
+// a warning.
+func loadKrb5Conf(path string, log *slog.Logger) (*krb5config.Config, error) {
+	c, err := krb5config.Load(path)
+	var ud krb5config.UnsupportedDirective
+	if errors.As(err, &ud) && c != nil {
+		if log != nil {
+			log.Warn("Kerberos configuration: a directive gokrb5 does not support is ignored", "file", path, "err", err)
+		}
+		return c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("Kerberos configuration %s: %w", path, err)
+	}
+	return c, nil
 }
