@@ -505,21 +505,6 @@ func replicaFetch(m kmsg.Request) bool {
 	return req.ReplicaID >= 0
 }
 
-// responseSize is the size of a reply as written: the encoded message, with
-// each zero-copy marker replaced by its records.
-func responseSize(r *Reply) int64 {
-	if r.Msg == nil || r.NoResponse {
-		return 0
-	}
-	n := int64(len(r.Msg.AppendTo(nil)))
-	if r.zc != nil {
-		for _, p := range r.zc.parts {
-			n += p.size - markerLen
-		}
-	}
-	return n
-}
-
 // rateSensor is Kafka's windowed Rate (SampledStat with numWindows
 // samples of windowMs each): the sum of the live samples divided by the
 // time they span, at least numWindows-1 whole windows.

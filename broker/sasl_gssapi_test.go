@@ -130,7 +130,7 @@ func TestGSSAPIPrincipalRules(t *testing.T) {
 		})
 	}
 	cl, err := login("bob", "bob-pw")
-	defer cl.Close()
+	cl.Close()
 	if err == nil {
 		t.Error("bob@SEDIMENT.TEST, whom no rule maps, logged in")
 	}

@@ -280,7 +280,7 @@ func loadKrb5Conf(path string, log *slog.Logger) (*krb5config.Config, error) {
 		return c, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Kerberos configuration %s: %w", path, err)
+		return nil, fmt.Errorf("the Kerberos configuration %s: %w", path, err)
 	}
 	return c, nil
 }
