@@ -125,7 +125,8 @@ func TestLeaderRebalanceSettings(t *testing.T) {
 }
 
 // TestAuthorizerSettings: the authorizer's settings and the SSL principal
-// mapping rules reach broker.Config; malformed ones are refused at start.
+// mapping rules reach broker.Config; malformed ones are refused at start,
+// and so are Kerberos principal rules, with or without a keytab.
 func TestAuthorizerSettings(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sediment.yaml")
 	os.WriteFile(file, []byte("node-id: 1\nauthorizer-enabled: true\nsuper-users: User:admin; User:CN=broker,O=acme\nssl-principal-mapping-rules: RULE:^CN=([^,]*),.*$/$1/L,DEFAULT\n"), 0o644)
@@ -141,7 +142,8 @@ func TestAuthorizerSettings(t *testing.T) {
 	if cfg := configFromFile(t, plain); cfg.Authorizer.Enabled || cfg.SSLPrincipalMapper != nil {
 		t.Errorf("defaults: %+v, %v", cfg.Authorizer, cfg.SSLPrincipalMapper)
 	}
-	for _, bad := range []string{"super-users: alice\n", "super-users: Group:x\n", "ssl-principal-mapping-rules: RULE:(/x/\n", "ssl-principal-mapping-rules: NONE\n"} {
+	for _, bad := range []string{"super-users: alice\n", "super-users: Group:x\n", "ssl-principal-mapping-rules: RULE:(/x/\n", "ssl-principal-mapping-rules: NONE\n",
+		"sasl-kerberos-principal-to-local-rules: RULE:[1:$2]\n", "sasl-kerberos-principal-to-local-rules: DEFAULT/L\n"} {
 		if configRefused(t, bad) == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -137,14 +137,16 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 			Unsecured:        unsecured,
 		}
 	}
+	// Read even without a keytab: rules that cannot work are refused
+	// rather than left lying until GSSAPI is turned on.
+	namer, err := broker.ParseKerberosRules(v.GetString("sasl-kerberos-principal-to-local-rules"))
+	if err != nil {
+		return fmt.Errorf("sasl-kerberos-principal-to-local-rules: %w", err)
+	}
 	if path := v.GetString("sasl-kerberos-keytab"); path != "" {
 		kt, err := broker.LoadKeytab(path)
 		if err != nil {
 			return fmt.Errorf("sasl-kerberos-keytab: %w", err)
-		}
-		namer, err := broker.ParseKerberosRules(v.GetString("sasl-kerberos-principal-to-local-rules"))
-		if err != nil {
-			return fmt.Errorf("sasl-kerberos-principal-to-local-rules: %w", err)
 		}
 		cfg.GSSAPI = &broker.GSSAPIConfig{Keytab: kt, ServiceName: v.GetString("sasl-kerberos-service-name"), Namer: namer}
 	}
