@@ -218,15 +218,22 @@ func (c *conn) rawSASLToken(sc *saslConn, token []byte) (*slot, bool) {
 		c.info.logAuthFailure(c.b, sc.mechanism, err)
 		return nil, false
 	}
-	if out == nil {
-		out = []byte{} // PLAIN's success is an empty token, still sent
-	}
 	if done {
 		sc.raw.Store(false)
 		c.info.authenticated(c.b, user)
 	}
-	s := &slot{done: make(chan struct{}), rawToken: &out}
+	s := &slot{done: make(chan struct{})}
 	close(s.done)
+	if done && out == nil && sc.mechanism == MechanismGSSAPI {
+		// GSSAPI's last token (the client's security layer choice) has no
+		// answer: Java's GSS-API server returns none and Kafka sends none,
+		// and kafka-python reads its next response right after it.
+		return s, true
+	}
+	if out == nil {
+		out = []byte{} // PLAIN's success is an empty token, still sent
+	}
+	s.rawToken = &out
 	return s, true
 }
 
