@@ -254,3 +254,33 @@ func TestOAuthSignedTokenCLI(t *testing.T) {
 		t.Fatalf("sediment consume after the refused tokens: %v, %d lines, want %d\n%s", r.Err, strings.Count(r.Stdout, "\n"), len(lines), r.Stderr)
 	}
 }
+
+// TestKafkaPythonOAuth: kafka-python 2.0.2 (Debian's python3-kafka) logs in
+// with OAUTHBEARER on SaslHandshake v0 (raw tokens) with unsigned tokens
+// from its token provider, to a broker that accepts them, with the
+// authorizer letting only alice in: it produces 10 records as alice and
+// reads them back; an expired token does not log in.
+func TestKafkaPythonOAuth(t *testing.T) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	b, saslPlain := startOAuthBroker(t, "--sasl-oauthbearer-unsecured", "--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice")
+	b.sediment(t, "", "topic", "create", "kpy-oauth", "--partitions", "1")
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "oauth.py"), saslPlain, "kpy-oauth")
+	if r.Err != nil {
+		t.Fatalf("oauth.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced []string `json:"produced"`
+		Consumed []string `json:"consumed"`
+		Expired  string   `json:"expired"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("oauth.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	if len(report.Produced) != 10 || strings.Join(report.Consumed, ",") != strings.Join(report.Produced, ",") {
+		t.Fatalf("kafka-python over OAUTHBEARER produced %v, consumed %v", report.Produced, report.Consumed)
+	}
+	if report.Expired == "accepted" || report.Expired == "" {
+		t.Errorf("an expired token: %q", report.Expired)
+	}
+	t.Logf("kafka-python with an expired token: %s", report.Expired)
+}
