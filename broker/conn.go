@@ -144,7 +144,7 @@ func (c *conn) readLoop() {
 	var sizeBuf [4]byte
 	maxSize := c.b.cfg.SocketRequestMaxBytes
 	authBy := time.Now().Add(handshakeTimeout)
-	for {
+	for first := true; ; first = false {
 		limit := maxSize
 		if sc := c.info.sasl; sc != nil && !sc.done.Load() {
 			// Not authenticated yet: small frames only, and the
@@ -180,6 +180,9 @@ func (c *conn) readLoop() {
 		// Loaded after the read: the handshake that switches to raw
 		// tokens may have finished while the reader waited.
 		raw := sc != nil && !sc.done.Load() && sc.raw.Load()
+		if first && sc != nil && !raw && c.legacyGSSAPI(sc, fr.b) {
+			raw = true
+		}
 		if !raw && size < 8 {
 			c.reserve(-int64(size))
 			fr.release()

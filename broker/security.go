@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Listener security (Kafka's security.protocol per listener):
@@ -201,6 +203,32 @@ func (ci *ConnInfo) authenticated(b *Broker, user string) {
 func (ci *ConnInfo) logAuthFailure(b *Broker, mechanism string, err error) {
 	b.metrics.saslFailures.Inc()
 	b.log.Info("SASL login failed", "conn", ci.ID, "remote", ci.Remote.String(), "mechanism", mechanism, "err", err)
+}
+
+// legacyGSSAPI starts a GSSAPI login without SaslHandshake, as Kafka
+// 0.9.0's clients and sarama with SASL v0 do and Kafka still accepts: the
+// connection's first frame on a SASL listener is not a Kafka request (a
+// GSS-API token begins 0x60, read as an API key no Kafka API has) while
+// GSSAPI is enabled. The frame is then the first raw token.
+func (c *conn) legacyGSSAPI(sc *saslConn, frame []byte) bool {
+	if !slices.Contains(c.b.cfg.SASLMechanisms, MechanismGSSAPI) || len(frame) < 2 {
+		return false
+	}
+	if key := int16(binary.BigEndian.Uint16(frame)); kmsg.RequestForKey(key) != nil {
+		return false
+	}
+	x, err := c.b.newSASLExchange(MechanismGSSAPI)
+	if err != nil {
+		return false
+	}
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	if sc.mechanism != "" {
+		return false
+	}
+	sc.mechanism, sc.exchange = MechanismGSSAPI, x
+	sc.raw.Store(true)
+	return true
 }
 
 // rawSASLToken runs one step of a SaslHandshake v0 exchange on the reader's

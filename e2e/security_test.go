@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -394,4 +396,49 @@ func TestKafkaPythonGSSAPI(t *testing.T) {
 	if len(report.Produced) != 20 || strings.Join(report.Consumed, ",") != strings.Join(report.Produced, ",") {
 		t.Fatalf("kafka-python over GSSAPI produced %v, consumed %v", report.Produced, report.Consumed)
 	}
+}
+
+// TestSaramaGSSAPI: sarama 1.61.1's own Kerberos client (gokrb5, a password
+// login) against a real MIT KDC, on SaslHandshake v0 with raw tokens and on
+// v1 with SaslAuthenticate: each produces 25 keyed records with acks=all
+// as alice, the authorizer's only other super user; franz-go reads all 50
+// back from the PLAINTEXT listener.
+func TestSaramaGSSAPI(t *testing.T) {
+	kdc := testutil.StartKDC(t)
+	kdc.AddUser(t, "alice", "alice-pw")
+	keytab := kdc.AddService(t, "kafka/localhost")
+	saslPlain := net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI", "--sasl-kerberos-keytab", keytab,
+			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice"},
+	})
+	const topic = "sarama-krb"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
+	all := map[string]string{}
+	for _, v := range []int16{sarama.SASLHandshakeV0, sarama.SASLHandshakeV1} {
+		cfg := saramaConfig(sarama.MaxVersion)
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.Mechanism = sarama.SASLTypeGSSAPI
+		cfg.Net.SASL.Version = v
+		// sarama's v0 flow comes before ApiVersions, as Kafka 0.10's.
+		cfg.ApiVersionsRequest = v == sarama.SASLHandshakeV1
+		cfg.Net.SASL.GSSAPI = sarama.GSSAPIConfig{AuthType: sarama.KRB5_USER_AUTH, KerberosConfigPath: kdc.Krb5Conf,
+			ServiceName: "kafka", Username: "alice", Password: "alice-pw", Realm: kdc.Realm, DisablePAFXFAST: true}
+		p, err := sarama.NewSyncProducer([]string{saslPlain}, cfg)
+		if err != nil {
+			t.Fatalf("sarama producer, SASL v%d: %v", v, err)
+		}
+		recs := compatRecords(fmt.Sprintf("krb-v%d", v), 25)
+		for _, k := range sortedKeys(recs) {
+			if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(recs[k])}); err != nil {
+				t.Fatalf("SendMessage over GSSAPI, SASL v%d: %v", v, err)
+			}
+			all[k] = recs[k]
+		}
+		p.Close()
+	}
+	consumeFranz(t, b, topic, len(all)).check(t, topic, all)
 }
