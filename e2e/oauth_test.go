@@ -3,7 +3,9 @@ package e2e
 import (
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
@@ -12,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/IBM/sarama"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
 )
@@ -283,4 +286,56 @@ func TestKafkaPythonOAuth(t *testing.T) {
 		t.Errorf("an expired token: %q", report.Expired)
 	}
 	t.Logf("kafka-python with an expired token: %s", report.Expired)
+}
+
+// saramaToken hands sarama an unsigned token (alg none) for sub.
+type saramaToken struct{ sub string }
+
+func (s saramaToken) Token() (*sarama.AccessToken, error) {
+	enc := func(v any) string {
+		b, _ := json.Marshal(v)
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	now := time.Now().Unix()
+	return &sarama.AccessToken{Token: enc(map[string]string{"alg": "none"}) + "." +
+		enc(map[string]any{"sub": s.sub, "iat": now - 60, "exp": now + 3600}) + "."}, nil
+}
+
+// TestSaramaOAuth: sarama 1.61.1 logs in with OAUTHBEARER (SaslHandshake
+// v1, SaslAuthenticate) with unsigned tokens from its token provider, to a
+// broker that accepts them, with the authorizer letting only alice in: it
+// produces 20 keyed records as alice, which franz-go reads back; as bob it
+// is refused the topic.
+func TestSaramaOAuth(t *testing.T) {
+	b, saslPlain := startOAuthBroker(t, "--sasl-oauthbearer-unsecured", "--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice")
+	const topic = "sarama-oauth"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
+	producer := func(sub string) sarama.SyncProducer {
+		cfg := saramaConfig(sarama.MaxVersion)
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Producer.Retry.Max = 1
+		cfg.Net.SASL.Enable = true
+		cfg.Net.SASL.Mechanism = sarama.SASLTypeOAuth
+		cfg.Net.SASL.TokenProvider = saramaToken{sub}
+		p, err := sarama.NewSyncProducer([]string{saslPlain}, cfg)
+		if err != nil {
+			t.Fatalf("sarama producer as %s: %v", sub, err)
+		}
+		return p
+	}
+	p := producer("alice")
+	recs := compatRecords("oauth", 20)
+	for _, k := range sortedKeys(recs) {
+		if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Key: sarama.StringEncoder(k), Value: sarama.StringEncoder(recs[k])}); err != nil {
+			t.Fatalf("SendMessage over OAUTHBEARER as alice: %v", err)
+		}
+	}
+	p.Close()
+	consumeFranz(t, b, topic, len(recs)).check(t, topic, recs)
+	p = producer("bob")
+	defer p.Close()
+	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("x")}); !errors.Is(err, sarama.ErrTopicAuthorizationFailed) {
+		t.Errorf("bob, without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
 }
