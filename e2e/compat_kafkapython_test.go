@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -122,4 +123,57 @@ func testKafkaPython(t *testing.T, b *Broker) {
 	if strings.Join(report.TopicsAfter, ",") != topic {
 		t.Errorf("topics after deleting the scratch topic: %v", report.TopicsAfter)
 	}
+}
+
+// testKafkaPythonCodecs runs e2e/kafkapython/codecs.py: kafka-python writes
+// 50 keyed records with each of gzip, snappy (xerial framing), lz4 and
+// zstd (Debian's python3-snappy, python3-lz4, python3-zstandard), after
+// franz-go wrote 20 with each of the same codecs; kafka-python reads all
+// 280 back, and so does franz-go.
+func testKafkaPythonCodecs(t *testing.T, b *Broker) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	for module, pkg := range map[string]string{"snappy": "python3-snappy", "lz4.frame": "python3-lz4", "zstandard": "python3-zstandard"} {
+		debianPythonReady(t, module, pkg)
+	}
+	const topic = "kpy-codecs"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
+	want := map[string]string{}
+	for name, codec := range map[string]kgo.CompressionCodec{"gzip": kgo.GzipCompression(), "snappy": kgo.SnappyCompression(),
+		"lz4": kgo.Lz4Compression(), "zstd": kgo.ZstdCompression()} {
+		cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.ProducerBatchCompression(codec))
+		var recs []*kgo.Record
+		for i := range 20 {
+			k, v := fmt.Sprintf("go-%s-%02d", name, i), strings.Repeat(fmt.Sprintf("go-value-%d", i), 20)
+			want[k] = v
+			recs = append(recs, &kgo.Record{Key: []byte(k), Value: []byte(v)})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatalf("franz-go produce: %v", err)
+		}
+		cl.Close()
+	}
+	total := len(want) + 4*50
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "codecs.py"), b.Addr, topic, strconv.Itoa(total))
+	if r.Err != nil {
+		t.Fatalf("codecs.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced map[string]string `json:"produced"`
+		Consumed map[string]string `json:"consumed"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("codecs.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	for k, v := range report.Produced {
+		want[k] = v
+	}
+	if len(want) != total {
+		t.Fatalf("%d distinct records, want %d", len(want), total)
+	}
+	for k, v := range want {
+		if report.Consumed[k] != v {
+			t.Errorf("kafka-python read %s as %.20q, want %.20q", k, report.Consumed[k], v)
+		}
+	}
+	consumeFranz(t, b, topic, total).check(t, topic, want)
 }

@@ -182,6 +182,7 @@ func TestCompat(t *testing.T) {
 	t.Run("kcat", func(t *testing.T) { testKcatMore(t, b) })
 	t.Run("confluent-python", func(t *testing.T) { testConfluentEOS(t, b) })
 	t.Run("kafka-python", func(t *testing.T) { testKafkaPython(t, b) })
+	t.Run("kafka-python-codecs", func(t *testing.T) { testKafkaPythonCodecs(t, b) })
 	t.Run("platformatic", func(t *testing.T) { testPlatformatic(t, b) })
 }
 
