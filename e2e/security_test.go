@@ -32,7 +32,8 @@ import (
 
 // writeTestCA writes a CA certificate and a server certificate for
 // 127.0.0.1 signed by it, as PEM files in dir: ca.pem, broker.pem,
-// broker-key.pem.
+// broker-key.pem; and a client certificate of CN=alice,O=acme signed by it,
+// alice.pem and alice-key.pem.
 func writeTestCA(t testing.TB, dir string) (ca, cert, key string) {
 	t.Helper()
 	newKey := func() *ecdsa.PrivateKey {
@@ -75,7 +76,81 @@ func writeTestCA(t testing.TB, dir string) (ca, cert, key string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cliKey := newKey()
+	cliTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(3), Subject: pkix.Name{CommonName: "alice", Organization: []string{"acme"}},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}, KeyUsage: x509.KeyUsageDigitalSignature,
+	}
+	cliDER, err := x509.CreateCertificate(rand.Reader, cliTmpl, caCert, &cliKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cliKeyDER, err := x509.MarshalPKCS8PrivateKey(cliKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("alice.pem", "CERTIFICATE", cliDER)
+	write("alice-key.pem", "PRIVATE KEY", cliKeyDER)
 	return write("ca.pem", "CERTIFICATE", caDER), write("broker.pem", "CERTIFICATE", srvDER), write("broker-key.pem", "PRIVATE KEY", keyDER)
+}
+
+// TestClientCertOpenSSL: mutual TLS with OpenSSL's clients, kcat
+// (librdkafka) and kafka-python (Python's ssl): a broker process whose SSL
+// listener requires a client certificate maps the subject CN=alice,O=acme
+// to alice with --ssl-principal-mapping-rules, whom alone (besides the
+// harness's ANONYMOUS) its authorizer lets in. kcat produces 50 keyed
+// lines with alice's certificate and reads them back, kafka-python reads
+// them too; without a certificate kcat cannot connect.
+func TestClientCertOpenSSL(t *testing.T) {
+	dir := t.TempDir()
+	ca, cert, key := writeTestCA(t, dir)
+	aliceCert, aliceKey := filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem")
+	ssl := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SSL://" + ssl,
+		ExtraArgs: []string{"--ssl-cert-file", cert, "--ssl-key-file", key, "--ssl-ca-file", ca, "--ssl-client-auth", "required",
+			"--ssl-principal-mapping-rules", "RULE:^CN=([^,]*),.*$/$1/L,DEFAULT",
+			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice"},
+	})
+	const topic = "mtls"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
+	props := []string{"-b", ssl, "-X", "security.protocol=SSL", "-X", "ssl.ca.location=" + ca}
+	withCert := append(props[:len(props):len(props)], "-X", "ssl.certificate.location="+aliceCert, "-X", "ssl.key.location="+aliceKey)
+	lines := keyedLines(50)
+	if r := run(t, strings.Join(lines, "\n")+"\n", nil, kcatPath(t), append(withCert, "-P", "-t", topic, "-K:")...); r.Err != nil {
+		t.Fatalf("kcat -P with alice's certificate: %v\n%s", r.Err, r.Stderr)
+	}
+	r := run(t, "", nil, kcatPath(t), append(withCert, "-C", "-t", topic, "-e", "-f", "%k:%s\n")...)
+	if r.Err != nil {
+		t.Fatalf("kcat -C with alice's certificate: %v\n%s", r.Err, r.Stderr)
+	}
+	got := strings.Split(strings.TrimSuffix(r.Stdout, "\n"), "\n")
+	sort.Strings(got)
+	want := append([]string(nil), lines...)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("kcat read %d lines with alice's certificate, want the %d produced", len(got), len(want))
+	}
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	script := `import sys
+from kafka import KafkaConsumer
+addr, topic, ca, cert, key = sys.argv[1:6]
+c = KafkaConsumer(topic, bootstrap_servers=addr, security_protocol="SSL", ssl_cafile=ca, ssl_certfile=cert,
+                  ssl_keyfile=key, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+n = 0
+for m in c:
+    n += 1
+    if n == 50:
+        break
+print(n)
+`
+	if r := run(t, "", nil, py, "-c", script, ssl, topic, ca, aliceCert, aliceKey); r.Err != nil || strings.TrimSpace(r.Stdout) != "50" {
+		t.Fatalf("kafka-python with alice's certificate: %v %q\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	if r := run(t, "", nil, kcatPath(t), append(props, "-L", "-m", "5")...); r.Err == nil {
+		t.Fatalf("kcat without a client certificate listed metadata:\n%s", r.Stdout)
+	}
 }
 
 // startSASLBroker starts a broker process with a SASL_SSL and a
