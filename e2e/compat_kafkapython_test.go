@@ -177,3 +177,53 @@ func testKafkaPythonCodecs(t *testing.T, b *Broker) {
 	}
 	consumeFranz(t, b, topic, total).check(t, topic, want)
 }
+
+// testKafkaPythonGroup runs e2e/kafkapython/group.py: three kafka-python
+// consumers of one group start together on a topic of six partitions
+// holding 600 records; together they read all of them, and their final
+// assignments cover each partition exactly once (two each).
+func testKafkaPythonGroup(t *testing.T, b *Broker) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	const topic, group, n = "kpy-group", "kpy-group-g", 600
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "6")
+	cl := b.Client(t, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Key: []byte(fmt.Sprintf("k%03d", i)), Value: []byte("v")})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "group.py"), b.Addr, topic, group, strconv.Itoa(n))
+	if r.Err != nil {
+		t.Fatalf("group.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Seen        int              `json:"seen"`
+		Duplicates  int              `json:"duplicates"`
+		Assignments map[string][]int `json:"assignments"`
+		Errors      []string         `json:"errors"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("group.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	if len(report.Errors) > 0 || report.Seen != n {
+		t.Fatalf("three kafka-python members read %d of %d records; errors %v", report.Seen, n, report.Errors)
+	}
+	owner := map[int]string{}
+	for m, parts := range report.Assignments {
+		if len(parts) != 2 {
+			t.Errorf("member %s ends with partitions %v, want two", m, parts)
+		}
+		for _, p := range parts {
+			if o, ok := owner[p]; ok {
+				t.Errorf("partition %d assigned to members %s and %s", p, o, m)
+			}
+			owner[p] = m
+		}
+	}
+	if len(owner) != 6 {
+		t.Errorf("final assignments %v cover %d partitions, want 6", report.Assignments, len(owner))
+	}
+	t.Logf("three kafka-python members: %d records, %d read twice across rebalances, assignments %v", report.Seen, report.Duplicates, report.Assignments)
+}

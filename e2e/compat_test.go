@@ -183,6 +183,7 @@ func TestCompat(t *testing.T) {
 	t.Run("confluent-python", func(t *testing.T) { testConfluentEOS(t, b) })
 	t.Run("kafka-python", func(t *testing.T) { testKafkaPython(t, b) })
 	t.Run("kafka-python-codecs", func(t *testing.T) { testKafkaPythonCodecs(t, b) })
+	t.Run("kafka-python-group", func(t *testing.T) { testKafkaPythonGroup(t, b) })
 	t.Run("platformatic", func(t *testing.T) { testPlatformatic(t, b) })
 }
 
