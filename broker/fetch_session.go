@@ -191,12 +191,7 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 		resp.SessionID = 0 // a cache full of busy sessions: sessionless
 		return
 	}
-	s.epoch++
-	if s.epoch <= 0 {
-		s.epoch = 1
-	}
-	s.lastUsed = time.Now()
-	resp.SessionID = s.id
+	s.advance(resp)
 	var served []sessionKey // partitions that returned records
 	topics := resp.Topics[:0]
 	for _, t := range resp.Topics {
@@ -296,6 +291,12 @@ func (fs *fetchSessions) throttled(s *fetchSession, full bool, resp *kmsg.FetchR
 		resp.SessionID = 0 // never entered the cache
 		return
 	}
+	s.advance(resp)
+}
+
+// advance moves a session to its next epoch (1 after the largest) and names
+// it in the answer.
+func (s *fetchSession) advance(resp *kmsg.FetchResponse) {
 	s.epoch++
 	if s.epoch <= 0 {
 		s.epoch = 1

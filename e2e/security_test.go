@@ -343,28 +343,13 @@ func TestDelegationTokensCLI(t *testing.T) {
 // The broker maps alice with --sasl-kerberos-principal-to-local-rules to
 // ALICE, whom the authorizer knows as a super user (alice it would refuse).
 func TestGSSAPIKcat(t *testing.T) {
-	kdc := testutil.StartKDC(t)
-	kdc.AddUser(t, "alice", "alice-pw")
-	keytab := kdc.AddService(t, "kafka/localhost")
-	saslPlain := net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
-	b := StartBroker(t, BrokerOptions{
-		Listeners: "SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI,SCRAM-SHA-512", "--sasl-kerberos-keytab", keytab,
-			// alice@SEDIMENT.TEST is "ALICE", the only user besides the
-			// harness's ANONYMOUS the authorizer lets in.
-			"--sasl-kerberos-principal-to-local-rules", "RULE:[1:$1]/U,DEFAULT",
-			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:ALICE"},
-	})
+	kdc, b, saslPlain := startKerberizedBroker(t, "GSSAPI,SCRAM-SHA-512",
+		// alice@SEDIMENT.TEST is "ALICE", the only user besides the
+		// harness's ANONYMOUS the authorizer lets in.
+		"--sasl-kerberos-principal-to-local-rules", "RULE:[1:$1]/U,DEFAULT",
+		"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:ALICE")
 	b.sediment(t, "", "topic", "create", "kerberized", "--partitions", "2")
-	cc := filepath.Join(t.TempDir(), "ccache")
-	env := kdc.Env(cc)
-	kinit, err := exec.LookPath("kinit")
-	if err != nil {
-		t.Fatalf("kinit is not installed (apt-get install krb5-user, or run .ci/run): %v", err)
-	}
-	if r := run(t, "alice-pw\n", env, kinit, "alice"); r.Err != nil {
-		t.Fatalf("kinit alice: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
-	}
+	env := kinitAlice(t, kdc)
 	props := []string{"-b", saslPlain, "-X", "security.protocol=SASL_PLAINTEXT", "-X", "sasl.mechanisms=GSSAPI",
 		"-X", "sasl.kerberos.service.name=kafka", "-X", "sasl.kerberos.kinit.cmd=true"}
 	lines := keyedLines(200)
@@ -438,26 +423,10 @@ func TestGSSAPIInterBrokerCluster(t *testing.T) {
 func TestKafkaPythonGSSAPI(t *testing.T) {
 	py := debianPythonReady(t, "kafka", "python3-kafka")
 	debianPythonReady(t, "gssapi", "python3-gssapi")
-	kdc := testutil.StartKDC(t)
-	kdc.AddUser(t, "alice", "alice-pw")
-	keytab := kdc.AddService(t, "kafka/localhost")
-	saslPlain := net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
-	b := StartBroker(t, BrokerOptions{
-		Listeners: "SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI", "--sasl-kerberos-keytab", keytab,
-			// Only alice's principal may write and read.
-			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice"},
-	})
+	// Only alice's principal may write and read.
+	kdc, b, saslPlain := startKerberizedBroker(t, "GSSAPI", "--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice")
 	b.sediment(t, "", "topic", "create", "kpy-krb", "--partitions", "1")
-	cc := filepath.Join(t.TempDir(), "ccache")
-	env := kdc.Env(cc)
-	kinit, err := exec.LookPath("kinit")
-	if err != nil {
-		t.Fatalf("kinit is not installed (apt-get install krb5-user, or run .ci/run): %v", err)
-	}
-	if r := run(t, "alice-pw\n", env, kinit, "alice"); r.Err != nil {
-		t.Fatalf("kinit alice: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
-	}
+	env := kinitAlice(t, kdc)
 	r := run(t, "", env, py, filepath.Join("kafkapython", "kerberos.py"), saslPlain, "kpy-krb")
 	if r.Err != nil {
 		t.Fatalf("kerberos.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
@@ -480,15 +449,7 @@ func TestKafkaPythonGSSAPI(t *testing.T) {
 // as alice, the authorizer's only other super user; franz-go reads all 50
 // back from the PLAINTEXT listener.
 func TestSaramaGSSAPI(t *testing.T) {
-	kdc := testutil.StartKDC(t)
-	kdc.AddUser(t, "alice", "alice-pw")
-	keytab := kdc.AddService(t, "kafka/localhost")
-	saslPlain := net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
-	b := StartBroker(t, BrokerOptions{
-		Listeners: "SASL_PLAINTEXT://" + saslPlain,
-		ExtraArgs: []string{"--sasl-enabled-mechanisms", "GSSAPI", "--sasl-kerberos-keytab", keytab,
-			"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice"},
-	})
+	kdc, b, saslPlain := startKerberizedBroker(t, "GSSAPI", "--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:alice")
 	const topic = "sarama-krb"
 	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
 	all := map[string]string{}
@@ -589,4 +550,36 @@ func TestSaramaSASL(t *testing.T) {
 		p.Close()
 		t.Error("a wrong SCRAM password logged in")
 	}
+}
+
+// startKerberizedBroker starts a real MIT KDC with the user alice
+// (alice-pw) and a broker process whose SASL_PLAINTEXT listener, at
+// localhost, offers mechs with a keytab for kafka/localhost; extra are
+// more broker flags.
+func startKerberizedBroker(t *testing.T, mechs string, extra ...string) (kdc *testutil.KDC, b *Broker, saslPlain string) {
+	t.Helper()
+	kdc = testutil.StartKDC(t)
+	kdc.AddUser(t, "alice", "alice-pw")
+	keytab := kdc.AddService(t, "kafka/localhost")
+	saslPlain = net.JoinHostPort("localhost", strconv.Itoa(freePort(t)))
+	b = StartBroker(t, BrokerOptions{
+		Listeners: "SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: append([]string{"--sasl-enabled-mechanisms", mechs, "--sasl-kerberos-keytab", keytab}, extra...),
+	})
+	return kdc, b, saslPlain
+}
+
+// kinitAlice gets alice a ticket with MIT's kinit into a credential cache
+// of its own and returns the environment that points clients at it.
+func kinitAlice(t *testing.T, kdc *testutil.KDC) []string {
+	t.Helper()
+	env := kdc.Env(filepath.Join(t.TempDir(), "ccache"))
+	kinit, err := exec.LookPath("kinit")
+	if err != nil {
+		t.Fatalf("kinit is not installed (apt-get install krb5-user, or run .ci/run): %v", err)
+	}
+	if r := run(t, "alice-pw\n", env, kinit, "alice"); r.Err != nil {
+		t.Fatalf("kinit alice: %v\n%s%s", r.Err, r.Stdout, r.Stderr)
+	}
+	return env
 }
