@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -226,4 +227,50 @@ func testKafkaPythonGroup(t *testing.T, b *Broker) {
 		t.Errorf("final assignments %v cover %d partitions, want 6", report.Assignments, len(owner))
 	}
 	t.Logf("three kafka-python members: %d records, %d read twice across rebalances, assignments %v", report.Seen, report.Duplicates, report.Assignments)
+}
+
+// TestKafkaPythonAdmin runs e2e/kafkapython/admin.py against a broker
+// process with the authorizer on: kafka-python's admin client creates an
+// ACL, finds it with a filter and deletes it (CreateAcls, DescribeAcls,
+// DeleteAcls at its versions), grows a topic to four partitions, changes
+// a topic config with AlterConfigs, and deletes a consumer group whose
+// offsets it committed.
+func TestKafkaPythonAdmin(t *testing.T) {
+	py := debianPythonReady(t, "kafka", "python3-kafka")
+	b := StartBroker(t, BrokerOptions{ExtraArgs: authorizerArgs})
+	const topic, group = "kpy-admin", "kpy-admin-g"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "2")
+	cl := b.Client(t, kgo.DefaultProduceTopic(topic))
+	if err := cl.ProduceSync(context.Background(), kgo.StringRecord("a"), kgo.StringRecord("b")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := run(t, "", nil, py, filepath.Join("kafkapython", "admin.py"), b.Addr, topic, group)
+	if r.Err != nil {
+		t.Fatalf("admin.py: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Created       int        `json:"created"`
+		CreateFailed  []string   `json:"create_failed"`
+		Described     [][]string `json:"described"`
+		Deleted       int        `json:"deleted"`
+		AfterDelete   int        `json:"after_delete"`
+		Partitions    int        `json:"partitions"`
+		RetentionMs   string     `json:"retention_ms"`
+		OffsetsBefore int        `json:"offsets_before"`
+		GroupDeleted  [][]string `json:"group_deleted"`
+		GroupsAfter   []string   `json:"groups_after"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("admin.py report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	if report.Created != 1 || len(report.CreateFailed) != 0 || len(report.Described) != 1 ||
+		strings.Join(report.Described[0], " ") != "User:bob READ ALLOW "+topic || report.Deleted != 1 || report.AfterDelete != 0 {
+		t.Errorf("ACLs: %+v", report)
+	}
+	if report.Partitions != 4 || report.RetentionMs != "3600000" {
+		t.Errorf("partitions %d (want 4), retention.ms %q (want 3600000)", report.Partitions, report.RetentionMs)
+	}
+	if report.OffsetsBefore == 0 || len(report.GroupDeleted) != 1 || report.GroupDeleted[0][1] != "NoError" || slices.Contains(report.GroupsAfter, group) {
+		t.Errorf("group: offsets %d, deleted %v, groups after %v", report.OffsetsBefore, report.GroupDeleted, report.GroupsAfter)
+	}
 }
