@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -135,4 +136,44 @@ func testPlatformatic(t *testing.T, b *Broker) {
 			t.Errorf("listGroups: %s is %+v, want EMPTY %s", g, st, typ)
 		}
 	}
+}
+
+// TestPlatformaticSASL runs e2e/platformatic/sasl.mjs: @platformatic/kafka
+// logs in with PLAIN, its own SCRAM-SHA-256 and SCRAM-SHA-512, and
+// OAUTHBEARER (an unsigned token, the broker taking them) on SaslHandshake
+// v1 and SaslAuthenticate v2, writing five records with each; franz-go
+// reads the twenty back; a wrong SCRAM password fails.
+func TestPlatformaticSASL(t *testing.T) {
+	node := npmProjectReady(t, platformaticDir, filepath.Join("@platformatic", "kafka"))
+	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+	b := StartBroker(t, BrokerOptions{
+		Listeners: "SASL_PLAINTEXT://" + saslPlain,
+		ExtraArgs: []string{"--sasl-enabled-mechanisms", "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512,OAUTHBEARER", "--sasl-oauthbearer-unsecured"},
+	})
+	b.sediment(t, "", "user", "set", "pat", "--password", "pat-pw")
+	const topic = "plt-sasl"
+	b.sediment(t, "", "topic", "create", topic, "--partitions", "1")
+	r := run(t, "", nil, node, filepath.Join(platformaticDir, "sasl.mjs"), saslPlain, topic, "pat", "pat-pw")
+	if r.Err != nil {
+		t.Fatalf("sasl.mjs: %v\nstdout:\n%s\nstderr:\n%s", r.Err, r.Stdout, r.Stderr)
+	}
+	var report struct {
+		Produced      []string `json:"produced"`
+		WrongPassword string   `json:"wrongPassword"`
+	}
+	if err := json.Unmarshal([]byte(strings.TrimSpace(r.Stdout)), &report); err != nil {
+		t.Fatalf("sasl.mjs report: %v\n%s\n%s", err, r.Stdout, r.Stderr)
+	}
+	want := map[string]string{}
+	for _, k := range report.Produced {
+		want[k] = "v-" + k
+	}
+	if len(want) != 20 {
+		t.Fatalf("produced %v", report.Produced)
+	}
+	consumeFranz(t, b, topic, len(want)).check(t, topic, want)
+	if report.WrongPassword == "accepted" || report.WrongPassword == "" {
+		t.Errorf("a wrong SCRAM password: %q", report.WrongPassword)
+	}
+	t.Logf("@platformatic/kafka with a wrong password: %s", report.WrongPassword)
 }
