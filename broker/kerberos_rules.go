@@ -58,26 +58,11 @@ type formatPart struct {
 // ParseKerberosRules reads Kafka's rule list; "" or "DEFAULT" gives a nil
 // namer.
 func ParseKerberosRules(s string) (*KerberosNamer, error) {
-	k := &KerberosNamer{}
-	rest := strings.TrimSpace(s)
-	for rest != "" {
-		r, after, err := parseKerberosRule(rest)
-		if err != nil {
-			return nil, fmt.Errorf("kerberos principal to local rules %q: %w", s, err)
-		}
-		k.rules = append(k.rules, r)
-		rest = strings.TrimSpace(after)
-		if rest == "" {
-			break
-		}
-		if rest[0] != ',' {
-			return nil, fmt.Errorf("kerberos principal to local rules %q: %q follows rule %q where a comma or the end belongs", s, cut(rest), r.text)
-		}
-		rest = strings.TrimSpace(rest[1:])
-		if rest == "" {
-			return nil, fmt.Errorf("kerberos principal to local rules %q: a rule is missing after the last comma", s)
-		}
+	rules, err := parseRuleList(s, "kerberos principal to local rules", parseKerberosRule, func(r kerberosRule) string { return r.text })
+	if err != nil {
+		return nil, err
 	}
+	k := &KerberosNamer{rules: rules}
 	if len(k.rules) == 0 || (len(k.rules) == 1 && k.rules[0].isDefault) {
 		return nil, nil
 	}

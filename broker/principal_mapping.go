@@ -41,32 +41,43 @@ type principalRule struct {
 // ParsePrincipalMappingRules reads Kafka's rule list; "" or "DEFAULT" gives
 // a nil mapper.
 func ParsePrincipalMappingRules(s string) (*PrincipalMapper, error) {
-	m := &PrincipalMapper{}
-	rest := strings.TrimSpace(s)
-	for rest != "" {
-		var r principalRule
-		var err error
-		r, rest, err = parsePrincipalRule(rest)
-		if err != nil {
-			return nil, fmt.Errorf("ssl principal mapping rules %q: %w", s, err)
-		}
-		m.rules = append(m.rules, r)
-		rest = strings.TrimSpace(rest)
-		if rest == "" {
-			break
-		}
-		if rest[0] != ',' {
-			return nil, fmt.Errorf("ssl principal mapping rules %q: want a comma after rule %q", s, r.text)
-		}
-		rest = strings.TrimSpace(rest[1:])
-		if rest == "" {
-			return nil, fmt.Errorf("ssl principal mapping rules %q: a rule is missing after the last comma", s)
-		}
+	rules, err := parseRuleList(s, "ssl principal mapping rules", parsePrincipalRule, func(r principalRule) string { return r.text })
+	if err != nil {
+		return nil, err
 	}
+	m := &PrincipalMapper{rules: rules}
 	if len(m.rules) == 0 || (len(m.rules) == 1 && m.rules[0].isDefault) {
 		return nil, nil
 	}
 	return m, nil
+}
+
+// parseRuleList reads a comma-separated list of rules (Kafka's
+// ssl.principal.mapping.rules and sasl.kerberos.principal.to.local.rules)
+// with one, which reads a rule at the start of its input and returns the
+// rest; what names the list in errors.
+func parseRuleList[R any](s, what string, one func(string) (R, string, error), text func(R) string) ([]R, error) {
+	var rules []R
+	rest := strings.TrimSpace(s)
+	for rest != "" {
+		r, after, err := one(rest)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", what, s, err)
+		}
+		rules = append(rules, r)
+		rest = strings.TrimSpace(after)
+		if rest == "" {
+			break
+		}
+		if rest[0] != ',' {
+			return nil, fmt.Errorf("%s %q: %q follows rule %q where a comma or the end belongs", what, s, cut(rest), text(r))
+		}
+		rest = strings.TrimSpace(rest[1:])
+		if rest == "" {
+			return nil, fmt.Errorf("%s %q: a rule is missing after the last comma", what, s)
+		}
+	}
+	return rules, nil
 }
 
 // parsePrincipalRule reads one rule at the start of s.
