@@ -7,8 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/sediment-io/sediment/internal/testutil"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -70,34 +72,63 @@ func TestMain(m *testing.M) {
 }
 
 // freePort returns a loopback TCP port that nothing listens on right now.
+//
+// Ports come from below the kernel's ephemeral range when there is room
+// there: a broker killed and started again binds the same addresses, and
+// in the ephemeral range any outgoing connection or listen on port 0 of
+// any process (a client, another test package) may hold the port by then.
+// Below that range only an explicit bind can take it.
 func freePort(t testing.TB) int {
 	t.Helper()
 	givenPorts.Lock()
 	defer givenPorts.Unlock()
-	// The kernel may hand the same ephemeral port out again once it is
-	// closed; a port given to one broker of this run is never given twice
-	// (two voters on one Raft address cannot bootstrap).
-	for range 100 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
+	lo, hi := portRange()
+	for range 1000 {
+		port := lo + givenPorts.rng.IntN(hi-lo)
+		if givenPorts.m[port] {
+			continue
 		}
-		port := l.Addr().(*net.TCPAddr).Port
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			continue // in use
+		}
 		l.Close()
-		if !givenPorts.m[port] {
-			givenPorts.m[port] = true
-			return port
+		givenPorts.m[port] = true
+		return port
+	}
+	t.Fatalf("free port: none free in [%d, %d) after 1000 tries", lo, hi)
+	return 0
+}
+
+// portRange is where freePort looks: [10000, the ephemeral range's low
+// end), or, when the ephemeral range starts too low to leave 5000 ports,
+// the 10000 ports above its top.
+func portRange() (lo, hi int) {
+	eLo, eHi := 32768, 60999 // Linux's default
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			l, err1 := strconv.Atoi(f[0])
+			h, err2 := strconv.Atoi(f[1])
+			if err1 == nil && err2 == nil && l <= h {
+				eLo, eHi = l, h
+			}
 		}
 	}
-	t.Fatal("free port: no new port in 100 tries")
-	return 0
+	if eLo-10000 >= 5000 {
+		return 10000, eLo
+	}
+	if eHi+10000 <= 65535 {
+		return eHi + 1, eHi + 10001
+	}
+	return 1024, 65536 // no room outside it: take what there is
 }
 
 // givenPorts are the ports freePort has handed out in this run.
 var givenPorts = struct {
 	sync.Mutex
-	m map[int]bool
-}{m: map[int]bool{}}
+	m   map[int]bool
+	rng *rand.Rand
+}{m: map[int]bool{}, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))}
 
 // syncBuffer is a goroutine-safe log sink for a broker's stdout and stderr.
 type syncBuffer struct {
