@@ -388,11 +388,19 @@ func TestTieredRetentionUnderLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Held elsewhere: the remote start stays (retention rounds fail with
-	// ErrLeaseHeld and back off).
-	waitTiered(t, "a retention round refused for the lease", func() bool {
-		p := b.testTierPart(t, topic)
-		return p != nil && strings.Contains(p.tp.Status().LastError, "lease held")
-	})
+	// ErrLeaseHeld and back off). A round run here, once the partition has
+	// the new setting, is refused, and the status says why.
+	p := b.testTierPart(t, topic)
+	if p == nil {
+		t.Fatal("the partition is not tiered")
+	}
+	waitTiered(t, "retention.bytes applied", func() bool { return p.tp.Config().RetentionBytes == 20000 })
+	if err := p.tp.RunOnce(ctx); !errors.Is(err, compaction.ErrLeaseHeld) {
+		t.Fatalf("a retention round under another worker's lease: %v, want %v (status %+v)", err, compaction.ErrLeaseHeld, p.tp.Status())
+	}
+	if st := p.tp.Status(); !strings.Contains(st.LastError, "lease held") {
+		t.Fatalf("status after a round refused for the lease: %+v", st)
+	}
 	if start := remotePointer(t, b, topic).StartOffset; start != 0 {
 		t.Fatalf("remote start moved to %d while another worker held the lease", start)
 	}
