@@ -12,12 +12,14 @@ import (
 // this handler: the connection answers it with the v0-shaped
 // UNSUPPORTED_VERSION reply carrying these ranges, as Kafka does, and the
 // client retries at a version we support. v3+ carries the client's software
-// name and version (logged at debug level), and the answer the features:
-// transaction.version is supported at levels 0-2 and finalized at 2
-// (KIP-890 part 2: Produce v12+ adds partitions to the transaction,
-// TxnOffsetCommit v5 adds the offsets partition, EndTxn v5 bumps the epoch),
-// or at 0 with Transactions.ClassicOnly. The response header of ApiVersions
-// is always header v0, even for flexible versions.
+// name and version (logged at debug level), and the answer the features
+// (features.go): the ranges this broker supports, and the levels finalized
+// in the cluster with the Raft index of their last change as the epoch. A
+// feature at level 0 is not finalized and is left out. Below v4 a supported
+// feature whose range starts at 0 is left out too (KAFKA-17011 and
+// KAFKA-17492: Java clients before 3.9 fail on such a range), which leaves
+// all of ours out there. The response header of ApiVersions is always header
+// v0, even for flexible versions.
 
 func init() { regKey(18, 0, 4).handler = handleApiVersions }
 
@@ -27,18 +29,20 @@ func handleApiVersions(_ context.Context, b *Broker, r *Request) (*Reply, error)
 	resp.ApiKeys = supportedAPIs()
 	if r.Version >= 3 {
 		b.log.Debug("client software", "name", req.ClientSoftwareName, "version", req.ClientSoftwareVersion, "conn", r.Conn.ID)
-		level := int16(2)
-		if b.cfg.Transactions.ClassicOnly {
-			level = 0
+		st := b.meta.State()
+		for _, f := range b.supportedFeatures() {
+			if r.Version >= 4 || f.Min > 0 {
+				sf := kmsg.NewApiVersionsResponseSupportedFeature()
+				sf.Name, sf.MinVersion, sf.MaxVersion = f.Name, f.Min, f.Max
+				resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
+			}
+			if level := st.FeatureLevel(f.Name, f.DefaultLevel); level > 0 {
+				ff := kmsg.NewApiVersionsResponseFinalizedFeature()
+				ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = f.Name, level, level
+				resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
+			}
 		}
-		sf := kmsg.NewApiVersionsResponseSupportedFeature()
-		sf.Name, sf.MinVersion, sf.MaxVersion = "transaction.version", 0, 2
-		resp.SupportedFeatures = append(resp.SupportedFeatures, sf)
-		ff := kmsg.NewApiVersionsResponseFinalizedFeature()
-		ff.Name, ff.MinVersionLevel, ff.MaxVersionLevel = "transaction.version", level, level
-		resp.FinalizedFeatures = append(resp.FinalizedFeatures, ff)
-		// The features never change while a broker runs.
-		resp.FinalizedFeaturesEpoch = 1
+		resp.FinalizedFeaturesEpoch = st.FeaturesEpoch()
 	}
 	return &Reply{Msg: resp}, nil
 }

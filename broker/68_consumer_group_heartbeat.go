@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -12,7 +13,9 @@ import (
 // server-side assignment (uniform, range), member and group epochs,
 // incremental reconciliation, static members (epoch -2 leaves for now).
 // v1: the client makes its member id, regex subscriptions. Serial on a
-// connection like the classic group requests.
+// connection like the classic group requests. With group.version 0
+// (features.go) it answers UNSUPPORTED_VERSION, as Kafka does: clients fall
+// back to the classic protocol.
 
 func init() {
 	e := regKey(68, 0, 1)
@@ -22,6 +25,9 @@ func init() {
 
 func handleConsumerGroupHeartbeat(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.ConsumerGroupHeartbeatRequest)
+	if !b.consumerGroupsEnabled() {
+		return topError(r, kerr.UnsupportedVersion.Code), nil // group.version 0 (features.go)
+	}
 	b.groups.ensure(req.Group)
 	resp, err := b.groups.c.ConsumerGroupHeartbeat(ctx, groupClient(r), req)
 	return groupReply(req, resp, err)

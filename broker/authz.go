@@ -88,6 +88,7 @@ var authzRules = map[int16]authzRule{
 	50: clusterRule(kmsg.ACLOperationDescribe), // DescribeUserScramCredentials
 	51: authzAlterUserSCRAM,
 	55: clusterRule(kmsg.ACLOperationDescribe), // DescribeQuorum
+	57: clusterRule(kmsg.ACLOperationAlter),    // UpdateFeatures
 	60: authzDescribeCluster,
 	61: authzDescribeProducers,
 	65: authzDescribeTransactions,

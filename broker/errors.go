@@ -49,6 +49,7 @@ var errorTable = []struct {
 	{metadata.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
 	{metadata.ErrNoReassignment, kerr.NoReassignmentInProgress},
+	{metadata.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
 	{metadata.ErrNotLeader, kerr.NotController},
 	{metadata.ErrNoQuorum, kerr.RequestTimedOut},
 	{metadata.ErrClosed, kerr.NotController},

@@ -119,6 +119,15 @@ func (d *decoder) int32() int32 {
 	return int32(v)
 }
 
+func (d *decoder) int16() int16 {
+	v := d.varint()
+	if v < math.MinInt16 || v > math.MaxInt16 {
+		d.fail(fmt.Errorf("value %d out of int16 range", v))
+		return 0
+	}
+	return int16(v)
+}
+
 func (d *decoder) u32() uint32 {
 	if d.err != nil || len(d.buf) < 4 {
 		d.fail(errTruncated)

@@ -26,6 +26,7 @@ const (
 	TypeRenewLease          CommandType = 15
 	TypeReleaseLease        CommandType = 16
 	TypeAlterReassignment   CommandType = 17
+	TypeUpdateFeatures      CommandType = 18
 )
 
 // Command is one change to the metadata state. The set of commands is closed:

@@ -23,6 +23,7 @@ var (
 	ErrIneligibleReplica        = errors.New("metadata: replica not eligible")            // INELIGIBLE_REPLICA
 	ErrInvalidRequest           = errors.New("metadata: invalid request")                 // INVALID_REQUEST
 	ErrNoReassignment           = errors.New("metadata: no reassignment in progress")     // NO_REASSIGNMENT_IN_PROGRESS
+	ErrInvalidUpdateVersion     = errors.New("metadata: invalid feature update")          // INVALID_UPDATE_VERSION
 	ErrManifestConflict         = errors.New("metadata: remote log manifest version conflict")
 	ErrLeaseHeld                = errors.New("metadata: lease held by another holder")
 	ErrLeaseLost                = errors.New("metadata: lease not held (wrong holder or token)")
@@ -59,7 +60,7 @@ var errorCodes = []struct {
 	{18, ErrCorruptCommand}, {19, ErrCorruptSnapshot}, {20, ErrFSMStopped},
 	{21, ErrNotLeader}, {22, ErrNoQuorum}, {23, ErrClosed},
 	{24, errNotSent}, // the leader was deposed before appending: safe to retry
-	{25, ErrNoReassignment},
+	{25, ErrNoReassignment}, {26, ErrInvalidUpdateVersion},
 }
 
 func codeOf(err error) uint16 {

@@ -17,10 +17,10 @@ import (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster, its metadata voters and dynamic broker configs",
+		Short: "Inspect the cluster, its metadata voters, dynamic broker configs and feature levels",
 	}
 	opts := addClientFlags(cmd)
-	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts))
+	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts), newClusterFeaturesCmd(opts))
 	return cmd
 }
 

@@ -1,0 +1,177 @@
+package metadata
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// Feature levels (KIP-584, KIP-1022): cluster-wide levels of named
+// features that clients read from ApiVersions (transaction.version tells
+// franz-go whether to use KIP-890's transaction flow, group.version whether
+// KIP-848 consumer groups are served). The levels in force are those the
+// cluster recorded with UpdateFeatures, and for a feature never recorded the
+// default the broker gives (FeatureRange.Default). They are kept in the map
+// of non-topic configs (brokerConfigs) under featuresKey, level by name, with
+// the Raft index of the last change under the empty name, so the snapshot
+// format stays as it is.
+
+const featuresKey = "features"
+
+// FeatureUpgradeType is how an update may move a level (Kafka's
+// FeatureUpdate.UpgradeType codes).
+type FeatureUpgradeType int8
+
+const (
+	FeatureUpgrade         FeatureUpgradeType = 1 // only up (or unchanged)
+	FeatureSafeDowngrade   FeatureUpgradeType = 2 // down without losing metadata
+	FeatureUnsafeDowngrade FeatureUpgradeType = 3 // down, possibly losing metadata
+)
+
+// FeatureUpdate sets one feature's level.
+type FeatureUpdate struct {
+	Name    string
+	Level   int16 // 0 takes the feature out of use
+	Upgrade FeatureUpgradeType
+}
+
+// FeatureRange is a feature the proposing broker serves: the levels it
+// supports and the level in force while none is recorded.
+type FeatureRange struct {
+	Name         string
+	Min, Max     int16
+	DefaultLevel int16
+}
+
+func init() {
+	register(TypeUpdateFeatures, commandInfo{name: "UpdateFeatures", version: 1, ignorable: true, decode: func(_ uint8, d *decoder) Command {
+		c := &UpdateFeatures{}
+		n := d.count(3)
+		for i := 0; i < n && d.err == nil; i++ {
+			u := FeatureUpdate{Name: d.str(), Level: d.int16()}
+			if t := d.int16(); t < math.MinInt8 || t > math.MaxInt8 {
+				d.fail(fmt.Errorf("upgrade type %d out of range", t))
+			} else {
+				u.Upgrade = FeatureUpgradeType(t)
+			}
+			c.Updates = append(c.Updates, u)
+		}
+		n = d.count(4)
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Supported = append(c.Supported, FeatureRange{Name: d.str(), Min: d.int16(), Max: d.int16(), DefaultLevel: d.int16()})
+		}
+		return c
+	}})
+}
+
+// UpdateFeatures changes finalized feature levels, all or none (Kafka's
+// controller applies an UpdateFeatures request atomically). Supported is the
+// proposing broker's view of what can be finalized; an update of a feature
+// outside it, to a level outside its range, moving down without a downgrade
+// type or up with one, is refused with ErrInvalidUpdateVersion. The command
+// is ignorable: a binary that predates it keeps its default levels.
+type UpdateFeatures struct {
+	Updates   []FeatureUpdate
+	Supported []FeatureRange
+}
+
+func (*UpdateFeatures) Type() CommandType { return TypeUpdateFeatures }
+func (c *UpdateFeatures) encode(e *encoder) {
+	e.uvarint(uint64(len(c.Updates)))
+	for _, u := range c.Updates {
+		e.str(u.Name)
+		e.varint(int64(u.Level))
+		e.varint(int64(u.Upgrade))
+	}
+	e.uvarint(uint64(len(c.Supported)))
+	for _, r := range c.Supported {
+		e.str(r.Name)
+		e.varint(int64(r.Min))
+		e.varint(int64(r.Max))
+		e.varint(int64(r.DefaultLevel))
+	}
+}
+
+func (c *UpdateFeatures) apply(s *State, index uint64) (Result, error) {
+	if err := CheckFeatureUpdates(s, c.Updates, c.Supported); err != nil {
+		return Result{}, err
+	}
+	m := map[string]string{}
+	for k, v := range s.brokerConfigs[featuresKey] {
+		m[k] = v
+	}
+	for _, u := range c.Updates {
+		m[u.Name] = strconv.Itoa(int(u.Level))
+	}
+	m[""] = strconv.FormatUint(index, 10)
+	bc := make(map[string]map[string]string, len(s.brokerConfigs)+1)
+	for k, v := range s.brokerConfigs {
+		bc[k] = v
+	}
+	bc[featuresKey] = m
+	s.brokerConfigs = bc
+	return Result{}, nil
+}
+
+// CheckFeatureUpdates returns the error UpdateFeatures would be refused
+// with on s, or nil (a validate-only request stops here). The rules are
+// Kafka's FeatureControlManager's.
+func CheckFeatureUpdates(s *State, updates []FeatureUpdate, supported []FeatureRange) error {
+	if len(updates) == 0 {
+		return reject(ErrInvalidRequest, "no feature updates")
+	}
+	seen := map[string]bool{}
+	for _, u := range updates {
+		if u.Name == "" {
+			return reject(ErrInvalidUpdateVersion, "a feature's name cannot be empty")
+		}
+		if seen[u.Name] {
+			return reject(ErrInvalidRequest, "feature %s updated twice in one request", u.Name)
+		}
+		seen[u.Name] = true
+		var r *FeatureRange
+		for i := range supported {
+			if supported[i].Name == u.Name {
+				r = &supported[i]
+			}
+		}
+		switch {
+		case u.Upgrade < FeatureUpgrade || u.Upgrade > FeatureUnsafeDowngrade:
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: the controller does not support the given upgrade type", u.Level, u.Name)
+		case u.Level < 0:
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: a feature version cannot be less than 0", u.Level, u.Name)
+		case r == nil:
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: the controller does not support the given feature", u.Level, u.Name)
+		case u.Level != 0 && (u.Level < r.Min || u.Level > r.Max):
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: the controller only supports versions %d-%d", u.Level, u.Name, r.Min, r.Max)
+		}
+		cur := s.FeatureLevel(u.Name, r.DefaultLevel)
+		if u.Level < cur && u.Upgrade == FeatureUpgrade {
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade", u.Level, u.Name)
+		}
+		if u.Level > cur && u.Upgrade != FeatureUpgrade {
+			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: can't downgrade to a newer version", u.Level, u.Name)
+		}
+	}
+	return nil
+}
+
+// FeatureLevel returns the feature's finalized level: the one recorded, or
+// def if none was.
+func (s *State) FeatureLevel(name string, def int16) int16 {
+	if name == "" {
+		return def
+	}
+	if v, ok := s.brokerConfigs[featuresKey][name]; ok {
+		if n, err := strconv.ParseInt(v, 10, 16); err == nil {
+			return int16(n)
+		}
+	}
+	return def
+}
+
+// FeaturesEpoch is the Raft index of the last feature change, 0 if none.
+func (s *State) FeaturesEpoch() int64 {
+	n, _ := strconv.ParseInt(s.brokerConfigs[featuresKey][""], 10, 64)
+	return n
+}

@@ -1,0 +1,78 @@
+package metadata
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestUpdateFeatures: Kafka's rules for finalized feature levels, applied
+// all or none.
+func TestUpdateFeatures(t *testing.T) {
+	supported := []FeatureRange{
+		{Name: "transaction.version", Min: 0, Max: 2, DefaultLevel: 2},
+		{Name: "group.version", Min: 0, Max: 1, DefaultLevel: 1},
+		{Name: "x.version", Min: 1, Max: 3, DefaultLevel: 0},
+	}
+	st := newState()
+	if got := st.FeatureLevel("transaction.version", 2); got != 2 {
+		t.Fatalf("a feature never recorded: level %d, want the default 2", got)
+	}
+	if st.FeaturesEpoch() != 0 {
+		t.Fatalf("epoch %d before any change", st.FeaturesEpoch())
+	}
+	refused := func(updates ...FeatureUpdate) {
+		t.Helper()
+		s := st.clone()
+		_, err := (&UpdateFeatures{Updates: updates, Supported: supported}).apply(s, 9)
+		if !errors.Is(err, ErrInvalidUpdateVersion) {
+			t.Fatalf("%+v: %v, want ErrInvalidUpdateVersion", updates, err)
+		}
+	}
+	refused(FeatureUpdate{Name: "no.such.feature", Level: 1, Upgrade: FeatureUpgrade})
+	refused(FeatureUpdate{Name: "transaction.version", Level: 3, Upgrade: FeatureUpgrade})
+	refused(FeatureUpdate{Name: "transaction.version", Level: -1, Upgrade: FeatureSafeDowngrade})
+	refused(FeatureUpdate{Name: "transaction.version", Level: 1, Upgrade: FeatureUpgrade}) // down without a downgrade type
+	refused(FeatureUpdate{Name: "transaction.version", Level: 1, Upgrade: 0})
+	refused(FeatureUpdate{Name: "transaction.version", Level: 1, Upgrade: 4})
+	refused(FeatureUpdate{Name: "x.version", Level: 1, Upgrade: FeatureSafeDowngrade}) // up with a downgrade type
+	// One bad update refuses the others with it.
+	refused(FeatureUpdate{Name: "group.version", Level: 0, Upgrade: FeatureSafeDowngrade},
+		FeatureUpdate{Name: "x.version", Level: 4, Upgrade: FeatureUpgrade})
+	if got := st.FeatureLevel("group.version", 1); got != 1 {
+		t.Fatalf("group.version %d after refused updates", got)
+	}
+	if _, err := (&UpdateFeatures{Supported: supported}).apply(st.clone(), 9); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("no updates: %v", err)
+	}
+
+	// Down to 0 (out of use) and another up, in one command.
+	mustApply(t, st, &UpdateFeatures{Supported: supported, Updates: []FeatureUpdate{
+		{Name: "transaction.version", Level: 0, Upgrade: FeatureUnsafeDowngrade},
+		{Name: "x.version", Level: 3, Upgrade: FeatureUpgrade}}}, 40)
+	if a, b := st.FeatureLevel("transaction.version", 2), st.FeatureLevel("x.version", 0); a != 0 || b != 3 {
+		t.Fatalf("levels %d, %d; want 0, 3", a, b)
+	}
+	if st.FeaturesEpoch() != 40 {
+		t.Fatalf("epoch %d, want 40 (the command's index)", st.FeaturesEpoch())
+	}
+	// The same level again is no change of direction: accepted as an upgrade.
+	mustApply(t, st, &UpdateFeatures{Supported: supported, Updates: []FeatureUpdate{{Name: "x.version", Level: 3, Upgrade: FeatureUpgrade}}}, 41)
+	// Up again from 0.
+	mustApply(t, st, &UpdateFeatures{Supported: supported, Updates: []FeatureUpdate{{Name: "transaction.version", Level: 2, Upgrade: FeatureUpgrade}}}, 42)
+	if got := st.FeatureLevel("transaction.version", 0); got != 2 {
+		t.Fatalf("transaction.version %d, want 2", got)
+	}
+	// Levels survive a snapshot.
+	back, err := DecodeSnapshot(EncodeSnapshot(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.FeatureLevel("x.version", 0) != 3 || back.FeaturesEpoch() != 42 {
+		t.Fatalf("after a snapshot: x.version %d epoch %d", back.FeatureLevel("x.version", 0), back.FeaturesEpoch())
+	}
+	// A binary that does not know the command skips it (ignorable).
+	enc := EncodeCommand(&UpdateFeatures{Supported: supported, Updates: []FeatureUpdate{{Name: "x.version", Level: 3, Upgrade: FeatureUpgrade}}})
+	if enc[1]&flagIgnorable == 0 {
+		t.Fatal("UpdateFeatures is not flagged ignorable")
+	}
+}
