@@ -19,6 +19,7 @@ require (
 	github.com/segmentio/kafka-go v0.4.51
 	github.com/spf13/cobra v1.10.2
 	github.com/xdg-go/scram v1.4.0
+	golang.org/x/oauth2 v0.38.0
 )
 
 require (

@@ -356,7 +356,10 @@ type Broker struct {
 	// krbClient logs the broker's own clients in with GSSAPI
 	// (interbroker_sasl.go); nil unless that is the inter-broker mechanism.
 	krbClient *krbclient.Client
-	budget    *memBudget
+	// ibTokens gets OAUTHBEARER tokens for the broker's own clients
+	// (interbroker_oauth.go).
+	ibTokens interBrokerTokens
+	budget   *memBudget
 
 	fetchSessions fetchSessions
 	// leaderQuota and followerQuota are the replication throttles

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/kerberos"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 	xscram "github.com/xdg-go/scram"
@@ -45,18 +47,35 @@ import (
 // <service name>/<advertised host>. Its principal on the peers is what
 // their sasl.kerberos.principal.to.local.rules make of it ("kafka" for
 // kafka/broker1.example.com@REALM by DEFAULT). No credential is created.
+//
+// With OAUTHBEARER (KIP-768's login callback handler: the listener's JAAS
+// clientId and clientSecret, sasl.oauthbearer.token.endpoint.url and
+// sasl.oauthbearer.scope) the broker logs in with an access token it gets
+// from the identity provider's token endpoint by the client credentials
+// grant (RFC 6749 4.4), User the client id and Password the secret, and
+// reuses until shortly before it expires; a file:// endpoint names a file
+// holding a token (a sidecar keeps it fresh), read at each login. The peers
+// check the token as any client's (OAuthBearerConfig); its subject claim
+// is the principal. No credential is created.
 
 // InterBrokerSASLConfig is how the broker's own clients log in.
 type InterBrokerSASLConfig struct {
-	Mechanism string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or GSSAPI
+	Mechanism string // PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER
 	// User is the SCRAM or PLAIN user; with GSSAPI the broker's Kerberos
 	// principal (kafka/broker1.example.com, or with @REALM; without it the
-	// realm of the keytab's entry).
+	// realm of the keytab's entry); with OAUTHBEARER the OAuth client id.
 	User     string
-	Password string // not with GSSAPI
+	Password string // not with GSSAPI; the client secret with OAUTHBEARER
 	// Krb5Conf is the Kerberos configuration (the KDCs of the realm) the
 	// GSSAPI login asks for tickets with.
 	Krb5Conf *krbconfig.Config
+	// TokenEndpoint is where OAUTHBEARER gets its access token: the
+	// identity provider's token endpoint (https:// or http://), or
+	// file:// and the path of a file holding one.
+	TokenEndpoint string
+	// Scope is the scope asked for with the client credentials grant
+	// (space-separated; empty: none).
+	Scope string
 }
 
 // interBrokerSCRAMIterations is the iteration count of a credential the
@@ -76,6 +95,11 @@ func (b *Broker) interBrokerMechanism() sasl.Mechanism {
 			bound:      first.Addr,
 			advertised: first.Advertised,
 		}
+	case c.Mechanism == MechanismOAuthBearer:
+		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
+			tok, err := b.interBrokerToken(ctx)
+			return oauth.Auth{Token: tok}, err
+		})
 	case c.Mechanism == MechanismPlain:
 		return plain.Auth{User: c.User, Pass: c.Password}.AsMechanism()
 	case c.Mechanism == MechanismSCRAMSHA256:
@@ -105,10 +129,24 @@ func (m advertisedSPN) Authenticate(ctx context.Context, host string) (sasl.Sess
 // check refuses a configuration the first listener cannot use.
 func (c *InterBrokerSASLConfig) check(enabled []string, gss *GSSAPIConfig) error {
 	switch {
-	case c.Mechanism != MechanismPlain && c.Mechanism != MechanismSCRAMSHA256 && c.Mechanism != MechanismSCRAMSHA512 && c.Mechanism != MechanismGSSAPI:
-		return fmt.Errorf("broker: inter-broker SASL mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or GSSAPI", c.Mechanism)
+	case c.Mechanism != MechanismPlain && c.Mechanism != MechanismSCRAMSHA256 && c.Mechanism != MechanismSCRAMSHA512 && c.Mechanism != MechanismGSSAPI && c.Mechanism != MechanismOAuthBearer:
+		return fmt.Errorf("broker: inter-broker SASL mechanism %q: want PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI or OAUTHBEARER", c.Mechanism)
 	case !slices.Contains(enabled, c.Mechanism):
 		return fmt.Errorf("broker: inter-broker SASL mechanism %s is not among the enabled mechanisms %v", c.Mechanism, enabled)
+	case c.Mechanism == MechanismOAuthBearer:
+		u, err := url.Parse(c.TokenEndpoint)
+		switch {
+		case c.TokenEndpoint == "" || err != nil:
+			return fmt.Errorf("broker: inter-broker SASL with OAUTHBEARER needs the token endpoint (sasl-oauthbearer-token-endpoint-url): %q", c.TokenEndpoint)
+		case u.Scheme == "file":
+			if u.Path == "" {
+				return fmt.Errorf("broker: inter-broker OAUTHBEARER token file %q: no path", c.TokenEndpoint)
+			}
+		case u.Scheme != "https" && u.Scheme != "http":
+			return fmt.Errorf("broker: inter-broker OAUTHBEARER token endpoint %q: want https://, http:// or file://", c.TokenEndpoint)
+		case c.User == "" || c.Password == "":
+			return errors.New("broker: inter-broker SASL with OAUTHBEARER needs the client id and secret (inter-broker-sasl-username, -password)")
+		}
 	case c.Mechanism == MechanismGSSAPI:
 		if c.User == "" {
 			return errors.New("broker: inter-broker SASL with GSSAPI needs the broker's Kerberos principal (inter-broker-sasl-username)")
@@ -178,7 +216,7 @@ func (c *InterBrokerSASLConfig) credentialMechanism() string {
 // metadata has none, retrying until it is there or the broker stops.
 func (b *Broker) ensureInterBrokerUser(ctx context.Context) {
 	c := b.cfg.InterBrokerSASL
-	if c == nil || c.Mechanism == MechanismGSSAPI || !usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
+	if c == nil || c.Mechanism == MechanismGSSAPI || c.Mechanism == MechanismOAuthBearer || !usesSASL(b.cfg.Listeners[0].SecurityProtocol) {
 		return
 	}
 	mech := c.credentialMechanism()

@@ -71,6 +71,7 @@ func TestSASLInterBrokerConfig(t *testing.T) {
 	}
 	scram := []string{MechanismPlain, MechanismSCRAMSHA256}
 	gss := []string{MechanismGSSAPI}
+	oauthMechs := []string{MechanismOAuthBearer}
 	for name, c := range map[string]struct {
 		mechs []string
 		ib    *InterBrokerSASLConfig
@@ -79,7 +80,11 @@ func TestSASLInterBrokerConfig(t *testing.T) {
 		"unknown":                  {scram, &InterBrokerSASLConfig{Mechanism: "DIGEST-MD5", User: "b", Password: "p"}},
 		"not enabled":              {scram, &InterBrokerSASLConfig{Mechanism: MechanismSCRAMSHA512, User: "b", Password: "p"}},
 		"no password":              {scram, &InterBrokerSASLConfig{Mechanism: MechanismPlain, User: "b"}},
-		"oauth not usable":         {scram, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p"}},
+		"oauth not enabled":        {scram, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p", TokenEndpoint: "https://idp.test/token"}},
+		"oauth no endpoint":        {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p"}},
+		"oauth bad endpoint":       {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p", TokenEndpoint: "ldap://idp.test"}},
+		"oauth no secret":          {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", TokenEndpoint: "https://idp.test/token"}},
+		"oauth file without path":  {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, TokenEndpoint: "file://"}},
 		"gssapi disabled":          {scram, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krbconfig.New()}},
 		"gssapi no principal":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, Krb5Conf: krbconfig.New()}},
 		"gssapi no krb5.conf":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost"}},

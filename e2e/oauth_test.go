@@ -1,22 +1,28 @@
 package e2e
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/IBM/sarama"
 	jose "github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // startOAuthBroker starts a broker process with a SASL_PLAINTEXT listener
@@ -156,19 +162,25 @@ func idpClaims(sub string, exp time.Time) map[string]any {
 // in dir.
 func (p *testJWKS) tokenFile(t *testing.T, dir, name string, claims map[string]any) string {
 	t.Helper()
-	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", p.kid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tok, err := jwt.Signed(s).Claims(claims).Serialize()
-	if err != nil {
-		t.Fatal(err)
-	}
 	path := filepath.Join(dir, name)
-	if err := os.WriteFile(path, []byte(tok+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(p.token(t, claims)+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// token signs an RS256 token with claims.
+func (p *testJWKS) token(t testing.TB, claims map[string]any) string {
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.RS256, Key: p.key}, (&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", p.kid))
+	if err != nil {
+		t.Error(err)
+		return ""
+	}
+	tok, err := jwt.Signed(s).Claims(claims).Serialize()
+	if err != nil {
+		t.Error(err)
+	}
+	return tok
 }
 
 // TestOAuthSignedTokenCLI: a broker process checks RS256 tokens against a
@@ -337,5 +349,63 @@ func TestSaramaOAuth(t *testing.T) {
 	defer p.Close()
 	if _, _, err := p.SendMessage(&sarama.ProducerMessage{Topic: topic, Value: sarama.StringEncoder("x")}); !errors.Is(err, sarama.ErrTopicAuthorizationFailed) {
 		t.Errorf("bob, without ACLs: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+}
+
+// TestOAuthInterBrokerCluster: three broker processes whose first listener,
+// the one replication uses, is SASL_PLAINTEXT with OAUTHBEARER alone:
+// with --inter-broker-sasl-mechanism OAUTHBEARER each gets an access token
+// from the identity provider's token endpoint (the client credentials
+// grant, served here on loopback) and logs in to the others as the token's
+// subject, the authorizer's super user. The followers of a topic with
+// replication factor 3 and min.insync.replicas=3 join the ISR, and every
+// record produced with acks=all is acknowledged.
+func TestOAuthInterBrokerCluster(t *testing.T) {
+	dir := t.TempDir()
+	idp := newTestJWKS(t, "idp-key-1")
+	jwksPath := filepath.Join(dir, "jwks.json")
+	idp.writeJWKS(t, jwksPath)
+	var grants, refusals atomic.Int32
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id, pw, ok := r.BasicAuth()
+		w.Header().Set("Content-Type", "application/json")
+		if r.ParseForm() != nil || r.PostForm.Get("grant_type") != "client_credentials" || !ok || id != "sediment-brokers" || pw != "s3cret" {
+			refusals.Add(1)
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error":"invalid_client"}`))
+			return
+		}
+		grants.Add(1)
+		json.NewEncoder(w).Encode(map[string]any{"access_token": idp.token(t, idpClaims("broker-svc", time.Now().Add(time.Hour))),
+			"token_type": "Bearer", "expires_in": 3600})
+	}))
+	defer endpoint.Close()
+	c := NewCluster(t, 3, "--sasl-enabled-mechanisms", "OAUTHBEARER",
+		"--sasl-oauthbearer-jwks-endpoint-url", "file://"+jwksPath,
+		"--sasl-oauthbearer-expected-issuer", "https://idp.test", "--sasl-oauthbearer-expected-audience", "kafka",
+		"--inter-broker-sasl-mechanism", "OAUTHBEARER", "--inter-broker-sasl-username", "sediment-brokers",
+		"--sasl-oauthbearer-token-endpoint-url", endpoint.URL+"/token",
+		"--authorizer-enabled", "--super-users", "User:ANONYMOUS;User:broker-svc")
+	for _, b := range c.Brokers {
+		b.leadListeners = "SASL_PLAINTEXT://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
+		b.env = append(b.env, "SEDIMENT_INTER_BROKER_SASL_PASSWORD=s3cret")
+	}
+	c.StartAll()
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "oauth-replicated"
+	createClusterTopic(t, adm, topic, 2, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("3")})
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	prod := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(60*time.Second))
+	var recs []*kgo.Record
+	for i := range 300 {
+		recs = append(recs, &kgo.Record{Key: []byte("k" + strconv.Itoa(i)), Value: []byte(strconv.Itoa(i))})
+	}
+	if err := prod.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("acks=all with min.insync.replicas=3, replicated over OAUTHBEARER: %v", err)
+	}
+	if g, r := grants.Load(), refusals.Load(); g < 2 || r != 0 {
+		t.Fatalf("token endpoint: %d grants, %d refusals; want one or more per follower, none refused", g, r)
 	}
 }

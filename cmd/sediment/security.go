@@ -37,9 +37,11 @@ var securitySettings = []brokerSetting{
 	{"sasl-oauthbearer-sub-claim-name", "sub", "sasl.oauthbearer.sub.claim.name: the claim that is the principal"},
 	{"sasl-oauthbearer-clock-skew", 30 * time.Second, "sasl.oauthbearer.clock.skew.seconds: allowed on exp, nbf and iat"},
 	{"sasl-oauthbearer-unsecured", false, "accept unsigned OAUTHBEARER tokens (alg none, as librdkafka's sasl.oauthbearer.config makes): development only, Kafka's default unsecured validator"},
-	{"inter-broker-sasl-mechanism", "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how the broker's own clients log in when the first listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, or GSSAPI with the keytab)"},
-	{"inter-broker-sasl-username", "", "the inter-broker SASL user (created by the brokers if it does not exist; make it a super user with the authorizer); with GSSAPI the broker's Kerberos principal in sasl-kerberos-keytab (kafka/broker1.example.com), no password"},
-	{"inter-broker-sasl-password", "", "its password (SEDIMENT_INTER_BROKER_SASL_PASSWORD keeps it out of the process list)"},
+	{"inter-broker-sasl-mechanism", "SCRAM-SHA-512", "sasl.mechanism.inter.broker.protocol: how the broker's own clients log in when the first listener is SASL_PLAINTEXT or SASL_SSL (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, GSSAPI with the keytab, or OAUTHBEARER with sasl-oauthbearer-token-endpoint-url)"},
+	{"inter-broker-sasl-username", "", "the inter-broker SASL user (created by the brokers if it does not exist; make it a super user with the authorizer); with GSSAPI the broker's Kerberos principal in sasl-kerberos-keytab (kafka/broker1.example.com), no password; with OAUTHBEARER the OAuth client id"},
+	{"inter-broker-sasl-password", "", "its password, with OAUTHBEARER the client secret (SEDIMENT_INTER_BROKER_SASL_PASSWORD keeps it out of the process list)"},
+	{"sasl-oauthbearer-token-endpoint-url", "", "sasl.oauthbearer.token.endpoint.url: where an OAUTHBEARER inter-broker login gets its token, the identity provider's token endpoint (client credentials grant with the inter-broker client id and secret), or file:// and a file holding a token, read at each login"},
+	{"sasl-oauthbearer-scope", "", "sasl.oauthbearer.scope: the scope asked for with the client credentials grant (space-separated; empty: none)"},
 	{"ssl-principal-mapping-rules", "DEFAULT", "ssl.principal.mapping.rules: how a client certificate's subject becomes the principal, RULE:pattern/replacement/[LU] and DEFAULT, comma-separated (RULE:^CN=([^,]*),.*$/$1/L,DEFAULT)"},
 	{"authorizer-enabled", false, "authorizer.class.name: enforce ACLs (sediment acl) on every request; the brokers' own principal on the first listener must be a super user"},
 	{"super-users", "", "super.users: principals allowed everything, separated by semicolons (User:admin;User:ANONYMOUS)"},
@@ -96,8 +98,10 @@ func applySecurity(v *viper.Viper, cfg *broker.Config, log *slog.Logger) error {
 	if cfg.SSLPrincipalMapper, err = broker.ParsePrincipalMappingRules(v.GetString("ssl-principal-mapping-rules")); err != nil {
 		return err
 	}
-	if u := v.GetString("inter-broker-sasl-username"); u != "" {
-		cfg.InterBrokerSASL = &broker.InterBrokerSASLConfig{Mechanism: strings.ToUpper(v.GetString("inter-broker-sasl-mechanism")), User: u, Password: v.GetString("inter-broker-sasl-password")}
+	// A token file needs no user: OAUTHBEARER with only the endpoint set.
+	if u := v.GetString("inter-broker-sasl-username"); u != "" || v.GetString("sasl-oauthbearer-token-endpoint-url") != "" {
+		cfg.InterBrokerSASL = &broker.InterBrokerSASLConfig{Mechanism: strings.ToUpper(v.GetString("inter-broker-sasl-mechanism")), User: u, Password: v.GetString("inter-broker-sasl-password"),
+			TokenEndpoint: v.GetString("sasl-oauthbearer-token-endpoint-url"), Scope: v.GetString("sasl-oauthbearer-scope")}
 		if cfg.InterBrokerSASL.Mechanism == broker.MechanismGSSAPI {
 			path := v.GetString("sasl-kerberos-krb5-conf")
 			if path == "" {
