@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -124,7 +125,7 @@ func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
-	mt.IsInternal = len(t.Name) > 0 && t.Name[0] == '_' && t.Name == "__consumer_offsets"
+	mt.IsInternal = isInternalTopic(t.Name)
 	mt.AuthorizedOperations = authorizedOpsUnknown
 	if req, ok := r.Msg.(*kmsg.MetadataRequest); ok && req.IncludeTopicAuthorizedOperations {
 		mt.AuthorizedOperations = topicOperations
@@ -142,6 +143,11 @@ func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// isInternalTopic: the coordinators' topics, as Kafka's Topic.isInternal.
+func isInternalTopic(name string) bool {
+	return name == offsetsTopic || name == txn.StateTopic
 }
 
 // brokerList reports unfenced brokers at their address on the named listener

@@ -93,6 +93,7 @@ var authzRules = map[int16]authzRule{
 	61: authzDescribeProducers,
 	65: authzDescribeTransactions,
 	66: authzListTransactions,
+	75: authzDescribeTopicPartitions,
 	68: authzConsumerGroupHeartbeat,
 	69: authzConsumerGroupDescribe,
 	76: authzShareGroupHeartbeat,
@@ -432,6 +433,24 @@ func authzMetadata(ctx context.Context, b *Broker, s *subject, r *Request, next 
 		resp.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeCluster, "kafka-cluster", clusterOps...)
 	}
 	resp.Topics = append(resp.Topics, extra...)
+	return rep, nil
+}
+
+// authzDescribeTopicPartitions: DESCRIBE on each topic. The handler leaves
+// out the topics the client may not describe before it cuts the page
+// (Request.topicVisible); the authorized operations are the subject's.
+func authzDescribeTopicPartitions(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
+	r.topicVisible = func(name string) bool { return s.topic(kmsg.ACLOperationDescribe, name) }
+	rep, err := next(ctx, b, r)
+	if err != nil {
+		return nil, err
+	}
+	resp := rep.Msg.(*kmsg.DescribeTopicPartitionsResponse)
+	for i := range resp.Topics {
+		if t := &resp.Topics[i]; t.ErrorCode == 0 && t.Topic != nil {
+			t.AuthorizedOperations = s.authorizedOps(kmsg.ACLResourceTypeTopic, *t.Topic, topicOps...)
+		}
+	}
 	return rep, nil
 }
 

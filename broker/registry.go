@@ -38,6 +38,11 @@ type Request struct {
 	// the records are read, and returns the throttle time; when it is
 	// above zero the fetch answers without records (quota.go).
 	fetchQuota func(sizeOf func() int64) time.Duration
+	// topicVisible, set by the authorizer's rule of a request that lists
+	// topics page by page (DescribeTopicPartitions), says whether the
+	// client may see a topic, so that the handler leaves the others out
+	// before it cuts the page; nil: every topic.
+	topicVisible func(name string) bool
 }
 
 // Ordered tells the connection that a serial request has fixed its order
