@@ -39,7 +39,9 @@ func handleUpdateFeatures(ctx context.Context, b *Broker, r *Request) (*Reply, e
 	}
 	supported := b.supportedFeatures()
 	var err error
-	if req.ValidateOnly {
+	if len(updates) == 0 {
+		// Nothing to change: Kafka's controller answers success.
+	} else if req.ValidateOnly {
 		err = metadata.CheckFeatureUpdates(b.meta.State(), updates, supported)
 	} else {
 		timeout := time.Duration(req.TimeoutMillis) * time.Millisecond

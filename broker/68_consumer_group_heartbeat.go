@@ -14,8 +14,9 @@ import (
 // incremental reconciliation, static members (epoch -2 leaves for now).
 // v1: the client makes its member id, regex subscriptions. Serial on a
 // connection like the classic group requests. With group.version 0
-// (features.go) it answers UNSUPPORTED_VERSION, as Kafka does: clients fall
-// back to the classic protocol.
+// (features.go) it answers UNSUPPORTED_VERSION, as Kafka does: franz-go
+// falls back to the classic protocol, the Java consumer must be set to
+// group.protocol=classic.
 
 func init() {
 	e := regKey(68, 0, 1)

@@ -51,11 +51,12 @@ func handleDescribeTopicPartitions(_ context.Context, b *Broker, r *Request) (*R
 		}
 	} else {
 		for _, t := range req.Topics {
-			if t.Topic >= cursorTopic && !slices.Contains(names, t.Topic) {
+			if t.Topic >= cursorTopic {
 				names = append(names, t.Topic)
 			}
 		}
 		slices.Sort(names)
+		names = slices.Compact(names) // a name asked twice is listed once
 	}
 	if req.Cursor != nil && ((!all && !slices.Contains(names, req.Cursor.Topic)) || req.Cursor.Partition < 0) {
 		for _, t := range req.Topics {

@@ -14,8 +14,8 @@ import (
 //     AddPartitionsToTxn and AddOffsetsToTxn. The coordinator serves both.
 //   - group.version 0-1, default 1: at 1 KIP-848 consumer groups are served;
 //     at 0 ConsumerGroupHeartbeat and ConsumerGroupDescribe answer
-//     UNSUPPORTED_VERSION (clients fall back to the classic protocol), as
-//     Kafka does.
+//     UNSUPPORTED_VERSION, as Kafka does (franz-go falls back to the classic
+//     protocol by itself; the Java consumer must be set to group.protocol=classic).
 const (
 	featureTransactionVersion = "transaction.version"
 	featureGroupVersion       = "group.version"

@@ -142,6 +142,10 @@ func TestUpdateFeatures(t *testing.T) {
 			t.Fatalf("%s: error %d, want INVALID_UPDATE_VERSION", tc.name, resp.ErrorCode)
 		}
 	}
+	// No updates: a success that changes nothing, as Kafka's controller.
+	if resp := raw(1, false); resp.ErrorCode != 0 || len(resp.Results) != 0 {
+		t.Fatalf("no updates: %+v", resp)
+	}
 	// Validate-only checks and changes nothing.
 	if resp := raw(1, true, update("transaction.version", 1, 2, false)); resp.ErrorCode != 0 {
 		t.Fatalf("validate-only downgrade: %d", resp.ErrorCode)

@@ -2,6 +2,8 @@ package broker
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -45,7 +47,14 @@ func (b *Broker) interBrokerToken(ctx context.Context) (string, error) {
 		// The source outlives any one login: its requests are bounded
 		// by the HTTP client's timeout, not a login's context.
 		hc := context.WithValue(context.Background(), oauth2.HTTPClient, &http.Client{Timeout: 30 * time.Second})
-		t.src = oauth2.ReuseTokenSourceWithExpiry(nil, cc.TokenSource(hc), interBrokerTokenEarly)
+		fetch := tokenSourceFunc(func() (*oauth2.Token, error) {
+			tok, err := cc.Token(hc)
+			if err == nil && tok.Expiry.IsZero() {
+				tok.Expiry = tokenExpiry(tok.AccessToken, time.Now())
+			}
+			return tok, err
+		})
+		t.src = oauth2.ReuseTokenSourceWithExpiry(nil, fetch, interBrokerTokenEarly)
 	})
 	if t.file != "" {
 		f, err := os.Open(t.file)
@@ -85,4 +94,34 @@ func (b *Broker) interBrokerToken(ctx context.Context) (string, error) {
 		}
 		return r.tok.AccessToken, nil
 	}
+}
+
+type tokenSourceFunc func() (*oauth2.Token, error)
+
+func (f tokenSourceFunc) Token() (*oauth2.Token, error) { return f() }
+
+// interBrokerTokenNoExpiry is how long a token is reused when neither the
+// endpoint (expires_in, only recommended by RFC 6749) nor the token says
+// when it expires.
+const interBrokerTokenNoExpiry = 5 * time.Minute
+
+// tokenExpiry is when a token the endpoint gave without expires_in
+// expires: its JWT exp claim (read, not verified: the peers verify it), as
+// Kafka's login takes the lifetime from the token; without one,
+// interBrokerTokenNoExpiry from now.
+func tokenExpiry(token string, now time.Time) time.Time {
+	parts := strings.Split(token, ".")
+	if len(parts) == 3 {
+		if payload, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(parts[1], "=")); err == nil {
+			var claims struct {
+				Exp json.Number `json:"exp"`
+			}
+			if json.Unmarshal(payload, &claims) == nil {
+				if exp, err := claims.Exp.Float64(); err == nil && exp > 0 && exp < 1e11 {
+					return time.Unix(int64(exp), 0)
+				}
+			}
+		}
+	}
+	return now.Add(interBrokerTokenNoExpiry)
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -24,6 +25,12 @@ type testTokenEndpoint struct {
 }
 
 func newTestTokenEndpoint(t *testing.T, idp *testIdP, clientID, secret, scope, sub string, lifetime time.Duration) *testTokenEndpoint {
+	return newTestTokenEndpointWith(t, idp, clientID, secret, scope, sub, lifetime, true)
+}
+
+// newTestTokenEndpointWith may leave expires_in out of its answers (RFC
+// 6749 only recommends it).
+func newTestTokenEndpointWith(t *testing.T, idp *testIdP, clientID, secret, scope, sub string, lifetime time.Duration, expiresIn bool) *testTokenEndpoint {
 	e := &testTokenEndpoint{}
 	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id, pw, ok := r.BasicAuth()
@@ -37,8 +44,11 @@ func newTestTokenEndpoint(t *testing.T, idp *testIdP, clientID, secret, scope, s
 		}
 		e.grants.Add(1)
 		w.Header().Set("Content-Type", "application/json")
-		json.NewEncoder(w).Encode(map[string]any{"access_token": idp.token("rsa-1", claimsFor(sub, time.Now().Add(lifetime))),
-			"token_type": "Bearer", "expires_in": int(lifetime.Seconds())})
+		answer := map[string]any{"access_token": idp.token("rsa-1", claimsFor(sub, time.Now().Add(lifetime))), "token_type": "Bearer"}
+		if expiresIn {
+			answer["expires_in"] = int(lifetime.Seconds())
+		}
+		json.NewEncoder(w).Encode(answer)
 	}))
 	t.Cleanup(e.srv.Close)
 	return e
@@ -107,6 +117,33 @@ func TestOAuthInterBroker(t *testing.T) {
 		replicate(t, brokers, "oauth-file")
 	})
 
+	// Without expires_in the token's own exp says how long it is reused: a
+	// token of an hour serves both logins, one expiring within the minute
+	// of margin is replaced at each.
+	for _, tc := range []struct {
+		lifetime time.Duration
+		grants   int32
+	}{{time.Hour, 1}, {30 * time.Second, 2}} {
+		t.Run(fmt.Sprintf("no expires_in, token of %v", tc.lifetime), func(t *testing.T) {
+			ep := newTestTokenEndpointWith(t, idp, "sediment-brokers", "s3cret", "", "broker-svc", tc.lifetime, false)
+			b := startBroker(t, "", func(c *Config) {
+				c.Listeners = []Listener{{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext}}
+				c.SASLMechanisms = []string{MechanismOAuthBearer}
+				c.OAuthBearer = &OAuthBearerConfig{JWKSURL: idp.srv.URL}
+				c.InterBrokerSASL = &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "sediment-brokers", Password: "s3cret", TokenEndpoint: ep.srv.URL}
+			})
+			base := ep.grants.Load() // the broker's own clients may have logged in already
+			for range 2 {
+				if _, err := b.interBrokerToken(testCtx(t)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := ep.grants.Load() - base; got != tc.grants && !(tc.grants == 1 && got == 0) {
+				t.Fatalf("%d grants for two logins, want %d", got, tc.grants)
+			}
+		})
+	}
+
 	t.Run("wrong secret", func(t *testing.T) {
 		ep := newTestTokenEndpoint(t, idp, "sediment-brokers", "s3cret", "", "broker-svc", time.Hour)
 		b := startBroker(t, "", func(c *Config) {
@@ -120,4 +157,20 @@ func TestOAuthInterBroker(t *testing.T) {
 			t.Fatalf("a token with a wrong secret: %v (%d refusals)", err, ep.refusals.Load())
 		}
 	})
+}
+
+// TestTokenExpiry: a token's exp claim (read, not verified), else a short
+// reuse.
+func TestTokenExpiry(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	tok := unsecuredToken(map[string]any{"sub": "b", "exp": now.Add(time.Hour).Unix()})
+	if got := tokenExpiry(tok, now); !got.Equal(now.Add(time.Hour)) {
+		t.Errorf("exp an hour on: %v", got)
+	}
+	for _, bad := range []string{"", "opaque-token", "a.b.c", unsecuredToken(map[string]any{"sub": "b"}),
+		unsecuredToken(map[string]any{"exp": "soon"}), unsecuredToken(map[string]any{"exp": 1e300})} {
+		if got := tokenExpiry(bad, now); !got.Equal(now.Add(interBrokerTokenNoExpiry)) {
+			t.Errorf("%q: %v, want %v on", bad, got, interBrokerTokenNoExpiry)
+		}
+	}
 }

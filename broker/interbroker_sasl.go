@@ -139,8 +139,8 @@ func (c *InterBrokerSASLConfig) check(enabled []string, gss *GSSAPIConfig) error
 		case c.TokenEndpoint == "" || err != nil:
 			return fmt.Errorf("broker: inter-broker SASL with OAUTHBEARER needs the token endpoint (sasl-oauthbearer-token-endpoint-url): %q", c.TokenEndpoint)
 		case u.Scheme == "file":
-			if u.Path == "" {
-				return fmt.Errorf("broker: inter-broker OAUTHBEARER token file %q: no path", c.TokenEndpoint)
+			if u.Path == "" || u.Host != "" {
+				return fmt.Errorf("broker: inter-broker OAUTHBEARER token file %q: want file:///absolute/path", c.TokenEndpoint)
 			}
 		case u.Scheme != "https" && u.Scheme != "http":
 			return fmt.Errorf("broker: inter-broker OAUTHBEARER token endpoint %q: want https://, http:// or file://", c.TokenEndpoint)

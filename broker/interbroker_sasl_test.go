@@ -85,6 +85,7 @@ func TestSASLInterBrokerConfig(t *testing.T) {
 		"oauth bad endpoint":       {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", Password: "p", TokenEndpoint: "ldap://idp.test"}},
 		"oauth no secret":          {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, User: "b", TokenEndpoint: "https://idp.test/token"}},
 		"oauth file without path":  {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, TokenEndpoint: "file://"}},
+		"oauth file with a host":   {oauthMechs, &InterBrokerSASLConfig{Mechanism: MechanismOAuthBearer, TokenEndpoint: "file://tokens/t.jwt"}},
 		"gssapi disabled":          {scram, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost", Krb5Conf: krbconfig.New()}},
 		"gssapi no principal":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, Krb5Conf: krbconfig.New()}},
 		"gssapi no krb5.conf":      {gss, &InterBrokerSASLConfig{Mechanism: MechanismGSSAPI, User: "kafka/localhost"}},
