@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"testing"
 	"time"
@@ -113,6 +114,10 @@ func TestUpdateFeatures(t *testing.T) {
 		return u
 	}
 	invalid := kerr.InvalidUpdateVersion.Code
+	// The broker recorded what its registration serves.
+	if got := b.meta.State().BrokerFeatureRanges(b.cfg.NodeID); fmt.Sprint(got) != "[{group.version 0 1 0} {transaction.version 0 2 0}]" {
+		t.Fatalf("recorded ranges %v", got)
+	}
 
 	// Refusals, at each version; v0-1 repeat the error per feature.
 	for v := int16(0); v <= 2; v++ {

@@ -186,6 +186,15 @@ func openStore(b *Broker) (*store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
+	// The feature ranges this registration serves, which UpdateFeatures
+	// checks every registered broker's against (features.go).
+	if err := retryMetadata(ctx, func() error {
+		_, err := meta.Propose(ctx, &metadata.BrokerFeatures{BrokerID: cfg.NodeID, IncarnationID: incarnation, Supported: b.supportedFeatures()})
+		return err
+	}); err != nil {
+		meta.Close()
+		return nil, fmt.Errorf("broker: recording its feature ranges: %w", err)
+	}
 	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx) }); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)

@@ -27,6 +27,7 @@ const (
 	TypeReleaseLease        CommandType = 16
 	TypeAlterReassignment   CommandType = 17
 	TypeUpdateFeatures      CommandType = 18
+	TypeBrokerFeatures      CommandType = 19
 )
 
 // Command is one change to the metadata state. The set of commands is closed:

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 )
 
 // Feature levels (KIP-584, KIP-1022): cluster-wide levels of named
@@ -44,6 +45,14 @@ type FeatureRange struct {
 }
 
 func init() {
+	register(TypeBrokerFeatures, commandInfo{name: "BrokerFeatures", version: 1, ignorable: true, decode: func(_ uint8, d *decoder) Command {
+		c := &BrokerFeatures{BrokerID: d.int32(), IncarnationID: d.uuid()}
+		n := d.count(4)
+		for i := 0; i < n && d.err == nil; i++ {
+			c.Supported = append(c.Supported, FeatureRange{Name: d.str(), Min: d.int16(), Max: d.int16()})
+		}
+		return c
+	}})
 	register(TypeUpdateFeatures, commandInfo{name: "UpdateFeatures", version: 1, ignorable: true, decode: func(_ uint8, d *decoder) Command {
 		c := &UpdateFeatures{}
 		n := d.count(3)
@@ -113,6 +122,86 @@ func (c *UpdateFeatures) apply(s *State, index uint64) (Result, error) {
 	return Result{}, nil
 }
 
+// BaselineFeatures are the ranges of a broker that recorded none for its
+// registration (a binary that predates BrokerFeatures): what every Sediment
+// binary has served.
+var BaselineFeatures = []FeatureRange{
+	{Name: "group.version", Min: 0, Max: 1},
+	{Name: "transaction.version", Min: 0, Max: 2},
+}
+
+// BrokerFeatures records the feature ranges a broker's registration
+// (IncarnationID) supports, as Kafka's BrokerRegistration carries them:
+// UpdateFeatures refuses a level some registered broker does not support.
+// Ranges recorded for an older incarnation do not count (the broker
+// restarted, perhaps as another binary). Ignorable.
+type BrokerFeatures struct {
+	BrokerID      int32
+	IncarnationID UUID
+	Supported     []FeatureRange // DefaultLevel is not recorded
+}
+
+func (*BrokerFeatures) Type() CommandType { return TypeBrokerFeatures }
+func (c *BrokerFeatures) encode(e *encoder) {
+	e.varint(int64(c.BrokerID))
+	e.uuid(c.IncarnationID)
+	e.uvarint(uint64(len(c.Supported)))
+	for _, r := range c.Supported {
+		e.str(r.Name)
+		e.varint(int64(r.Min))
+		e.varint(int64(r.Max))
+	}
+}
+
+func (c *BrokerFeatures) apply(s *State, _ uint64) (Result, error) {
+	b, ok := s.Broker(c.BrokerID)
+	if !ok {
+		return Result{}, reject(ErrUnknownBroker, "broker %d", c.BrokerID)
+	}
+	if b.IncarnationID != c.IncarnationID {
+		return Result{}, reject(ErrStaleBrokerEpoch, "broker %d: incarnation %s is not the registered %s", c.BrokerID, c.IncarnationID, b.IncarnationID)
+	}
+	m := map[string]string{"": c.IncarnationID.String()}
+	for _, r := range c.Supported {
+		if r.Name == "" || r.Min < 0 || r.Max < r.Min {
+			return Result{}, reject(ErrInvalidRequest, "feature range %q %d-%d", r.Name, r.Min, r.Max)
+		}
+		m[r.Name] = strconv.Itoa(int(r.Min)) + "-" + strconv.Itoa(int(r.Max))
+	}
+	bc := make(map[string]map[string]string, len(s.brokerConfigs)+1)
+	for k, v := range s.brokerConfigs {
+		bc[k] = v
+	}
+	bc[brokerFeaturesKey(c.BrokerID)] = m
+	s.brokerConfigs = bc
+	return Result{}, nil
+}
+
+func brokerFeaturesKey(id int32) string { return "features:broker:" + strconv.Itoa(int(id)) }
+
+// BrokerFeatureRanges returns the ranges broker id recorded for its current
+// registration, or BaselineFeatures if it recorded none.
+func (s *State) BrokerFeatureRanges(id int32) []FeatureRange {
+	b, ok := s.Broker(id)
+	m := s.brokerConfigs[brokerFeaturesKey(id)]
+	if !ok || m == nil || m[""] != b.IncarnationID.String() {
+		return BaselineFeatures
+	}
+	var out []FeatureRange
+	for _, name := range sortedKeys(m) {
+		if name == "" {
+			continue
+		}
+		lo, hi, _ := strings.Cut(m[name], "-")
+		mn, err1 := strconv.ParseInt(lo, 10, 16)
+		mx, err2 := strconv.ParseInt(hi, 10, 16)
+		if err1 == nil && err2 == nil {
+			out = append(out, FeatureRange{Name: name, Min: int16(mn), Max: int16(mx)})
+		}
+	}
+	return out
+}
+
 // CheckFeatureUpdates returns the error UpdateFeatures would be refused
 // with on s, or nil (a validate-only request stops here). The rules are
 // Kafka's FeatureControlManager's.
@@ -151,6 +240,19 @@ func CheckFeatureUpdates(s *State, updates []FeatureUpdate, supported []FeatureR
 		}
 		if u.Level > cur && u.Upgrade != FeatureUpgrade {
 			return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: can't downgrade to a newer version", u.Level, u.Name)
+		}
+		// Every registered broker must serve the level (a feature it
+		// does not know: level 0 only), as Kafka's controller checks.
+		for _, b := range s.Brokers() {
+			ok := u.Level == 0
+			for _, br := range s.BrokerFeatureRanges(b.ID) {
+				if br.Name == u.Name {
+					ok = u.Level >= br.Min && u.Level <= br.Max
+				}
+			}
+			if !ok {
+				return reject(ErrInvalidUpdateVersion, "invalid update version %d for feature %s: broker %d does not support the given version", u.Level, u.Name, b.ID)
+			}
 		}
 	}
 	return nil

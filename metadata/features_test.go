@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -74,5 +75,62 @@ func TestUpdateFeatures(t *testing.T) {
 	enc := EncodeCommand(&UpdateFeatures{Supported: supported, Updates: []FeatureUpdate{{Name: "x.version", Level: 3, Upgrade: FeatureUpgrade}}})
 	if enc[1]&flagIgnorable == 0 {
 		t.Fatal("UpdateFeatures is not flagged ignorable")
+	}
+}
+
+// TestUpdateFeaturesEveryBroker: a level some registered broker does not
+// serve is refused, naming it; ranges recorded for an older incarnation do
+// not count (the baseline does), nor do they for a broker that recorded
+// none.
+func TestUpdateFeaturesEveryBroker(t *testing.T) {
+	supported := []FeatureRange{
+		{Name: "transaction.version", Min: 0, Max: 3, DefaultLevel: 2},
+		{Name: "new.version", Min: 0, Max: 1, DefaultLevel: 0},
+	}
+	st := newState()
+	inc1, inc2 := NewUUID(), NewUUID()
+	mustApply(t, st, &RegisterBroker{BrokerID: 1, IncarnationID: inc1, PreviousBrokerEpoch: -1}, 1)
+	mustApply(t, st, &RegisterBroker{BrokerID: 2, IncarnationID: inc2, PreviousBrokerEpoch: -1}, 2)
+	mustApply(t, st, &BrokerFeatures{BrokerID: 1, IncarnationID: inc1, Supported: []FeatureRange{{Name: "transaction.version", Max: 3}, {Name: "new.version", Max: 1}}}, 3)
+	mustApply(t, st, &BrokerFeatures{BrokerID: 2, IncarnationID: inc2, Supported: []FeatureRange{{Name: "transaction.version", Max: 2}}}, 4)
+	check := func(name string, level int16) error {
+		return CheckFeatureUpdates(st, []FeatureUpdate{{Name: name, Level: level, Upgrade: FeatureUpgrade}}, supported)
+	}
+	for _, tc := range []struct {
+		name   string
+		level  int16
+		broker string // the broker named in the refusal; "" accepted
+	}{
+		{"transaction.version", 3, "broker 2"}, // broker 2 serves 0-2
+		{"new.version", 1, "broker 2"},         // broker 2 does not know it
+		{"transaction.version", 2, ""},
+	} {
+		err := check(tc.name, tc.level)
+		if tc.broker == "" && err != nil || tc.broker != "" && (!errors.Is(err, ErrInvalidUpdateVersion) || !strings.Contains(err.Error(), tc.broker)) {
+			t.Errorf("%s %d: %v, want a refusal naming %q", tc.name, tc.level, err, tc.broker)
+		}
+	}
+	// Broker 2 restarts as a binary that records nothing: the baseline
+	// (transaction.version 0-2) counts, not its old ranges.
+	mustApply(t, st, &RegisterBroker{BrokerID: 2, IncarnationID: NewUUID(), PreviousBrokerEpoch: 2}, 5)
+	if got := st.BrokerFeatureRanges(2); len(got) != len(BaselineFeatures) {
+		t.Fatalf("broker 2 after re-registering: %v, want the baseline", got)
+	}
+	if err := check("transaction.version", 3); err == nil || !strings.Contains(err.Error(), "broker 2") {
+		t.Fatalf("level 3 with broker 2 at the baseline: %v", err)
+	}
+	// Ranges of a stale incarnation or an unknown broker are refused.
+	if _, err := (&BrokerFeatures{BrokerID: 2, IncarnationID: inc2}).apply(st.clone(), 6); !errors.Is(err, ErrStaleBrokerEpoch) {
+		t.Fatalf("stale incarnation: %v", err)
+	}
+	if _, err := (&BrokerFeatures{BrokerID: 9, IncarnationID: inc2}).apply(st.clone(), 6); !errors.Is(err, ErrUnknownBroker) {
+		t.Fatalf("unknown broker: %v", err)
+	}
+	back, err := DecodeSnapshot(EncodeSnapshot(st))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := back.BrokerFeatureRanges(1); len(got) != 2 || got[1].Name != "transaction.version" || got[1].Max != 3 {
+		t.Fatalf("broker 1's ranges after a snapshot: %+v", got)
 	}
 }

@@ -27,6 +27,7 @@ func seedCommands() []Command {
 		&RenewLease{Kind: "k", Resource: "r", Holder: "h", Token: 1, NowMs: 2, TTLMs: 10},
 		&ReleaseLease{Kind: "k", Resource: "r", Holder: "h", Token: 1},
 		&AlterReassignment{TopicID: id, Partition: 1, Target: []int32{1}},
+		&BrokerFeatures{BrokerID: 1, IncarnationID: nameUUID("inc"), Supported: []FeatureRange{{Name: "f.version", Max: 2}}},
 		&UpdateFeatures{Updates: []FeatureUpdate{{Name: "f.version", Level: 1, Upgrade: FeatureUpgrade}},
 			Supported: []FeatureRange{{Name: "f.version", Min: 0, Max: 2, DefaultLevel: 0}}},
 	}
