@@ -114,10 +114,11 @@ func TestUpdateFeatures(t *testing.T) {
 		return u
 	}
 	invalid := kerr.InvalidUpdateVersion.Code
-	// The broker recorded what its registration serves.
-	if got := b.meta.State().BrokerFeatureRanges(b.cfg.NodeID); fmt.Sprint(got) != "[{group.version 0 1 0} {transaction.version 0 2 0}]" {
-		t.Fatalf("recorded ranges %v", got)
-	}
+	// The broker records what its registration serves.
+	waitCond(t, func() bool {
+		st := b.meta.State()
+		return st.FeatureRangesRecorded(b.cfg.NodeID) && fmt.Sprint(st.BrokerFeatureRanges(b.cfg.NodeID)) == "[{group.version 0 1 0} {transaction.version 0 2 0}]"
+	})
 
 	// Refusals, at each version; v0-1 repeat the error per feature.
 	for v := int16(0); v <= 2; v++ {

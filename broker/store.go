@@ -41,6 +41,8 @@ type store struct {
 	b           *Broker
 	meta        *metadata.Node
 	brokerEpoch int64
+	// incarnation is this registration's id (recordFeatureRanges).
+	incarnation metadata.UUID
 	fs          vfs.FS
 	logsDir     string
 
@@ -186,15 +188,7 @@ func openStore(b *Broker) (*store, error) {
 		meta.Close()
 		return nil, fmt.Errorf("broker: %w", err)
 	}
-	// The feature ranges this registration serves, which UpdateFeatures
-	// checks every registered broker's against (features.go).
-	if err := retryMetadata(ctx, func() error {
-		_, err := meta.Propose(ctx, &metadata.BrokerFeatures{BrokerID: cfg.NodeID, IncarnationID: incarnation, Supported: b.supportedFeatures()})
-		return err
-	}); err != nil {
-		meta.Close()
-		return nil, fmt.Errorf("broker: recording its feature ranges: %w", err)
-	}
+	s.incarnation = incarnation
 	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx) }); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
@@ -211,7 +205,7 @@ func openStore(b *Broker) (*store, error) {
 	s.reconcile(meta.State())
 	lctx, lcancel := context.WithCancel(context.Background())
 	s.cancel = lcancel
-	s.wg.Add(5)
+	s.wg.Add(6)
 	go pprof.Do(lctx, pprof.Labels("sediment", "token-sweep"), func(ctx context.Context) {
 		defer s.wg.Done()
 		s.b.tokenSweepLoop(ctx)
@@ -232,7 +226,36 @@ func openStore(b *Broker) (*store, error) {
 		defer s.wg.Done()
 		s.watchLoop(ctx)
 	})
+	go pprof.Do(lctx, pprof.Labels("sediment", "feature-ranges"), func(ctx context.Context) {
+		defer s.wg.Done()
+		s.recordFeatureRanges(ctx)
+	})
 	return s, nil
+}
+
+// recordFeatureRanges records the feature ranges this registration serves,
+// which UpdateFeatures checks every registered broker's against
+// (features.go). It retries until it is recorded: a Raft leader that
+// predates the command cannot decode it (a rolling upgrade); until then the
+// broker counts at the baseline.
+func (s *store) recordFeatureRanges(ctx context.Context) {
+	cmd := &metadata.BrokerFeatures{BrokerID: s.b.cfg.NodeID, IncarnationID: s.incarnation, Supported: s.b.supportedFeatures()}
+	backoff := 100 * time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := s.meta.Propose(pctx, cmd)
+		cancel()
+		if err == nil || errors.Is(err, metadata.ErrStaleBrokerEpoch) || errors.Is(err, metadata.ErrUnknownBroker) {
+			return // recorded, or this registration is gone
+		}
+		s.b.log.Debug("recording the broker's feature ranges", "err", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
 }
 
 func (s *store) heartbeat(ctx context.Context) error {

@@ -179,14 +179,21 @@ func (c *BrokerFeatures) apply(s *State, _ uint64) (Result, error) {
 
 func brokerFeaturesKey(id int32) string { return "features:broker:" + strconv.Itoa(int(id)) }
 
+// FeatureRangesRecorded reports whether broker id recorded ranges for its
+// current registration.
+func (s *State) FeatureRangesRecorded(id int32) bool {
+	b, ok := s.Broker(id)
+	m := s.brokerConfigs[brokerFeaturesKey(id)]
+	return ok && m != nil && m[""] == b.IncarnationID.String()
+}
+
 // BrokerFeatureRanges returns the ranges broker id recorded for its current
 // registration, or BaselineFeatures if it recorded none.
 func (s *State) BrokerFeatureRanges(id int32) []FeatureRange {
-	b, ok := s.Broker(id)
-	m := s.brokerConfigs[brokerFeaturesKey(id)]
-	if !ok || m == nil || m[""] != b.IncarnationID.String() {
+	if !s.FeatureRangesRecorded(id) {
 		return BaselineFeatures
 	}
+	m := s.brokerConfigs[brokerFeaturesKey(id)]
 	var out []FeatureRange
 	for _, name := range sortedKeys(m) {
 		if name == "" {

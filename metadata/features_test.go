@@ -113,7 +113,7 @@ func TestUpdateFeaturesEveryBroker(t *testing.T) {
 	// Broker 2 restarts as a binary that records nothing: the baseline
 	// (transaction.version 0-2) counts, not its old ranges.
 	mustApply(t, st, &RegisterBroker{BrokerID: 2, IncarnationID: NewUUID(), PreviousBrokerEpoch: 2}, 5)
-	if got := st.BrokerFeatureRanges(2); len(got) != len(BaselineFeatures) {
+	if got := st.BrokerFeatureRanges(2); st.FeatureRangesRecorded(2) || len(got) != len(BaselineFeatures) {
 		t.Fatalf("broker 2 after re-registering: %v, want the baseline", got)
 	}
 	if err := check("transaction.version", 3); err == nil || !strings.Contains(err.Error(), "broker 2") {
