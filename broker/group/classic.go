@@ -28,7 +28,7 @@ func (c *Coordinator) Heartbeat(ctx context.Context, req *kmsg.HeartbeatRequest)
 
 // LeaveGroup serves LeaveGroup v0-v5 (batched members from v3).
 func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupRequest) (*kmsg.LeaveGroupResponse, error) {
-	return submit(ctx, c, func(reply func(*kmsg.LeaveGroupResponse)) { reply(c.handleLeave(req)) })
+	return submit(ctx, c, func(reply func(*kmsg.LeaveGroupResponse)) { c.handleLeave(req, reply) })
 }
 
 // rejectLevel is logReject's level.
@@ -77,11 +77,12 @@ func (c *Coordinator) handleJoin(client Client, req *kmsg.JoinGroupRequest, repl
 		return
 	}
 	if g.cg != nil {
-		// A consumer (KIP-848) group turns classic only when empty.
 		if len(g.cg.members) > 0 {
-			reply(joinError(req, kerr.InconsistentGroupProtocol.Code))
+			// A classic member in a consumer group (migration.go).
+			c.cgClassicJoin(g, client, req, session, rebalance, reply)
 			return
 		}
+		// An empty consumer (KIP-848) group turns classic.
 		c.appendRecords(p, []Record{{Key: consumerKey(g.id)}}, func(error) {})
 		g.cg = nil
 		g.protocolType, g.subscribed = "", nil
@@ -678,6 +679,10 @@ func (c *Coordinator) handleSync(req *kmsg.SyncGroupRequest, reply0 func(*kmsg.S
 		reply(syncError(req, kerr.CoordinatorNotAvailable.Code))
 		return
 	}
+	if g.cg != nil {
+		reply(c.cgClassicSync(g, req))
+		return
+	}
 	if code := g.validateMember(req.MemberID, req.InstanceID); code != 0 {
 		reply(syncError(req, code))
 		return
@@ -793,6 +798,9 @@ func (c *Coordinator) handleHeartbeat(req *kmsg.HeartbeatRequest) *kmsg.Heartbea
 		if g.state == stateDead {
 			return kerr.CoordinatorNotAvailable.Code
 		}
+		if g.cg != nil {
+			return c.cgClassicHeartbeat(g, req)
+		}
 		if code := g.validateMember(req.MemberID, req.InstanceID); code != 0 {
 			return code
 		}
@@ -838,40 +846,48 @@ func (c *Coordinator) logReject(api, groupID, memberID string, instanceID *strin
 	c.logger.Log(context.Background(), rejectLevel, "group: request refused", attrs...)
 }
 
-func (c *Coordinator) handleLeave(req *kmsg.LeaveGroupRequest) *kmsg.LeaveGroupResponse {
-	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+func (c *Coordinator) handleLeave(req *kmsg.LeaveGroupRequest, reply func(*kmsg.LeaveGroupResponse)) {
 	leaving := req.Members
 	if req.Version < 3 {
 		leaving = []kmsg.LeaveGroupRequestMember{{MemberID: req.MemberID}}
 	}
-	top := int16(0)
+	if req.Group == "" {
+		reply(leaveResponse(req, kerr.InvalidGroupID.Code, nil))
+		return
+	}
+	_, g, code := c.lookup(req.Group)
+	if code != 0 {
+		reply(leaveResponse(req, code, nil))
+		return
+	}
+	if g != nil && g.state == stateDead {
+		reply(leaveResponse(req, kerr.CoordinatorNotAvailable.Code, nil))
+		return
+	}
+	if g != nil && g.cg != nil {
+		c.cgClassicLeave(g, req, leaving, reply) // migration.go
+		return
+	}
 	var members []kmsg.LeaveGroupResponseMember
-	func() {
-		if req.Group == "" {
-			top = kerr.InvalidGroupID.Code
-			return
+	for _, lm := range leaving {
+		rm := kmsg.NewLeaveGroupResponseMember()
+		rm.MemberID = lm.MemberID
+		rm.InstanceID = lm.InstanceID
+		if g == nil {
+			rm.ErrorCode = kerr.UnknownMemberID.Code
+		} else {
+			rm.ErrorCode = c.leaveOne(g, lm)
 		}
-		_, g, code := c.lookup(req.Group)
-		if code != 0 {
-			top = code
-			return
-		}
-		if g != nil && g.state == stateDead {
-			top = kerr.CoordinatorNotAvailable.Code
-			return
-		}
-		for _, lm := range leaving {
-			rm := kmsg.NewLeaveGroupResponseMember()
-			rm.MemberID = lm.MemberID
-			rm.InstanceID = lm.InstanceID
-			if g == nil {
-				rm.ErrorCode = kerr.UnknownMemberID.Code
-			} else {
-				rm.ErrorCode = c.leaveOne(g, lm)
-			}
-			members = append(members, rm)
-		}
-	}()
+		members = append(members, rm)
+	}
+	reply(leaveResponse(req, 0, members))
+}
+
+// leaveResponse is the LeaveGroup answer: before v3 one error code (the
+// group's, else the one member's), from v3 the group's code and, when it
+// is zero, a code per member.
+func leaveResponse(req *kmsg.LeaveGroupRequest, top int16, members []kmsg.LeaveGroupResponseMember) *kmsg.LeaveGroupResponse {
+	resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 	if req.Version < 3 {
 		resp.ErrorCode = top
 		if top == 0 && len(members) > 0 {

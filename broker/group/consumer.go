@@ -68,6 +68,14 @@ type cmember struct {
 	hbSeq      uint64
 	revokeStop func() bool
 	revokeSeq  uint64
+
+	// classic is set for a member that talks the classic protocol (online
+	// migration, migration.go); joinStop and syncStop are its deadlines to
+	// rejoin and to sync.
+	classic          *classicMember
+	joinStop         func() bool
+	syncStop         func() bool
+	joinSeq, syncSeq uint64
 }
 
 // consumerGroup is the KIP-848 part of a group (group.cg).
@@ -204,20 +212,33 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		g = c.newGroup(p, req.Group)
 	}
 	if g.cg == nil {
-		// A classic group turns into a consumer group only when empty.
-		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty || req.MemberEpoch != 0 {
+		notConsumer := func() {
 			r := cgError(req, kerr.GroupIDNotFound.Code)
 			msg := "group " + g.id + " is not a consumer group"
 			r.ErrorMessage = &msg
 			reply(r)
+		}
+		if req.MemberEpoch != 0 {
+			notConsumer()
 			return
 		}
-		c.stopJoinTimer(g)
-		if g.generation > 0 || g.protocolType != "" {
-			records = append(records, Record{Key: groupKey(g.id)}) // the classic record goes
+		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
+			// A classic group with members is upgraded online, if the
+			// policy allows it (migration.go).
+			recs, ok := c.cgUpgrade(g)
+			if !ok {
+				notConsumer()
+				return
+			}
+			records = append(records, recs...)
+		} else {
+			c.stopJoinTimer(g)
+			if g.generation > 0 || g.protocolType != "" {
+				records = append(records, Record{Key: groupKey(g.id)}) // the classic record goes
+			}
+			g.cg = newConsumerGroup()
+			g.protocolType, g.protocol, g.leader, g.generation = "consumer", "", "", 0
 		}
-		g.cg = newConsumerGroup()
-		g.protocolType, g.protocol, g.leader, g.generation = "consumer", "", "", 0
 	}
 	cg := g.cg
 	if req.MemberEpoch < 0 {
@@ -358,16 +379,7 @@ func (c *Coordinator) cgLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest,
 		reply(cgError(req, kerr.UnknownMemberID.Code))
 		return
 	}
-	if req.MemberEpoch == staticLeaveEpoch {
-		if m.epoch != staticLeaveEpoch {
-			m.prevEpoch = m.epoch
-		}
-		m.epoch = staticLeaveEpoch
-		c.cgTouch(g, m)
-	} else {
-		c.cgRemove(g, m)
-	}
-	c.cgWrite(g, records, func(err error) {
+	done := func(err error) {
 		if err != nil {
 			reply(cgError(req, appendErrCode(err)))
 			return
@@ -377,7 +389,22 @@ func (c *Coordinator) cgLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest,
 		r.MemberID = &id
 		r.MemberEpoch = req.MemberEpoch
 		reply(r)
-	})
+	}
+	if req.MemberEpoch == staticLeaveEpoch {
+		if m.epoch != staticLeaveEpoch {
+			m.prevEpoch = m.epoch
+		}
+		m.epoch = staticLeaveEpoch
+		c.cgTouch(g, m)
+	} else if c.cgDowngradable(g, m) {
+		// The last consumer-protocol member leaves classic members behind.
+		c.logger.Info("group: consumer group member left", "group", g.id, "member", m.id)
+		c.cgDowngrade(g, m, records, done)
+		return
+	} else {
+		c.cgRemove(g, m)
+	}
+	c.cgWrite(g, records, done)
 }
 
 func (c *Coordinator) cgRename(g *group, m *cmember, to string) {
@@ -432,18 +459,25 @@ func (c *Coordinator) cgStopTimers(m *cmember) {
 		m.revokeStop()
 		m.revokeStop = nil
 	}
+	c.cgStopJoinDeadline(m)
+	c.cgStopSyncDeadline(m)
 }
 
 // cgExpire removes a member whose session or revocation deadline passed and
 // writes the group.
 func (c *Coordinator) cgExpire(g *group, m *cmember, why string) {
 	c.logger.Info("group: consumer group member removed", "group", g.id, "member", m.id, "reason", why)
-	c.cgRemove(g, m)
-	c.cgWrite(g, nil, func(err error) {
+	done := func(err error) {
 		if err != nil {
 			c.logger.Warn("group: writing consumer group failed", "group", g.id, "err", err)
 		}
-	})
+	}
+	if c.cgDowngradable(g, m) {
+		c.cgDowngrade(g, m, nil, done)
+		return
+	}
+	c.cgRemove(g, m)
+	c.cgWrite(g, nil, done)
 }
 
 // cgWrite appends records and then the group's record as it stands; done
@@ -487,7 +521,11 @@ func (c *Coordinator) cgTouch(g *group, m *cmember) {
 	}
 	m.hbSeq++
 	seq := m.hbSeq
-	m.hbStop = c.after(c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout), func() {
+	session := c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout)
+	if m.classic != nil {
+		session = m.classic.sessionTimeout // a classic member's own, from its JoinGroup
+	}
+	m.hbStop = c.after(session, func() {
 		if g.cg == nil || g.cg.members[m.id] != m || m.hbSeq != seq {
 			return
 		}
@@ -640,11 +678,14 @@ func (c *Coordinator) cgComputeTarget(g *group) {
 }
 
 // groupAssignor is the assignor most members ask for (ties: "uniform",
-// then by name), as Kafka picks the group's server assignor.
+// then by name), as Kafka picks the group's server assignor. Classic
+// members ask for none.
 func groupAssignor(cg *consumerGroup) string {
 	votes := map[string]int{}
 	for _, m := range cg.members {
-		votes[m.assignor]++
+		if m.assignor != "" {
+			votes[m.assignor]++
+		}
 	}
 	best := "uniform"
 	for a, n := range votes {
@@ -834,6 +875,17 @@ func (c *Coordinator) cgReconcile(g *group, m *cmember, owned partSet) bool {
 			revoke = append(revoke, tp)
 		}
 	}
+	if len(revoke) > 0 && !ownsAny(owned, revoke) {
+		// The member reported owning none of them (a classic member that
+		// revoked before rejoining, say): they are free at once.
+		for _, tp := range revoke {
+			delete(m.assigned, tp)
+			if cg.owner[tp] == m.id {
+				delete(cg.owner, tp)
+			}
+		}
+		revoke, changed = nil, true
+	}
 	if len(revoke) > 0 {
 		for _, tp := range revoke {
 			delete(m.assigned, tp)
@@ -875,6 +927,21 @@ func (c *Coordinator) cgReconcile(g *group, m *cmember, owned partSet) bool {
 		changed = true
 	}
 	return changed
+}
+
+// ownsAny is Kafka's CurrentAssignmentBuilder.ownsRevokedPartitions: a
+// member that did not report what it owns (nil) owns everything it was
+// given.
+func ownsAny(owned partSet, tps []topicPartition) bool {
+	if owned == nil {
+		return true
+	}
+	for _, tp := range tps {
+		if _, ok := owned[tp]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *Coordinator) cgAssignment(m *cmember) *kmsg.ConsumerGroupHeartbeatResponseAssignment {
@@ -970,6 +1037,9 @@ func (c *Coordinator) cgDescribe(id string, req *kmsg.ConsumerGroupDescribeReque
 		dm.TargetAssignment = c.describeAssignment(cg.target[mid])
 		if req.Version >= 1 {
 			dm.MemberType = 1 // consumer protocol
+			if m.classic != nil {
+				dm.MemberType = 0 // classic protocol (online migration)
+			}
 		}
 		d.Members = append(d.Members, dm)
 	}
@@ -1006,6 +1076,13 @@ func (g *group) cgValidateCommit(req *kmsg.OffsetCommitRequest, names []string, 
 	m := cg.members[req.MemberID]
 	if m == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.classic != nil {
+		// A classic member commits at exactly its generation (any version).
+		if req.Generation != m.epoch {
+			return kerr.IllegalGeneration.Code
+		}
+		return 0
 	}
 	if req.Version < 9 {
 		return kerr.UnsupportedVersion.Code
@@ -1051,6 +1128,12 @@ func (g *group) cgValidateTxnCommit(req *kmsg.TxnOffsetCommitRequest, names []st
 	m := cg.members[req.MemberID]
 	if m == nil {
 		return kerr.UnknownMemberID.Code
+	}
+	if m.classic != nil {
+		if req.Generation != m.epoch {
+			return kerr.IllegalGeneration.Code
+		}
+		return 0
 	}
 	if req.Generation > m.epoch {
 		return kerr.FencedMemberEpoch.Code

@@ -50,6 +50,20 @@ type cgRecordMember struct {
 	PrevEpoch        int32    `json:"previous_epoch"`
 	Assigned         []tpRec  `json:"assigned"`
 	Revoking         []tpRec  `json:"revoking"`
+	// Classic is set for a member that talks the classic protocol.
+	Classic *cgRecordClassic `json:"classic,omitempty"`
+}
+
+// cgRecordClassic is a classic member's session timeout and the protocols
+// of its last JoinGroup (Kafka's ClassicMemberMetadata).
+type cgRecordClassic struct {
+	SessionTimeout int64              `json:"session_timeout_ms"`
+	Protocols      []cgRecordProtocol `json:"protocols"`
+}
+
+type cgRecordProtocol struct {
+	Name     string `json:"name"`
+	Metadata []byte `json:"metadata"`
 }
 
 // tpRec is one partition, with the epoch it was assigned at (assigned only).
@@ -69,6 +83,13 @@ func consumerValue(g *group) []byte {
 			ID: m.id, InstanceID: m.instanceID, RackID: m.rackID, ClientID: m.clientID, ClientHost: m.clientHost,
 			RebalanceTimeout: m.rebalanceTimeout.Milliseconds(), Topics: m.topics, Regex: m.regex, Assignor: m.assignor,
 			Epoch: m.epoch, PrevEpoch: m.prevEpoch,
+		}
+		if m.classic != nil {
+			rc := &cgRecordClassic{SessionTimeout: m.classic.sessionTimeout.Milliseconds(), Protocols: []cgRecordProtocol{}}
+			for _, p := range m.classic.protocols {
+				rc.Protocols = append(rc.Protocols, cgRecordProtocol{Name: p.name, Metadata: p.metadata})
+			}
+			rm.Classic = rc
 		}
 		for tp, e := range m.assigned {
 			rm.Assigned = append(rm.Assigned, tpRec{tp.topic, tp.partition, e})
@@ -139,6 +160,12 @@ func (c *Coordinator) loadConsumer(g *group, r *cgRecord, now time.Time) {
 			rebalanceTimeout: time.Duration(rm.RebalanceTimeout) * time.Millisecond, topics: rm.Topics, regex: rm.Regex,
 			assignor: rm.Assignor, epoch: rm.Epoch, prevEpoch: rm.PrevEpoch,
 			assigned: make(map[topicPartition]int32), revoking: make(partSet), lastSeen: now,
+		}
+		if rc := rm.Classic; rc != nil {
+			m.classic = &classicMember{sessionTimeout: time.Duration(rc.SessionTimeout) * time.Millisecond}
+			for _, p := range rc.Protocols {
+				m.classic.protocols = append(m.classic.protocols, protocol{name: p.Name, metadata: p.Metadata})
+			}
 		}
 		for _, tp := range rm.Assigned {
 			k := topicPartition{tp.Topic, tp.Partition}

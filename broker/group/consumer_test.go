@@ -64,6 +64,48 @@ func (t *testTopics) TopicNames() []string {
 	return out
 }
 
+// parseTPs reads "a/0" items into topic → partitions, in order.
+func parseTPs(items []string) (topics []string, parts map[string][]int32) {
+	parts = map[string][]int32{}
+	for _, tp := range items {
+		topic, part, _ := strings.Cut(tp, "/")
+		pn, _ := strconv.Atoi(part)
+		if _, ok := parts[topic]; !ok {
+			topics = append(topics, topic)
+		}
+		parts[topic] = append(parts[topic], int32(pn))
+	}
+	return topics, parts
+}
+
+// consumerAssignment encodes "a/0+a/1" as a ConsumerProtocol assignment.
+func consumerAssignment(spec string) []byte {
+	var items []string
+	if spec != "" {
+		items = strings.Split(spec, "+")
+	}
+	topics, parts := parseTPs(items)
+	a := kmsg.NewConsumerMemberAssignment()
+	a.Topics = []kmsg.ConsumerMemberAssignmentTopic{}
+	for _, t := range topics {
+		a.Topics = append(a.Topics, kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: parts[t]})
+	}
+	return a.AppendTo(nil)
+}
+
+// fmtConsumerAssignment prints a ConsumerProtocol assignment.
+func fmtConsumerAssignment(b []byte) string {
+	var a kmsg.ConsumerMemberAssignment
+	if err := a.ReadFrom(b); err != nil {
+		return fmt.Sprintf("unparsable(%q)", b)
+	}
+	set := map[string][]int32{}
+	for _, t := range a.Topics {
+		set[t.Topic] = append(set[t.Topic], t.Partitions...)
+	}
+	return fmt.Sprintf("v%d%s", a.Version, fmtParts(set))
+}
+
 func fmtParts(set map[string][]int32) string {
 	var names []string
 	for n := range set {
@@ -163,6 +205,9 @@ func (e *env) runConsumer(td *datadriven.TestData, a args) (string, bool) {
 				inst := ""
 				if m.InstanceID != nil {
 					inst = "(" + *m.InstanceID + ")"
+				}
+				if m.MemberType == 0 {
+					inst += " classic"
 				}
 				fmt.Fprintf(&b, "  %s%s epoch=%d topics=%v assigned=%s target=%s\n", m.MemberID, inst, m.MemberEpoch, m.SubscribedTopics, fmtParts(as), fmtParts(ts))
 			}

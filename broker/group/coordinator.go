@@ -79,6 +79,11 @@ type Config struct {
 	// 4.0's GROUP config resource): consumer.session.timeout.ms and
 	// consumer.heartbeat.interval.ms override the two above for it.
 	GroupConfigs func(group string) map[string]string
+	// MigrationPolicy is group.consumer.migration.policy: whether a group
+	// with members may move between the classic protocol and KIP-848
+	// online (migration.go). The zero value is Kafka 4.0's default,
+	// bidirectional.
+	MigrationPolicy MigrationPolicy
 	// Clock defaults to the wall clock; tests inject a fake one.
 	Clock Clock
 	// Logger defaults to slog.Default().

@@ -138,6 +138,11 @@ func (e *env) run(td *datadriven.TestData) string {
 			e.cfg.Topics = e.topics
 		}
 		e.cfg.ConsumerSessionTimeout = a.dur(t, "cg-session", 45*time.Second)
+		policy, err := ParseMigrationPolicy(a.str("policy", "bidirectional"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.cfg.MigrationPolicy = policy
 		e.logs = nil
 		for i := int32(0); i < e.cfg.Partitions; i++ {
 			e.logs = append(e.logs, &memLog{})
@@ -208,6 +213,15 @@ func (e *env) run(td *datadriven.TestData) string {
 			if topics, ok := a["topics"]; ok {
 				md := kmsg.NewConsumerMemberMetadata()
 				md.Topics = topics
+				if owned, ok := a["owned"]; ok {
+					// Version 1 carries the partitions the member owns
+					// (cooperative rebalancing).
+					md.Version = 1
+					ts, parts := parseTPs(owned)
+					for _, t := range ts {
+						md.OwnedPartitions = append(md.OwnedPartitions, kmsg.ConsumerMemberMetadataOwnedPartition{Topic: t, Partitions: parts[t]})
+					}
+				}
 				rp.Metadata = md.AppendTo(nil)
 			}
 			req.Protocols = append(req.Protocols, rp)
@@ -237,12 +251,25 @@ func (e *env) run(td *datadriven.TestData) string {
 			ga.MemberAssignment = []byte(val)
 			req.GroupAssignment = append(req.GroupAssignment, ga)
 		}
+		// cassign=(m=a/0+a/1,...): ConsumerProtocol assignments.
+		for _, as := range a["cassign"] {
+			id, val, _ := strings.Cut(as, "=")
+			ga := kmsg.NewSyncGroupRequestGroupAssignment()
+			ga.MemberID = id
+			ga.MemberAssignment = consumerAssignment(val)
+			req.GroupAssignment = append(req.GroupAssignment, ga)
+		}
+		_, decode := a["decode"]
 		name := a.str("name", "sync")
 		if !e.calls.start(name) {
 			t.Fatalf("%s: a call named %q is still waiting", td.Pos, name)
 		}
 		e.c.inLoop(func() {
 			e.c.handleSync(req, func(r *kmsg.SyncGroupResponse) {
+				if decode && r.ErrorCode == 0 {
+					e.calls.finish(name, fmt.Sprintf("err=%s proto=%s assignment=%s", errName(r.ErrorCode), deref(r.Protocol), fmtConsumerAssignment(r.MemberAssignment)))
+					return
+				}
 				e.calls.finish(name, fmt.Sprintf("err=%s assignment=%q", errName(r.ErrorCode), r.MemberAssignment))
 			})
 		})

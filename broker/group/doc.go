@@ -2,7 +2,8 @@
 // group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
 // OffsetFetch, DescribeGroups, ListGroups, DeleteGroups, OffsetDelete) and
 // the KIP-848 consumer protocol (ConsumerGroupHeartbeat with server-side
-// assignment, ConsumerGroupDescribe). It
+// assignment, ConsumerGroupDescribe), with Kafka 4.0's online migration
+// between the two (migration.go). It
 // takes franz-go kmsg requests and returns kmsg responses; the broker's
 // handler files only decode, call and encode.
 //
@@ -62,7 +63,10 @@
 //	                       "regex", "assignor", "epoch", "previous_epoch",
 //	                       "assigned": [{"t": topic, "p": partition,
 //	                                     "e": epoch assigned at}],
-//	                       "revoking": [{"t", "p"}]}],
+//	                       "revoking": [{"t", "p"}],
+//	                       "classic": {"session_timeout_ms",   (classic
+//	                                   "protocols": [{"name",   members,
+//	                                   "metadata": base64}]}}], migration.go)
 //	          "target": {member id: [{"t", "p"}]}}
 //
 // Strings are int16-length prefixed, bytes int32-length prefixed, arrays

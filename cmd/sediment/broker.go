@@ -87,6 +87,7 @@ var brokerSettings = []brokerSetting{
 	{"group-min-session-timeout", 6 * time.Second, "group.min.session.timeout.ms"},
 	{"group-max-session-timeout", 30 * time.Minute, "group.max.session.timeout.ms"},
 	{"group-max-size", 0, "group.max.size: members per group (0: unlimited)"},
+	{"group-consumer-migration-policy", "bidirectional", "group.consumer.migration.policy: whether a group with members moves online between the classic protocol and KIP-848 (bidirectional, upgrade, downgrade or disabled)"},
 	{"offsets-retention", 7 * 24 * time.Hour, "offsets.retention.minutes: offsets of a group empty this long expire"},
 	{"log-cleaner-threads", 1, "log.cleaner.threads: log cleaner goroutines"},
 	{"log-cleaner-dedupe-buffer-size", int64(128 << 20), "log.cleaner.dedupe.buffer.size: key map bytes of each cleaner thread"},
@@ -200,6 +201,10 @@ func newLogger(level, format string) (*slog.Logger, error) {
 }
 
 func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
+	migration, err := group.ParseMigrationPolicy(v.GetString("group-consumer-migration-policy"))
+	if err != nil {
+		return broker.Config{}, err
+	}
 	listeners, err := parseListeners(v.GetString("listeners"))
 	if err != nil {
 		return broker.Config{}, err
@@ -306,6 +311,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 			MaxSessionTimeout:     v.GetDuration("group-max-session-timeout"),
 			MaxGroupSize:          v.GetInt("group-max-size"),
 			OffsetsRetention:      v.GetDuration("offsets-retention"),
+			MigrationPolicy:       migration,
 		},
 		Transactions: txn.Config{
 			Partitions:     v.GetInt32("transaction-state-log-num-partitions"),

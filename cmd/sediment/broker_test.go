@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/viper"
 
 	"github.com/sediment-io/sediment/broker"
+	"github.com/sediment-io/sediment/broker/group"
 )
 
 func TestParseListeners(t *testing.T) {
@@ -167,4 +168,29 @@ func configRefused(t *testing.T, yaml string) error {
 	}
 	_, err := brokerConfig(vv, nil)
 	return err
+}
+
+// TestGroupMigrationPolicy: group-consumer-migration-policy defaults to
+// Kafka 4.0's bidirectional, takes YAML values and flags in any case, and
+// refuses other values.
+func TestGroupMigrationPolicy(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		args []string
+		want group.MigrationPolicy
+	}{
+		{"", nil, group.MigrationBidirectional},
+		{"group-consumer-migration-policy: upgrade\n", nil, group.MigrationUpgrade},
+		{"", []string{"--group-consumer-migration-policy", "DISABLED"}, group.MigrationDisabled},
+		{"group-consumer-migration-policy: upgrade\n", []string{"--group-consumer-migration-policy", "downgrade"}, group.MigrationDowngrade},
+	} {
+		file := filepath.Join(t.TempDir(), "sediment.yaml")
+		os.WriteFile(file, []byte("node-id: 1\n"+c.yaml), 0o644)
+		if got := configFromFile(t, file, c.args...).Groups.MigrationPolicy; got != c.want {
+			t.Errorf("%q %v: policy %v, want %v", c.yaml, c.args, got, c.want)
+		}
+	}
+	if configRefused(t, "group-consumer-migration-policy: both\n") == nil {
+		t.Fatal("policy \"both\" accepted")
+	}
 }
