@@ -8,11 +8,13 @@ import (
 	"os/exec"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // kcatRecord is one line of `kcat -C -J` / `kcat -G -J` output.
@@ -79,6 +81,8 @@ func testKcatMore(t *testing.T, b *Broker) {
 	t.Run("balanced-group/range", func(t *testing.T) { testKcatGroup(t, b, "range", false) })
 	t.Run("balanced-group/cooperative-sticky", func(t *testing.T) { testKcatGroup(t, b, "cooperative-sticky", false) })
 	t.Run("balanced-group/range/static", func(t *testing.T) { testKcatGroup(t, b, "range", true) })
+	t.Run("group-migration/range", func(t *testing.T) { testKcatGroupMigration(t, b, "range") })
+	t.Run("group-migration/cooperative-sticky", func(t *testing.T) { testKcatGroupMigration(t, b, "cooperative-sticky") })
 }
 
 // testKcatQuery produces records with known timestamps and asks kcat -Q for
@@ -263,5 +267,137 @@ func testKcatGroup(t *testing.T, b *Broker, strategy string, static bool) {
 	c.check(t, group, recs)
 	m1.stop(t)
 	m2.stop(t)
+	checkCommitted(t, b, group, topic)
+}
+
+// testKcatGroupMigration is a rolling upgrade of a running group from
+// librdkafka's classic protocol to KIP-848 and back (online migration,
+// docs/groups.md): a `kcat -G` member consumes; a franz-go KIP-848 member
+// joins the same group, which becomes a consumer group with kcat in it as a
+// classic member, and both consume; the KIP-848 member leaves and the group
+// turns classic, kcat taking every partition again. Records produced in
+// each phase are all consumed (kcat commits every 100 ms, so a record may
+// be read twice across a rebalance), and the committed offsets reach the
+// end.
+func testKcatGroupMigration(t *testing.T, b *Broker, strategy string) {
+	topic, group := "kcat-migrate-"+strategy, "kcat-migrate-g-"+strategy
+	b.CreateTopic(t, topic, 4, nil)
+	kc := startKcatMember(t, b, "-G", group, "-J", "-u", "-o", "beginning", "-X", "auto.commit.interval.ms=100",
+		"-X", "session.timeout.ms=10000", "-X", "heartbeat.interval.ms=200", "-X", "partition.assignment.strategy="+strategy, topic)
+	waitFor(t, 60*time.Second, "kcat to be assigned partitions", kc.assigned)
+
+	all := map[string]string{}
+	c := newCollector()
+	c.allowDups = true
+	kcatSeen := 0 // kcat lines already in c
+	drainKcat := func() (n int) {
+		rs := kc.records(t)
+		for _, r := range rs[kcatSeen:] {
+			c.add(r.Partition, r.Offset, deref(r.Key), deref(r.Payload))
+			n++
+		}
+		kcatSeen = len(rs)
+		return n
+	}
+	waitAll := func(what string) {
+		t.Helper()
+		waitFor(t, 60*time.Second, what, func() bool {
+			drainKcat()
+			return c.len() >= len(all)
+		})
+	}
+	phase := func(prefix string, n int) map[string]string {
+		recs := compatRecords(prefix, n)
+		for k, v := range recs {
+			all[k] = v
+		}
+		produceFranz(t, b, topic, recs)
+		return recs
+	}
+	phase("mig1", 200)
+	waitAll("kcat to read the first records")
+
+	// A KIP-848 member (franz-go, server-side assignment) joins.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	fr := b.Client(t, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic), kgo.ServerSideBalancer(),
+		kgo.Balancers(kgo.StickyBalancer()), kgo.FetchMaxWait(100*time.Millisecond))
+	frDone := make(chan struct{})
+	frRead := 0
+	var frMu sync.Mutex
+	go func() {
+		defer close(frDone)
+		for ctx.Err() == nil {
+			fs := fr.PollFetches(ctx)
+			fs.EachRecord(func(r *kgo.Record) {
+				c.add(r.Partition, r.Offset, string(r.Key), string(r.Value))
+				frMu.Lock()
+				frRead++
+				frMu.Unlock()
+			})
+		}
+	}()
+	// mixed: a stable consumer group of one classic and one consumer-protocol
+	// member (ConsumerGroupDescribe v1 member types 0 and 1), both owning
+	// partitions.
+	adm := b.Admin(t)
+	raw := b.Client(t)
+	mixed := func() bool {
+		req := kmsg.NewPtrConsumerGroupDescribeRequest()
+		req.Version = 1
+		req.Groups = []string{group}
+		resp, err := req.RequestWith(context.Background(), raw)
+		if err != nil || len(resp.Groups) != 1 {
+			return false
+		}
+		g := resp.Groups[0]
+		if g.ErrorCode != 0 || g.State != "Stable" || len(g.Members) != 2 {
+			return false
+		}
+		types := map[int8]int{}
+		for _, m := range g.Members {
+			if len(m.Assignment.TopicPartitions) == 0 {
+				return false
+			}
+			types[m.MemberType]++
+		}
+		return types[0] == 1 && types[1] == 1
+	}
+	waitFor(t, 60*time.Second, "a stable consumer group with kcat (classic) and franz-go (KIP-848) both assigned", mixed)
+	drainKcat()
+	kcatBefore := kcatSeen
+	frMu.Lock()
+	frBefore := frRead
+	frMu.Unlock()
+	phase("mig2", 400)
+	waitAll("both members to read the mixed phase's records")
+	frMu.Lock()
+	frGot := frRead - frBefore
+	frMu.Unlock()
+	if kcatSeen == kcatBefore || frGot == 0 {
+		t.Errorf("in the mixed group kcat read %d and franz-go %d of the new records; both should read some", kcatSeen-kcatBefore, frGot)
+	}
+
+	// The KIP-848 member leaves: the group turns classic with kcat alone.
+	cancel()
+	<-frDone
+	fr.Close()
+	waitFor(t, 60*time.Second, "the group to turn classic with kcat owning every partition", func() bool {
+		lg, err := adm.ListGroups(context.Background())
+		if err != nil || lg[group].GroupType != "classic" {
+			return false
+		}
+		d, err := adm.DescribeGroups(context.Background(), group)
+		if err != nil {
+			return false
+		}
+		g := d[group]
+		return g.State == "Stable" && len(g.Members) == 1 && len(g.AssignedPartitions()[topic]) == 4
+	})
+	phase("mig3", 200)
+	waitAll("kcat to read the records after the downgrade")
+	kc.stop(t)
+	drainKcat()
+	c.check(t, "kcat and franz-go", all)
 	checkCommitted(t, b, group, topic)
 }
