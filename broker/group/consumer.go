@@ -485,8 +485,17 @@ func (c *Coordinator) cgExpire(g *group, m *cmember, why string) {
 // next heartbeat writes it again.
 func (c *Coordinator) cgWrite(g *group, records []Record, done func(error)) {
 	cg := g.cg
+	value := consumerValue(g)
+	if len(value) > maxConsumerValueBytes {
+		// A load refuses a larger record (and with it the partition's
+		// other groups): it is never written.
+		c.logger.Error("group: consumer group record too large to write", "group", g.id, "bytes", len(value), "max", maxConsumerValueBytes, "members", len(cg.members))
+		cg.dirty = true
+		done(errGroupRecordTooLarge)
+		return
+	}
 	cg.dirty = false
-	records = append(records, Record{Key: consumerKey(g.id), Value: consumerValue(g)})
+	records = append(records, Record{Key: consumerKey(g.id), Value: value})
 	c.appendRecords(g.part, records, func(err error) {
 		if err != nil && g.cg == cg {
 			cg.dirty = true

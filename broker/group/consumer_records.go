@@ -3,6 +3,7 @@ package group
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -17,9 +18,16 @@ import (
 const (
 	keyConsumerGroup          = 100
 	consumerValueVersion      = 0
-	maxConsumerValueBytes     = 64 << 20
 	consumerGroupRecordFormat = "sediment consumer group"
 )
+
+// maxConsumerValueBytes bounds a consumer group record, written and read
+// (a variable for tests).
+var maxConsumerValueBytes = 64 << 20
+
+// errGroupRecordTooLarge fails a change whose group record would be larger
+// than maxConsumerValueBytes.
+var errGroupRecordTooLarge = errors.New("group: consumer group record too large")
 
 func consumerKey(group string) []byte {
 	// Same layout as the group metadata key: int16 version | string group.

@@ -138,6 +138,11 @@ func (e *env) run(td *datadriven.TestData) string {
 			e.cfg.Topics = e.topics
 		}
 		e.cfg.ConsumerSessionTimeout = a.dur(t, "cg-session", 45*time.Second)
+		if n := a.num(t, "max-cg-record", 0); n > 0 {
+			saved := maxConsumerValueBytes
+			maxConsumerValueBytes = int(n)
+			t.Cleanup(func() { maxConsumerValueBytes = saved })
+		}
 		policy, err := ParseMigrationPolicy(a.str("policy", "bidirectional"))
 		if err != nil {
 			t.Fatal(err)
@@ -213,6 +218,9 @@ func (e *env) run(td *datadriven.TestData) string {
 			if topics, ok := a["topics"]; ok {
 				md := kmsg.NewConsumerMemberMetadata()
 				md.Topics = topics
+				if n := a.num(t, "userdata", 0); n > 0 {
+					md.UserData = make([]byte, n)
+				}
 				if owned, ok := a["owned"]; ok {
 					// Version 1 carries the partitions the member owns
 					// (cooperative rebalancing).

@@ -1,6 +1,7 @@
 package group
 
 import (
+	"errors"
 	"sort"
 	"time"
 
@@ -398,6 +399,9 @@ func (c *Coordinator) maybeDropUnused(g *group) {
 func appendErrCode(err error) int16 {
 	if isNotLeader(err) {
 		return kerr.NotCoordinator.Code
+	}
+	if errors.Is(err, errGroupRecordTooLarge) {
+		return kerr.UnknownServerError.Code // Kafka's answer to RECORD_TOO_LARGE
 	}
 	return kerr.CoordinatorNotAvailable.Code
 }

@@ -124,8 +124,9 @@ func sortedTopics(topics []string) []string {
 // SyncGroup are told to rejoin. It returns the records that end the classic
 // group (the consumer group's record is written by the caller), or false if
 // the group cannot be upgraded: the policy forbids it, it does not use the
-// consumer protocol, it is larger than group.max.size, or a member's
-// subscription or assignment does not parse.
+// consumer protocol, it is larger than group.max.size, a member's
+// subscription or assignment does not parse, or its record would be too
+// large.
 func (c *Coordinator) cgUpgrade(g *group) ([]Record, bool) {
 	if !c.cfg.MigrationPolicy.upgrade() || g.protocolType != "consumer" {
 		return nil, false
@@ -158,6 +159,19 @@ func (c *Coordinator) cgUpgrade(g *group) ([]Record, bool) {
 			}
 		}
 		convs = append(convs, cv)
+	}
+	// The consumer group's record keeps every member's protocols (base64 in
+	// JSON) and partitions: one a load would refuse is never made.
+	size := 512
+	for _, cv := range convs {
+		for _, p := range cv.m.protocols {
+			size += len(p.name) + (len(p.metadata)+2)/3*4 + 32
+		}
+		size += 256 + 2*len(cv.m.assignment)
+	}
+	if size > maxConsumerValueBytes {
+		c.logger.Info("group: cannot upgrade a classic group: its consumer group record would be too large", "group", g.id, "bytes", size)
+		return nil, false
 	}
 	for _, id := range ids {
 		m := g.members[id]
@@ -375,6 +389,17 @@ func (c *Coordinator) cgClassicJoin(g *group, client Client, req *kmsg.JoinGroup
 	var sub kmsg.ConsumerMemberMetadata
 	if err := sub.ReadFrom(protos[0].metadata); err != nil {
 		reply(joinError(req, kerr.InconsistentGroupProtocol.Code))
+		return
+	}
+	// The group's record keeps the member's protocols (base64 in JSON): a
+	// join that would make it larger than a load accepts is refused, as
+	// Kafka refuses a group record too large for its offsets topic.
+	added := 0
+	for _, p := range protos {
+		added += len(p.name) + (len(p.metadata)+2)/3*4 + 32
+	}
+	if len(consumerValue(g))+added+512 > maxConsumerValueBytes {
+		reply(joinError(req, kerr.UnknownServerError.Code))
 		return
 	}
 	unknown := req.MemberID == ""
