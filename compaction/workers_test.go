@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pierrec/lz4/v4"
 	"github.com/zeebo/xxh3"
 
 	"github.com/sediment-io/sediment/hotlog"
@@ -425,6 +426,18 @@ func TestCodecsRoundTrip(t *testing.T) {
 				t.Fatalf("%s: limit not enforced", tc.name)
 			}
 		}
+	}
+	// An lz4 frame of the library's default 4 MiB blocks (a producer on
+	// pierrec/lz4's defaults) reads too.
+	var buf bytes.Buffer
+	w := lz4.NewWriter(&buf)
+	if err := w.Apply(lz4.BlockSizeOption(lz4.Block4Mb)); err != nil {
+		t.Fatal(err)
+	}
+	w.Write(src)
+	w.Close()
+	if back, err := c.decompress(codecLz4, buf.Bytes(), nil, len(src)); err != nil || !bytes.Equal(back, src) {
+		t.Fatalf("lz4 with 4 MiB blocks: %v", err)
 	}
 }
 
