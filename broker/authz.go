@@ -89,6 +89,7 @@ var authzRules = map[int16]authzRule{
 	51: authzAlterUserSCRAM,
 	55: clusterRule(kmsg.ACLOperationDescribe), // DescribeQuorum
 	57: clusterRule(kmsg.ACLOperationAlter),    // UpdateFeatures
+	64: clusterRule(kmsg.ACLOperationAlter),    // UnregisterBroker
 	60: authzDescribeCluster,
 	61: authzDescribeProducers,
 	65: authzDescribeTransactions,

@@ -251,3 +251,27 @@ func TestUpdateFeaturesAuthorization(t *testing.T) {
 		t.Fatalf("with ALTER on the cluster: %v %v", err, res.Error())
 	}
 }
+
+// TestUnregisterBrokerAuthorization: UnregisterBroker needs ALTER on the
+// cluster; an id that is not registered is BROKER_ID_NOT_REGISTERED.
+func TestUnregisterBrokerAuthorization(t *testing.T) {
+	z := startAuthzBroker(t, false)
+	setUser(t, z.b, "ops", "ops-pw", kadm.ScramSha256)
+	ops := secureClient(t, z.b, nil, "SASL_PLAINTEXT", scram.Auth{User: "ops", Pass: "ops-pw"}.AsSha256Mechanism())
+	unregister := func(id int32) int16 {
+		req := kmsg.NewPtrUnregisterBrokerRequest()
+		req.BrokerID = id
+		resp, err := req.RequestWith(testCtx(t), ops)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.ErrorCode
+	}
+	if code := unregister(42); code != kerr.ClusterAuthorizationFailed.Code {
+		t.Fatalf("without ALTER on the cluster: %v, want CLUSTER_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	z.grant(kadm.NewACLs().Clusters().Allow("User:ops").Operations(kadm.OpAlter))
+	if code := unregister(42); code != kerr.BrokerIDNotRegistered.Code {
+		t.Fatalf("an id never registered: %v, want BROKER_ID_NOT_REGISTERED", kerr.ErrorForCode(code))
+	}
+}

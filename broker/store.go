@@ -294,16 +294,28 @@ func (s *store) waitForLeadership(ctx context.Context) {
 func (s *store) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
+	unregistered := false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			if err := s.heartbeat(hctx); err != nil && ctx.Err() == nil {
+			err := s.heartbeat(hctx)
+			cancel()
+			switch {
+			case err == nil || ctx.Err() != nil:
+				unregistered = false
+			case errors.Is(err, metadata.ErrUnknownBroker):
+				// UnregisterBroker removed this registration: the
+				// broker is out of the cluster until it starts again.
+				if !unregistered {
+					s.b.log.Error("this broker's registration was removed (UnregisterBroker): it leads nothing and no longer heartbeats; restart it to rejoin the cluster", "broker", s.b.cfg.NodeID)
+				}
+				unregistered = true
+			default:
 				s.b.log.Warn("heartbeat failed", "err", err)
 			}
-			cancel()
 		}
 	}
 }

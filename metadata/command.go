@@ -28,6 +28,7 @@ const (
 	TypeAlterReassignment   CommandType = 17
 	TypeUpdateFeatures      CommandType = 18
 	TypeBrokerFeatures      CommandType = 19
+	TypeUnregisterBroker    CommandType = 20
 )
 
 // Command is one change to the metadata state. The set of commands is closed:

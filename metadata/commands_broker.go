@@ -30,6 +30,9 @@ func init() {
 	register(TypeControlledShutdown, commandInfo{name: "ControlledShutdown", version: 1, decode: func(_ uint8, d *decoder) Command {
 		return &ControlledShutdown{BrokerID: d.int32(), BrokerEpoch: d.varint()}
 	}})
+	register(TypeUnregisterBroker, commandInfo{name: "UnregisterBroker", version: 1, decode: func(_ uint8, d *decoder) Command {
+		return &UnregisterBroker{BrokerID: d.int32()}
+	}})
 	register(TypeAllocateProducerIDs, commandInfo{name: "AllocateProducerIDs", version: 1, decode: func(_ uint8, d *decoder) Command {
 		return &AllocateProducerIDs{BrokerID: d.int32(), BrokerEpoch: d.varint(), Count: d.int32()}
 	}})
@@ -232,6 +235,41 @@ func (c *ControlledShutdown) apply(s *State, _ uint64) (Result, error) {
 	nb.InControlledShutdown = true
 	s.putBroker(&nb)
 	removeFromPartitions(s, c.BrokerID)
+	return Result{}, nil
+}
+
+// UnregisterBroker removes a broker's registration (Kafka's UnregisterBroker,
+// KIP-631: for a broker that was shut down for good): it is fenced first if
+// it is not (it leaves the ISRs except as the last member, its leaderships
+// move), then it and its recorded feature ranges are forgotten, so it no
+// longer counts as registered (UpdateFeatures, DescribeCluster). Its
+// replica assignments and broker configs stay. A live broker that is
+// unregistered finds its heartbeats refused (ErrUnknownBroker) until it
+// registers again, at its next start.
+type UnregisterBroker struct {
+	BrokerID int32
+}
+
+func (*UnregisterBroker) Type() CommandType   { return TypeUnregisterBroker }
+func (c *UnregisterBroker) encode(e *encoder) { e.varint(int64(c.BrokerID)) }
+func (c *UnregisterBroker) apply(s *State, _ uint64) (Result, error) {
+	b, ok := s.Broker(c.BrokerID)
+	if !ok {
+		return Result{}, reject(ErrUnknownBroker, "broker %d is not registered", c.BrokerID)
+	}
+	if !b.Fenced {
+		fence(s, c.BrokerID)
+	}
+	s.brokers = s.brokers.Delete(c.BrokerID)
+	if key := brokerFeaturesKey(c.BrokerID); s.brokerConfigs[key] != nil {
+		bc := make(map[string]map[string]string, len(s.brokerConfigs))
+		for k, v := range s.brokerConfigs {
+			if k != key {
+				bc[k] = v
+			}
+		}
+		s.brokerConfigs = bc
+	}
 	return Result{}, nil
 }
 

@@ -133,4 +133,13 @@ func TestUpdateFeaturesEveryBroker(t *testing.T) {
 	if got := back.BrokerFeatureRanges(1); len(got) != 2 || got[1].Name != "transaction.version" || got[1].Max != 3 {
 		t.Fatalf("broker 1's ranges after a snapshot: %+v", got)
 	}
+	// Broker 2 is decommissioned (UnregisterBroker): it no longer blocks the
+	// upgrade, and its recorded ranges go with it.
+	mustApply(t, st, &UnregisterBroker{BrokerID: 2}, 7)
+	if err := check("transaction.version", 3); err != nil {
+		t.Fatalf("level 3 after unregistering broker 2: %v", err)
+	}
+	if _, ok := st.brokerConfigs[brokerFeaturesKey(2)]; ok {
+		t.Fatal("broker 2's feature ranges outlive its registration")
+	}
 }

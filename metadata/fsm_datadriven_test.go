@@ -145,6 +145,8 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return h.run(&UnfenceBroker{BrokerID: int32(num("id", 0)), BrokerEpoch: brokerEpoch()})
 	case "shutdown":
 		return h.run(&ControlledShutdown{BrokerID: int32(num("id", 0)), BrokerEpoch: brokerEpoch()})
+	case "unregister":
+		return h.run(&UnregisterBroker{BrokerID: int32(num("id", 0))})
 	case "create-topic":
 		id := str("id")
 		if id == "" {

@@ -20,7 +20,54 @@ func newClusterCmd() *cobra.Command {
 		Short: "Inspect the cluster, its metadata voters, dynamic broker configs and feature levels",
 	}
 	opts := addClientFlags(cmd)
-	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts), newClusterFeaturesCmd(opts))
+	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts), newClusterFeaturesCmd(opts),
+		newClusterUnregisterCmd(opts))
+	return cmd
+}
+
+// newClusterUnregisterCmd removes a decommissioned broker's registration
+// (UnregisterBroker, as kafka-cluster.sh unregister).
+func newClusterUnregisterCmd(opts *clientOptions) *cobra.Command {
+	var id int32
+	cmd := &cobra.Command{
+		Use:   "unregister --id N",
+		Short: "Forget a broker that was shut down for good (UnregisterBroker)",
+		Long: `Forget a broker that was shut down for good, as kafka-cluster.sh unregister does:
+it no longer counts as registered (it blocks no feature upgrade, and Metadata and
+DescribeCluster no longer list it). It is fenced first if it is not. Move its
+replicas off it with "sediment topic reassign" before or after; remove it from the
+metadata quorum with "sediment cluster voters remove" if it was a voter. A live
+broker unregistered by mistake is out of the cluster until its next start.`,
+		Example: `  sediment cluster unregister --id 3 -b localhost:9092`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !cmd.Flags().Changed("id") {
+				return fmt.Errorf("--id is required")
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), opts.timeout())
+			defer cancel()
+			cl, err := opts.newClient(ctx)
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			req := kmsg.NewPtrUnregisterBrokerRequest()
+			req.BrokerID = id
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				return fmt.Errorf("UnregisterBroker: %w", err)
+			}
+			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+				if resp.ErrorMessage != nil {
+					return fmt.Errorf("UnregisterBroker: %w: %s", err, *resp.ErrorMessage)
+				}
+				return fmt.Errorf("UnregisterBroker: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "broker %d unregistered\n", id)
+			return nil
+		},
+	}
+	cmd.Flags().Int32Var(&id, "id", -1, "the broker's node id")
 	return cmd
 }
 
