@@ -52,7 +52,7 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 	var topics []kmsg.MetadataResponseTopic
 	if all {
 		for _, t := range st.Topics() {
-			topics = append(topics, topicMetadata(r, t))
+			topics = append(topics, topicMetadata(r, st, t))
 		}
 	} else {
 		for _, rt := range req.Topics {
@@ -107,7 +107,7 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 				topics = append(topics, mt)
 				continue
 			}
-			topics = append(topics, topicMetadata(r, t))
+			topics = append(topics, topicMetadata(r, st, t))
 		}
 	}
 	resp.Topics = topics
@@ -121,7 +121,7 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 	return &Reply{Msg: resp}, nil
 }
 
-func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
+func topicMetadata(r *Request, st *metadata.State, t *metadata.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
@@ -137,12 +137,25 @@ func topicMetadata(r *Request, t *metadata.Topic) kmsg.MetadataResponseTopic {
 		mp.LeaderEpoch = p.LeaderEpoch
 		mp.Replicas = p.Replicas
 		mp.ISR = p.ISR
+		mp.OfflineReplicas = offlineReplicas(st, p.Replicas)
 		if p.Leader == metadata.NoLeader {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt
+}
+
+// offlineReplicas are the replicas on brokers that are fenced or not
+// registered (decommissioned), as Kafka's KRaft metadata cache reports them.
+func offlineReplicas(st *metadata.State, replicas []int32) []int32 {
+	out := []int32{}
+	for _, id := range replicas {
+		if br, ok := st.Broker(id); !ok || br.Fenced {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // isInternalTopic: the coordinators' topics, as Kafka's Topic.isInternal.

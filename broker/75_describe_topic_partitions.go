@@ -114,7 +114,7 @@ func handleDescribeTopicPartitions(_ context.Context, b *Broker, r *Request) (*R
 				resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: int32(i)}
 				break
 			}
-			rt.Partitions = append(rt.Partitions, describedPartition(t.Partitions[i]))
+			rt.Partitions = append(rt.Partitions, describedPartition(st, t.Partitions[i]))
 			remaining--
 		}
 		resp.Topics = append(resp.Topics, rt)
@@ -126,11 +126,12 @@ func handleDescribeTopicPartitions(_ context.Context, b *Broker, r *Request) (*R
 	return &Reply{Msg: resp}, nil
 }
 
-func describedPartition(p *metadata.Partition) kmsg.DescribeTopicPartitionsResponseTopicPartition {
+func describedPartition(st *metadata.State, p *metadata.Partition) kmsg.DescribeTopicPartitionsResponseTopicPartition {
 	dp := kmsg.NewDescribeTopicPartitionsResponseTopicPartition()
 	dp.Partition, dp.LeaderID, dp.LeaderEpoch = p.Index, p.Leader, p.LeaderEpoch
 	dp.Replicas, dp.ISR = p.Replicas, p.ISR
-	dp.EligibleLeaderReplicas, dp.LastKnownELR, dp.OfflineReplicas = []int32{}, []int32{}, []int32{}
+	dp.EligibleLeaderReplicas, dp.LastKnownELR = []int32{}, []int32{}
+	dp.OfflineReplicas = offlineReplicas(st, p.Replicas)
 	if p.Leader == metadata.NoLeader {
 		dp.ErrorCode = kerr.LeaderNotAvailable.Code
 	}

@@ -1,9 +1,13 @@
 package e2e
 
 import (
+	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // statusRow finds a broker's line in `sediment cluster status` (BROKER
@@ -42,6 +46,24 @@ func TestUnregisterBroker(t *testing.T) {
 	}
 	if out := status(); statusRow(out, "3") != nil || statusRow(out, "1") == nil {
 		t.Fatalf("status after unregistering broker 3:\n%s", out)
+	}
+	// Metadata reports broker 3's replicas offline (v5+), as Kafka does for
+	// a replica on a fenced or unregistered broker.
+	mreq := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr("decommission")
+	mreq.Topics = append(mreq.Topics, mt)
+	mresp, err := mreq.RequestWith(context.Background(), b1.Client(t))
+	if err != nil || len(mresp.Topics) != 1 {
+		t.Fatalf("metadata: %v", err)
+	}
+	for _, p := range mresp.Topics[0].Partitions {
+		if !slices.Contains(p.Replicas, 3) {
+			continue
+		}
+		if !slices.Equal(p.OfflineReplicas, []int32{3}) || slices.Contains(p.ISR, 3) && len(p.ISR) > 1 {
+			t.Errorf("partition %d: replicas %v ISR %v offline %v, want broker 3 offline and out of the ISR", p.Partition, p.Replicas, p.ISR, p.OfflineReplicas)
+		}
 	}
 	for _, id := range []string{"3", "42"} {
 		r := b2.sedimentMayFail(t, "", "cluster", "unregister", "--id", id)
