@@ -118,10 +118,12 @@ func TestGroupBadInput(t *testing.T) {
 		}
 	}
 
-	// The consumer protocol cannot take over the live classic group.
+	// A KIP-848 heartbeat past its join (epoch > 0) to the live classic
+	// group names a consumer group that does not exist. (Joining, epoch 0,
+	// upgrades the group online: TestConsumerGroupMigration.)
 	hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 	hb.Version = 1
-	hb.Group, hb.MemberID, hb.MemberEpoch = "g-bad", "m848", 0
+	hb.Group, hb.MemberID, hb.MemberEpoch = "g-bad", "m848", 3
 	hb.RebalanceTimeoutMillis = 10000
 	hb.SubscribedTopicNames = []string{"real"}
 	hb.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
@@ -130,8 +132,9 @@ func TestGroupBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	if hresp.ErrorCode != kerr.GroupIDNotFound.Code {
-		t.Fatalf("KIP-848 heartbeat to a classic group: %s", code(hresp.ErrorCode))
+		t.Fatalf("KIP-848 heartbeat at epoch 3 to a classic group: %s", code(hresp.ErrorCode))
 	}
+	hb.MemberEpoch = 0
 	// KIP-848: a subscription to a topic that does not exist gets an empty
 	// assignment; bad epochs and assignors get their codes.
 	hb.Group = "g848-bad"
