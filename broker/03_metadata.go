@@ -113,7 +113,7 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 	resp.Topics = topics
 	resp.Brokers = brokerList(b, st, r.Conn.Listener)
 	resp.ClusterID = kmsg.StringPtr(st.ClusterID)
-	resp.ControllerID = b.controllerID()
+	resp.ControllerID = b.controllerID(st)
 	resp.AuthorizedOperations = authorizedOpsUnknown
 	if req.IncludeClusterAuthorizedOperations {
 		resp.AuthorizedOperations = clusterOperations
@@ -187,14 +187,32 @@ func brokerList(b *Broker, st *metadata.State, listener string) []kmsg.MetadataR
 	return out
 }
 
-// controllerID is the broker clients send admin requests to. Every broker
-// handles them (proposals are forwarded to the Raft leader), so each
-// reports itself, and clients never depend on a controller that is not in
-// the broker list.
-// controllerID is the metadata quorum's leader (any broker takes admin
-// requests; this one is where they commit).
-func (b *Broker) controllerID() int32 {
-	if l, ok := b.meta.Leader(); ok {
+// controllerID is the broker Metadata and DescribeCluster name as the
+// controller, where clients send the requests Kafka routes to it (any
+// Sediment broker serves them, through the metadata quorum): the quorum's
+// leader when clients can reach it (registered and unfenced, so listed),
+// else this broker or another listed one, as Kafka's KRaft brokers name an
+// alive broker. A leader that is fenced (shutting down) or unregistered is
+// in no broker list, and a client told to use it would wait for an address
+// it never learns.
+func (b *Broker) controllerID(st *metadata.State) int32 {
+	listed := func(id int32) bool {
+		br, ok := st.Broker(id)
+		return ok && !br.Fenced && len(br.Listeners) > 0
+	}
+	l, hasLeader := b.meta.Leader()
+	switch {
+	case hasLeader && listed(l.ID):
+		return l.ID
+	case listed(b.cfg.NodeID):
+		return b.cfg.NodeID
+	}
+	for _, br := range st.Brokers() {
+		if listed(br.ID) {
+			return br.ID
+		}
+	}
+	if hasLeader {
 		return l.ID
 	}
 	return b.cfg.NodeID

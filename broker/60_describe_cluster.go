@@ -27,7 +27,7 @@ func handleDescribeCluster(_ context.Context, b *Broker, r *Request) (*Reply, er
 	st := b.meta.State()
 	resp.EndpointType = 1
 	resp.ClusterID = st.ClusterID
-	resp.ControllerID = b.controllerID()
+	resp.ControllerID = b.controllerID(st)
 	resp.ClusterAuthorizedOperations = authorizedOpsUnknown
 	if req.IncludeClusterAuthorizedOperations {
 		resp.ClusterAuthorizedOperations = clusterOperations

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -25,8 +26,9 @@ func statusRow(out, id string) []string {
 // 3-broker cluster (`sediment cluster unregister`, Kafka's UnregisterBroker):
 // a broker shut down for good is listed fenced until it is unregistered,
 // then no more; unregistering it again, or an id never registered, is
-// refused; a broker unregistered while it runs is out of the cluster until
-// it restarts, and both come back when started.
+// refused; a broker unregistered while it runs (the metadata quorum's
+// leader) is out of the cluster until it restarts, and Metadata names
+// another broker as the controller meanwhile; both come back when started.
 func TestUnregisterBroker(t *testing.T) {
 	c := StartCluster(t, 3)
 	b1, b2, b3 := c.Brokers[0], c.Brokers[1], c.Brokers[2]
@@ -73,20 +75,53 @@ func TestUnregisterBroker(t *testing.T) {
 	}
 
 	// A live broker unregistered by mistake leaves the cluster (its
-	// heartbeats are refused) until its next start.
-	b1.sediment(t, "", "cluster", "unregister", "--id", "2")
-	if statusRow(status(), "2") != nil {
-		t.Fatalf("broker 2 still listed after unregistering it:\n%s", status())
+	// heartbeats are refused) until its next start. Take the metadata
+	// quorum's leader: Metadata must then name another, listed broker as
+	// the controller, or clients that send it admin requests would wait
+	// for an address they never learn.
+	var leader string
+	for _, line := range strings.Split(status(), "\n") {
+		if v, ok := strings.CutPrefix(line, "controller: "); ok {
+			leader = strings.TrimSpace(v)
+		}
 	}
-	if err := b2.Stop(); err != nil {
+	if leader != "1" && leader != "2" {
+		t.Fatalf("controller %q, want broker 1 or 2:\n%s", leader, status())
+	}
+	live := c.Brokers[0]
+	if leader == "2" {
+		live = b2
+	}
+	b1.sediment(t, "", "cluster", "unregister", "--id", leader)
+	if statusRow(status(), leader) != nil {
+		t.Fatalf("broker %s still listed after unregistering it:\n%s", leader, status())
+	}
+	for _, b := range []*Broker{b1, b2} {
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), b.Client(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		listed := false
+		for _, br := range resp.Brokers {
+			listed = listed || br.NodeID == resp.ControllerID
+		}
+		if !listed || fmt.Sprint(resp.ControllerID) == leader {
+			t.Errorf("broker %s names controller %d, not a listed broker (%+v)", b.Addr, resp.ControllerID, resp.Brokers)
+		}
+	}
+	if err := live.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	b2.Start()
+	live.Start()
 	b3.Start()
-	waitFor(t, 60*time.Second, "brokers 2 and 3 registered and active again", func() bool {
+	waitFor(t, 60*time.Second, "brokers 1, 2 and 3 registered and active again", func() bool {
 		out := status()
-		f2, f3 := statusRow(out, "2"), statusRow(out, "3")
-		return f2 != nil && f3 != nil && f2[2] == "active" && f3[2] == "active"
+		for _, id := range []string{"1", "2", "3"} {
+			if f := statusRow(out, id); f == nil || f[2] != "active" {
+				return false
+			}
+		}
+		return true
 	})
 	// The cluster still serves the topic from every broker.
 	b3.CreateTopic(t, "after-decommission", 3, nil)
