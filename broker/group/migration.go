@@ -338,6 +338,17 @@ func (cg *consumerGroup) classicMember(memberID string, instanceID *string) (*cm
 	return m, 0
 }
 
+// onlyClassicBesides reports whether every member but m talks the classic
+// protocol.
+func (cg *consumerGroup) onlyClassicBesides(m *cmember) bool {
+	for _, o := range cg.members {
+		if o != m && o.classic == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // classicSupports is Kafka's supportsClassicProtocols for a consumer group:
 // the joining member must share a protocol name with every other classic
 // member.
@@ -412,9 +423,29 @@ func (c *Coordinator) cgClassicJoin(g *group, client Client, req *kmsg.JoinGroup
 		if cur, ok := cg.static[*inst]; ok {
 			switch {
 			case unknown:
+				old := cg.members[cur]
+				if c.cfg.MigrationPolicy.downgrade() && old.classic == nil && cg.onlyClassicBesides(old) {
+					// The last consumer-protocol member is replaced by a
+					// classic one (a rollback of static members): the group
+					// turns classic and this join takes part in its
+					// rebalance (Kafka's validateOnlineDowngradeWithReplacedMemberId).
+					logErr := func(err error) {
+						if err != nil {
+							c.logger.Warn("group: writing the downgraded group failed", "group", g.id, "err", err)
+						}
+					}
+					c.logger.Info("group: static member replaced by a classic member", "group", g.id, "member", old.id, "instance", *inst)
+					if len(cg.members) == 1 {
+						c.cgRemove(g, old) // an empty consumer group turns classic on the join below
+						c.cgWrite(g, nil, logErr)
+					} else {
+						c.cgDowngrade(g, old, nil, logErr)
+					}
+					c.handleJoin(client, req, reply)
+					return
+				}
 				// KIP-345 in a consumer group: the new member id takes the
 				// old one's place, epoch and assignment.
-				old := cg.members[cur]
 				c.cgRename(g, old, id)
 				if old.epoch == staticLeaveEpoch {
 					old.epoch = old.prevEpoch
