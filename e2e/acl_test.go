@@ -75,6 +75,7 @@ func endOffset(t testing.TB, adm *kadm.Client, topic string) int64 {
 // `sediment acl delete --producer --force` takes writing away again while
 // reading stays, and deleting the consumer ACLs hides the topic.
 func TestACLKcat(t *testing.T) {
+	t.Parallel() // see TestMain
 	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	b := StartBroker(t, BrokerOptions{
 		Listeners: "SASL_PLAINTEXT://" + saslPlain,
@@ -227,6 +228,7 @@ func saslClient(t testing.TB, user string, seeds []string, opts ...kgo.Opt) *kgo
 // CLUSTER_AUTHORIZATION_FAILED, both at the newest Fetch version and at
 // v12 (the replica id a field of its own).
 func TestACLCluster(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := NewCluster(t, 3, authorizerArgs...)
 	sasl := make([]string, len(c.Brokers))
 	for i, b := range c.Brokers {

@@ -18,6 +18,7 @@ import (
 // from, and the setting survives a restart (metadata log). Bad values and
 // the broker's static settings are refused with the broker's message.
 func TestDynamicBrokerConfigsCLI(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{ExtraArgs: []string{"--log-retention-check-interval", "100ms"}})
 	seg, keep := "16384", "604800000"
 	b.CreateTopic(t, "follows", 1, map[string]*string{"segment.bytes": &seg})

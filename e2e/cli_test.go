@@ -126,6 +126,7 @@ func parseDescribe(t testing.TB, out string) (header string, rows []describeRow)
 
 // TestTopicCommands drives `sediment topic` through a topic's whole life.
 func TestTopicCommands(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	node := strconv.Itoa(b.NodeID)
 
@@ -232,6 +233,7 @@ func TestTopicCommands(t *testing.T) {
 // cut off from the quorum cannot learn the topic: create then says so after
 // --timeout, and the topic is there once the broker is back.
 func TestTopicCreateReadyOnEveryBroker(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := NewCluster(t, 3)
 	fn := newFaultNet(t, c)
 	c.StartAll()
@@ -298,6 +300,7 @@ func TestTopicCreateReadyOnEveryBroker(t *testing.T) {
 // TestProduceConsume checks `sediment produce` and `sediment consume` end to
 // end: keys, headers, the JSON format, -n, --partition, every --from form.
 func TestProduceConsume(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	b.sediment(t, "", "topic", "create", "events", "-p", "3")
 
@@ -415,6 +418,7 @@ func TestProduceConsume(t *testing.T) {
 // TestProduceCompressionAndAcks produces with every codec and every acks
 // level and reads the records back exactly.
 func TestProduceCompressionAndAcks(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	// Each codec once, the acks levels taking turns (every pair would
 	// mostly repeat the same paths at three times the cost).
@@ -472,6 +476,7 @@ func TestProduceLongLinesAndAutoCreate(t *testing.T) {
 // with the reason (visible with -v), so that it runs in full as soon as the
 // group coordinator is wired in.
 func TestConsumeGroup(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	b.sediment(t, "", "topic", "create", "grouped", "-p", "1")
 	b.sediment(t, numberedLines("g", 0, 10), "produce", "grouped")

@@ -23,6 +23,7 @@ func featureRow(out, name string) []string {
 // broker reaches every broker's ApiVersions through the metadata log and
 // survives a restart; a dry run changes nothing; refusals name the reason.
 func TestClusterFeatures(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := StartCluster(t, 3)
 	b1, b3 := c.Brokers[0], c.Brokers[2]
 	out := b1.sediment(t, "", "cluster", "features", "describe").Stdout

@@ -40,6 +40,14 @@ const (
 	commandTimeout = 2 * time.Minute
 )
 
+// TestMain builds the binary once. The tests that call t.Parallel() start their own brokers
+// on ports freePort hands out, use only t.TempDir() for files, change no
+// environment and wait for conditions with generous deadlines, so Go runs
+// them two at a time (-parallel defaults to GOMAXPROCS) after the serial
+// ones: make test's e2e package, its longest, was 18 minutes of mostly idle
+// cores. Tests that kill brokers on purpose, measure rates (quotas,
+// throttles), share an npm project directory, run a KDC or MinIO, or run
+// chaos stay serial, alone on the machine.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if testing.Short() {

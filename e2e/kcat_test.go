@@ -13,6 +13,7 @@ import (
 
 // TestKcatMetadata lists the cluster with `kcat -L`, as text and as JSON.
 func TestKcatMetadata(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	b.sediment(t, "", "topic", "create", "kcat-meta", "--partitions", "3")
 
@@ -92,6 +93,7 @@ func keyedLines(n int) []string {
 // them back with `kcat -C -e -f '%k:%s\n'` (one partition, so the order is
 // total), comparing exactly; then reads them with `sediment consume` too.
 func TestKcatKeyedRoundTrip(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	b.sediment(t, "", "topic", "create", "kcat-keyed", "--partitions", "1")
 
@@ -124,6 +126,7 @@ func TestKcatKeyedRoundTrip(t *testing.T) {
 // on the same partition in both, the one Java's partitioner picks, with each
 // partition's records in produce order.
 func TestKeyPartitioningAgrees(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	const partitions = 5
 	b.sediment(t, "", "topic", "create", "by-kcat", "-p", strconv.Itoa(partitions))
@@ -188,6 +191,7 @@ func diffLines(want, got string) string {
 // headers and with librdkafka's idempotent producer, and reads the records
 // with `sediment consume`; then the other way round for headers.
 func TestKcatCodecsHeadersIdempotence(t *testing.T) {
+	t.Parallel() // see TestMain
 	b := StartBroker(t, BrokerOptions{})
 	lines := keyedLines(100)
 	input := strings.Join(lines, "\n") + "\n"

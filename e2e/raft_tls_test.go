@@ -17,6 +17,7 @@ import (
 // killed with SIGKILL back; every acknowledged record is on every replica.
 // Their Raft ports refuse a plaintext connection.
 func TestRaftTLSCluster(t *testing.T) {
+	t.Parallel() // see TestMain
 	ca, cert, key := writeTestCA(t, t.TempDir())
 	c := StartCluster(t, 3, "--raft-security-protocol", "SSL", "--ssl-cert-file", cert, "--ssl-key-file", key, "--ssl-ca-file", ca)
 	adm := kadm.NewClient(c.Client(t))

@@ -21,6 +21,7 @@ import (
 // Afterwards every acknowledged record is there once, and the new replicas
 // hold the same log as the others.
 func TestReplicationReassignment(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := StartCluster(t, 4)
 	adm := kadm.NewClient(c.Client(t))
 	const topic = "moving"

@@ -27,6 +27,7 @@ type position struct {
 // it was acknowledged, everything the consumer saw must still be there, the
 // consumer must have resumed and caught up, and no record may appear twice.
 func TestRestartMidStream(t *testing.T) {
+	t.Parallel() // see TestMain
 	for _, graceful := range []bool{true, false} {
 		name := "SIGKILL"
 		if graceful {

@@ -103,6 +103,7 @@ func writeTestCA(t testing.TB, dir string) (ca, cert, key string) {
 // lines with alice's certificate and reads them back, kafka-python reads
 // them too; without a certificate kcat cannot connect.
 func TestClientCertOpenSSL(t *testing.T) {
+	t.Parallel() // see TestMain
 	dir := t.TempDir()
 	ca, cert, key := writeTestCA(t, dir)
 	aliceCert, aliceKey := filepath.Join(dir, "alice.pem"), filepath.Join(dir, "alice-key.pem")
@@ -174,6 +175,7 @@ func startSASLBroker(t *testing.T) (b *Broker, ca, saslSSL, saslPlain string) {
 // TLS, PLAIN in the clear) and from `sediment` itself; a wrong password is
 // refused and nothing is readable without logging in.
 func TestSecurityKcatAndCLI(t *testing.T) {
+	t.Parallel() // see TestMain
 	b, ca, saslSSL, saslPlain := startSASLBroker(t)
 	b.sediment(t, "alice-pw\n", "user", "set", "alice", "--password-stdin")
 	b.sediment(t, "", "user", "set", "bob", "--password", "bob-pw", "--mechanism", "SCRAM-SHA-512", "--iterations", "4096")
@@ -285,6 +287,7 @@ func TestKafkaPythonSASL(t *testing.T) {
 // lines; describe lists it; `token expire` ends it and the token no longer
 // logs in. On the PLAINTEXT listener the token commands are refused.
 func TestDelegationTokensCLI(t *testing.T) {
+	t.Parallel() // see TestMain
 	saslPlain := net.JoinHostPort("127.0.0.1", strconv.Itoa(freePort(t)))
 	b := StartBroker(t, BrokerOptions{
 		Listeners: "SASL_PLAINTEXT://" + saslPlain,

@@ -25,6 +25,7 @@ import (
 // still replicates keep their files (the same segment file, caught up, not
 // re-fetched). Every acknowledged record is read back from the new replicas.
 func TestReplicationStrayAfterRestart(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := StartCluster(t, 3, "--stray-log-delete-delay", "2s")
 	adm := kadm.NewClient(c.Client(t))
 	const topic, reborn = "strays", "reborn"

@@ -30,6 +30,7 @@ func statusRow(out, id string) []string {
 // leader) is out of the cluster until it restarts, and Metadata names
 // another broker as the controller meanwhile; both come back when started.
 func TestUnregisterBroker(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := StartCluster(t, 3)
 	b1, b2, b3 := c.Brokers[0], c.Brokers[1], c.Brokers[2]
 	b1.CreateTopic(t, "decommission", 3, nil)

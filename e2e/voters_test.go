@@ -21,6 +21,7 @@ import (
 // DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND; `voters remove`
 // takes it out again and the quorum is back to three.
 func TestClusterVoters(t *testing.T) {
+	t.Parallel() // see TestMain
 	c := StartCluster(t, 3)
 	var voters []string
 	for _, b := range c.Brokers {
