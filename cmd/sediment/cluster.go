@@ -44,27 +44,19 @@ broker unregistered by mistake is out of the cluster until its next start.`,
 			if !cmd.Flags().Changed("id") {
 				return fmt.Errorf("--id is required")
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), opts.timeout())
-			defer cancel()
-			cl, err := opts.newClient(ctx)
-			if err != nil {
-				return err
-			}
-			defer cl.Close()
-			req := kmsg.NewPtrUnregisterBrokerRequest()
-			req.BrokerID = id
-			resp, err := req.RequestWith(ctx, cl)
-			if err != nil {
-				return fmt.Errorf("UnregisterBroker: %w", err)
-			}
-			if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-				if resp.ErrorMessage != nil {
-					return fmt.Errorf("UnregisterBroker: %w: %s", err, *resp.ErrorMessage)
+			return withClient(cmd, opts, func(ctx context.Context, cl *kgo.Client) error {
+				req := kmsg.NewPtrUnregisterBrokerRequest()
+				req.BrokerID = id
+				resp, err := req.RequestWith(ctx, cl)
+				if err != nil {
+					return fmt.Errorf("UnregisterBroker: %w", err)
 				}
-				return fmt.Errorf("UnregisterBroker: %w", err)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "broker %d unregistered\n", id)
-			return nil
+				if err := responseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
+					return fmt.Errorf("UnregisterBroker: %w", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "broker %d unregistered\n", id)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().Int32Var(&id, "id", -1, "the broker's node id")

@@ -92,10 +92,7 @@ func newFeatureUpdateCmd(opts *clientOptions, use, short string, upgradeType int
 				if err != nil {
 					return fmt.Errorf("UpdateFeatures: %w", err)
 				}
-				if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-					if resp.ErrorMessage != nil {
-						return fmt.Errorf("UpdateFeatures: %w: %s", err, *resp.ErrorMessage)
-					}
+				if err := responseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
 					return fmt.Errorf("UpdateFeatures: %w", err)
 				}
 				verb := "set"

@@ -107,7 +107,7 @@ added. The new voter catches up from the leader's log or a snapshot.`,
 				if err != nil {
 					return fmt.Errorf("AddRaftVoter: %w", err)
 				}
-				if err := voterError(resp.ErrorCode, resp.ErrorMessage); err != nil {
+				if err := responseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
 					return fmt.Errorf("AddRaftVoter: %w", err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "added voter %d at %s\n", id, args[1])
@@ -134,7 +134,7 @@ log: stop that broker (or add it back). Removing the leader makes it step down.`
 				if err != nil {
 					return fmt.Errorf("RemoveRaftVoter: %w", err)
 				}
-				if err := voterError(resp.ErrorCode, resp.ErrorMessage); err != nil {
+				if err := responseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
 					return fmt.Errorf("RemoveRaftVoter: %w", err)
 				}
 				fmt.Fprintf(cmd.OutOrStdout(), "removed voter %d\n", id)
@@ -153,7 +153,9 @@ func parseVoterID(s string) (int32, error) {
 	return int32(id), nil
 }
 
-func voterError(code int16, msg *string) error {
+// responseError is a response's error code as an error, with the message
+// the broker sent beside it, if any.
+func responseError(code int16, msg *string) error {
 	err := kerr.ErrorForCode(code)
 	if err != nil && msg != nil && *msg != "" {
 		return fmt.Errorf("%w: %s", err, *msg)
@@ -192,7 +194,7 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
 	if err != nil {
 		return q, fmt.Errorf("DescribeQuorum: %w", err)
 	}
-	if err := voterError(resp.ErrorCode, resp.ErrorMessage); err != nil {
+	if err := responseError(resp.ErrorCode, resp.ErrorMessage); err != nil {
 		return q, fmt.Errorf("DescribeQuorum: %w", err)
 	}
 	addrs := map[int32]string{}
@@ -203,7 +205,7 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
 	}
 	for _, rt := range resp.Topics {
 		for _, p := range rt.Partitions {
-			if err := voterError(p.ErrorCode, p.ErrorMessage); err != nil {
+			if err := responseError(p.ErrorCode, p.ErrorMessage); err != nil {
 				return q, fmt.Errorf("DescribeQuorum: %w", err)
 			}
 			q.leader, q.term, q.commitIndex = p.LeaderID, p.LeaderEpoch, p.HighWatermark
