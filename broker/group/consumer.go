@@ -222,9 +222,16 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 			notConsumer()
 			return
 		}
-		if len(g.members) > 0 || len(g.pending) > 0 || g.state != stateEmpty {
+		if len(g.members) > 0 || g.state != stateEmpty {
 			// A classic group with members is upgraded online, if the
-			// policy allows it (migration.go).
+			// policy allows it (migration.go). A heartbeat that will be
+			// refused does not upgrade it (Kafka's conversion lives only
+			// in the records of a heartbeat that succeeds): the upgraded
+			// group would take every member it has plus this one.
+			if c.cfg.MaxGroupSize > 0 && len(g.members) == c.cfg.MaxGroupSize && !g.hasMember(req.MemberID, req.InstanceID) {
+				reply(cgError(req, kerr.GroupMaxSizeReached.Code))
+				return
+			}
 			recs, ok := c.cgUpgrade(g)
 			if !ok {
 				notConsumer()
@@ -232,6 +239,14 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 			}
 			records = append(records, recs...)
 		} else {
+			// Empty, or with members that only asked for an id
+			// (MEMBER_ID_REQUIRED): their next JoinGroup comes to the
+			// consumer group as a classic member (Kafka deletes an empty
+			// classic group the same way).
+			for _, pm := range g.pending {
+				pm.stop()
+			}
+			g.pending = make(map[string]*pendingMember)
 			c.stopJoinTimer(g)
 			if g.generation > 0 || g.protocolType != "" {
 				records = append(records, Record{Key: groupKey(g.id)}) // the classic record goes
@@ -251,14 +266,20 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 		if inst := req.InstanceID; inst != nil {
 			if oldID, ok := cg.static[*inst]; ok && oldID != req.MemberID {
 				old := cg.members[oldID]
-				if old.epoch != staticLeaveEpoch {
+				if old.classic == nil && old.epoch != staticLeaveEpoch {
+					// Two consumer-protocol members: only one that left
+					// with epoch -2 is replaced. A classic member sends no
+					// such leave and is always replaced (Kafka's
+					// getOrMaybeSubscribeStaticConsumerGroupMember).
 					reply(cgError(req, kerr.UnreleasedInstanceID.Code))
 					return
 				}
 				// KIP-848 static rejoin: the new member id takes the old
 				// one's place, epoch and assignment; no rebalance.
 				c.cgRename(g, old, req.MemberID)
-				old.epoch = old.prevEpoch
+				if old.epoch == staticLeaveEpoch {
+					old.epoch = old.prevEpoch
+				}
 				m = old
 			}
 		}
@@ -296,6 +317,13 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 				return
 			}
 		}
+	}
+	if m.classic != nil {
+		// A classic member's place taken by this consumer-protocol
+		// heartbeat (Kafka clears its classic metadata).
+		c.cgStopJoinDeadline(m)
+		c.cgStopSyncDeadline(m)
+		m.classic = nil
 	}
 	// Member fields; nil and -1 mean "unchanged".
 	m.clientID, m.clientHost = client.ClientID, client.Host
@@ -337,19 +365,19 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 	beforeAssigned := len(m.assigned)
 	changed := c.cgReconcile(g, m, owned) || bumped || before != m.epoch || beforeAssigned != len(m.assigned)
 	full := req.MemberEpoch == 0 || (req.RebalanceTimeoutMillis != -1 && (req.SubscribedTopicNames != nil || req.SubscribedTopicRegex != nil) && req.Topics != nil)
-	resp := func() *kmsg.ConsumerGroupHeartbeatResponse {
-		r := cgError(req, 0)
-		id := m.id
-		r.MemberID = &id
-		r.MemberEpoch = m.epoch
-		r.HeartbeatIntervalMillis = int32(c.groupDuration(g.id, GroupConsumerHeartbeatInterval, c.cfg.ConsumerHeartbeatInterval).Milliseconds())
-		if full || changed {
-			r.Assignment = c.cgAssignment(m)
-		}
-		return r
+	// The answer is the state being written, built now (as Kafka builds
+	// it with the records): a static replacement while the write is in
+	// flight must not hand this member the new id.
+	r := cgError(req, 0)
+	id := m.id
+	r.MemberID = &id
+	r.MemberEpoch = m.epoch
+	r.HeartbeatIntervalMillis = int32(c.groupDuration(g.id, GroupConsumerHeartbeatInterval, c.cfg.ConsumerHeartbeatInterval).Milliseconds())
+	if full || changed {
+		r.Assignment = c.cgAssignment(m)
 	}
 	if !changed && len(records) == 0 && !cg.dirty {
-		reply(resp())
+		reply(r)
 		return
 	}
 	c.cgWrite(g, records, func(err error) {
@@ -357,7 +385,7 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 			reply(cgError(req, appendErrCode(err)))
 			return
 		}
-		reply(resp())
+		reply(r)
 	})
 }
 

@@ -164,6 +164,20 @@ func (c *Coordinator) transition(g *group, s groupState) {
 	g.stateTime = c.nowMs()
 }
 
+// hasMember reports whether a classic group has the member with this id,
+// or a static member with this instance id.
+func (g *group) hasMember(id string, instanceID *string) bool {
+	if _, ok := g.members[id]; ok {
+		return true
+	}
+	if instanceID != nil {
+		if _, ok := g.static[*instanceID]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *group) memberOrder() []string {
 	ids := make([]string, 0, len(g.members))
 	for id := range g.members {

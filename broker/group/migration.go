@@ -514,22 +514,25 @@ func (c *Coordinator) cgClassicJoin(g *group, client Client, req *kmsg.JoinGroup
 		}
 	}
 	c.cgReconcile(g, m, owned)
+	// The answer is the state being written, built now (as Kafka builds
+	// it with the records): a static replacement while the write is in
+	// flight leaves this member its own id (its next request is fenced),
+	// and a downgrade leaves it a member of the classic group, which its
+	// next request joins.
+	r := kmsg.NewPtrJoinGroupResponse()
+	r.Version = req.Version
+	r.MemberID = m.id
+	r.Generation = m.epoch
+	pt, pn := "consumer", m.classic.protocolName()
+	r.ProtocolType, r.Protocol = &pt, &pn
 	c.cgWrite(g, nil, func(err error) {
 		if err != nil {
 			reply(joinError(req, appendErrCode(err)))
 			return
 		}
-		if g.cg != cg || cg.members[m.id] != m {
-			reply(joinError(req, kerr.UnknownMemberID.Code))
-			return
+		if g.cg == cg && cg.members[r.MemberID] == m {
+			c.cgSyncDeadline(g, m)
 		}
-		r := kmsg.NewPtrJoinGroupResponse()
-		r.Version = req.Version
-		r.MemberID = m.id
-		r.Generation = m.epoch
-		pt, pn := "consumer", m.classic.protocolName()
-		r.ProtocolType, r.Protocol = &pt, &pn
-		c.cgSyncDeadline(g, m)
 		reply(r)
 	})
 }
