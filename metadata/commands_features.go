@@ -47,7 +47,7 @@ type FeatureRange struct {
 func init() {
 	register(TypeBrokerFeatures, commandInfo{name: "BrokerFeatures", version: 1, ignorable: true, decode: func(_ uint8, d *decoder) Command {
 		c := &BrokerFeatures{BrokerID: d.int32(), IncarnationID: d.uuid()}
-		n := d.count(4)
+		n := d.count(3) // a name's length and two varints: 3 bytes at the least
 		for i := 0; i < n && d.err == nil; i++ {
 			c.Supported = append(c.Supported, FeatureRange{Name: d.str(), Min: d.int16(), Max: d.int16()})
 		}
