@@ -87,6 +87,7 @@ type consumerGroup struct {
 	static      map[string]string              // instance id → member id
 	owner       map[topicPartition]string      // assigned or revoking, by member id
 	topicParts  map[string]int32               // partition counts the target was computed with
+	topicIDs    map[string][16]byte            // and the topics' ids
 	regexTopics map[string]map[string]struct{} // regex → matched topics at the last computation
 	assignor    string
 	// dirty is set when writing the group's record failed: memory is ahead
@@ -101,6 +102,7 @@ func newConsumerGroup() *consumerGroup {
 		static:      make(map[string]string),
 		owner:       make(map[topicPartition]string),
 		topicParts:  make(map[string]int32),
+		topicIDs:    make(map[string][16]byte),
 		regexTopics: make(map[string]map[string]struct{}),
 	}
 }
@@ -126,6 +128,24 @@ func (cg *consumerGroup) memberOrder() []string {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
+	return ids
+}
+
+// rangeOrder is the members in the range assignor's order, Kafka's
+// RangeAssignor.sortMemberIds: static members first, by instance id, so a
+// static member that restarts under a new member id keeps its ranges; then
+// the others by member id.
+func (cg *consumerGroup) rangeOrder() []string {
+	ids := cg.memberOrder()
+	sort.SliceStable(ids, func(i, j int) bool {
+		a, b := cg.members[ids[i]].instanceID, cg.members[ids[j]].instanceID
+		switch {
+		case a != nil && b != nil:
+			return *a < *b
+		default:
+			return a != nil && b == nil
+		}
+	})
 	return ids
 }
 
@@ -288,7 +308,7 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 				reply(cgError(req, kerr.GroupMaxSizeReached.Code))
 				return
 			}
-			m = &cmember{id: req.MemberID, assigned: make(map[topicPartition]int32), revoking: make(partSet), assignor: "uniform"}
+			m = &cmember{id: req.MemberID, assigned: make(map[topicPartition]int32), revoking: make(partSet)}
 			cg.members[m.id] = m
 			bumped = true
 		}
@@ -423,6 +443,19 @@ func (c *Coordinator) cgLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest,
 			m.prevEpoch = m.epoch
 		}
 		m.epoch = staticLeaveEpoch
+		// What it was giving up is free at once; it keeps the rest until
+		// its session ends (Kafka writes it with nothing pending
+		// revocation, so no rebalance timeout fences it).
+		for tp := range m.revoking {
+			if cg.owner[tp] == m.id {
+				delete(cg.owner, tp)
+			}
+		}
+		m.revoking = make(partSet)
+		if m.revokeStop != nil {
+			m.revokeStop()
+			m.revokeStop = nil
+		}
 		c.cgTouch(g, m)
 	} else if c.cgDowngradable(g, m) {
 		// The last consumer-protocol member leaves classic members behind.
@@ -601,19 +634,20 @@ func (c *Coordinator) cgSubscribed(g *group) {
 
 // cgTopics resolves the topics the members subscribe to (names and
 // regexes) with their partition counts.
-func (c *Coordinator) cgTopics(g *group) (map[string]int32, map[string]map[string]struct{}) {
-	parts := make(map[string]int32)
-	regexes := make(map[string]map[string]struct{})
+func (c *Coordinator) cgTopics(g *group) (parts map[string]int32, ids map[string][16]byte, regexes map[string]map[string]struct{}) {
+	parts = make(map[string]int32)
+	ids = make(map[string][16]byte)
+	regexes = make(map[string]map[string]struct{})
 	if c.cfg.Topics == nil {
-		return parts, regexes
+		return parts, ids, regexes
 	}
 	for _, m := range g.cg.members {
 		for _, t := range m.topics {
 			if _, ok := parts[t]; ok {
 				continue
 			}
-			if _, n, ok := c.cfg.Topics.Partitions(t); ok {
-				parts[t] = n
+			if id, n, ok := c.cfg.Topics.Partitions(t); ok {
+				parts[t], ids[t] = n, id
 			}
 		}
 		if m.regex == "" {
@@ -630,14 +664,14 @@ func (c *Coordinator) cgTopics(g *group) (map[string]int32, map[string]map[strin
 		}
 		for _, t := range lister.TopicNames() {
 			if m.re.MatchString(t) {
-				if _, n, ok := c.cfg.Topics.Partitions(t); ok {
+				if id, n, ok := c.cfg.Topics.Partitions(t); ok {
 					matched[t] = struct{}{}
-					parts[t] = n
+					parts[t], ids[t] = n, id
 				}
 			}
 		}
 	}
-	return parts, regexes
+	return parts, ids, regexes
 }
 
 // compileSubscription compiles a KIP-848 regex subscription: it must match
@@ -653,7 +687,7 @@ type TopicLister interface {
 }
 
 func (c *Coordinator) cgMetadataChanged(g *group) bool {
-	parts, regexes := c.cgTopics(g)
+	parts, ids, regexes := c.cgTopics(g)
 	if len(parts) != len(g.cg.topicParts) {
 		return true
 	}
@@ -661,9 +695,25 @@ func (c *Coordinator) cgMetadataChanged(g *group) bool {
 		if g.cg.topicParts[t] != n {
 			return true
 		}
+		// A topic deleted and created again under its name: the members
+		// must learn the new id (Kafka's subscription metadata holds ids).
+		if old, ok := g.cg.topicIDs[t]; ok && old != ids[t] {
+			return true
+		}
 	}
 	for r, set := range regexes {
 		if len(set) != len(g.cg.regexTopics[r]) {
+			return true
+		}
+	}
+	return false
+}
+
+// subscribes reports whether a member subscribes to topic (by name, or by
+// a regex that matched it at the last computation).
+func (cg *consumerGroup) subscribes(topic string) bool {
+	for _, m := range cg.members {
+		if m.subscribes(topic, cg.regexTopics) {
 			return true
 		}
 	}
@@ -686,10 +736,13 @@ func (m *cmember) subscribes(topic string, regexes map[string]map[string]struct{
 // topics.
 func (c *Coordinator) cgComputeTarget(g *group) {
 	cg := g.cg
-	parts, regexes := c.cgTopics(g)
-	cg.topicParts, cg.regexTopics = parts, regexes
+	parts, topicIDs, regexes := c.cgTopics(g)
+	cg.topicParts, cg.topicIDs, cg.regexTopics = parts, topicIDs, regexes
 	cg.assignor = groupAssignor(cg)
 	ids := cg.memberOrder()
+	if cg.assignor == "range" {
+		ids = cg.rangeOrder()
+	}
 	var topics []string
 	for t := range parts {
 		topics = append(topics, t)
@@ -874,6 +927,28 @@ func sortTPs(tps []topicPartition) {
 	})
 }
 
+// cgRevokeDeadline gives m, which must give partitions up, its rebalance
+// timeout to do so; then it is removed (Kafka's consumer group rebalance
+// timeout). A loaded partition arms it again for every member revoking.
+func (c *Coordinator) cgRevokeDeadline(g *group, m *cmember) {
+	if m.revokeStop != nil {
+		m.revokeStop()
+	}
+	m.revokeSeq++
+	seq := m.revokeSeq
+	d := m.rebalanceTimeout
+	if d <= 0 {
+		d = c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout)
+	}
+	m.revokeStop = c.after(d, func() {
+		if g.cg == nil || g.cg.members[m.id] != m || m.revokeSeq != seq || len(m.revoking) == 0 {
+			return
+		}
+		m.revokeStop = nil
+		c.cgExpire(g, m, "revocation not acknowledged within the rebalance timeout")
+	})
+}
+
 // cgReconcile moves m towards its target assignment (Kafka's
 // CurrentAssignmentBuilder). owned is what the member reported owning (nil:
 // not reported). It reports whether the member changed.
@@ -928,19 +1003,7 @@ func (c *Coordinator) cgReconcile(g *group, m *cmember, owned partSet) bool {
 			delete(m.assigned, tp)
 			m.revoking[tp] = struct{}{}
 		}
-		m.revokeSeq++
-		seq := m.revokeSeq
-		d := m.rebalanceTimeout
-		if d <= 0 {
-			d = c.groupDuration(g.id, GroupConsumerSessionTimeout, c.cfg.ConsumerSessionTimeout)
-		}
-		m.revokeStop = c.after(d, func() {
-			if g.cg == nil || g.cg.members[m.id] != m || m.revokeSeq != seq || len(m.revoking) == 0 {
-				return
-			}
-			m.revokeStop = nil
-			c.cgExpire(g, m, "revocation not acknowledged within the rebalance timeout")
-		})
+		c.cgRevokeDeadline(g, m)
 		return true
 	}
 	if m.epoch != cg.targetEpoch {
@@ -1125,7 +1188,10 @@ func (g *group) cgValidateCommit(req *kmsg.OffsetCommitRequest, names []string, 
 		return kerr.UnsupportedVersion.Code
 	}
 	if req.Generation > m.epoch {
-		return kerr.FencedMemberEpoch.Code
+		// KIP-1251: assignment epoch <= client epoch <= member epoch,
+		// else STALE_MEMBER_EPOCH (which the client retries after its
+		// next heartbeat).
+		return kerr.StaleMemberEpoch.Code
 	}
 	if req.Generation < m.epoch {
 		for i, t := range req.Topics {
@@ -1173,7 +1239,7 @@ func (g *group) cgValidateTxnCommit(req *kmsg.TxnOffsetCommitRequest, names []st
 		return 0
 	}
 	if req.Generation > m.epoch {
-		return kerr.FencedMemberEpoch.Code
+		return kerr.IllegalGeneration.Code
 	}
 	if req.Generation < m.epoch {
 		for i, t := range req.Topics {

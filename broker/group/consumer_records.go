@@ -2,6 +2,7 @@ package group
 
 import (
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +43,7 @@ type cgRecord struct {
 	Members     []cgRecordMember   `json:"members"`
 	Target      map[string][]tpRec `json:"target"`
 	TopicParts  map[string]int32   `json:"topic_partitions"`
+	TopicIDs    map[string]string  `json:"topic_ids,omitempty"` // hex; absent in records before it was added
 }
 
 type cgRecordMember struct {
@@ -85,6 +87,12 @@ type tpRec struct {
 func consumerValue(g *group) []byte {
 	cg := g.cg
 	r := cgRecord{Format: consumerGroupRecordFormat, Epoch: cg.epoch, TargetEpoch: cg.targetEpoch, Target: map[string][]tpRec{}, TopicParts: cg.topicParts}
+	if len(cg.topicIDs) > 0 {
+		r.TopicIDs = make(map[string]string, len(cg.topicIDs))
+		for t, id := range cg.topicIDs {
+			r.TopicIDs[t] = hex.EncodeToString(id[:])
+		}
+	}
 	for _, id := range cg.memberOrder() {
 		m := cg.members[id]
 		rm := cgRecordMember{
@@ -192,6 +200,40 @@ func (c *Coordinator) loadConsumer(g *group, r *cgRecord, now time.Time) {
 		if m.instanceID != nil {
 			cg.static[*m.instanceID] = m.id
 		}
+	}
+	// The topics' ids the target was computed with; a record written
+	// before they were kept takes today's.
+	for t := range cg.topicParts {
+		var id [16]byte
+		if h, ok := r.TopicIDs[t]; ok {
+			if b, err := hex.DecodeString(h); err == nil && len(b) == len(id) {
+				copy(id[:], b)
+				cg.topicIDs[t] = id
+			}
+			continue
+		}
+		if c.cfg.Topics != nil {
+			if id, _, ok := c.cfg.Topics.Partitions(t); ok {
+				cg.topicIDs[t] = id
+			}
+		}
+	}
+	// What each regex matched then: every topic of the computation that
+	// it matches (they all existed, so all were matched).
+	for _, m := range cg.members {
+		if m.regex == "" || m.re == nil {
+			continue
+		}
+		if _, ok := cg.regexTopics[m.regex]; ok {
+			continue
+		}
+		matched := make(map[string]struct{})
+		for t := range cg.topicParts {
+			if m.re.MatchString(t) {
+				matched[t] = struct{}{}
+			}
+		}
+		cg.regexTopics[m.regex] = matched
 	}
 	g.cg = cg
 	g.protocolType = "consumer"

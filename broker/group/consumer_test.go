@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/cockroachdb/datadriven"
@@ -215,4 +216,77 @@ func (e *env) runConsumer(td *datadriven.TestData, a args) (string, bool) {
 		return b.String(), true
 	}
 	return "", false
+}
+
+// TestRecreatedTopicReachesMember: a topic deleted and created again under
+// its name (a new id, the same partition count) must reach the members:
+// Kafka's subscription metadata holds topic ids, so the group epoch moves
+// and the member is sent an assignment naming the new id. Also when the
+// topic was recreated while no coordinator had the group loaded (the ids
+// the target was computed with come from the group's record).
+func TestRecreatedTopicReachesMember(t *testing.T) {
+	for _, failover := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failover=%v", failover), func(t *testing.T) {
+			ctx := testCtx(t)
+			topics := fakeTopics{"t": {id: [16]byte{1}, parts: 2}}
+			log := &memLog{}
+			start := func() *Coordinator {
+				c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock(), Topics: topics})
+				if err := <-c.Load(0, log); err != nil {
+					t.Fatal(err)
+				}
+				return c
+			}
+			c := start()
+			defer func() { c.Close() }()
+			hb := func(epoch int32, owned [16]byte, parts ...int32) *kmsg.ConsumerGroupHeartbeatResponse {
+				req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+				req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "g", "m1", epoch
+				req.RebalanceTimeoutMillis = -1
+				if epoch == 0 {
+					req.RebalanceTimeoutMillis = 60000
+					req.SubscribedTopicNames = []string{"t"}
+				}
+				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+				if len(parts) > 0 {
+					req.Topics = append(req.Topics, kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: owned, Partitions: parts})
+				}
+				r, err := c.ConsumerGroupHeartbeat(ctx, Client{ClientID: "c"}, req)
+				if err != nil || r.ErrorCode != 0 {
+					t.Fatalf("heartbeat: %v %+v", err, r)
+				}
+				return r
+			}
+			r := hb(0, [16]byte{})
+			if r.Assignment == nil || len(r.Assignment.Topics) != 1 || r.Assignment.Topics[0].TopicID != [16]byte{1} {
+				t.Fatalf("join: %+v", r.Assignment)
+			}
+			epoch := r.MemberEpoch
+			hb(epoch, [16]byte{1}, 0, 1)
+			if failover {
+				c.Close()
+			}
+			// Deleted and created again: a new id, the same count. The
+			// client cannot resolve id 1 any more and drops its partitions.
+			topics["t"] = struct {
+				id    [16]byte
+				parts int32
+			}{id: [16]byte{2}, parts: 2}
+			if failover {
+				c = start()
+			}
+			for range 3 {
+				r = hb(epoch, [16]byte{}) // owns nothing now
+				if r.Assignment != nil {
+					for _, at := range r.Assignment.Topics {
+						if at.TopicID == [16]byte{2} {
+							return
+						}
+					}
+				}
+				epoch = r.MemberEpoch
+			}
+			t.Fatalf("the member was never told about the recreated topic (epoch %d, last assignment %+v)", r.MemberEpoch, r.Assignment)
+		})
+	}
 }

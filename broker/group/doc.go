@@ -58,6 +58,7 @@
 //	  value: int16 version=0 | JSON document:
 //	         {"format":"sediment consumer group", "epoch", "target_epoch",
 //	          "topic_partitions": {topic: count},
+//	          "topic_ids": {topic: hex id},      (since 2026-12; else today's)
 //	          "members": [{"id", "instance_id", "rack_id", "client_id",
 //	                       "client_host", "rebalance_timeout_ms", "topics",
 //	                       "regex", "assignor", "epoch", "previous_epoch",

@@ -229,7 +229,7 @@ func (c *Coordinator) cgUpgrade(g *group) ([]Record, bool) {
 	g.pendingSync = make(map[string]struct{})
 	g.cg = cg
 	g.protocolType, g.protocol, g.leader, g.generation = "consumer", "", "", 0
-	cg.topicParts, cg.regexTopics = c.cgTopics(g)
+	cg.topicParts, cg.topicIDs, cg.regexTopics = c.cgTopics(g)
 	cg.assignor = groupAssignor(cg)
 	c.transition(g, stateStable)
 	c.cgSubscribed(g)

@@ -498,6 +498,12 @@ func (c *Coordinator) expireOffsets() {
 				}
 				var dead bool
 				switch {
+				case g.cg != nil:
+					// A consumer group: an offset of a topic no member
+					// subscribes to expires by its commit time (Kafka's
+					// ConsumerGroup.offsetExpirationCondition), whether
+					// or not the group has members.
+					dead = !g.cg.subscribes(tp.topic) && expired(o, o.commitTime)
 				case g.protocolType != "" && g.state == stateEmpty:
 					base := g.stateTime
 					if base < 0 {

@@ -179,6 +179,9 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 		if g.cg != nil {
 			for _, m := range g.cg.members {
 				c.cgTouch(g, m)
+				if len(m.revoking) > 0 {
+					c.cgRevokeDeadline(g, m) // as Kafka's onLoaded
+				}
 			}
 		}
 	}
