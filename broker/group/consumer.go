@@ -93,6 +93,8 @@ type consumerGroup struct {
 	// dirty is set when writing the group's record failed: memory is ahead
 	// of the log, so the next heartbeat writes the record again.
 	dirty bool
+	// writing counts this group's record writes in flight.
+	writing int
 }
 
 func newConsumerGroup() *consumerGroup {
@@ -199,6 +201,8 @@ func validCGRequest(req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
 		return kerr.InvalidRequest.Code
 	case req.MemberEpoch == staticLeaveEpoch && req.InstanceID == nil:
 		return kerr.InvalidRequest.Code
+	case req.InstanceID != nil && *req.InstanceID == "", req.RackID != nil && *req.RackID == "":
+		return kerr.InvalidRequest.Code // Kafka: "can't be empty"
 	case req.MemberEpoch == 0:
 		if req.RebalanceTimeoutMillis == -1 || (req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil) || len(req.Topics) != 0 {
 			return kerr.InvalidRequest.Code
@@ -396,10 +400,14 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 	if full || changed {
 		r.Assignment = c.cgAssignment(m)
 	}
-	if !changed && len(records) == 0 && !cg.dirty {
+	if !changed && len(records) == 0 && !cg.dirty && cg.writing == 0 {
 		reply(r)
 		return
 	}
+	// Something to write, or a write of this group still in flight: the
+	// answer waits for a write of the state it shows (a retried heartbeat
+	// must not be told an epoch or partitions that a failover could lose,
+	// as Kafka answers once its last write is committed).
 	c.cgWrite(g, records, func(err error) {
 		if err != nil {
 			reply(cgError(req, appendErrCode(err)))
@@ -556,8 +564,10 @@ func (c *Coordinator) cgWrite(g *group, records []Record, done func(error)) {
 		return
 	}
 	cg.dirty = false
+	cg.writing++
 	records = append(records, Record{Key: consumerKey(g.id), Value: value})
 	c.appendRecords(g.part, records, func(err error) {
+		cg.writing--
 		if err != nil && g.cg == cg {
 			cg.dirty = true
 		}

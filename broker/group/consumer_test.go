@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/datadriven"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -288,5 +289,60 @@ func TestRecreatedTopicReachesMember(t *testing.T) {
 			}
 			t.Fatalf("the member was never told about the recreated topic (epoch %d, last assignment %+v)", r.MemberEpoch, r.Assignment)
 		})
+	}
+}
+
+// TestHeartbeatWaitsForWriteInFlight: a retried heartbeat that changes
+// nothing, arriving while the write of the change it retries is in flight,
+// is not answered before a write of that state: if the first write fails,
+// the retry is never told of a membership that is not in the log.
+func TestHeartbeatWaitsForWriteInFlight(t *testing.T) {
+	log := &memLog{failNext: fmt.Errorf("injected: %w", ErrNotLeader)}
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock(), Topics: newTestTopics([]string{"a:4"})})
+	defer c.Close()
+	if err := <-c.Load(0, log); err != nil {
+		t.Fatal(err)
+	}
+	join := func() *kmsg.ConsumerGroupHeartbeatRequest {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.RebalanceTimeoutMillis = 1, "g", "m1", 10000
+		r.SubscribedTopicNames, r.Topics = []string{"a"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		return r
+	}
+	first, retry := make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1), make(chan *kmsg.ConsumerGroupHeartbeatResponse, 1)
+	c.inLoop(func() {
+		c.handleCGHeartbeat(Client{ClientID: "c"}, join(), nil, nil, func(r *kmsg.ConsumerGroupHeartbeatResponse) { first <- r })
+		c.handleCGHeartbeat(Client{ClientID: "c"}, join(), nil, nil, func(r *kmsg.ConsumerGroupHeartbeatResponse) { retry <- r })
+	})
+	if r := <-first; r.ErrorCode == 0 {
+		t.Fatal("the first write was made to fail, yet the join succeeded")
+	}
+	r := <-retry
+	if err := c.barrier(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	log.mu.Lock()
+	written := len(log.records)
+	log.mu.Unlock()
+	if r.ErrorCode == 0 && written == 0 {
+		t.Fatalf("the retry was answered NONE at epoch %d with nothing of the group in the log", r.MemberEpoch)
+	}
+}
+
+// TestHeartbeatEmptyInstanceOrRack: an empty instance id or rack id is
+// INVALID_REQUEST, as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
+func TestHeartbeatEmptyInstanceOrRack(t *testing.T) {
+	empty := ""
+	for _, set := range []func(*kmsg.ConsumerGroupHeartbeatRequest){
+		func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = &empty },
+		func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = &empty },
+	} {
+		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		r.Version, r.Group, r.MemberID, r.RebalanceTimeoutMillis = 1, "g", "m1", 10000
+		r.SubscribedTopicNames, r.Topics = []string{"a"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		set(r)
+		if code := validCGRequest(r); code != kerr.InvalidRequest.Code {
+			t.Errorf("instance %v rack %v: %v, want INVALID_REQUEST", r.InstanceID, r.RackID, kerr.ErrorForCode(code))
+		}
 	}
 }
