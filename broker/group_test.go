@@ -19,9 +19,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // Consumer groups with real franz-go clients against a real broker.
@@ -822,5 +824,64 @@ func TestConsumerGroupKIP848Regex(t *testing.T) {
 	defer tr.mu.Unlock()
 	if tr.total != 200 {
 		t.Fatalf("consumed %d records, want the 200 of the rx- topics", tr.total)
+	}
+}
+
+// TestDeletedTopicOffsetsRemoved: deleting a topic removes every group's
+// committed offsets of it (Kafka's onPartitionsDeleted), so a group reading
+// a topic created again under the same name starts at its reset offset and
+// does not skip the new topic's first records at the old offsets.
+func TestDeletedTopicOffsetsRemoved(t *testing.T) {
+	b := groupBroker(t, t.TempDir())
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	createTopic(t, b, "again", 1, nil)
+	produceAll(t, newClient(t, b), makeRecords("again", 10, "old"))
+	resp, err := adm.CommitOffsets(ctx, "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "again", Partition: 0, Offset: 9}))
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	createTopic(t, b, "kept", 1, nil)
+	if resp, err := adm.CommitOffsets(ctx, "g", kadm.OffsetsFromRecords(kgo.Record{Topic: "kept", Partition: 0, Offset: 0})); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if _, err := adm.DeleteTopics(ctx, "again"); err != nil {
+		t.Fatal(err)
+	}
+	// Asked by name, once the name is a topic again.
+	cl0 := newClient(t, b)
+	committedAt := func(topic string) int64 {
+		req := kmsg.NewPtrOffsetFetchRequest()
+		req.Version, req.Group = 7, "g"
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl0)
+		if err != nil || resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+			t.Fatalf("offset fetch of %s: %v %+v", topic, err, resp)
+		}
+		return resp.Topics[0].Partitions[0].Offset
+	}
+	createTopic(t, b, "again", 1, nil)
+	produceAll(t, newClient(t, b), makeRecords("again", 20, "new"))
+	testutil.WaitFor(t, 10*time.Second, "the deleted topic's offsets removed (the new topic's name has none)", func() bool {
+		if at := committedAt("kept"); at != 1 {
+			t.Fatalf("the other topic's offset: %d, want 1", at)
+		}
+		return committedAt("again") == -1
+	})
+	cl := newClient(t, b, kgo.ConsumerGroup("g"), kgo.ConsumeTopics("again"), kgo.DisableAutoCommit())
+	var got int
+	for got < 20 {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got == 0 && r.Offset != 0 {
+				t.Fatalf("the group began the new topic at offset %d", r.Offset)
+			}
+			got++
+		})
 	}
 }

@@ -29,9 +29,11 @@ const offsetsTopic = "__consumer_offsets"
 // groups owns the coordinator and follows leadership of
 // __consumer_offsets for it (leadership.go).
 type groups struct {
-	b     *Broker
-	c     *group.Coordinator
-	parts *coordinatorPartitions
+	b      *Broker
+	c      *group.Coordinator
+	parts  *coordinatorPartitions
+	cancel context.CancelFunc
+	done   chan struct{}
 }
 
 func newGroups(b *Broker) *groups {
@@ -64,11 +66,65 @@ func (l groupLoader) partitionFor(group string) int32 { return l.g.c.PartitionFo
 // start begins following leadership of __consumer_offsets. New calls it
 // once both coordinators exist, since loading a partition replays pending
 // transactional offsets through b.txns.
-func (g *groups) start() { g.parts.start() }
+func (g *groups) start() {
+	g.parts.start()
+	ctx, cancel := context.WithCancel(context.Background())
+	g.cancel, g.done = cancel, make(chan struct{})
+	go func() {
+		defer close(g.done)
+		g.watchDeletedTopics(ctx)
+	}()
+}
 
 func (g *groups) close() {
+	if g.cancel != nil {
+		g.cancel()
+		<-g.done
+	}
 	g.parts.stop()
 	g.c.Close()
+}
+
+// watchDeletedTopics tells the coordinator of every topic deleted (or
+// deleted and created again under its name, a new id) so that it drops
+// their committed offsets, as Kafka's coordinator does on a metadata
+// image that deletes partitions.
+func (g *groups) watchDeletedTopics(ctx context.Context) {
+	st := g.b.meta.State()
+	known := topicIDs(st)
+	ch := g.b.meta.Watch(ctx, st.Version)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-ch:
+			if !ok {
+				return
+			}
+			if c.Command != nil && c.Command.Type() != metadata.TypeDeleteTopic && c.Command.Type() != metadata.TypeCreateTopic {
+				continue // only these, or a state replaced whole, change the topics
+			}
+		}
+		now := topicIDs(g.b.meta.State())
+		var gone []string
+		for name, id := range known {
+			if now[name] != id {
+				gone = append(gone, name)
+			}
+		}
+		known = now
+		if len(gone) > 0 {
+			g.c.TopicsDeleted(gone)
+		}
+	}
+}
+
+func topicIDs(st *metadata.State) map[string]metadata.UUID {
+	m := make(map[string]metadata.UUID, st.NumTopics())
+	for _, t := range st.Topics() {
+		m[t.Name] = t.ID
+	}
+	return m
 }
 
 // ensure loads or unloads the offsets partition of each group according to

@@ -539,3 +539,53 @@ func (c *Coordinator) expireOffsets() {
 		}
 	}
 }
+
+// TopicsDeleted removes every committed offset of the named topics from
+// the groups of the loaded partitions and writes their tombstones (Kafka's
+// onPartitionsDeleted): a topic created again under the same name starts
+// with no committed offsets, so a group reads it by its auto.offset.reset
+// and does not skip records at the old topic's offsets. Partitions being
+// loaded are skipped; the broker calls it on every metadata change that
+// deletes a topic.
+func (c *Coordinator) TopicsDeleted(names []string) {
+	if len(names) == 0 {
+		return
+	}
+	deleted := make(map[string]bool, len(names))
+	for _, n := range names {
+		deleted[n] = true
+	}
+	c.inLoop(func() {
+		for _, p := range c.partitions {
+			if p.loading {
+				continue
+			}
+			var records []Record
+			gids := make([]string, 0, len(p.groups))
+			for gid := range p.groups {
+				gids = append(gids, gid)
+			}
+			sortStrings(gids)
+			for _, gid := range gids {
+				g := p.groups[gid]
+				for _, tp := range g.sortedOffsets() {
+					if deleted[tp.topic] {
+						delete(g.offsets, tp)
+						records = append(records, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
+					}
+				}
+			}
+			if len(records) == 0 {
+				continue
+			}
+			n, pid := len(records), p.id
+			c.appendRecords(p, records, func(err error) {
+				if err != nil {
+					c.logger.Warn("group: writing the deletion of a deleted topic's offsets failed", "partition", pid, "offsets", n, "err", err)
+					return
+				}
+				c.logger.Info("group: offsets of deleted topics removed", "partition", pid, "offsets", n)
+			})
+		}
+	})
+}
