@@ -330,6 +330,17 @@ func eligible(s *State, id int32) bool {
 	return ok && !b.Fenced && !b.InControlledShutdown
 }
 
+// ISREligible reports whether broker id, its fetches carrying broker epoch
+// brokerEpoch (-1 unknown), may join an ISR: it is registered, neither fenced
+// nor shutting down, and (when the epoch is known) the registered
+// incarnation. ChangeLeaderAndISR refuses to add any other broker (with its
+// BrokerEpochs, KIP-841); a leader asks this before planning an expansion,
+// so that a refused addition does not hold back a shrink planned with it.
+func (s *State) ISREligible(id int32, brokerEpoch int64) bool {
+	b, ok := s.Broker(id)
+	return ok && !b.Fenced && !b.InControlledShutdown && (brokerEpoch < 0 || brokerEpoch == b.Epoch)
+}
+
 func uncleanAllowed(s *State, t *Topic) bool {
 	v, ok := t.Configs[ConfigUncleanLeaderElection]
 	if !ok {
