@@ -360,7 +360,9 @@ func fence(s *State, id int32) {
 
 // removeFromPartitions takes broker id out of every ISR (keeping it as the
 // last member, so that the knowledge of who has the data is not lost) and
-// elects a new leader from the ISR where it led.
+// elects a new leader from the ISR where it led. Where it was the last ISR
+// member and unclean election is allowed, the leader elected outside the ISR
+// becomes the ISR.
 func removeFromPartitions(s *State, id int32) {
 	forEachTopic(s, func(t *Topic) *Topic {
 		var nt *Topic
@@ -375,6 +377,12 @@ func removeFromPartitions(s *State, id int32) {
 			if np.Leader == id {
 				np.Leader = electLeader(s, t, np)
 				np.LeaderEpoch++
+				if np.Leader != NoLeader && !contains(np.ISR, np.Leader) {
+					// Unclean: the new leader's log is the only one known
+					// to be whole from now on (Kafka's
+					// PartitionChangeBuilder does the same).
+					np.ISR = []int32{np.Leader}
+				}
 			}
 			np.PartitionEpoch++
 			if nt == nil {
