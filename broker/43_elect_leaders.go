@@ -21,9 +21,13 @@ import (
 // before the answer, at once (the controller's own return of leadership to
 // preferred replicas waits for its leader imbalance check, docs/metadata.md).
 // An unclean election (type 1) is ELECTION_NOT_NEEDED for a partition with
-// a leader and ELIGIBLE_LEADERS_NOT_AVAILABLE for one without: the
-// controller already elects from the ISR whenever it can, and outside the
-// ISR only when unclean.leader.election.enable is set. Null topics (v1+)
+// a leader. For one without, as Kafka's controller does when asked for an
+// UNCLEAN election whatever unclean.leader.election.enable says, it elects
+// the first eligible ISR member in replica order or, failing that, the first
+// eligible replica, the ISR becoming that replica alone (records only the
+// previous ISR had are lost); ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica
+// is eligible (registered, neither fenced nor shutting down). The leader is
+// committed before the answer. Null topics (v1+)
 // mean every partition; then partitions that need no election are left out
 // of the answer, as Kafka's controller does. v1+ top-level error code, v2
 // flexible.
@@ -95,10 +99,7 @@ func handleElectLeaders(ctx context.Context, b *Broker, r *Request) (*Reply, err
 // committed).
 func (b *Broker) electLeader(ctx context.Context, st *metadata.State, t *metadata.Topic, p *metadata.Partition, electionType int8) error {
 	if electionType == 1 {
-		if p.Leader != metadata.NoLeader {
-			return kerr.ElectionNotNeeded
-		}
-		return kerr.EligibleLeadersNotAvailable
+		return b.electUnclean(ctx, st, t, p)
 	}
 	if len(p.Replicas) == 0 {
 		return kerr.PreferredLeaderNotAvailable
@@ -124,6 +125,49 @@ func (b *Broker) electLeader(ctx context.Context, st *metadata.State, t *metadat
 			return nil
 		}
 		return kerr.PreferredLeaderNotAvailable
+	}
+	return err
+}
+
+// electUnclean runs an unclean election (ElectLeaders type 1) of a partition
+// without a leader: the first eligible ISR member in replica order, or else
+// the first eligible replica with the ISR reset to it (Kafka's
+// PartitionChangeBuilder, Election.UNCLEAN).
+func (b *Broker) electUnclean(ctx context.Context, st *metadata.State, t *metadata.Topic, p *metadata.Partition) error {
+	if p.Leader != metadata.NoLeader {
+		return kerr.ElectionNotNeeded
+	}
+	cmd := &metadata.ChangeLeaderAndISR{TopicID: t.ID, Partition: p.Index, LeaderEpoch: p.LeaderEpoch,
+		PartitionEpoch: p.PartitionEpoch, Leader: metadata.NoLeader, ISR: p.ISR}
+	for _, r := range p.Replicas {
+		if slices.Contains(p.ISR, r) && st.ISREligible(r, -1) {
+			cmd.Leader = r
+			break
+		}
+	}
+	if cmd.Leader == metadata.NoLeader {
+		for _, r := range p.Replicas {
+			if st.ISREligible(r, -1) {
+				cmd.Leader, cmd.ISR, cmd.Unclean = r, []int32{r}, true
+				break
+			}
+		}
+	}
+	if cmd.Leader == metadata.NoLeader {
+		return kerr.EligibleLeadersNotAvailable
+	}
+	_, _, err := b.store.propose(ctx, cmd)
+	switch {
+	case errors.Is(err, metadata.ErrIneligibleReplica):
+		return kerr.EligibleLeadersNotAvailable
+	case errors.Is(err, metadata.ErrStaleEpoch):
+		// The partition changed meanwhile (the controller may have
+		// elected a leader already): look again.
+		nst := b.meta.State()
+		if nt, ok := nst.TopicByID(t.ID); ok && int(p.Index) < len(nt.Partitions) && nt.Partitions[p.Index].Leader != metadata.NoLeader {
+			return kerr.ElectionNotNeeded
+		}
+		return kerr.EligibleLeadersNotAvailable
 	}
 	return err
 }

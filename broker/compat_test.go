@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -167,6 +168,81 @@ func TestElectLeaders(t *testing.T) {
 	}
 	if r := res["elect-self"][0]; !errors.Is(r.Err, kerr.ElectionNotNeeded) {
 		t.Errorf("kadm ElectLeaders: %+v", r)
+	}
+}
+
+// TestElectLeadersUnclean: an unclean election (type 1, kadm's
+// ElectLiveReplica, kafka-leader-election.sh --election-type unclean) of a
+// partition without a leader elects an eligible replica from outside the
+// ISR, unclean.leader.election.enable being off, and the ISR becomes that
+// replica alone, as in Kafka; it was always ELIGIBLE_LEADERS_NOT_AVAILABLE.
+// With no eligible replica it still is; with a leader, ELECTION_NOT_NEEDED.
+func TestElectLeadersUnclean(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	propose := func(cmd metadata.Command) metadata.Result {
+		t.Helper()
+		res, _, err := b.store.propose(ctx, cmd)
+		if err != nil {
+			t.Fatalf("%T: %v", cmd, err)
+		}
+		return res
+	}
+	self := b.cfg.NodeID
+	for st := b.meta.State(); ; {
+		if br, ok := st.Broker(self); ok && !br.Fenced {
+			break
+		}
+		var err error
+		if st, err = b.meta.WaitForVersion(ctx, st.Version+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Broker self+1 leads both topics with itself the only ISR member,
+	// then is fenced: they have no leader, and this broker, a replica of
+	// "unclean-one" outside its ISR, is not elected (the topic does not
+	// allow unclean election).
+	other := self + 1
+	reg := propose(&metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	propose(&metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
+	one := propose(&metadata.CreateTopic{Name: "unclean-one", Assignment: [][]int32{{other, self}}}).TopicID
+	none := propose(&metadata.CreateTopic{Name: "unclean-none", Assignment: [][]int32{{other}}}).TopicID
+	p, _ := b.meta.State().Partition(one, 0)
+	propose(&metadata.ChangeLeaderAndISR{TopicID: one, LeaderEpoch: p.LeaderEpoch, PartitionEpoch: p.PartitionEpoch, Leader: other, ISR: []int32{other}})
+	propose(&metadata.FenceBroker{BrokerID: other, BrokerEpoch: -1})
+	before, _ := b.meta.State().Partition(one, 0)
+	if before.Leader != metadata.NoLeader || !slices.Equal(before.ISR, []int32{other}) {
+		t.Fatalf("before the election: leader %d ISR %v, want none and [%d]", before.Leader, before.ISR, other)
+	}
+
+	res, err := adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{"unclean-one": {0: {}}, "unclean-none": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["unclean-one"][0]; r.Err != nil {
+		t.Errorf("unclean election with an eligible replica outside the ISR: %v %s", r.Err, r.ErrMessage)
+	}
+	if r := res["unclean-none"][0]; !errors.Is(r.Err, kerr.EligibleLeadersNotAvailable) {
+		t.Errorf("unclean election with no eligible replica: %v, want ELIGIBLE_LEADERS_NOT_AVAILABLE", r.Err)
+	}
+	// Committed before the answer.
+	after, _ := b.meta.State().Partition(one, 0)
+	if after.Leader != self || !slices.Equal(after.ISR, []int32{self}) || after.LeaderEpoch != before.LeaderEpoch+1 {
+		t.Errorf("after the election: leader %d ISR %v leader epoch %d, want %d [%d] %d",
+			after.Leader, after.ISR, after.LeaderEpoch, self, self, before.LeaderEpoch+1)
+	}
+	if p, _ := b.meta.State().Partition(none, 0); p.Leader != metadata.NoLeader {
+		t.Errorf("unclean-none elected %d with no eligible replica", p.Leader)
+	}
+	// Now led: ELECTION_NOT_NEEDED.
+	res, err = adm.ElectLeaders(ctx, kadm.ElectLiveReplica, kadm.TopicsSet{"unclean-one": {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res["unclean-one"][0]; !errors.Is(r.Err, kerr.ElectionNotNeeded) {
+		t.Errorf("unclean election of a led partition: %v, want ELECTION_NOT_NEEDED", r.Err)
 	}
 }
 

@@ -584,6 +584,10 @@ func (r *replicator) isrLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// Only followers the controller would accept join (Kafka's
+		// Partition.isReplicaIsrEligible): it refuses a change adding any
+		// other, and with it the shrink the change carries.
+		eligible := r.s.meta.State().ISREligible
 		for _, p := range r.s.partitions() {
 			p.repl.mu.Lock()
 			tr := p.repl.mu.tracker
@@ -601,7 +605,7 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				// whose fate is unknown is therefore proposed again as it
 				// was (Kafka retries AlterPartition likewise), not planned
 				// anew.
-				isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag)
+				isr, changed := tr.PlanISR(p.log.HighWatermark(), p.repl.mu.epochStart, time.Now(), r.lag, eligible)
 				if !changed {
 					p.repl.mu.Unlock()
 					continue

@@ -7,7 +7,8 @@ import (
 
 // TestChangeLeaderAndISRVersions: without broker epochs the command is
 // written at version 1, which binaries from before KIP-841's check decode;
-// with them at version 2. Both decode back to what was encoded.
+// with them at version 2; an explicit unclean election (ElectLeaders type 1)
+// at version 3. All decode back to what was encoded.
 func TestChangeLeaderAndISRVersions(t *testing.T) {
 	id := UUID{1, 2, 3}
 	for _, tc := range []struct {
@@ -17,6 +18,9 @@ func TestChangeLeaderAndISRVersions(t *testing.T) {
 		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1, 2}}, 1},
 		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1, 2},
 			BrokerEpochs: []int64{-1, 42}}, 2},
+		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1}, Unclean: true}, 3},
+		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1},
+			BrokerEpochs: []int64{-1}, Unclean: true}, 3},
 	} {
 		b := EncodeCommand(tc.cmd)
 		if got := b[1] &^ flagIgnorable; got != tc.version {

@@ -330,6 +330,17 @@ func eligible(s *State, id int32) bool {
 	return ok && !b.Fenced && !b.InControlledShutdown
 }
 
+// ISREligible reports whether broker id, its fetches carrying broker epoch
+// brokerEpoch (-1 unknown), may join an ISR: it is registered, neither fenced
+// nor shutting down, and (when the epoch is known) the registered
+// incarnation. ChangeLeaderAndISR refuses to add any other broker (with its
+// BrokerEpochs, KIP-841); a leader asks this before planning an expansion,
+// so that a refused addition does not hold back a shrink planned with it.
+func (s *State) ISREligible(id int32, brokerEpoch int64) bool {
+	b, ok := s.Broker(id)
+	return ok && !b.Fenced && !b.InControlledShutdown && (brokerEpoch < 0 || brokerEpoch == b.Epoch)
+}
+
 func uncleanAllowed(s *State, t *Topic) bool {
 	v, ok := t.Configs[ConfigUncleanLeaderElection]
 	if !ok {
@@ -349,7 +360,9 @@ func fence(s *State, id int32) {
 
 // removeFromPartitions takes broker id out of every ISR (keeping it as the
 // last member, so that the knowledge of who has the data is not lost) and
-// elects a new leader from the ISR where it led.
+// elects a new leader from the ISR where it led. Where it was the last ISR
+// member and unclean election is allowed, the leader elected outside the ISR
+// becomes the ISR.
 func removeFromPartitions(s *State, id int32) {
 	forEachTopic(s, func(t *Topic) *Topic {
 		var nt *Topic
@@ -364,6 +377,12 @@ func removeFromPartitions(s *State, id int32) {
 			if np.Leader == id {
 				np.Leader = electLeader(s, t, np)
 				np.LeaderEpoch++
+				if np.Leader != NoLeader && !contains(np.ISR, np.Leader) {
+					// Unclean: the new leader's log is the only one known
+					// to be whole from now on (Kafka's
+					// PartitionChangeBuilder does the same).
+					np.ISR = []int32{np.Leader}
+				}
 			}
 			np.PartitionEpoch++
 			if nt == nil {

@@ -17,7 +17,8 @@ func init() {
 // reassignment completes (completeReassignment): the replicas become the
 // target, the removed ones leave the ISR, and leadership moves to a target
 // replica if the leader was removed. An empty Target cancels: the replicas go
-// back to the original ones (ErrNoReassignment when none is in progress).
+// back to the original ones (ErrNoReassignment when none is in progress),
+// registered or not; a Target must name registered brokers.
 type AlterReassignment struct {
 	TopicID   UUID
 	Partition int32
@@ -51,7 +52,11 @@ func (c *AlterReassignment) apply(s *State, _ uint64) (Result, error) {
 		target = original
 	}
 	for i, r := range target {
-		if _, ok := s.Broker(r); !ok {
+		// A new target must name registered brokers; a cancel goes back to
+		// the original replicas whatever became of them since (Kafka's
+		// cancelPartitionReassignment checks none), or a reassignment
+		// could not be cancelled once one of them was unregistered.
+		if _, ok := s.Broker(r); !ok && len(c.Target) > 0 {
 			return Result{}, reject(ErrInvalidReplicaAssignment, "%s-%d: broker %d is not registered", t.Name, p.Index, r)
 		}
 		if contains(target[:i], r) {

@@ -31,13 +31,16 @@ func init() {
 		}
 		return c
 	}})
-	register(TypeChangeLeaderAndISR, commandInfo{name: "ChangeLeaderAndISR", version: 2, decode: func(v uint8, d *decoder) Command {
+	register(TypeChangeLeaderAndISR, commandInfo{name: "ChangeLeaderAndISR", version: 3, decode: func(v uint8, d *decoder) Command {
 		c := &ChangeLeaderAndISR{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), PartitionEpoch: d.int32(), Leader: d.int32(), ISR: d.int32s()}
 		if v >= 2 {
 			n := d.count(1)
 			for range n {
 				c.BrokerEpochs = append(c.BrokerEpochs, d.varint())
 			}
+		}
+		if v >= 3 {
+			c.Unclean = d.bool()
 		}
 		return c
 	}})
@@ -421,7 +424,8 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 // and the controller's elections). It is refused with ErrStaleEpoch unless
 // LeaderEpoch and PartitionEpoch are the partition's current ones. A new
 // leader must be eligible and in the new ISR, and come from the current ISR
-// unless the topic allows unclean election; brokers added to the ISR must be
+// unless the topic allows unclean election or Unclean is set; brokers added
+// to the ISR must be
 // eligible. The leader epoch grows when the leader changes; the partition
 // epoch on any change.
 //
@@ -431,6 +435,13 @@ func (c *AlterConfigs) apply(s *State, _ uint64) (Result, error) {
 // refused with ErrIneligibleReplica unless that is the broker's current
 // registration: a follower that restarted meanwhile (perhaps with a shorter
 // log) is not added on the strength of its previous incarnation's fetches.
+//
+// Unclean (version 3) is an unclean election asked for explicitly
+// (ElectLeaders, election type 1): for a partition without a leader, a
+// leader from outside the ISR is accepted whatever the topic's
+// unclean.leader.election.enable, and the ISR must then be that leader alone
+// (Kafka's ReplicationControlManager.electLeader runs an UNCLEAN election
+// when asked).
 type ChangeLeaderAndISR struct {
 	TopicID        UUID
 	Partition      int32
@@ -439,6 +450,7 @@ type ChangeLeaderAndISR struct {
 	Leader         int32 // may be NoLeader
 	ISR            []int32
 	BrokerEpochs   []int64 // version 2: nil, or len(ISR) entries
+	Unclean        bool    // version 3
 }
 
 func (*ChangeLeaderAndISR) Type() CommandType { return TypeChangeLeaderAndISR }
@@ -455,15 +467,23 @@ func (c *ChangeLeaderAndISR) encode(e *encoder) {
 			e.varint(be)
 		}
 	}
+	if c.encodeVersion() >= 3 {
+		e.bool(c.Unclean)
+	}
 }
 
-// encodeVersion is 1 (what binaries before KIP-841's check decode) unless
-// BrokerEpochs is set.
+// encodeVersion is the oldest version that holds the fields set: 1 (what
+// binaries before KIP-841's check decode) unless BrokerEpochs is set (2) or
+// Unclean (3), so that ISR changes and the controller's elections stay
+// readable by older binaries during a rolling upgrade.
 func (c *ChangeLeaderAndISR) encodeVersion() uint8 {
-	if len(c.BrokerEpochs) == 0 {
-		return 1
+	switch {
+	case c.Unclean:
+		return 3
+	case len(c.BrokerEpochs) > 0:
+		return 2
 	}
-	return 2
+	return 1
 }
 
 func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
@@ -479,6 +499,18 @@ func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
 	}
 	if len(c.BrokerEpochs) != 0 && len(c.BrokerEpochs) != len(c.ISR) {
 		return Result{}, reject(ErrInvalidRequest, "%s-%d: %d broker epochs for an ISR of %d", t.Name, p.Index, len(c.BrokerEpochs), len(c.ISR))
+	}
+	if c.Unclean {
+		if p.Leader != NoLeader {
+			return Result{}, reject(ErrInvalidRequest, "%s-%d: unclean election with leader %d in place", t.Name, p.Index, p.Leader)
+		}
+		if c.Leader == NoLeader {
+			return Result{}, reject(ErrInvalidRequest, "%s-%d: unclean election of no leader", t.Name, p.Index)
+		}
+		if !contains(p.ISR, c.Leader) && !equalInt32s(c.ISR, []int32{c.Leader}) {
+			return Result{}, reject(ErrInvalidRequest, "%s-%d: unclean election of %d outside ISR %v must make the ISR [%d], not %v",
+				t.Name, p.Index, c.Leader, p.ISR, c.Leader, c.ISR)
+		}
 	}
 	for i, r := range c.ISR {
 		if !contains(p.Replicas, r) {
@@ -508,7 +540,7 @@ func (c *ChangeLeaderAndISR) apply(s *State, _ uint64) (Result, error) {
 		if !eligible(s, c.Leader) {
 			return Result{}, reject(ErrIneligibleReplica, "%s-%d: leader %d is fenced or shutting down", t.Name, p.Index, c.Leader)
 		}
-		if c.Leader != p.Leader && !contains(p.ISR, c.Leader) && !uncleanAllowed(s, t) {
+		if c.Leader != p.Leader && !contains(p.ISR, c.Leader) && !c.Unclean && !uncleanAllowed(s, t) {
 			return Result{}, reject(ErrIneligibleReplica, "%s-%d: leader %d not in ISR %v and unclean election is off", t.Name, p.Index, c.Leader, p.ISR)
 		}
 	}

@@ -22,7 +22,7 @@ import (
 //	create-topic name= [id=]  (input: one replica list per line, "1,2,3")
 //	delete-topic name=  create-partitions name= count= (input: new replica lists)
 //	alter-configs type=topic|broker name= [replace] (input: "set k v" / "delete k")
-//	isr topic= p= [le=] [pe=] leader= isr=1,2
+//	isr topic= p= [le=] [pe=] leader= isr=1,2 [broker-epochs=] [unclean]
 //	commit-remote topic= p= [le=] expect= key= start= end= [lkind= lres= lholder= ltoken= now=]
 //	alloc-pids id= [epoch=] count=
 //	acquire kind= res= holder= now= ttl=   renew ... token=   release kind= res= holder= token=
@@ -181,7 +181,8 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 	case "isr":
 		tp, p := partition()
 		c := &ChangeLeaderAndISR{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
-			PartitionEpoch: int32(num("pe", int64(p.PartitionEpoch))), Leader: int32(num("leader", -1)), ISR: parseInt32s(t, td, str("isr"))}
+			PartitionEpoch: int32(num("pe", int64(p.PartitionEpoch))), Leader: int32(num("leader", -1)), ISR: parseInt32s(t, td, str("isr")),
+			Unclean: has("unclean")}
 		if be := str("broker-epochs"); be != "" {
 			for _, v := range parseInt32s(t, td, be) {
 				c.BrokerEpochs = append(c.BrokerEpochs, int64(v))

@@ -21,6 +21,7 @@ func seedCommands() []Command {
 		&AlterConfigs{ResourceType: ResourceTopic, ResourceName: "topic", Replace: true, Ops: []ConfigOp{{Key: "k", Value: "v"}, {Key: "d", Delete: true}}},
 		&ChangeLeaderAndISR{TopicID: id, Partition: 0, LeaderEpoch: 0, PartitionEpoch: 0, Leader: 1, ISR: []int32{1}},
 		&ChangeLeaderAndISR{TopicID: id, Partition: 0, LeaderEpoch: 2, PartitionEpoch: 3, Leader: 1, ISR: []int32{1, 2}, BrokerEpochs: []int64{-1, 7}},
+		&ChangeLeaderAndISR{TopicID: id, Partition: 1, LeaderEpoch: 0, PartitionEpoch: 0, Leader: 1, ISR: []int32{1}, Unclean: true},
 		&CommitRemoteLog{TopicID: id, Partition: 0, ExpectedManifestVersion: 0, ManifestKey: "m", StartOffset: 0, EndOffset: 10},
 		&AllocateProducerIDs{BrokerID: 1, BrokerEpoch: 1, Count: 10},
 		&AcquireLease{Kind: "k", Resource: "r", Holder: "h", NowMs: 1, TTLMs: 10},

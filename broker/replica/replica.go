@@ -180,6 +180,10 @@ func (t *Tracker) ProposalFailed() {
 	t.mu.adding, t.mu.addingEpochs = nil, nil
 }
 
+// Eligible reports whether broker id, fetching with broker epoch
+// brokerEpoch (-1 unknown), may join an ISR.
+type Eligible func(id int32, brokerEpoch int64) bool
+
 // PlanISR returns the ISR the leader should propose, and whether it differs
 // from the committed one: ISR followers not caught up within lag leave;
 // followers whose log end reached both the high watermark and the offset the
@@ -192,7 +196,14 @@ func (t *Tracker) ProposalFailed() {
 // lists them; one that leaves the ISR as it was keeps them holding) or fails.
 // hw is the high watermark the caller knows; the tracker's own highest
 // answer counts too, since a caller may not have applied it yet.
-func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration) ([]int32, bool) {
+//
+// eligible reports whether a follower may join the ISR, given the broker
+// epoch its fetches carry (-1 unknown); nil means every follower may. A
+// caught-up follower it refuses (Kafka's isReplicaIsrEligible: fenced,
+// shutting down, not registered, or fetching as another incarnation than the
+// registered one) is left out: the controller would refuse the whole change,
+// and with it a shrink planned alongside.
+func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration, eligible Eligible) ([]int32, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	hw = max(hw, t.mu.hw)
@@ -214,7 +225,8 @@ func (t *Tracker) PlanISR(hw, epochStart int64, now time.Time, lag time.Duration
 			changed = true // shrink
 		case in:
 			out = append(out, r)
-		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag:
+		case f != nil && f.leo >= 0 && f.leo >= hw && f.leo >= epochStart && now.Sub(f.lastCaughtUp) <= lag &&
+			(eligible == nil || eligible(r, f.brokerEpoch)):
 			out = append(out, r) // expand
 			adding = append(adding, r)
 			epochs[r] = f.brokerEpoch

@@ -40,7 +40,7 @@ func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
 	lag := 10 * time.Second
 	tr := NewTracker(1)
 	tr.Reset([]int32{1, 2, 3}, []int32{1, 2, 3}, start)
-	if isr, changed := tr.PlanISR(0, 0, start.Add(lag), lag); changed {
+	if isr, changed := tr.PlanISR(0, 0, start.Add(lag), lag, nil); changed {
 		t.Fatalf("within the lag time nobody leaves: %v", isr)
 	}
 	// 2 keeps up; 3 fetches but stays behind a growing log.
@@ -49,7 +49,7 @@ func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
 		tr.RecordFetch(2, -1, i*10, i*10, now)
 		tr.RecordFetch(3, -1, 5, i*10, now)
 	}
-	isr, changed := tr.PlanISR(100, 0, start.Add(20*time.Second), lag)
+	isr, changed := tr.PlanISR(100, 0, start.Add(20*time.Second), lag, nil)
 	if !changed || !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("shrink: got %v %v, want [1 2] true", isr, changed)
 	}
@@ -57,12 +57,12 @@ func TestPlanISRShrinksLaggardsAndExpandsCaughtUp(t *testing.T) {
 	// 3 catches up to the leader's end: it rejoins.
 	now := start.Add(21 * time.Second)
 	tr.RecordFetch(3, -1, 200, 200, now)
-	isr, changed = tr.PlanISR(150, 0, now, lag)
+	isr, changed = tr.PlanISR(150, 0, now, lag, nil)
 	if !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("expand: got %v %v, want [1 2 3] true", isr, changed)
 	}
 	// Not before it reaches the start of the current leadership.
-	isr, changed = tr.PlanISR(150, 250, now, lag)
+	isr, changed = tr.PlanISR(150, 250, now, lag, nil)
 	if changed || !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("expand before the epoch start: got %v %v", isr, changed)
 	}
@@ -81,7 +81,7 @@ func TestCaughtUpAtPreviousFetch(t *testing.T) {
 		// Each fetch reaches what the leader had at the previous one.
 		tr.RecordFetch(2, -1, (i-1)*10, i*10, now)
 	}
-	if isr, changed := tr.PlanISR(0, 0, start.Add(30*time.Second), lag); changed {
+	if isr, changed := tr.PlanISR(0, 0, start.Add(30*time.Second), lag, nil); changed {
 		t.Fatalf("a follower one fetch behind was dropped: %v", isr)
 	}
 }
@@ -100,7 +100,7 @@ func TestExpansionHoldsHighWatermarkUntilCommitted(t *testing.T) {
 	if hw := tr.HighWatermark(100); hw != 100 {
 		t.Fatalf("hw %d, want 100", hw)
 	}
-	isr, changed := tr.PlanISR(100, 0, now, lag)
+	isr, changed := tr.PlanISR(100, 0, now, lag, nil)
 	if !changed || !slices.Equal(isr, []int32{1, 2}) {
 		t.Fatalf("plan %v %v, want [1 2]", isr, changed)
 	}
@@ -126,7 +126,7 @@ func TestRefusedExpansionStopsHoldingHighWatermark(t *testing.T) {
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
 	tr.RecordFetch(2, -1, 50, 50, now)
 	tr.HighWatermark(50)
-	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
+	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second, nil); !changed {
 		t.Fatal("no expansion planned")
 	}
 	if hw := tr.HighWatermark(80); hw != 50 {
@@ -150,7 +150,7 @@ func TestPlanISRUsesTrackersOwnHighWatermark(t *testing.T) {
 		t.Fatalf("hw %d, want 100", hw)
 	}
 	// The caller still reads 90 from the log.
-	if isr, changed := tr.PlanISR(90, 0, now, 10*time.Second); changed {
+	if isr, changed := tr.PlanISR(90, 0, now, 10*time.Second, nil); changed {
 		t.Fatalf("planned %v with the follower at 90 below the answered hw 100", isr)
 	}
 }
@@ -171,7 +171,7 @@ func TestUnrelatedAssignmentKeepsExpansionHold(t *testing.T) {
 	if hw := tr.HighWatermark(7543); hw != 7543 {
 		t.Fatalf("hw %d, want 7543", hw)
 	}
-	isr, changed := tr.PlanISR(7543, 0, now, lag)
+	isr, changed := tr.PlanISR(7543, 0, now, lag, nil)
 	if !changed || !slices.Equal(isr, []int32{3, 1}) {
 		t.Fatalf("plan %v %v, want [3 1]", isr, changed)
 	}
@@ -199,7 +199,7 @@ func TestExpansionHoldEndsWithReplicaOrRefusal(t *testing.T) {
 	tr.Reset([]int32{1, 2}, []int32{1}, now)
 	tr.RecordFetch(2, -1, 50, 50, now)
 	tr.HighWatermark(50)
-	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second); !changed {
+	if _, changed := tr.PlanISR(50, 0, now, 10*time.Second, nil); !changed {
 		t.Fatal("no expansion planned")
 	}
 	tr.SetAssignment([]int32{1, 2}, []int32{1}, now)
@@ -222,7 +222,7 @@ func TestBrokerEpochOfExpansion(t *testing.T) {
 	tr.Reset([]int32{1, 2, 3}, []int32{1, 2}, now)
 	tr.RecordFetch(2, 5, 100, 100, now)
 	tr.RecordFetch(3, 7, 100, 100, now)
-	isr, changed := tr.PlanISR(100, 0, now, lag)
+	isr, changed := tr.PlanISR(100, 0, now, lag, nil)
 	if !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
 		t.Fatalf("expansion: %v %v", isr, changed)
 	}
@@ -246,8 +246,60 @@ func TestBrokerEpochOfExpansion(t *testing.T) {
 	}
 	// Caught up again, it is planned with its new epoch.
 	tr.RecordFetch(3, 9, 100, 100, now)
-	isr, _ = tr.PlanISR(100, 0, now, lag)
+	isr, _ = tr.PlanISR(100, 0, now, lag, nil)
 	if got := tr.PlannedBrokerEpochs(isr); !slices.Equal(got, []int64{-1, -1, 9}) {
 		t.Fatalf("planned broker epochs %v, want [-1 -1 9]", got)
+	}
+}
+
+// TestIneligibleFollowerDoesNotBlockShrink: a caught-up follower the
+// eligibility check refuses (here broker 3, unregistered but still fetching)
+// is not planned into the ISR, so the shrink of a lagging member (broker 2)
+// goes out alone. Planned together, the controller refused the whole change
+// every time and the lagging member held the high watermark for good.
+func TestIneligibleFollowerDoesNotBlockShrink(t *testing.T) {
+	start := time.Unix(1000, 0)
+	lag := 10 * time.Second
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2, 3}, []int32{1, 2}, start)
+	type asked struct {
+		id    int32
+		epoch int64
+	}
+	var calls []asked
+	registered := map[int32]int64{1: 1, 2: 2} // broker 3 is not
+	eligible := func(id int32, epoch int64) bool {
+		calls = append(calls, asked{id, epoch})
+		e, ok := registered[id]
+		return ok && (epoch < 0 || epoch == e)
+	}
+	now := start.Add(2 * lag)
+	tr.RecordFetch(2, 2, 0, 100, now)   // behind since the start
+	tr.RecordFetch(3, 3, 100, 100, now) // caught up
+	isr, changed := tr.PlanISR(0, 0, now, lag, eligible)
+	if !changed || !slices.Equal(isr, []int32{1}) {
+		t.Fatalf("plan %v %v, want the shrink alone: [1] true", isr, changed)
+	}
+	if !slices.Equal(calls, []asked{{3, 3}}) {
+		t.Fatalf("eligibility asked %v, want only of the joining follower 3 with its fetch epoch 3", calls)
+	}
+	// Not planned, broker 3 does not hold the high watermark either.
+	if got := tr.PlannedBrokerEpochs(isr); !slices.Equal(got, []int64{-1}) {
+		t.Fatalf("planned broker epochs %v, want [-1]", got)
+	}
+	tr.SetAssignment([]int32{1, 2, 3}, []int32{1}, now)
+	if hw := tr.HighWatermark(150); hw != 150 {
+		t.Fatalf("hw %d, want 150 (the leader's end)", hw)
+	}
+	// Fetching as an incarnation other than the registered one does not
+	// make it eligible; registered at that epoch, it joins.
+	registered[3] = 4
+	if isr, changed := tr.PlanISR(150, 0, now, lag, eligible); changed {
+		t.Fatalf("planned %v with broker 3 fetching at epoch 3, registered at 4", isr)
+	}
+	registered[3] = 3
+	tr.RecordFetch(3, 3, 150, 150, now)
+	if isr, changed := tr.PlanISR(150, 0, now, lag, eligible); !changed || !slices.Equal(isr, []int32{1, 3}) {
+		t.Fatalf("plan %v %v, want [1 3] true once broker 3 is eligible", isr, changed)
 	}
 }
