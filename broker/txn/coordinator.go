@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"math"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -645,8 +646,8 @@ func (c *Coordinator) checkTimeouts() {
 // new epoch, so the producer holding the old one is fenced everywhere.
 func (c *Coordinator) fenceAbort(p *partition, t *txnMeta, done func(error)) {
 	next := *t
-	next.lastEpoch = t.epoch
-	next.epoch = t.epoch + 1
+	next.lastEpoch = -1 // the fenced epoch is no retry (Kafka's prepareFenceProducerEpoch)
+	next.epoch = bumpEpoch(t.epoch)
 	next.endBumped = false
 	next.state = kmsg.TransactionStatePrepareAbort
 	next.updateMs = c.nowMs()
@@ -658,6 +659,17 @@ func (c *Coordinator) fenceAbort(p *partition, t *txnMeta, done func(error)) {
 		}
 		done(err)
 	})
+}
+
+// bumpEpoch is the epoch after e; at the largest epoch it stays (the
+// markers then carry it, and the producer's next InitProducerId gets a new
+// producer id), never wrapping to a negative epoch that every partition
+// would refuse as older.
+func bumpEpoch(e int16) int16 {
+	if e == math.MaxInt16 {
+		return e
+	}
+	return e + 1
 }
 
 // AbortTimedOut runs the timeout check now (admin tools and tests).

@@ -271,13 +271,17 @@ func TestInitBumpsEpoch(t *testing.T) {
 	if r2.ProducerID != r.ProducerID || r2.Epoch != 1 {
 		t.Fatalf("second init: %+v", r2)
 	}
-	// KIP-360: a retry with the previous epoch gets the current one; an
-	// older epoch is fenced.
-	if r3 := e.init("a", r.ProducerID, 0); r3.Epoch != 1 || r3.ErrorCode != 0 {
-		t.Fatalf("retry: %+v", r3)
-	}
+	// The second instance's bump fenced epoch 0: the first instance's
+	// KIP-360 InitProducerId is not taken for a retry (Kafka sets the
+	// last epoch to -1 on an InitProducerId without a producer id).
+	wantCode(t, e.init("a", r.ProducerID, 0).ErrorCode, kerr.ProducerFenced)
+	// KIP-360: the producer's own bump; a retry of it with the previous
+	// epoch gets the current one; an older epoch is fenced.
 	if r4 := e.init("a", r.ProducerID, 1); r4.Epoch != 2 {
 		t.Fatalf("bump: %+v", r4)
+	}
+	if r5 := e.init("a", r.ProducerID, 1); r5.Epoch != 2 || r5.ErrorCode != 0 {
+		t.Fatalf("retry: %+v", r5)
 	}
 	wantCode(t, e.init("a", r.ProducerID, 0).ErrorCode, kerr.ProducerFenced)
 	wantCode(t, e.init("a", r.ProducerID+1, 2).ErrorCode, kerr.InvalidProducerIDMapping)
@@ -459,14 +463,24 @@ func TestRecordRoundTrip(t *testing.T) {
 	if err := replayRecord(mm, encodeKey("x"), encodeValue(m)); err != nil || mm["x"] == nil {
 		t.Fatal(err)
 	}
-	// A bump sets the previous epoch; a record at the same epoch keeps it.
+	// A bump's record does not say whose bump it was (the producer's
+	// own, or a fence): no previous epoch is taken for a retry, as Kafka
+	// loads it as -1. An EndTxn bump of transaction version 2 does say.
 	bumped := *m
 	bumped.epoch, bumped.state = 4, kmsg.TransactionStateEmpty
 	replayRecord(mm, encodeKey("x"), encodeValue(&bumped))
 	bumped.state = kmsg.TransactionStateOngoing
 	replayRecord(mm, encodeKey("x"), encodeValue(&bumped))
-	if got := mm["x"]; got.epoch != 4 || got.lastEpoch != 3 {
-		t.Fatalf("replayed: epoch %d, last epoch %d; want 4, 3", got.epoch, got.lastEpoch)
+	if got := mm["x"]; got.epoch != 4 || got.lastEpoch != -1 {
+		t.Fatalf("replayed: epoch %d, last epoch %d; want 4, -1", got.epoch, got.lastEpoch)
+	}
+	ended := *m
+	ended.epoch, ended.state, ended.endBumped = 5, kmsg.TransactionStatePrepareCommit, true
+	replayRecord(mm, encodeKey("x"), encodeValue(&ended))
+	ended.state = kmsg.TransactionStateCompleteCommit
+	replayRecord(mm, encodeKey("x"), encodeValue(&ended))
+	if got := mm["x"]; got.epoch != 5 || got.lastEpoch != 4 {
+		t.Fatalf("replayed EndTxn bump: epoch %d, last epoch %d; want 5, 4", got.epoch, got.lastEpoch)
 	}
 	if err := replayRecord(mm, encodeKey("x"), nil); err != nil || mm["x"] != nil {
 		t.Fatal("tombstone kept the id", err)
@@ -886,5 +900,64 @@ func TestTransactionalIDExpirationParksInit(t *testing.T) {
 	}
 	if s := e.c.Stats(); s.Expired != 1 {
 		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestZombieKIP360InitFenced: a new instance's InitProducerId (no producer
+// id) fences every earlier epoch, so the old instance's KIP-360
+// InitProducerId at its own epoch is PRODUCER_FENCED, not answered with the
+// new instance's epoch (Kafka's prepareIncrementProducerEpoch sets the last
+// epoch to -1 on a bump without an expected epoch). The same after a
+// timeout's fence, and after a reload.
+func TestZombieKIP360InitFenced(t *testing.T) {
+	e := newEnv(t)
+	a := e.init("a", -1, -1) // instance A: epoch 0
+	tp := TopicPartition{"t", 0}
+	wantCode(t, e.add("a", a, tp), nil)
+	wantCode(t, e.end("a", a, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	b := e.init("a", -1, -1) // instance B: epoch 1, A is fenced
+	if b.Epoch != a.Epoch+1 {
+		t.Fatalf("B %+v", b)
+	}
+	if z := e.init("a", a.ProducerID, a.Epoch); z.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("zombie A's KIP-360 InitProducerId: %+v (B has %d/%d), want PRODUCER_FENCED", z, b.ProducerID, b.Epoch)
+	}
+	// B's transaction times out: the fence bumps to 2; B's KIP-360 at its
+	// epoch 1 is fenced as well (its transaction was aborted under it).
+	wantCode(t, e.add("a", b, tp), nil)
+	e.clock.Advance(DefaultAbortInterval + time.Minute)
+	e.c.AbortTimedOut()
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	if z := e.init("a", b.ProducerID, b.Epoch); z.ErrorCode != kerr.ProducerFenced.Code {
+		t.Fatalf("KIP-360 InitProducerId at the epoch a timeout fenced: %+v, want PRODUCER_FENCED", z)
+	}
+}
+
+// TestFenceAtLargestEpoch: a transaction at epoch 32767 that times out is
+// aborted with markers at 32767, never at a wrapped negative epoch that the
+// partitions would refuse as older (which left them open for ever), and the
+// next InitProducerId moves to a new producer id.
+func TestFenceAtLargestEpoch(t *testing.T) {
+	e := newEnv(t)
+	r := e.init("a", -1, -1)
+	e.c.inLoop(func() { e.c.partitions[0].txns["a"].epoch = math.MaxInt16 })
+	r.Epoch = math.MaxInt16
+	tp := TopicPartition{"t", 0}
+	wantCode(t, e.add("a", r, tp), nil)
+	e.clock.Advance(DefaultAbortInterval + time.Minute)
+	e.c.AbortTimedOut()
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteAbort)
+	ms := e.br.markerList()
+	if len(ms) == 0 {
+		t.Fatal("no abort marker")
+	}
+	for _, m := range ms {
+		if m.ProducerEpoch != math.MaxInt16 {
+			t.Fatalf("marker at epoch %d, want %d", m.ProducerEpoch, math.MaxInt16)
+		}
+	}
+	if n := e.init("a", -1, -1); n.ErrorCode != 0 || n.ProducerID == r.ProducerID || n.Epoch != 0 {
+		t.Fatalf("InitProducerId after the largest epoch: %+v", n)
 	}
 }

@@ -112,17 +112,14 @@ func replayRecord(m map[string]*txnMeta, key, value []byte) error {
 		delete(m, id)
 		return nil
 	}
-	if old := m[id]; old != nil && old.producerID == t.producerID {
-		// The epoch before the last bump, as the coordinator that wrote
-		// these records had it: a record at the same epoch (the
-		// completion after a prepare, the next transaction's
-		// AddPartitions) keeps it.
-		switch {
-		case old.epoch != t.epoch:
-			t.lastEpoch = old.epoch
-		case t.lastEpoch < 0:
-			t.lastEpoch = old.lastEpoch
-		}
+	if old := m[id]; old != nil && old.producerID == t.producerID && old.epoch == t.epoch && t.lastEpoch < 0 {
+		// A record at the same epoch (the completion after a prepare, the
+		// next transaction's AddPartitions) keeps what the one before
+		// said. A record does not say whose bump moved the epoch (the
+		// producer's own, or a new instance's or a timeout's fence), so
+		// none is taken for a retry but an EndTxn bump of transaction
+		// version 2 (decodeRecord), as Kafka loads the last epoch as -1.
+		t.lastEpoch = old.lastEpoch
 	}
 	m[id] = t
 	return nil

@@ -115,7 +115,16 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 			return
 		}
 		next := *t
-		next.lastEpoch = t.epoch
+		// Only the producer's own bump (KIP-360: its id and epoch) may be
+		// retried at the epoch before it. A new instance's bump fences
+		// every earlier epoch (Kafka's prepareIncrementProducerEpoch with
+		// no expected epoch sets the last epoch to -1): otherwise the
+		// fenced instance's KIP-360 InitProducerId would be answered with
+		// the new instance's epoch.
+		next.lastEpoch = -1
+		if producerID >= 0 {
+			next.lastEpoch = t.epoch
+		}
 		next.epoch = t.epoch + 1
 		next.endBumped, next.nextProducerID = false, 0
 		next.timeoutMs = timeoutMs
@@ -373,7 +382,7 @@ func (c *Coordinator) endTxnBump(p *partition, t *txnMeta, commit bool, reply fu
 	prepare := func(nextPID int64) {
 		next := *t
 		next.lastEpoch = t.epoch
-		next.epoch = t.epoch + 1
+		next.epoch = bumpEpoch(t.epoch)
 		next.endBumped = true
 		next.nextProducerID = nextPID
 		next.state = kmsg.TransactionStatePrepareAbort
