@@ -87,18 +87,28 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	if len(records) == 0 {
 		return &Reply{Msg: gresp}, nil
 	}
+	// Registered before the append: the transaction's marker may be
+	// written (a fence, a timeout) as soon as the records are in the log,
+	// before this append returns, and must find them.
+	ob := b.txns.addOffsets(part, req.ProducerID, records)
 	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
 	if err == nil {
 		batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
 		// Answered once the ISR has it (acks=-1, replication.go).
 		err = p.appendInternal(ctx, batch, b.stopping)
 	}
+	if err == nil && b.testHooks.txnOffsetsAppended != nil {
+		b.testHooks.txnOffsetsAppended()
+	}
 	if err != nil {
 		// Nothing was written, or not replicated: release the pending
-		// counts (the client retries or aborts).
-		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		b.groups.c.EndTxnOffsets(ectx, part, records, false)
-		cancel()
+		// counts (the client retries or aborts), unless a marker ended
+		// them already.
+		if b.txns.takeBackOffsets(ob) {
+			ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			b.groups.c.EndTxnOffsets(ectx, part, records, false)
+			cancel()
+		}
 		code := errCode(err)
 		switch {
 		case code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code:
@@ -117,6 +127,5 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 		}
 		return &Reply{Msg: gresp}, nil
 	}
-	b.txns.addOffsets(part, req.ProducerID, records)
 	return &Reply{Msg: gresp}, nil
 }

@@ -343,6 +343,11 @@ func (c *Config) setDefaults() {
 
 // Broker is one Kafka-protocol server.
 type Broker struct {
+	// testHooks are called at points where tests make a race happen
+	// deterministically; nil in production. Set before the broker serves.
+	testHooks struct {
+		txnOffsetsAppended func() // a TxnOffsetCommit's batch is in the log, before it is answered
+	}
 	cfg      Config
 	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name
 	log      *slog.Logger

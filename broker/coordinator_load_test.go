@@ -67,7 +67,7 @@ func TestCoordinatorLoadReadsToLogEnd(t *testing.T) {
 			encodeMarkerBatch(8, 0, false, 2, 1000),                                             // 5: aborts 3
 		)
 		tx := &txns{}
-		tx.mu.offsets = make(map[int32]map[int64][]group.Record)
+		tx.mu.offsets = make(map[int32]map[int64][]*txnOffsetBatch)
 		var got []string
 		err := tx.replayOffsets(context.Background(), p, 0, func(k, v []byte) error {
 			got = append(got, fmt.Sprintf("%s=%s", k, v))

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -176,5 +177,64 @@ func transactionalProducer(t testing.TB, b *Broker, id string) (int64, int16) {
 			t.Fatalf("describe %s: %v", id, kerr.ErrorForCode(s[0].ErrorCode))
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition
+	}
+}
+
+// TestTxnOffsetCommitRacingAbort: the transaction is aborted (a new
+// instance's fence, a timeout, an admin) right after a TxnOffsetCommit's
+// batch reached the log and before its handler went on (the hook makes
+// the race happen every time; both wait for the same high watermark). The
+// abort marker must find the offsets: the group's pending count is
+// released (a RequireStable OffsetFetch is not UNSTABLE_OFFSET_COMMIT for
+// ever) and the aborted offsets are not kept for the producer's next
+// commit marker to apply.
+func TestTxnOffsetCommitRacingAbort(t *testing.T) {
+	b := txnTestBroker(t, t.TempDir())
+	createTopic(t, b, "src", 1, nil)
+	createTopic(t, b, "dst", 1, nil)
+	ctx := testCtx(t)
+	b.testHooks.txnOffsetsAppended = func() {
+		if code, err := b.txns.c.Abort(ctx, "offsets"); err != nil || code != 0 {
+			t.Errorf("abort: %v %v", err, kerr.ErrorForCode(code))
+			return
+		}
+		testutil.WaitFor(t, 10*time.Second, "the abort complete", func() bool {
+			s, err := b.txns.c.Describe(ctx, []string{"offsets"})
+			return err == nil && len(s) == 1 && s[0].State == "CompleteAbort"
+		})
+	}
+	cl := txnClient(t, b, "offsets")
+	reader := newClient(t, b)
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, rec("dst", 0, "x")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, _ := cl.ProducerID(ctx)
+	add := kmsg.NewPtrAddOffsetsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = "offsets", pid, epoch, "g"
+	if r, err := add.RequestWith(ctx, cl); err != nil || r.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v %v", err, r)
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "offsets", "g", pid, epoch, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "src"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 99, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if _, err := req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	b.txns.mu.Lock()
+	left := len(b.txns.mu.offsets[b.groups.partitionFor("g")][pid])
+	b.txns.mu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d batches of aborted offsets kept for producer %d's next marker", left, pid)
+	}
+	if off, code := fetchOffset(t, reader, "g", true); code != 0 || off != -1 {
+		t.Fatalf("RequireStable OffsetFetch after the abort: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
 	}
 }

@@ -40,9 +40,10 @@ type txns struct {
 	mu struct {
 		sync.Mutex
 		// offsets holds, per __consumer_offsets partition and producer
-		// id, the transactional offset records written and not yet
-		// ended by a marker.
-		offsets map[int32]map[int64][]group.Record
+		// id, the transactional offset records being written or written
+		// and not yet ended by a marker, a batch (one TxnOffsetCommit) an
+		// entry.
+		offsets map[int32]map[int64][]*txnOffsetBatch
 		client  *kgo.Client // for WriteTxnMarkers to other brokers
 	}
 }
@@ -55,7 +56,7 @@ func newTxns(b *Broker) *txns {
 	}
 	t := &txns{b: b, c: txn.New(cfg)}
 	t.parts = newCoordinatorPartitions(b, txn.StateTopic, "transaction state", txnLoader{t})
-	t.mu.offsets = make(map[int32]map[int64][]group.Record)
+	t.mu.offsets = make(map[int32]map[int64][]*txnOffsetBatch)
 	b.metrics.reg.MustRegister(&txnCollector{c: t.c})
 	return t
 }
@@ -367,24 +368,58 @@ func (t *txns) client() (*kgo.Client, error) {
 	return cl, nil
 }
 
-// addOffsets records transactional offset records written to an offsets
-// partition, waiting for their marker.
-func (t *txns) addOffsets(part int32, producerID int64, recs []group.Record) {
+// txnOffsetBatch is the records of one TxnOffsetCommit, waiting for their
+// transaction's marker.
+type txnOffsetBatch struct {
+	part       int32
+	producerID int64
+	recs       []group.Record
+}
+
+// addOffsets registers transactional offset records of an offsets
+// partition before they are appended (Kafka's prepareTxnOffsetCommit), so
+// that a marker written once they are in the log finds them, however the
+// append's return and the marker race.
+func (t *txns) addOffsets(part int32, producerID int64, recs []group.Record) *txnOffsetBatch {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	m := t.mu.offsets[part]
 	if m == nil {
-		m = make(map[int64][]group.Record)
+		m = make(map[int64][]*txnOffsetBatch)
 		t.mu.offsets[part] = m
 	}
-	m[producerID] = append(m[producerID], recs...)
+	ob := &txnOffsetBatch{part: part, producerID: producerID, recs: recs}
+	m[producerID] = append(m[producerID], ob)
+	return ob
+}
+
+// takeBackOffsets unregisters ob after its append failed. It reports
+// whether ob was still waiting; if not, a marker has ended it already (and
+// released the group's pending counts).
+func (t *txns) takeBackOffsets(ob *txnOffsetBatch) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	m := t.mu.offsets[ob.part]
+	for i, o := range m[ob.producerID] {
+		if o == ob {
+			m[ob.producerID] = append(m[ob.producerID][:i:i], m[ob.producerID][i+1:]...)
+			if len(m[ob.producerID]) == 0 {
+				delete(m, ob.producerID)
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // endOffsets hands a producer's pending offsets of a partition to the group
 // coordinator with the transaction's outcome.
 func (t *txns) endOffsets(part int32, producerID int64, commit bool) {
 	t.mu.Lock()
-	recs := t.mu.offsets[part][producerID]
+	var recs []group.Record
+	for _, ob := range t.mu.offsets[part][producerID] {
+		recs = append(recs, ob.recs...)
+	}
 	delete(t.mu.offsets[part], producerID)
 	t.mu.Unlock()
 	if len(recs) == 0 {
@@ -417,7 +452,11 @@ func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn f
 	if _, err := replayLog(ctx, p, off, replay); err != nil {
 		return err
 	}
-	t.mu.offsets[part] = r.pending
+	pending := make(map[int64][]*txnOffsetBatch, len(r.pending))
+	for pid, recs := range r.pending {
+		pending[pid] = []*txnOffsetBatch{{part: part, producerID: pid, recs: recs}}
+	}
+	t.mu.offsets[part] = pending
 	var open []group.Record
 	for _, recs := range r.pending {
 		open = append(open, recs...)
