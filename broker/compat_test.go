@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"net"
 	"reflect"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sediment-io/sediment/metadata"
 )
@@ -484,5 +486,91 @@ func TestTxnOffsetCommitVerifiedAtTheCoordinator(t *testing.T) {
 	}
 	if remote == 0 {
 		t.Fatal("no group had its coordinator on the other broker than foo's")
+	}
+}
+
+// TestTxnLateWriteRefusedRemoteCoordinator: a classic-flow (Produce < v12)
+// transactional write arriving after its transaction committed is refused
+// (INVALID_TXN_STATE) also when the transactional id's coordinator is on
+// another broker than the partition's leader: verified with
+// AddPartitionsToTxn v4 VerifyOnly at the coordinator (KIP-890 part 1,
+// Kafka's AddPartitionsToTxnManager). It was accepted unverified, opening a
+// transaction that no marker ends (the LSO stuck).
+func TestTxnLateWriteRefusedRemoteCoordinator(t *testing.T) {
+	brokers := startPair(t, func(c *Config) { c.Listeners = []Listener{{Addr: "127.0.0.1:0"}} })
+	seeds := kgo.SeedBrokers(brokers[0].Addr(), brokers[1].Addr())
+	kcl := newClient(t, brokers[0], seeds)
+	adm := kadm.NewClient(kcl)
+	createPairTopic(t, adm, "late-remote", nil)
+	ctx := testCtx(t)
+	var leader int32
+	waitCond(t, func() bool {
+		st := brokers[0].meta.State()
+		tp, ok := st.Topic("late-remote")
+		if !ok || tp.Partitions[0].Leader < 1 {
+			return false
+		}
+		leader = tp.Partitions[0].Leader
+		return true
+	})
+	// A transactional id whose coordinator is the other broker.
+	id := ""
+	for i := 0; id == ""; i++ {
+		cand := fmt.Sprintf("late-remote-%d", i)
+		req := kmsg.NewPtrFindCoordinatorRequest()
+		req.CoordinatorKey, req.CoordinatorKeys, req.CoordinatorType = cand, []string{cand}, 1
+		waitCond(t, func() bool {
+			resp, err := req.RequestWith(ctx, kcl)
+			if err != nil || len(resp.Coordinators) != 1 || resp.Coordinators[0].ErrorCode != 0 {
+				return false
+			}
+			if resp.Coordinators[0].NodeID != leader {
+				id = cand
+			}
+			return true
+		})
+	}
+	cl := newClient(t, brokers[0], seeds, kgo.TransactionalID(id), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.MaxVersions(kversion.V3_0_0()))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "late-remote", Partition: 0, Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := brokers[leader-1]
+	waitCond(t, func() bool { return rawFetch(t, lb, "late-remote", 1).LastStableOffset == 2 })
+	r := kmsg.Record{Value: []byte("late")}
+	r.Length = int32(len(r.AppendTo(nil)) - 1) // what follows the one-byte length
+	body := r.AppendTo(nil)
+	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: 1, NumRecords: 1, Records: body}
+	batch := rb.AppendTo(nil)
+	putU32(batch[8:], uint32(len(batch)-12))
+	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	req := kmsg.NewPtrProduceRequest()
+	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "late-remote"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, newClient(t, lb, kgo.MaxVersions(kversion.V3_0_0())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
+		t.Fatalf("late write with the coordinator on broker %d, leader %d: %v, want INVALID_TXN_STATE", 3-leader, leader, kerr.ErrorForCode(code))
+	}
+	if fp := rawFetch(t, lb, "late-remote", 1); fp.LastStableOffset != fp.HighWatermark {
+		t.Fatalf("LSO %d HW %d after the late write", fp.LastStableOffset, fp.HighWatermark)
 	}
 }

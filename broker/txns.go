@@ -682,6 +682,11 @@ func (tc *txnCollector) Collect(ch chan<- prometheus.Metric) {
 
 var errTxnNotOpen = errors.New("broker: transactional write outside the producer's open transaction")
 
+// errTxnVerifyRetriable: a transactional write whose transaction could not
+// be verified at the coordinator now (it moves or loads); the producer
+// retries (Kafka's NOT_ENOUGH_REPLICAS for it).
+var errTxnVerifyRetriable = errors.New("broker: transactional write not verified yet")
+
 // addToTxn adds partitions to the open transaction of id (starting it) at
 // the id's coordinator, for KIP-890 part 2's implicit adds (Produce v12+,
 // TxnOffsetCommit v5+): in process when this broker is the coordinator,
@@ -776,12 +781,14 @@ func (b *Broker) atTxnCoordinator(ctx context.Context, id string, producerID int
 	return worst(codes)
 }
 
-// verifyTxnWrite is KIP-890 part 1's check of a transactional batch, made
-// when the id's coordinator is on this broker: the producer's first batch
-// in a partition must belong to its open transaction, which must include
-// the partition. A write that comes after its transaction ended (a delayed
-// retry) is refused instead of opening a transaction that no marker will
-// end. A coordinator elsewhere, or one still loading, is not asked.
+// verifyTxnWrite is KIP-890 part 1's check of a transactional batch: the
+// producer's first batch in a partition must belong to its open
+// transaction, which must include the partition, as the id's coordinator
+// says (on this broker, or asked with AddPartitionsToTxn v4 VerifyOnly
+// wherever it is, as Kafka's AddPartitionsToTxnManager). A write that
+// comes after its transaction ended (a delayed retry) is refused instead of
+// opening a transaction that no marker will end; a coordinator that cannot
+// answer now (moving, loading) makes the write retriable.
 // (Left open: an EndTxn that completes between this check and the append.)
 //
 // With implicitAdd (Produce v12+, KIP-890 part 2) the first batch instead
@@ -813,16 +820,17 @@ func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, imp
 			return kerr.ErrorForCode(code)
 		}
 	}
-	if _, ready, ok := b.txns.c.Loaded(b.txns.c.PartitionFor(*txnID)); !ok || !ready {
-		return nil
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	code, err := b.txns.c.CheckProducer(ctx, *txnID, h.ProducerID, h.ProducerEpoch, txn.TopicPartition{Topic: p.topic, Partition: p.id})
-	switch {
-	case err != nil, code == 0, code == kerr.NotCoordinator.Code, code == kerr.CoordinatorLoadInProgress.Code:
+	code := b.verifyInTxn(ctx, *txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
+	switch code {
+	case 0:
 		return nil
-	case code == kerr.ProducerFenced.Code:
+	case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+		// Not verified now: retriable, as Kafka answers
+		// NOT_ENOUGH_REPLICAS for these, and never accepted unverified.
+		return fmt.Errorf("%w: transaction of %q not verified at its coordinator: %v", errTxnVerifyRetriable, *txnID, kerr.ErrorForCode(code))
+	case kerr.ProducerFenced.Code:
 		return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
 	default:
 		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, *txnID, p.topic, p.id)
