@@ -3,7 +3,6 @@ package broker
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"reflect"
 	"slices"
@@ -547,14 +546,7 @@ func TestTxnLateWriteRefusedRemoteCoordinator(t *testing.T) {
 	}
 	lb := brokers[leader-1]
 	waitCond(t, func() bool { return rawFetch(t, lb, "late-remote", 1).LastStableOffset == 2 })
-	r := kmsg.Record{Value: []byte("late")}
-	r.Length = int32(len(r.AppendTo(nil)) - 1) // what follows the one-byte length
-	body := r.AppendTo(nil)
-	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: 1, NumRecords: 1, Records: body}
-	batch := rb.AppendTo(nil)
-	putU32(batch[8:], uint32(len(batch)-12))
-	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	batch := txnBatch(pid, epoch, 1, "late")
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
 	rt := kmsg.NewProduceRequestTopic()

@@ -528,12 +528,7 @@ func TestTxnLateWriteRefused(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond) // polling a condition
 	}
-	body := (&kmsg.Record{Value: []byte("late")}).AppendTo(nil)
-	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: 2, NumRecords: 1, Records: body}
-	batch := rb.AppendTo(nil)
-	putU32(batch[8:], uint32(len(batch)-12))
-	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	batch := txnBatch(pid, epoch, 2, "late")
 	id := "late"
 	req := kmsg.NewPtrProduceRequest()
 	req.TransactionID, req.Acks, req.TimeoutMillis = &id, -1, 5000
@@ -683,4 +678,17 @@ func TestTxnClassicOnly(t *testing.T) {
 	if got := readValues(t, b, "classic", 4, true); strings.Join(got, ",") != "0,1,2,3" {
 		t.Fatalf("read_committed got %v", got)
 	}
+}
+
+// txnBatch is a valid transactional batch of one record with value v, of
+// producer id pid at epoch and sequence seq.
+func txnBatch(pid int64, epoch int16, seq int32, v string) []byte {
+	r := kmsg.Record{Value: []byte(v)}
+	r.Length = int32(len(r.AppendTo(nil)) - 1) // what follows the one-byte length
+	rb := kmsg.RecordBatch{PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x10, FirstTimestamp: 1, MaxTimestamp: 1,
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq, NumRecords: 1, Records: r.AppendTo(nil)}
+	batch := rb.AppendTo(nil)
+	putU32(batch[8:], uint32(len(batch)-12))
+	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
+	return batch
 }

@@ -454,16 +454,7 @@ func (c *Coordinator) cgLeave(g *group, req *kmsg.ConsumerGroupHeartbeatRequest,
 		// What it was giving up is free at once; it keeps the rest until
 		// its session ends (Kafka writes it with nothing pending
 		// revocation, so no rebalance timeout fences it).
-		for tp := range m.revoking {
-			if cg.owner[tp] == m.id {
-				delete(cg.owner, tp)
-			}
-		}
-		m.revoking = make(partSet)
-		if m.revokeStop != nil {
-			m.revokeStop()
-			m.revokeStop = nil
-		}
+		cg.releaseRevoking(m)
 		c.cgTouch(g, m)
 	} else if c.cgDowngradable(g, m) {
 		// The last consumer-protocol member leaves classic members behind.
@@ -937,6 +928,21 @@ func sortTPs(tps []topicPartition) {
 	})
 }
 
+// releaseRevoking frees the partitions m was giving up, and stops its
+// revocation timeout.
+func (cg *consumerGroup) releaseRevoking(m *cmember) {
+	for tp := range m.revoking {
+		if cg.owner[tp] == m.id {
+			delete(cg.owner, tp)
+		}
+	}
+	m.revoking = make(partSet)
+	if m.revokeStop != nil {
+		m.revokeStop()
+		m.revokeStop = nil
+	}
+}
+
 // cgRevokeDeadline gives m, which must give partitions up, its rebalance
 // timeout to do so; then it is removed (Kafka's consumer group rebalance
 // timeout). A loaded partition arms it again for every member revoking.
@@ -974,16 +980,7 @@ func (c *Coordinator) cgReconcile(g *group, m *cmember, owned partSet) bool {
 			}
 		}
 		if done {
-			for tp := range m.revoking {
-				if cg.owner[tp] == m.id {
-					delete(cg.owner, tp)
-				}
-			}
-			m.revoking = make(partSet)
-			if m.revokeStop != nil {
-				m.revokeStop()
-				m.revokeStop = nil
-			}
+			cg.releaseRevoking(m)
 			changed = true
 		}
 	}
