@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -198,10 +197,21 @@ func TestTxnOffsetCommitRacingAbort(t *testing.T) {
 			t.Errorf("abort: %v %v", err, kerr.ErrorForCode(code))
 			return
 		}
-		testutil.WaitFor(t, 10*time.Second, "the abort complete", func() bool {
+		// On the handler's goroutine: no t.Fatal here.
+		tick := time.NewTicker(5 * time.Millisecond) // polling a condition
+		defer tick.Stop()
+		for {
 			s, err := b.txns.c.Describe(ctx, []string{"offsets"})
-			return err == nil && len(s) == 1 && s[0].State == "CompleteAbort"
-		})
+			if err == nil && len(s) == 1 && s[0].State == "CompleteAbort" {
+				return
+			}
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				t.Errorf("the abort did not complete: %v", ctx.Err())
+				return
+			}
+		}
 	}
 	cl := txnClient(t, b, "offsets")
 	reader := newClient(t, b)
