@@ -72,24 +72,10 @@ func TestElectLeaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	propose := func(cmd metadata.Command) metadata.Result {
-		t.Helper()
-		res, _, err := b.store.propose(ctx, cmd)
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		return res
-	}
+	propose := func(cmd metadata.Command) metadata.Result { t.Helper(); return mustPropose(t, b, cmd) }
 	self := b.cfg.NodeID
 	// This broker registers and is unfenced by its first heartbeat.
-	for st := b.meta.State(); ; {
-		if br, ok := st.Broker(self); ok && !br.Fenced {
-			break
-		}
-		if st, err = b.meta.WaitForVersion(ctx, st.Version+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitUnfenced(t, b)
 	// Broker self+1 is registered and fenced (it never heartbeats): a topic
 	// whose preferred replica it is gets this broker as its leader.
 	reg := propose(&metadata.RegisterBroker{BrokerID: self + 1, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
@@ -182,24 +168,9 @@ func TestElectLeadersUnclean(t *testing.T) {
 	b := startBroker(t, "")
 	ctx := testCtx(t)
 	adm := kadm.NewClient(newClient(t, b))
-	propose := func(cmd metadata.Command) metadata.Result {
-		t.Helper()
-		res, _, err := b.store.propose(ctx, cmd)
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		return res
-	}
+	propose := func(cmd metadata.Command) metadata.Result { t.Helper(); return mustPropose(t, b, cmd) }
 	self := b.cfg.NodeID
-	for st := b.meta.State(); ; {
-		if br, ok := st.Broker(self); ok && !br.Fenced {
-			break
-		}
-		var err error
-		if st, err = b.meta.WaitForVersion(ctx, st.Version+1); err != nil {
-			t.Fatal(err)
-		}
-	}
+	waitUnfenced(t, b)
 	// Broker self+1 leads both topics with itself the only ISR member,
 	// then is fenced: they have no leader, and this broker, a replica of
 	// "unclean-one" outside its ISR, is not elected (the topic does not
@@ -564,5 +535,31 @@ func TestTxnLateWriteRefusedRemoteCoordinator(t *testing.T) {
 	}
 	if fp := rawFetch(t, lb, "late-remote", 1); fp.LastStableOffset != fp.HighWatermark {
 		t.Fatalf("LSO %d HW %d after the late write", fp.LastStableOffset, fp.HighWatermark)
+	}
+}
+
+// mustPropose commits cmd through b's metadata quorum, failing the test on
+// an error.
+func mustPropose(t testing.TB, b *Broker, cmd metadata.Command) metadata.Result {
+	t.Helper()
+	res, _, err := b.store.propose(testCtx(t), cmd)
+	if err != nil {
+		t.Fatalf("%T: %v", cmd, err)
+	}
+	return res
+}
+
+// waitUnfenced waits until b is registered and unfenced (its first
+// heartbeat).
+func waitUnfenced(t testing.TB, b *Broker) {
+	t.Helper()
+	for st := b.meta.State(); ; {
+		if br, ok := st.Broker(b.cfg.NodeID); ok && !br.Fenced {
+			return
+		}
+		var err error
+		if st, err = b.meta.WaitForVersion(testCtx(t), st.Version+1); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -71,14 +71,7 @@ func TestDescribeLeaderRebalanceConfigs(t *testing.T) {
 func TestControllerReturnsPreferredLeader(t *testing.T) {
 	b := startBroker(t, "", func(c *Config) { c.LeaderImbalanceCheckInterval = 100 * time.Millisecond })
 	ctx := testCtx(t)
-	propose := func(cmd metadata.Command) metadata.Result {
-		t.Helper()
-		res, _, err := b.store.propose(ctx, cmd)
-		if err != nil {
-			t.Fatalf("%T: %v", cmd, err)
-		}
-		return res
-	}
+	propose := func(cmd metadata.Command) metadata.Result { t.Helper(); return mustPropose(t, b, cmd) }
 	self := b.cfg.NodeID
 	// waitState waits until the applied state satisfies ok.
 	waitState := func(what string, ok func(*metadata.State) bool) {
