@@ -117,6 +117,11 @@ func FuzzProducerSnapshot(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-decoding a marshalled state: %v", err)
 		}
+		for id, e := range st.m {
+			if _, ok := st.open[id]; ok != (e.txnFirstOffset >= 0) {
+				t.Fatalf("decoded producer %d: in the open set %v, txnFirstOffset %d", id, ok, e.txnFirstOffset)
+			}
+		}
 		if len(again.m) != len(st.m) {
 			t.Fatalf("round trip lost producers: %d != %d", len(again.m), len(st.m))
 		}

@@ -77,12 +77,19 @@ func (e *producerEntry) lastSeq() int32 {
 
 type producerState struct {
 	m map[int64]*producerEntry
+	// open holds the entries of m with an open transaction
+	// (txnFirstOffset >= 0), as Kafka's ongoingTxns: the last stable
+	// offset, computed on every fetch, looks at these only, not at every
+	// idempotent producer the partition has seen.
+	open map[int64]*producerEntry
 	// legacyAborted is the aborted list of a version 2 snapshot, for the
 	// transaction index (loadProducers); nil otherwise.
 	legacyAborted []hotlog.AbortedTxn
 }
 
-func newProducerState() *producerState { return &producerState{m: make(map[int64]*producerEntry)} }
+func newProducerState() *producerState {
+	return &producerState{m: make(map[int64]*producerEntry), open: make(map[int64]*producerEntry)}
+}
 
 var (
 	errOutOfOrderSequence = errors.New("broker: out of order sequence number")
@@ -201,11 +208,13 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	}
 	if b.control {
 		e.txnFirstOffset = -1
+		delete(s.open, e.id)
 		e.coordinatorEpoch = max(b.coordinatorEpoch, -1)
 		return
 	}
 	if b.transactional && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = firstOffset
+		s.open[e.id] = e
 	}
 	if b.baseSequence == -1 {
 		return
@@ -224,7 +233,7 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 // -1: the last stable offset is the smaller of it and the high watermark.
 func (s *producerState) firstUnstable() int64 {
 	first := int64(-1)
-	for _, e := range s.m {
+	for _, e := range s.open {
 		if e.txnFirstOffset >= 0 && (first < 0 || e.txnFirstOffset < first) {
 			first = e.txnFirstOffset
 		}
@@ -271,7 +280,7 @@ func (s *producerState) abortsOver(open map[int64]int64, b batchInfo, offset int
 			lso = f
 		}
 	}
-	for id, e := range s.m {
+	for id, e := range s.open {
 		if _, over := open[id]; !over {
 			consider(id, e.txnFirstOffset)
 		}
@@ -402,6 +411,11 @@ func unmarshalProducerState(b []byte) (*producerState, error) {
 			return nil, errBadSnapshot
 		}
 		s.m[e.id] = e
+		if e.txnFirstOffset >= 0 {
+			s.open[e.id] = e
+		} else {
+			delete(s.open, e.id)
+		}
 	}
 	if v2 {
 		n, k := binary.Uvarint(b)

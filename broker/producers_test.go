@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -332,6 +333,78 @@ func TestProducerStateCoordinatorEpoch(t *testing.T) {
 	} {
 		if _, err := unmarshalProducerState(bad); !errors.Is(err, errBadSnapshot) {
 			t.Fatalf("bad snapshot accepted: %v", err)
+		}
+	}
+}
+
+// TestOpenTxnSet: the set of open transactions the last stable offset is
+// computed from stays the producers whose transaction is open, through
+// appends, markers, expiry and a snapshot round trip; firstUnstable and
+// aborts answer as a scan of every producer would.
+func TestOpenTxnSet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	s := newProducerState()
+	scan := func(st *producerState, except int64) int64 {
+		first := int64(-1)
+		for id, e := range st.m {
+			if id != except && e.txnFirstOffset >= 0 && (first < 0 || e.txnFirstOffset < first) {
+				first = e.txnFirstOffset
+			}
+		}
+		return first
+	}
+	check := func(st *producerState, step int) {
+		t.Helper()
+		n := 0
+		for id, e := range st.m {
+			if _, ok := st.open[id]; ok != (e.txnFirstOffset >= 0) {
+				t.Fatalf("step %d: producer %d open=%v but txnFirstOffset=%d", step, id, ok, e.txnFirstOffset)
+			}
+			if e.txnFirstOffset >= 0 {
+				n++
+			}
+		}
+		if len(st.open) != n {
+			t.Fatalf("step %d: %d open entries, %d open transactions", step, len(st.open), n)
+		}
+		if got, want := st.firstUnstable(), scan(st, -1); got != want {
+			t.Fatalf("step %d: firstUnstable %d, want %d", step, got, want)
+		}
+	}
+	offset := int64(0)
+	for step := 0; step < 5000; step++ {
+		id := int64(rng.IntN(40))
+		b := batchInfo{producerID: id, baseSequence: -1, records: 1, maxTimestamp: offset}
+		switch rng.IntN(4) {
+		case 0, 1:
+			b.transactional = true
+		case 2:
+			b.control, b.commit = true, rng.IntN(2) == 0
+			if a, ok := s.aborts(b, offset); ok {
+				want := offset + 1
+				if f := scan(s, id); f >= 0 && f < want {
+					want = f
+				}
+				if a.LastStableOffset != want {
+					t.Fatalf("step %d: abort's last stable offset %d, want %d", step, a.LastStableOffset, want)
+				}
+			}
+		default:
+			if rng.IntN(50) == 0 {
+				s.expire(offset - 100)
+				check(s, step)
+			}
+		}
+		s.apply(b, offset, offset, offset)
+		offset++
+		check(s, step)
+		if step%500 == 0 {
+			again, err := unmarshalProducerState(s.marshal())
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(again, step)
+			s = again
 		}
 	}
 }
