@@ -266,6 +266,9 @@ func (t groupTopics) TopicNames() []string {
 	return out
 }
 
+// TopicsVersion is the metadata's Raft index: topics change only with it.
+func (t groupTopics) TopicsVersion() uint64 { return t.b.meta.State().Version }
+
 func (t groupTopics) Name(id [16]byte) (string, bool) {
 	tp, ok := t.b.meta.State().TopicByID(metadata.UUID(id))
 	if !ok {

@@ -220,3 +220,92 @@ func BenchmarkConsumerGroupReconcile(b *testing.B) {
 	b.ReportMetric(float64(per.Microseconds()), "µs/rebalance-pair")
 	b.ReportMetric(float64(per)/float64(rt), "ratio-of-loop")
 }
+
+// BenchmarkConsumerGroupSteadyHeartbeat is one heartbeat of a stable
+// KIP-848 group that nothing changes: 200 members, each subscribing to the
+// same 100 topics by name, half of them also to a regex over the cluster's
+// 2000 topics. A member's heartbeat must not cost work in the group's
+// size times its subscriptions. Beside it, the loop's round-trip time.
+func BenchmarkConsumerGroupSteadyHeartbeat(b *testing.B) {
+	const members, named, all = 200, 100, 2000
+	var specs, names []string
+	for i := 0; i < all; i++ {
+		specs = append(specs, fmt.Sprintf("t%04d:1", i))
+		if i < named {
+			names = append(names, fmt.Sprintf("t%04d", i))
+		}
+	}
+	topics := newTestTopics(specs)
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock(), Topics: topics})
+	defer c.Close()
+	if err := <-c.Load(0, &memLog{}); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	epochs := map[string]int32{}
+	owned := map[string][]kmsg.ConsumerGroupHeartbeatRequestTopic{}
+	hb := func(id string, i int, full bool) {
+		req := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		req.Version, req.Group, req.MemberID, req.MemberEpoch = 1, "g", id, epochs[id]
+		if full {
+			req.RebalanceTimeoutMillis = 60000
+			req.SubscribedTopicNames = names
+			if i%2 == 1 {
+				req.Version, req.SubscribedTopicRegex = 1, kmsg.StringPtr("t1.*")
+			}
+			req.Topics = owned[id]
+			if req.Topics == nil {
+				req.Topics = []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+			}
+		} else {
+			req.RebalanceTimeoutMillis = -1
+		}
+		r, err := c.ConsumerGroupHeartbeat(ctx, Client{ClientID: "c"}, req)
+		if err != nil || r.ErrorCode != 0 {
+			b.Fatalf("heartbeat of %s: %v %+v", id, err, r)
+		}
+		epochs[id] = r.MemberEpoch
+		if r.Assignment != nil {
+			owned[id] = nil
+			for _, t := range r.Assignment.Topics {
+				owned[id] = append(owned[id], kmsg.ConsumerGroupHeartbeatRequestTopic{TopicID: t.TopicID, Partitions: t.Partitions})
+			}
+		}
+	}
+	var ids []string
+	for i := 0; i < members; i++ {
+		ids = append(ids, fmt.Sprintf("m%03d", i))
+		hb(ids[i], i, true)
+	}
+	stable := func() bool {
+		var ok bool
+		c.inLoop(func() { ok = c.partitions[0].groups["g"].cg.state() == cgStable })
+		return ok
+	}
+	for n := 0; !stable(); n++ {
+		if n > 20 {
+			b.Fatal("group does not settle")
+		}
+		for i, id := range ids {
+			hb(id, i, true)
+		}
+	}
+	epoch := func() (e int32) {
+		c.inLoop(func() { e = c.partitions[0].groups["g"].cg.epoch })
+		return e
+	}
+	before := epoch()
+	b.ResetTimer()
+	start := time.Now()
+	for i := 0; i < b.N; i++ {
+		hb(ids[i%members], i%members, false)
+	}
+	per := time.Since(start) / time.Duration(b.N)
+	b.StopTimer()
+	if !stable() || epoch() != before {
+		b.Fatalf("heartbeats changed the group: epoch %d -> %d", before, epoch())
+	}
+	rt := loopRoundTrip(c, 10000)
+	b.ReportMetric(float64(per.Nanoseconds())/1e3, "µs/heartbeat")
+	b.ReportMetric(float64(per)/float64(rt), "ratio-of-loop")
+}

@@ -89,6 +89,11 @@ type consumerGroup struct {
 	topicParts  map[string]int32               // partition counts the target was computed with
 	topicIDs    map[string][16]byte            // and the topics' ids
 	regexTopics map[string]map[string]struct{} // regex → matched topics at the last computation
+	// topicsSeen is Topics' version plus one when topicParts, topicIDs
+	// and regexTopics were last computed or found current (0: unknown):
+	// while it stands, a heartbeat need not resolve the subscriptions
+	// again (cgMetadataChanged).
+	topicsSeen uint64
 	assignor    string
 	// dirty is set when writing the group's record failed: memory is ahead
 	// of the log, so the next heartbeat writes the record again.
@@ -687,7 +692,39 @@ type TopicLister interface {
 	TopicNames() []string
 }
 
+// TopicsVersioner is implemented by a Topics whose answers (names, ids,
+// partition counts) change only when its version does. A heartbeat then
+// resolves the group's subscriptions (every member's topics, every regex
+// over every topic: work in the group's size) only after a change, as
+// Kafka's coordinator refreshes a group's subscription metadata when the
+// metadata image changes.
+type TopicsVersioner interface {
+	TopicsVersion() uint64
+}
+
+// topicsVersion is Topics' version plus one, 0 if it has none.
+func (c *Coordinator) topicsVersion() uint64 {
+	if v, ok := c.cfg.Topics.(TopicsVersioner); ok {
+		return v.TopicsVersion() + 1
+	}
+	return 0
+}
+
 func (c *Coordinator) cgMetadataChanged(g *group) bool {
+	// The version is read before the topics: a change in between is seen
+	// at the next heartbeat.
+	v := c.topicsVersion()
+	if v != 0 && v == g.cg.topicsSeen {
+		return false
+	}
+	if c.cgTopicsChanged(g) {
+		return true
+	}
+	g.cg.topicsSeen = v
+	return false
+}
+
+func (c *Coordinator) cgTopicsChanged(g *group) bool {
 	parts, ids, regexes := c.cgTopics(g)
 	if len(parts) != len(g.cg.topicParts) {
 		return true
@@ -737,8 +774,9 @@ func (m *cmember) subscribes(topic string, regexes map[string]map[string]struct{
 // topics.
 func (c *Coordinator) cgComputeTarget(g *group) {
 	cg := g.cg
+	v := c.topicsVersion()
 	parts, topicIDs, regexes := c.cgTopics(g)
-	cg.topicParts, cg.topicIDs, cg.regexTopics = parts, topicIDs, regexes
+	cg.topicParts, cg.topicIDs, cg.regexTopics, cg.topicsSeen = parts, topicIDs, regexes, v
 	cg.assignor = groupAssignor(cg)
 	ids := cg.memberOrder()
 	if cg.assignor == "range" {

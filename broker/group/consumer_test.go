@@ -19,6 +19,15 @@ import (
 type testTopics struct {
 	mu    sync.Mutex
 	parts map[string]int32
+	// version counts changes to parts (TopicsVersioner): a change made
+	// without bumping it would go unseen by the groups, as in the broker.
+	version uint64
+}
+
+func (t *testTopics) TopicsVersion() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.version
 }
 
 func newTestTopics(specs []string) *testTopics {
@@ -131,6 +140,7 @@ func (e *env) runConsumer(td *datadriven.TestData, a args) (string, bool) {
 	case "topic":
 		e.topics.mu.Lock()
 		e.topics.parts[a.str("name", "")] = int32(a.num(t, "partitions", 1))
+		e.topics.version++
 		e.topics.mu.Unlock()
 		return "ok\n", true
 
