@@ -223,13 +223,16 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 // began would be unknown, its records below the last stable offset with
 // no aborted entry). Batches after stateEnd are replayed on open. Leaders
 // and followers alike apply a batch only once it is written (Written), so
-// stateEnd never passes the log end.
+// stateEnd never passes the log end. The state is read under the log's
+// lock (as by RollSnapshot): a follower's truncation cannot come between
+// reading it and writing it, which would store the cut tail's producers at
+// an offset the log reaches again.
 func (p *partition) snapshotProducers() error {
-	p.mu.Lock()
-	end := p.mu.stateEnd
-	data := p.mu.producers.marshal()
-	p.mu.Unlock()
-	return p.log.WriteProducerSnapshot(end, data)
+	return p.log.WriteProducerSnapshotFunc(func() (int64, []byte) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return p.mu.stateEnd, p.mu.producers.marshal()
+	})
 }
 
 // batchInfoOf describes one whole batch for the producer state; ok is

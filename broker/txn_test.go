@@ -22,6 +22,7 @@ import (
 	"github.com/sediment-io/sediment/broker/txn"
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/testutil"
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // Transactions with real franz-go clients against a real broker.
@@ -691,4 +692,41 @@ func txnBatch(pid int64, epoch int16, seq int32, v string) []byte {
 	putU32(batch[8:], uint32(len(batch)-12))
 	putU32(batch[17:], crc32.Checksum(batch[21:], castagnoli))
 	return batch
+}
+
+// DeleteRecords past the first offset of a transaction still open must not
+// leave the last stable offset below the log start (Kafka clamps it in
+// UnifiedLog.maybeIncrementFirstUnstableOffset): a read_committed
+// ListOffsets(LATEST) would answer an offset out of range.
+func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
+	l, err := hotlog.Open(hotlog.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	p := &partition{topic: "t", log: l}
+	p.mu.producers = newProducerState()
+	p.mu.waiters = make(map[chan struct{}]struct{})
+	p.resetDurableEnd()
+	if err := p.loadProducers(); err != nil {
+		t.Fatal(err)
+	}
+	p.applyAssignment(1, &metadata.Partition{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 5,
+		Replicas: []int32{1}, ISR: []int32{1}}, 1)
+	// Producer 7's transaction opens at offset 0; producer 8's records follow.
+	if _, err := p.appendBatch(txnBatch(7, 0, 0, "a"), 1<<20, 3, false, false, func() {}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := p.appendBatch(txnBatch(8, 0, int32(i), "b"), 1<<20, 3, false, false, func() {}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("hw %d lso %d", l.HighWatermark(), p.lastStableOffset())
+	if err := l.DeleteBefore(2); err != nil { // DeleteRecords(2) <= HW
+		t.Fatal(err)
+	}
+	if lso, start := p.lastStableOffset(), l.LogStartOffset(); lso < start {
+		t.Fatalf("last stable offset %d below the log start %d", lso, start)
+	}
 }

@@ -620,16 +620,21 @@ func (p *partition) appendMarker(producerID int64, epoch int16, commit bool, coo
 }
 
 // lastStableOffset is the first offset of the oldest open transaction, or
-// the high watermark if that is smaller.
+// the high watermark if that is smaller. It never falls below the log start:
+// an open transaction whose first records were deleted (DeleteRecords,
+// retention) holds it at the log start, as Kafka's
+// maybeIncrementFirstUnstableOffset does, so read_committed consumers are
+// never sent below the log.
 func (p *partition) lastStableOffset() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	start := p.log.LogStartOffset()
 	hw := min(p.log.HighWatermark(), p.mu.stateEnd)
 	if p.mu.rebuilding {
-		hw = min(hw, p.log.LogStartOffset())
+		hw = min(hw, start)
 	}
 	if first := p.mu.producers.firstUnstable(); first >= 0 && first < hw {
-		return first
+		return max(first, start)
 	}
 	return hw
 }

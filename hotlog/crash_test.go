@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math/rand/v2"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -459,6 +460,185 @@ func TestInjectedErrorsInTruncateAndDelete(t *testing.T) {
 					}
 					l2.Close()
 				}
+			}
+		}
+	}
+}
+
+// A DeleteBefore inside the unsynced tail (FlushOS, DeleteRecords) checkpoints
+// a log start past what a crash leaves. Open must restart the log at the
+// checkpoint: were it to clamp the start to the recovered end in memory only,
+// offsets below the checkpoint would be handed out again and the next open
+// would hide them.
+func TestLogStartCheckpointPastRecoveredEnd(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := Config{Flush: FlushOS}
+	l := openMem(t, mem, cfg)
+	for i := range 5 {
+		if _, err := l.Append(simpleBatch(1, 10, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Sync(); err != nil { // offsets 0..4 durable
+		t.Fatal(err)
+	}
+	for i := 5; i < 10; i++ {
+		if _, err := l.Append(simpleBatch(1, 10, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.DeleteBefore(8); err != nil { // DeleteRecords(8), below the HW
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone() // power loss: 5..9 were never fsynced
+	l.Close()
+
+	l = openMem(t, crashed, cfg)
+	t.Logf("after crash: start %d end %d", l.LogStartOffset(), l.LogEndOffset())
+	// New records, acknowledged and made durable by Sync and a clean Close.
+	var firstNew int64 = -1
+	for i := range 5 {
+		res, err := l.Append(simpleBatch(1, 10, int64(100+i)), AppendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if firstNew < 0 {
+			firstNew = res.FirstOffset
+		}
+	}
+	if err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openMem(t, crashed, cfg)
+	defer l.Close()
+	t.Logf("after clean restart: start %d end %d (first new record at %d)", l.LogStartOffset(), l.LogEndOffset(), firstNew)
+	if l.LogStartOffset() > firstNew {
+		t.Fatalf("acknowledged records [%d, %d) vanished below the log start after a clean restart", firstNew, l.LogStartOffset())
+	}
+	if firstNew < 8 {
+		t.Errorf("offsets %d..7 below the log start checkpoint (8) were handed out again", firstNew)
+	}
+}
+
+// After a process crash (the page cache survives, the machine does not
+// reboot) Open finds unsynced batches intact and keeps them. It must fsync
+// them before reporting them durable (DurableEnd = log end; the broker's
+// resetDurableEnd uses the log end too): a power loss afterwards would lose
+// records past the high watermark (a single replica sets HW = log end at
+// open) whose acks=all retry was answered as a duplicate.
+func TestUncleanOpenSyncsRecoveredTail(t *testing.T) {
+	mem := vfs.NewMem()
+	l1 := openMem(t, mem, Config{Flush: FlushOS})
+	for i := range 5 {
+		if _, err := l1.Append(simpleBatch(1, 10, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The process dies here (l1 is never closed; nothing was fsynced).
+	l2 := openMem(t, mem, Config{}) // FlushEveryCommit
+	durable := l2.DurableEnd()
+	t.Logf("reopened after the process crash: end %d, DurableEnd %d", l2.LogEndOffset(), durable)
+	power := mem.CrashClone() // then the machine loses power
+	l3 := openMem(t, power, Config{})
+	defer l3.Close()
+	if l3.LogEndOffset() < durable {
+		t.Fatalf("DurableEnd was %d after reopening, but a power loss leaves the log ending at %d", durable, l3.LogEndOffset())
+	}
+}
+
+// DeleteBefore checkpoints the log start, then renames segments, then
+// rewrites the leader-epoch checkpoint. A crash between leaves epoch entries
+// below the log start; Open truncates the cache from the log start as Kafka's
+// LogLoader does on every load.
+func TestOpenTruncatesEpochsFromStart(t *testing.T) {
+	mem := vfs.NewMem()
+	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(1, 2))}
+	cfg := Config{SegmentBytes: 500}
+	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
+	for i := range 20 {
+		if _, err := l.Append(simpleBatch(1, 100, int64(i)), AppendOptions{LeaderEpoch: int32(1 + i/10)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// epochs {1:0, 2:10}
+	rec.on.Store(true)
+	if err := l.DeleteBefore(15); err != nil {
+		t.Fatal(err)
+	}
+	rec.on.Store(false)
+	l.Close()
+	for i, cp := range rec.clones {
+		l := openMem(t, cp.fs, cfg)
+		start := l.LogStartOffset()
+		eps := *l.epochs.Load()
+		if start == 15 && len(eps) > 0 && eps[0].Start < start {
+			e, off, _ := l.EndOffsetForEpoch(1)
+			l.Close()
+			t.Fatalf("crash %d (%s): log start %d but epochs %v (EndOffsetForEpoch(1) = %d, %d; Kafka: 1, 15)", i, cp.what, start, eps, e, off)
+		}
+		l.Close()
+	}
+}
+
+// TestCrashIndexRebuildKeepsMaxTimestamp crashes at every file-system
+// operation of a sealed segment's index rebuild (its files were lost), keeping
+// torn parts of unsynced writes: the rewritten files must be found whole or
+// not at all, never as a prefix that checks out (a time index without its
+// final entry understates the segment's max timestamp, so time retention
+// would delete it early).
+func TestCrashIndexRebuildKeepsMaxTimestamp(t *testing.T) {
+	mem := vfs.NewMem()
+	// An entry per batch, timestamps rising: a prefix of the time index
+	// checks out but understates the max timestamp.
+	cfg := Config{SegmentBytes: 4000, IndexIntervalBytes: 1}
+	l := openMem(t, mem, cfg)
+	var want int64 = -1
+	for i := 0; len(l.Segments()) == 1; i++ {
+		want = int64(1000 + i)
+		if _, err := l.Append(simpleBatch(1, 100, want), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want-- // the last append went to the new segment
+	segs := l.Segments()
+	l.Close()
+	if segs[0].MaxTimestamp != want {
+		t.Fatalf("sealed segment's max timestamp %d, want %d", segs[0].MaxTimestamp, want)
+	}
+	// Damage both index files (empty, durably): the next reader rebuilds
+	// them and rewrites them.
+	for _, name := range []string{segs[0].IndexFile, segs[0].TimeIndexFile} {
+		f, err := mem.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	if err := vfs.SyncDir(mem, filepath.Dir(segs[0].IndexFile)); err != nil {
+		t.Fatal(err)
+	}
+	for seed := range uint64(64) {
+		rec := &crashRecorder{mem: mem.CrashClone(), rng: rand.New(rand.NewPCG(seed, 4))}
+		l := openMem(t, errorfs.Wrap(rec.mem, rec), cfg)
+		rec.on.Store(true)
+		l.Segments() // rebuilds and rewrites the index files
+		rec.on.Store(false)
+		l.Close()
+		if len(rec.clones) == 0 {
+			t.Fatal("no crash point recorded during the rebuild")
+		}
+		for _, cp := range rec.clones {
+			l := openMem(t, cp.fs, cfg)
+			got := l.Segments()[0].MaxTimestamp
+			l.Close()
+			if got != want {
+				t.Fatalf("crash at %s: sealed segment's max timestamp %d, want %d", cp.what, got, want)
 			}
 		}
 	}

@@ -345,9 +345,14 @@ func (l *Log) open() error {
 			if err := f.Truncate(valid); err != nil {
 				return fmt.Errorf("hotlog: truncate torn tail: %w", err)
 			}
-			if err := f.Sync(); err != nil {
-				return fmt.Errorf("hotlog: sync truncated tail: %w", err)
-			}
+		}
+		// What the scan found may be only in the page cache: a killed
+		// process leaves it there, a power loss after it may not. It is
+		// made durable before it counts as synced (syncedEnd) and is
+		// answered on (a retried produce found a duplicate, the high
+		// watermark), as Kafka does not count recovered data as flushed.
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("hotlog: sync recovered segment: %w", err)
 		}
 		// The active segment's index files are rewritten when it seals.
 		l.fs.Remove(active.path(indexSuffix))
@@ -366,8 +371,15 @@ func (l *Log) open() error {
 	if err := l.cutTxnsLocked(active, b.next); err != nil {
 		return fmt.Errorf("hotlog: recover transaction index: %w", err)
 	}
+	// A log start checkpoint past the recovered end: the records up to it
+	// were deleted (DeleteRecords, a follower's restart at the leader's
+	// start) but a crash lost the unsynced tail below it. As Kafka's
+	// LogLoader (deleteSegmentsIfLogStartGreaterThanLogEnd), the log
+	// restarts empty at the checkpoint once open, so no offset below it is
+	// handed out again to be hidden by the next open.
+	restartAt := int64(-1)
 	if start > b.next {
-		start = b.next
+		restartAt, start = start, b.next
 	}
 	l.logStart.Store(start)
 	hw := start
@@ -376,9 +388,13 @@ func (l *Log) open() error {
 	}
 	l.hw.Store(hw)
 
-	// Epochs past the end belong to a lost tail.
+	// Epochs past the end belong to a lost tail, and those below the log
+	// start to deleted data (a crash between the log start checkpoint and
+	// the epoch checkpoint), as Kafka's LogLoader truncates the cache from
+	// the start checkpoint on every load.
 	epochs, changed := truncateEpochsFromEnd(epochs, b.next)
-	if !isClean {
+	epochs, fromStart := truncateEpochsFromStart(epochs, start)
+	if !isClean || fromStart {
 		changed = true
 	}
 	l.epochs.Store(&epochs)
@@ -404,6 +420,11 @@ func (l *Log) open() error {
 	}
 	l.sync.seg = active
 	l.sync.writtenEnd, l.sync.syncedEnd = l.logEnd.Load(), l.logEnd.Load()
+	if restartAt >= 0 {
+		l.logger.Warn("hotlog: log start checkpoint past the recovered log end; restarting the log empty at it",
+			"log_start", restartAt, "log_end", b.next)
+		return l.truncateFullyLocked(restartAt)
+	}
 	return nil
 }
 

@@ -830,3 +830,24 @@ func TestRollSnapshots(t *testing.T) {
 		t.Fatal("DeleteBefore kept the wrong snapshots")
 	}
 }
+
+// TestWriteProducerSnapshotFunc: the state is read under the log's lock and
+// written at the offset it names; one past the log end is refused.
+func TestWriteProducerSnapshotFunc(t *testing.T) {
+	l := openMem(t, vfs.NewMem(), Config{})
+	defer l.Close()
+	for i := range 3 {
+		if _, err := l.Append(simpleBatch(1, 10, int64(i)), AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.WriteProducerSnapshotFunc(func() (int64, []byte) { return 2, []byte("at2") }); err != nil {
+		t.Fatal(err)
+	}
+	if off, data, err := l.LatestProducerSnapshot(); err != nil || off != 2 || string(data) != "at2" {
+		t.Fatalf("latest snapshot %d %q %v", off, data, err)
+	}
+	if err := l.WriteProducerSnapshotFunc(func() (int64, []byte) { return 4, nil }); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("snapshot past the log end: %v", err)
+	}
+}

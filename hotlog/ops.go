@@ -13,6 +13,22 @@ import (
 // when the delay has passed and readers let go (deleter.go).
 func (l *Log) renameDeletedLocked(seg *segment) error {
 	l.retireLocked(seg)
+	if err := l.renameFilesLocked(seg); err != nil {
+		return err
+	}
+	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
+		return fmt.Errorf("hotlog: sync %s: %w", l.dir, err)
+	}
+	return nil
+}
+
+// renameFilesLocked renames seg's files away (retireLocked chose the
+// suffix) and marks it renamed and deleted. It holds seg.mu meanwhile: an
+// index rebuilt by a reader is written under it, so never over a file a
+// swap has put in place of seg's.
+func (l *Log) renameFilesLocked(seg *segment) error {
+	seg.mu.Lock()
+	defer seg.mu.Unlock()
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
 		from := seg.path(suf)
 		if err := l.fs.Rename(from, from+seg.delSuffix); err != nil && !vfs.IsNotExist(err) {
@@ -21,9 +37,6 @@ func (l *Log) renameDeletedLocked(seg *segment) error {
 	}
 	seg.renamed.Store(true)
 	seg.deleted.Store(true)
-	if err := vfs.SyncDir(l.fs, l.dir); err != nil {
-		return fmt.Errorf("hotlog: sync %s: %w", l.dir, err)
-	}
 	return nil
 }
 
@@ -256,6 +269,22 @@ func (l *Log) WriteProducerSnapshot(offset int64, data []byte) error {
 	return l.writeSnapshotLocked(offset, data)
 }
 
+// WriteProducerSnapshotFunc is WriteProducerSnapshot of what state returns,
+// called under the log's lock: no truncation or restart of the log comes
+// between reading the state and writing it, so a snapshot taken as a
+// follower's tail is cut never describes the cut tail (an offset past the
+// new log end is refused with ErrOffsetOutOfRange, and the log grows past it
+// again only after the owner reloaded its state).
+func (l *Log) WriteProducerSnapshotFunc(state func() (offset int64, data []byte)) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	offset, data := state()
+	return l.writeSnapshotLocked(offset, data)
+}
+
 func (l *Log) writeSnapshotLocked(offset int64, data []byte) error {
 	if offset < 0 || offset > l.logEnd.Load() {
 		return fmt.Errorf("%w: snapshot at %d past log end %d", ErrOffsetOutOfRange, offset, l.logEnd.Load())
@@ -321,6 +350,10 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
 	}
+	return l.truncateFullyLocked(offset)
+}
+
+func (l *Log) truncateFullyLocked(offset int64) error {
 	l.rewrites++
 	set := *l.segs.Load()
 	for j := len(set) - 1; j >= 0; j-- {

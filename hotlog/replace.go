@@ -330,14 +330,9 @@ func (l *Log) replaceLocked(old []int64, w *SegmentWriter) error {
 	l.rewrites++
 	for _, s := range group {
 		l.retireLocked(s)
-		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {
-			from := s.path(suf)
-			if err := l.fs.Rename(from, from+s.delSuffix); err != nil && !vfs.IsNotExist(err) {
-				return l.fail(fmt.Errorf("hotlog: rename %s: %w", from, err))
-			}
+		if err := l.renameFilesLocked(s); err != nil {
+			return l.fail(err)
 		}
-		s.renamed.Store(true)
-		s.deleted.Store(true)
 	}
 	name := baseName(w.base)
 	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix, txnIndexSuffix} {

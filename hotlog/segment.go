@@ -208,14 +208,16 @@ func (s *segment) indexes(interval int) (offsetIndex, timeIndex, int64, error) {
 		return nil, nil, -1, err
 	}
 	s.idx, s.tidx, s.maxTs, s.loaded, s.maxTsKnown = idx, tidx, maxTs, true, true
-	idxPath, tidxPath := s.path(indexSuffix), s.path(timeIndexSuffix)
+	if rebuilt && !s.renamed.Load() {
+		// Best effort: write the rebuilt files so the next open need not
+		// scan. Under s.mu, which the log takes to rename a segment's files
+		// away (renameFilesLocked): a compaction's swap must not find its
+		// new segment's index overwritten by this old one's.
+		writeIndexFile(s.fs, s.path(indexSuffix), idx)
+		writeIndexFile(s.fs, s.path(timeIndexSuffix), tidx)
+	}
 	s.mu.Unlock()
 	s.cache.add(s, len(idx)+len(tidx))
-	if rebuilt {
-		// Best effort: write the rebuilt files so the next open need not scan.
-		writeIndexFile(s.fs, idxPath, idx)
-		writeIndexFile(s.fs, tidxPath, tidx)
-	}
 	return idx, tidx, maxTs, nil
 }
 
@@ -335,20 +337,38 @@ func (c *indexCache) add(s *segment, n int) {
 	}
 }
 
+// writeIndexFile writes an index file whole or not at all: a crash while it
+// is written must not leave a prefix, which checks out as a valid index (a
+// time index without its last entry understates the segment's max timestamp,
+// so time retention would delete it early). The data is written to a .tmp
+// file (Open removes leftovers), synced and renamed over name. The directory
+// is not synced: a rename lost in a crash leaves the old file or none, and a
+// missing index is rebuilt from the log.
 func writeIndexFile(fs vfs.FS, name string, data []byte) error {
-	f, err := fs.Create(name)
+	tmp := name + tmpSuffix
+	f, err := fs.Create(tmp)
 	if err != nil {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
 		f.Close()
+		fs.Remove(tmp)
 		return err
 	}
 	if err := f.Sync(); err != nil {
 		f.Close()
+		fs.Remove(tmp)
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		fs.Remove(tmp)
+		return err
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		fs.Remove(tmp)
+		return err
+	}
+	return nil
 }
 
 // readHeader reads the batch header at pos of f, which has size bytes, and

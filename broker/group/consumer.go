@@ -94,7 +94,7 @@ type consumerGroup struct {
 	// while it stands, a heartbeat need not resolve the subscriptions
 	// again (cgMetadataChanged).
 	topicsSeen uint64
-	assignor    string
+	assignor   string
 	// dirty is set when writing the group's record failed: memory is ahead
 	// of the log, so the next heartbeat writes the record again.
 	dirty bool
