@@ -345,30 +345,7 @@ func (c *indexCache) add(s *segment, n int) {
 // is not synced: a rename lost in a crash leaves the old file or none, and a
 // missing index is rebuilt from the log.
 func writeIndexFile(fs vfs.FS, name string, data []byte) error {
-	tmp := name + tmpSuffix
-	f, err := fs.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		fs.Remove(tmp)
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		fs.Remove(tmp)
-		return err
-	}
-	if err := f.Close(); err != nil {
-		fs.Remove(tmp)
-		return err
-	}
-	if err := fs.Rename(tmp, name); err != nil {
-		fs.Remove(tmp)
-		return err
-	}
-	return nil
+	return vfs.WriteFileReplace(fs, name, data)
 }
 
 // readHeader reads the batch header at pos of f, which has size bytes, and

@@ -149,6 +149,16 @@ func SyncDir(fsys FS, dir string) error {
 // it, renames it over name and syncs the directory. After a crash, name holds
 // either its old content or data, never a mix.
 func WriteFileAtomic(fsys FS, name string, data []byte) error {
+	if err := WriteFileReplace(fsys, name, data); err != nil {
+		return err
+	}
+	return SyncDir(fsys, filepath.Dir(name))
+}
+
+// WriteFileReplace is WriteFileAtomic without the directory sync: the file
+// is found whole or not at all (or as it was before), but a crash may lose
+// the rename. For files that can be rebuilt, such as indexes.
+func WriteFileReplace(fsys FS, name string, data []byte) error {
 	tmp := name + ".tmp"
 	f, err := fsys.Create(tmp)
 	if err != nil {
@@ -172,7 +182,7 @@ func WriteFileAtomic(fsys FS, name string, data []byte) error {
 		fsys.Remove(tmp)
 		return err
 	}
-	return SyncDir(fsys, filepath.Dir(name))
+	return nil
 }
 
 // ReadFile reads a whole file. It refuses files larger than limit bytes.
