@@ -209,6 +209,14 @@ func newErrorFSFollower(t *testing.T, hook *func(op errorfs.Op, path string) err
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newTestPartition(t, l, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
+		Replicas: []int32{1, 2}, ISR: []int32{1, 2}})
+}
+
+// newTestPartition is partition "t" of broker 1 on l, its producer state
+// loaded, with assignment asg; l is closed at the test's end.
+func newTestPartition(t *testing.T, l *hotlog.Log, asg *metadata.Partition) *partition {
+	t.Helper()
 	t.Cleanup(func() { l.Close() })
 	p := &partition{topic: "t", log: l}
 	p.mu.producers = newProducerState()
@@ -217,8 +225,7 @@ func newErrorFSFollower(t *testing.T, hook *func(op errorfs.Op, path string) err
 	if err := p.loadProducers(); err != nil {
 		t.Fatal(err)
 	}
-	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 3, PartitionEpoch: 5,
-		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 1)
+	p.applyAssignment(1, asg, 1)
 	return p
 }
 

@@ -703,16 +703,8 @@ func TestLastStableOffsetNotBelowLogStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	p := &partition{topic: "t", log: l}
-	p.mu.producers = newProducerState()
-	p.mu.waiters = make(map[chan struct{}]struct{})
-	p.resetDurableEnd()
-	if err := p.loadProducers(); err != nil {
-		t.Fatal(err)
-	}
-	p.applyAssignment(1, &metadata.Partition{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 5,
-		Replicas: []int32{1}, ISR: []int32{1}}, 1)
+	p := newTestPartition(t, l, &metadata.Partition{Leader: 1, LeaderEpoch: 3, PartitionEpoch: 5,
+		Replicas: []int32{1}, ISR: []int32{1}})
 	// Producer 7's transaction opens at offset 0; producer 8's records follow.
 	if _, err := p.appendBatch(txnBatch(7, 0, 0, "a"), 1<<20, 3, false, false, func() {}); err != nil {
 		t.Fatal(err)
