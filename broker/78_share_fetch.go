@@ -81,12 +81,17 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		return &Reply{Msg: resp}, nil
 	}
 	s.mu.Lock()
-	ss, code := s.sessionLocked(group, member, req.ShareSessionEpoch, r.Conn.ID, add, forget)
+	ss, code := s.sessionLocked(group, member, req.ShareSessionEpoch, r.Conn.ID, add)
 	s.mu.Unlock()
 	if code != 0 {
 		resp.ErrorCode = code
 		return &Reply{Msg: resp}, nil
 	}
+	// The session is updated as Kafka's ShareSession.update does it:
+	// partitions added, then forgotten. A forgotten partition's
+	// acknowledgements in this request (the Java consumer's
+	// acknowledge-only partition, once no longer assigned) are applied
+	// first; what the member still holds there is released after.
 	results := map[shareTP]*sharePartResult{}
 	result := func(tp shareTP) *sharePartResult {
 		if results[tp] == nil {
@@ -102,6 +107,11 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 	}
 	for tp := range s.settle(ctx, writes) {
 		results[tp].ackCode = kerr.NotLeaderForPartition.Code
+	}
+	if len(forget) > 0 && req.ShareSessionEpoch != -1 {
+		s.mu.Lock()
+		s.forgetLocked(ss, forget)
+		s.mu.Unlock()
 	}
 	// A session close, a renewal (KIP-1222) and a zero max_bytes (as
 	// Kafka: nothing may be returned) acknowledge only.
@@ -131,6 +141,13 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		s.mu.Lock()
 		parts := slices.Clone(ss.parts)
 		s.mu.Unlock()
+		if len(parts) > 1 {
+			// Each request starts at another partition of the session
+			// (Kafka's round robin by session epoch): a backlog on
+			// the first cannot starve the others of MaxRecords.
+			i := int(uint32(req.ShareSessionEpoch) % uint32(len(parts)))
+			parts = append(parts[i:], parts[:i]...)
+		}
 		total, failed, bytes := 0, false, int64(0)
 		var nextLock time.Time
 		var leaders []*partition
@@ -364,7 +381,7 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 // 0 opens a new session (ending one the member had), -1 names the session
 // being closed, any other must be the session's next epoch. Partitions are
 // added to and forgotten from the session as the request says.
-func (s *shares) sessionLocked(group, member string, epoch int32, conn uint64, add, forget []shareTP) (*shareSession, int16) {
+func (s *shares) sessionLocked(group, member string, epoch int32, conn uint64, add []shareTP) (*shareSession, int16) {
 	key := shareSessionKey{group, member}
 	ss := s.sessions[key]
 	switch {
@@ -385,21 +402,36 @@ func (s *shares) sessionLocked(group, member string, epoch int32, conn uint64, a
 	if epoch != -1 {
 		ss.epoch = nextShareEpoch(epoch)
 	}
-	for _, tp := range forget {
-		if i := slices.Index(ss.parts, tp); i >= 0 {
-			ss.parts = slices.Delete(ss.parts, i, i+1)
-			if sp := s.parts[sharePartKey{group, tp.topicID, tp.part}]; sp != nil {
-				sp.release(member)
-				s.advanceLocked(sp, time.Now(), -1)
-			}
-		}
+	if ss.has == nil {
+		ss.has = map[shareTP]bool{}
 	}
 	for _, tp := range add {
-		if !slices.Contains(ss.parts, tp) && len(ss.parts) < shareMaxSessionParts {
+		if !ss.has[tp] && len(ss.parts) < shareMaxSessionParts {
+			ss.has[tp] = true
 			ss.parts = append(ss.parts, tp)
 		}
 	}
 	return ss, 0
+}
+
+// forgetLocked removes partitions from a session and releases what the
+// member holds on them.
+func (s *shares) forgetLocked(ss *shareSession, forget []shareTP) {
+	removed := false
+	for _, tp := range forget {
+		if !ss.has[tp] {
+			continue
+		}
+		delete(ss.has, tp)
+		removed = true
+		if sp := s.parts[sharePartKey{ss.key.group, tp.topicID, tp.part}]; sp != nil {
+			sp.release(ss.key.member)
+			s.advanceLocked(sp, time.Now(), -1)
+		}
+	}
+	if removed {
+		ss.parts = slices.DeleteFunc(ss.parts, func(tp shareTP) bool { return !ss.has[tp] })
+	}
 }
 
 func (s *shares) closeSessionLocked(ss *shareSession) {

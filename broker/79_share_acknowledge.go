@@ -35,7 +35,7 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		return &Reply{Msg: resp}, nil
 	}
 	s.mu.Lock()
-	ss, code := s.sessionLocked(group, member, req.ShareSessionEpoch, r.Conn.ID, nil, nil)
+	ss, code := s.sessionLocked(group, member, req.ShareSessionEpoch, r.Conn.ID, nil)
 	s.mu.Unlock()
 	if code != 0 {
 		resp.ErrorCode = code

@@ -117,7 +117,8 @@ type shareSession struct {
 	key   shareSessionKey
 	epoch int32 // the epoch the next request must carry
 	conn  uint64
-	parts []shareTP
+	parts []shareTP        // in the order added
+	has   map[shareTP]bool // parts, as a set
 }
 
 type shares struct {
@@ -396,6 +397,12 @@ func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey
 		sp.start = min(max(saved.start, logStart), leo)
 		sp.end = min(max(saved.end, sp.start), leo)
 		for _, r := range saved.runs {
+			if r.deliveries >= shareDeliveryLimit {
+				// Acquired for the last time when the state was
+				// written: a new delivery would be past
+				// group.share.delivery.count.limit, so archived.
+				continue
+			}
 			for off := max(r.first, sp.start); off <= r.last && off < sp.end; off++ {
 				sp.recs[off] = &shareRec{deliveries: r.deliveries}
 				inFlight++
@@ -430,10 +437,15 @@ func (sp *sharePartition) ack(member string, batches []shareAckBatch, renew bool
 	if renew {
 		maxType = 4
 	}
+	prevLast := int64(-1)
 	for _, b := range batches {
-		if b.last < b.first || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
+		// In offset order, none overlapping (Kafka's
+		// validateAcknowledgementBatches): a record is acknowledged
+		// once, and the loops below are bounded by the window.
+		if b.first < 0 || b.last < b.first || b.first <= prevLast || len(b.types) == 0 || (len(b.types) != 1 && int64(len(b.types)) != b.last-b.first+1) {
 			return kerr.InvalidRequest.Code
 		}
+		prevLast = b.last
 		for _, t := range b.types {
 			if t < 0 || t > maxType {
 				return kerr.InvalidRequest.Code
@@ -541,6 +553,7 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 		skip := false
 		if h.IsControl() {
 			delete(abortedPIDs, h.ProducerID)
+			skip = true // markers are never delivered
 		} else if h.IsTransactional() && abortedPIDs[h.ProducerID] {
 			skip = true
 		}
@@ -549,7 +562,8 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 		}
 		if skip {
 			// Never delivered (nor counted against the in-flight
-			// window): done, like a marker.
+			// window): done. The loop is bounded by the window,
+			// whatever the batch's offset range claims.
 			for off := max(base, sp.start); off <= last && off < sp.end; off++ {
 				if sp.recs[off] != nil {
 					delete(sp.recs, off)
@@ -570,8 +584,13 @@ func (sp *sharePartition) acquire(member string, batches []byte, aborted []kmsg.
 				break
 			}
 			if off >= sp.end {
-				if h.IsControl() {
-					continue // markers are never delivered
+				if off-sp.start >= shareMaxRecordLocks {
+					// The window is full inside this batch: the
+					// rest of it later. A compressed batch's record
+					// count is not read on produce, so its offset
+					// range may claim any number of records.
+					next = off
+					break
 				}
 				sp.recs[off] = &shareRec{acquired: true, deliveries: 1, member: member, deadline: now.Add(lock)}
 				add(off, 1)

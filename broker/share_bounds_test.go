@@ -1,0 +1,250 @@
+package broker
+
+import (
+	"hash/crc32"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
+)
+
+// TestShareAckOverlapUnit: two acknowledgement batches naming the same
+// held record (ACCEPT 5-5 then RELEASE 5-5) are INVALID_REQUEST, not applied
+// one after the other (the second would find the record the first deleted).
+func TestShareAckOverlapUnit(t *testing.T) {
+	sp := &sharePartition{recs: map[int64]*shareRec{}, start: 0, end: 10}
+	now := time.Unix(1000, 0)
+	for off := int64(0); off < 10; off++ {
+		sp.recs[off] = &shareRec{acquired: true, deliveries: 1, member: "m", deadline: now.Add(time.Minute)}
+	}
+	var code int16
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				t.Fatalf("ack panicked (in a handler this kills the broker: no recover): %v", p)
+			}
+		}()
+		code = sp.ack("m", []shareAckBatch{{5, 5, []int8{1}}, {5, 5, []int8{2}}}, false, time.Second, now)
+	}()
+	if code != kerr.InvalidRequest.Code {
+		t.Fatalf("overlapping batches: code %d, want INVALID_REQUEST (Kafka's validateAcknowledgementBatches)", code)
+	}
+}
+
+// TestShareAckOverlapCrash: the same through ShareAcknowledge on a
+// running broker, which once panicked on it.
+func TestShareAckOverlapCrash(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "overlap", "q"
+	_, id := newShareQueue(t, b, topic, group, 10)
+	c := newShareConn(t, b, group, "m1")
+	if got := acquired(c.fetch(id, []int32{0}, time.Second, nil)); len(got) != 10 {
+		t.Fatalf("acquired %v", got)
+	}
+	req := kmsg.NewPtrShareAcknowledgeRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	rt := kmsg.NewShareAcknowledgeRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	rp.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		{FirstOffset: 5, LastOffset: 5, AcknowledgeTypes: []int8{1}},
+		{FirstOffset: 5, LastOffset: 5, AcknowledgeTypes: []int8{2}},
+	}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp := c.do(req).(*kmsg.ShareAcknowledgeResponse)
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Fatalf("code %v, want INVALID_REQUEST", kerr.ErrorForCode(code))
+	}
+}
+
+// TestShareFetchStarvesLaterPartitions: one member of a 2-partition
+// topic, partition 0 with a backlog of 3000 records in 300 batches,
+// partition 1 with 10. Each ShareFetch (MaxRecords 500) accepts what the
+// previous one got, as a consumer does. Partition 1 must be served by the
+// second fetch: each request starts at another partition of the session.
+func TestShareFetchStarvesLaterPartitions(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "starve", "sq"
+	createTopic(t, b, topic, 2, nil)
+	admin := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	for i := 0; i < 300; i++ {
+		recs := makeRecords(topic, 10, "p0")
+		for _, r := range recs {
+			r.Partition = 0
+		}
+		produceAll(t, admin, recs)
+	}
+	recs := makeRecords(topic, 10, "p1")
+	for _, r := range recs {
+		r.Partition = 1
+	}
+	produceAll(t, admin, recs)
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+
+	c := newShareConn(t, b, group, "m")
+	var acks map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch
+	parts := []int32{0, 1}
+	for i := 1; i <= 8; i++ {
+		resp := c.fetch(id, parts, time.Second, acks)
+		parts = nil // the session has them
+		acks = map[int32][]kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{}
+		got := map[int32]int{}
+		for _, tr := range resp.Topics {
+			for _, p := range tr.Partitions {
+				for _, r := range p.AcquiredRecords {
+					got[p.Partition] += int(r.LastOffset - r.FirstOffset + 1)
+					acks[p.Partition] = append(acks[p.Partition], kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{FirstOffset: r.FirstOffset, LastOffset: r.LastOffset, AcknowledgeTypes: []int8{1}})
+				}
+			}
+		}
+		t.Logf("fetch %d: acquired per partition %v", i, got)
+		parts = nil
+		for p := range acks {
+			parts = append(parts, p) // named again to carry their acknowledgements
+		}
+		if got[1] > 0 {
+			if i > 2 {
+				t.Fatalf("partition 1's records first delivered by fetch %d: starved while partition 0 had a backlog", i)
+			}
+			return
+		}
+	}
+	t.Fatal("partition 1 never delivered in 8 fetches")
+}
+
+// TestShareForgetWithAcks: the Java share consumer (4.x,
+// ShareSessionHandler.addPartitionToAcknowledgeOnly) acknowledges the
+// records of a partition it is no longer assigned in the ShareFetch that
+// forgets it: the partition is in Topics with its acknowledgement batches
+// and in ForgottenTopicsData. Kafka updates the session (adds, then
+// forgets: ShareSession.update) and applies the acknowledgements; the
+// records stay acquired until then. A forget that released first failed
+// the acknowledgement (the records were delivered again), and the
+// partition was added back to the session.
+func TestShareForgetWithAcks(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "forget", "fq"
+	_, id := newShareQueue(t, b, topic, group, 10)
+	c := newShareConn(t, b, group, "m")
+	if got := acquired(c.fetch(id, []int32{0}, time.Second, nil)); len(got) != 10 {
+		t.Fatalf("acquired %v", got)
+	}
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, c.epoch
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 0, 1, 1<<20, 500, 500
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = id
+	rp := kmsg.NewShareFetchRequestTopicPartition()
+	rp.Partition = 0
+	rp.AcknowledgementBatches = []kmsg.ShareFetchRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 9, AcknowledgeTypes: []int8{1}}}
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	ft := kmsg.NewShareFetchRequestForgottenTopicsData()
+	ft.TopicID, ft.Partitions = id, []int32{0}
+	req.ForgottenTopicsData = append(req.ForgottenTopicsData, ft)
+	resp := c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatalf("ShareFetch: %v", kerr.ErrorForCode(resp.ErrorCode))
+	}
+	c.epoch = nextShareEpoch(c.epoch)
+	for _, tr := range resp.Topics {
+		for _, p := range tr.Partitions {
+			if p.AcknowledgeErrorCode != 0 {
+				t.Errorf("acknowledgement in the forgetting ShareFetch: %v", kerr.ErrorForCode(p.AcknowledgeErrorCode))
+			}
+			if len(p.AcquiredRecords) > 0 {
+				t.Errorf("the forgotten partition was fetched: %v", p.AcquiredRecords)
+			}
+		}
+	}
+	b.shares.mu.Lock()
+	ss := b.shares.sessions[shareSessionKey{group, "m"}]
+	inSession := len(ss.parts)
+	b.shares.mu.Unlock()
+	if inSession != 0 {
+		t.Errorf("the session still has %d partitions after forgetting its only one", inSession)
+	}
+	// Another member finds nothing: the 10 were accepted.
+	d := newShareConn(t, b, group, "other")
+	if got := acquired(d.fetch(id, []int32{0}, 200*time.Millisecond, nil)); len(got) != 0 {
+		t.Errorf("accepted records delivered again: %v", got)
+	}
+}
+
+// TestShareDeliveryLimitAfterFailover: a record stored in flight with
+// 5 deliveries (the 5th acquisition is written within 20 ms) is taken by a
+// new leader as available with 5; it must be archived, not delivered a 6th
+// time past group.share.delivery.count.limit.
+func TestShareDeliveryLimitAfterFailover(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "limit", "lq"
+	_, id := newShareQueue(t, b, topic, group, 3)
+	key := sharePartKey{group, id, 0}
+	op := metadata.ConfigOp{Key: key.stateKey(), Value: "0;3;0-0@5,1-2@1"}
+	if _, _, err := b.store.propose(testCtx(t), &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: group, Ops: []metadata.ConfigOp{op}}); err != nil {
+		t.Fatal(err)
+	}
+	c := newShareConn(t, b, group, "m")
+	got := acquired(c.fetch(id, []int32{0}, time.Second, nil))
+	if got[0] > shareDeliveryLimit {
+		t.Fatalf("record 0 delivered with count %d, past the limit %d (all: %v)", got[0], shareDeliveryLimit, got)
+	}
+}
+
+// TestShareHugeBatchBypassesWindow: a compressed batch is accepted on
+// produce with any record count (its records are not read: NumRecords ==
+// LastOffsetDelta+1 is all that is checked), and a ShareFetch acquires every
+// offset of it, one map entry each, up to the 2000-record in-flight window,
+// which must hold inside a batch too: else a ~100-byte batch claiming
+// 2^31-1 records would make the broker allocate billions of entries. Here
+// 300,000.
+func TestShareHugeBatchBypassesWindow(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group, n = "huge", "hq", 300_000
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	now := time.Now().UnixMilli()
+	rb := kmsg.NewRecordBatch()
+	rb.Magic = 2
+	rb.Attributes = 1 // gzip
+	rb.LastOffsetDelta = n - 1
+	rb.NumRecords = n
+	rb.FirstTimestamp, rb.MaxTimestamp = now, now
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
+	rb.Records = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0} // an empty gzip stream
+	raw := rb.AppendTo(nil)
+	putU32(raw[8:], uint32(len(raw)-12))
+	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	nc := dial(t, b)
+	if r := produceRaw(t, nc, topic, raw, -1, 9, 1); r.ErrorCode != 0 {
+		t.Fatalf("produce of a %d-byte batch claiming %d records: %v", len(raw), n, kerr.ErrorForCode(r.ErrorCode))
+	}
+	t.Logf("produce of a %d-byte batch claiming %d records accepted", len(raw), n)
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	c := newShareConn(t, b, group, "m")
+	got := c.fetch(id, []int32{0}, time.Second, nil)
+	runtime.GC()
+	runtime.ReadMemStats(&ms1)
+	b.shares.mu.Lock()
+	inFlight := len(b.shares.parts[sharePartKey{group, id, 0}].recs)
+	b.shares.mu.Unlock()
+	t.Logf("acquired ranges %v; records in flight %d; heap %d MiB -> %d MiB", got.Topics[0].Partitions[0].AcquiredRecords, inFlight, ms0.HeapAlloc>>20, ms1.HeapAlloc>>20)
+	if inFlight > shareMaxRecordLocks {
+		t.Fatalf("%d records in flight on one share-partition from one %d-byte batch (limit %d)", inFlight, len(raw), shareMaxRecordLocks)
+	}
+}
