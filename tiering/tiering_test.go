@@ -757,6 +757,121 @@ func TestDeleteRecordsBeforeUpload(t *testing.T) {
 	}
 }
 
+// fencedMem is memCommitter with the lease-carrying commit (the lease is
+// not checked: these tests are about the manifest, not the lease).
+type fencedMem struct{ *memCommitter }
+
+func (c fencedMem) CommitRemoteLogFenced(ctx context.Context, tp TopicPartition, epoch int32, expected int64, key string, start, end int64, _ Fence) error {
+	return c.CommitRemoteLog(ctx, tp, epoch, expected, key, start, end)
+}
+
+// TestCompactedGaps: tiered compaction can drop every record of remote
+// segments (all their keys have newer values later), so ReplaceSegments
+// swaps them for nothing: a segment in the middle, and the last one. The
+// manifest keeps its EndOffset, but its last segment now ends before it. A
+// consumer reading the remote log in order, and one that asks for an offset
+// inside either gap, must be handed the next batch (the next remote
+// segment's first; at the tail, nothing and the remote end, where the local
+// log goes on), never OFFSET_OUT_OF_RANGE.
+func TestCompactedGaps(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.m.Close()
+	// Reopen with a Committer that can carry a fence.
+	m, err := New(Options{Store: e.store, Committer: fencedMem{e.com}, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	p, err := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m, e.p = m, p
+	e.produce(300, 5, 40)
+	e.run()
+	e.run()
+	mf, err := p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Segments) < 4 {
+		t.Fatalf("%d remote segments", len(mf.Segments))
+	}
+	mid, last := mf.Segments[1], mf.Segments[len(mf.Segments)-1]
+	if e.log.LogStartOffset() != mf.EndOffset {
+		t.Fatalf("local start %d, remote end %d", e.log.LogStartOffset(), mf.EndOffset)
+	}
+	if err := p.ReplaceSegments(ctx, []Replacement{{Old: []string{mid.Stem}}, {Old: []string{last.Stem}}}, mf.EndOffset,
+		Fence{Kind: "compact", Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the gaps: the middle one's next batch is the next segment's
+	// first; the tail's is past the remote end.
+	for _, c := range []struct{ at, next int64 }{
+		{mid.BaseOffset, mf.Segments[2].BaseOffset}, {mid.EndOffset - 1, mf.Segments[2].BaseOffset},
+		{last.BaseOffset, -1}, {last.EndOffset - 1, -1},
+	} {
+		res, err := p.Read(ctx, c.at, 1<<20, e.log.HighWatermark())
+		if err != nil {
+			t.Fatalf("read at %d, in a gap: %v", c.at, err)
+		}
+		if c.next >= 0 && res.FirstOffset != c.next || c.next < 0 && (res.Size != 0 || res.NextOffset != mf.EndOffset) {
+			t.Fatalf("read at %d: %d bytes from %d, next %d", c.at, res.Size, res.FirstOffset, res.NextOffset)
+		}
+		res.Release()
+	}
+	// A consumer reading the remote log in order gets every batch the
+	// manifest still holds, then is sent on to the local log.
+	var got []byte
+	off := mf.StartOffset
+	for off < e.log.LogStartOffset() {
+		res, err := p.Read(ctx, off, 1<<20, e.log.HighWatermark())
+		if err != nil {
+			t.Fatalf("remote read at %d (remote log [%d, %d), local start %d): %v", off, mf.StartOffset, mf.EndOffset,
+				e.log.LogStartOffset(), err)
+		}
+		if res.NextOffset <= off {
+			res.Release()
+			t.Fatalf("no progress at %d", off)
+		}
+		b, err := res.Bytes()
+		res.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b...)
+		off = res.NextOffset
+	}
+	if off != e.log.LogStartOffset() {
+		t.Fatalf("the remote reads ended at %d, the local log starts at %d", off, e.log.LogStartOffset())
+	}
+	all := e.stampedFrom(0)
+	want := append(batchesIn(t, all, 0, mid.BaseOffset), batchesIn(t, all, mf.Segments[2].BaseOffset, last.BaseOffset)...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes from the remote log, want %d", len(got), len(want))
+	}
+}
+
+// batchesIn returns the batches of all whose base offset is in [from, to).
+func batchesIn(t *testing.T, all []byte, from, to int64) []byte {
+	t.Helper()
+	hdrs, err := hotlog.ValidateBatches(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	pos := int64(0)
+	for _, h := range hdrs {
+		if h.BaseOffset >= from && h.BaseOffset < to {
+			out = append(out, all[pos:pos+h.Size()]...)
+		}
+		pos += h.Size()
+	}
+	return out
+}
+
 // TestReadAheadRuns: a sequential reader's read-ahead fetches runs of chunks
 // with one GET each (far fewer GETs than chunks), and when those streams are
 // cut or corrupted the reader still gets exactly the produced bytes (the
