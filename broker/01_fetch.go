@@ -324,7 +324,31 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		}
 		fp.res, fp.remote = nil, nil
 		if b.tier() != nil {
-			rp.LogStartOffset = b.logStartOffset(ctx, fp.p)
+			start, err := b.logStartOffset(ctx, fp.p)
+			switch {
+			case err == nil:
+				rp.LogStartOffset = start
+			case fp.offset < l.LogStartOffset():
+				// The remote log's state cannot be read (the
+				// bucket is down): a read below the local log
+				// gets the retriable KAFKA_STORAGE_ERROR.
+				rp.ErrorCode = errCode(err)
+				failed = true
+				continue
+			default:
+				// Local data is served, but the log start of
+				// both tiers is unknown: Kafka's
+				// INVALID_LOG_START_OFFSET (-1), never the
+				// local start as if there were no remote log.
+				rp.LogStartOffset = -1
+			}
+		}
+		if fp.offset < rp.LogStartOffset {
+			// Below the log start of both tiers (DeleteRecords,
+			// retention), whatever a tier still holds.
+			rp.ErrorCode = kerr.OffsetOutOfRange.Code
+			failed = true
+			continue
 		}
 		// Size limits (KIP-74): partitions are read in request (or
 		// session) order; the first partition with data gets at least its
@@ -332,20 +356,32 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		// partition_max_bytes and what is left of max_bytes, else nothing
 		// (no error: the client asks again).
 		budget := min(int64(fp.maxBytes), maxBytes-total)
-		if fp.offset < l.LogStartOffset() && b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted) {
-			switch {
-			case fp.remote == nil:
-				failed = true
-			case total > 0 && fp.remote.Size > budget:
-				fp.remote.Release()
-				fp.remote = nil
-				rp.AbortedTransactions = nil
-			default:
-				total += fp.remote.Size
+		off := fp.offset
+		if off < l.LogStartOffset() {
+			done, next := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted)
+			if done {
+				switch {
+				case fp.remote == nil:
+					failed = true
+				case total > 0 && fp.remote.Size > budget:
+					fp.remote.Release()
+					fp.remote = nil
+					rp.AbortedTransactions = nil
+				default:
+					total += fp.remote.Size
+				}
+				continue
 			}
-			continue
+			if b.tier() != nil {
+				// At or past the log start, and no batch at or after
+				// off in the bucket (compaction emptied the remote
+				// log's tail, or a gap up to the local log start):
+				// the next records are the local log's, as a
+				// compacted log's read moves on.
+				off = max(next, l.LogStartOffset())
+			}
 		}
-		if fp.offset < l.LogStartOffset() || fp.offset > l.LogEndOffset() {
+		if off < l.LogStartOffset() || off > l.LogEndOffset() {
 			rp.ErrorCode = kerr.OffsetOutOfRange.Code
 			failed = true
 			continue
@@ -354,7 +390,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if fp.replica {
 			limit = l.LogEndOffset()
 		}
-		if fp.offset >= limit || budget <= 0 {
+		if off >= limit || budget <= 0 {
 			continue
 		}
 		if fp.throttled {
@@ -365,7 +401,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 				continue
 			}
 		}
-		res, err := l.Read(fp.offset, budget, limit)
+		res, err := l.Read(off, budget, limit)
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true
@@ -382,7 +418,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if readCommitted {
 			// The transactions with records in what this read returns
 			// (Kafka bounds the list by the fetched data too).
-			if rp.AbortedTransactions, err = fp.p.abortedTxns(fp.offset, min(res.NextOffset, hw)); err != nil {
+			if rp.AbortedTransactions, err = fp.p.abortedTxns(off, min(res.NextOffset, hw)); err != nil {
 				res.Release()
 				fp.res = nil
 				total -= res.Size

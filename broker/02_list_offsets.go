@@ -53,7 +53,7 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 						rp.Offset = p.lastStableOffset() // txns.go
 					}
 				case -2:
-					rp.Offset = b.logStartOffset(ctx, p) // across both tiers (tiering.go)
+					rp.Offset, err = b.logStartOffset(ctx, p) // across both tiers (tiering.go)
 				case -4:
 					rp.Offset = l.LogStartOffset()
 				case -5:

@@ -42,7 +42,7 @@ func handleDeleteRecords(ctx context.Context, b *Broker, r *Request) (*Reply, er
 					err = b.deleteRecordsBefore(ctx, p, off) // both tiers (tiering.go)
 				}
 				if err == nil {
-					rp.LowWatermark = b.logStartOffset(ctx, p)
+					rp.LowWatermark, err = b.logStartOffset(ctx, p)
 				}
 			}
 			rp.ErrorCode = errCode(err)

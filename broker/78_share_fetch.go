@@ -233,7 +233,10 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 // returns what it acquired, the next lock deadline of the share-partition
 // (to wait for when nothing was available), or an error code.
 func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePartKey, member string, maxRecords int, strict bool, maxBytes int32) (*sharePartResult, time.Time, int16) {
-	logStart := s.b.logStartOffset(ctx, p)
+	logStart, err := s.b.logStartOffset(ctx, p)
+	if err != nil {
+		return nil, time.Time{}, errCode(err)
+	}
 	hw := p.log.HighWatermark()
 	s.mu.Lock()
 	known := s.parts[key] != nil && s.parts[key].epoch == p.leaderEpoch()
@@ -261,7 +264,7 @@ func (s *shares) fetchPartition(ctx context.Context, p *partition, key sharePart
 		}
 	}
 	s.mu.Lock()
-	sp := s.stateLocked(ctx, p, key, resetAt)
+	sp := s.stateLocked(p, key, resetAt, logStart)
 	s.advanceLocked(sp, time.Now(), logStart)
 	from, nextLock, unstored, start := sp.firstAvailable(), sp.earliestDeadline(), sp.unstored, sp.start
 	s.mu.Unlock()
@@ -358,6 +361,10 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 		return errCode(err), nil
 	}
 	key := sharePartKey{group, tp.topicID, tp.part}
+	logStart, err := s.b.logStartOffset(ctx, p) // outside the lock: it may read the bucket
+	if err != nil {
+		return errCode(err), nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp := s.parts[key]; sp == nil || sp.epoch != p.leaderEpoch() {
@@ -365,7 +372,7 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 			return kerr.InvalidRecordState.Code, nil // nothing was ever delivered from it
 		}
 	}
-	sp := s.stateLocked(ctx, p, key, -1)
+	sp := s.stateLocked(p, key, -1, logStart)
 	now := time.Now()
 	s.advanceLocked(sp, now, -1) // expired locks first: their records are not the member's any more
 	before := sp.version

@@ -371,8 +371,10 @@ func (s *shares) advanceLocked(sp *sharePartition, now time.Time, logStart int64
 // stateLocked returns the share-partition of key on p, this broker's
 // partition that it leads, (re)built when it is new here or leadership
 // changed. resetAt is where a by_duration reset starts, found by the
-// caller outside the lock (-1: none found, which resets to latest).
-func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey, resetAt int64) *sharePartition {
+// caller outside the lock (-1: none found, which resets to latest), and
+// logStart the partition's log start across both tiers (logStartOffset,
+// which may read the bucket, also outside the lock).
+func (s *shares) stateLocked(p *partition, key sharePartKey, resetAt, logStart int64) *sharePartition {
 	epoch := p.leaderEpoch()
 	// The state now, not a request's (older) snapshot: storedVal may
 	// already be from a later write.
@@ -389,7 +391,7 @@ func (s *shares) stateLocked(ctx context.Context, p *partition, key sharePartKey
 		s.b.log.Info("share-partition changed by an admin request", "group", key.group, "partition", key.part, "was", sp.storedVal, "now", stored)
 	}
 	sp := &sharePartition{key: key, epoch: epoch, recs: map[int64]*shareRec{}, stats: &s.stats}
-	logStart, hw, leo := s.b.logStartOffset(ctx, p), p.log.HighWatermark(), p.log.LogEndOffset()
+	hw, leo := p.log.HighWatermark(), p.log.LogEndOffset()
 	inFlight := 0
 	if saved, ok := parseShareState(stored); hasStored && ok {
 		// Not clamped to the high watermark: a new leader's lags

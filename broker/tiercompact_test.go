@@ -13,6 +13,7 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sediment-io/sediment/compaction"
@@ -459,5 +460,60 @@ func TestTieredCompactionMaxCompactionLag(t *testing.T) {
 	st, ok := b.RemoteCleanStatus(topic, 0)
 	if !ok || st.LastCleaned.IsZero() {
 		t.Fatalf("no remote clean status: %+v", st)
+	}
+}
+
+// TestTieredCompactedGapsFetch: tiered compaction swaps groups that compact
+// to nothing for no segment (ReplaceSegments with an empty replacement,
+// under the partition's compact lease), which leaves gaps in the remote log
+// (MinIO): one between two remote segments, one at its end, where the local
+// log goes on. A Fetch at an offset inside either gets the next records (the
+// next remote segment's first batch, the local log's first), never
+// OFFSET_OUT_OF_RANGE, and a consumer from the start reads every record
+// left.
+func TestTieredCompactedGapsFetch(t *testing.T) {
+	mb := startMinIOBucket(t)
+	b := startTieredCompactionBroker(t, filepath.Join(t.TempDir(), "broker"), mb.store, -1, time.Hour)
+	const topic = "gaps"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produced := produceAll(t, cl, makeRecords(topic, 3000, "gap"))[0]
+	ctx := testCtx(t)
+	var tpart *tierPart
+	var mf *tiering.Manifest
+	waitTiered(t, "four remote segments, the local log from the remote end on", func() bool {
+		if tpart = b.testTierPart(t, topic); tpart == nil {
+			return false
+		}
+		var err error
+		mf, err = tpart.tp.Manifest(ctx)
+		return err == nil && len(mf.Segments) >= 4 && mf.EndOffset == tpart.p.log.LogStartOffset()
+	})
+	mid, last := mf.Segments[1], mf.Segments[len(mf.Segments)-1]
+	reps := []tiering.Replacement{{Old: []string{mid.Stem}}, {Old: []string{last.Stem}}}
+	if err := b.tier().RunLeased(ctx, tpart.tp.TopicPartition(), tiering.LeaseCompact, func(ctx context.Context, fence tiering.Fence) error {
+		return tpart.tp.ReplaceSegments(ctx, reps, mf.EndOffset, fence)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ at, next int64 }{
+		{mid.BaseOffset, mf.Segments[2].BaseOffset}, {mid.EndOffset - 1, mf.Segments[2].BaseOffset},
+		{last.BaseOffset, mf.EndOffset}, {last.EndOffset - 1, mf.EndOffset},
+	} {
+		rp := fetchAt(t, b, topic, c.at)
+		if rp.ErrorCode != 0 || firstBatchOffset(t, rp) != c.next || rp.LogStartOffset != 0 {
+			t.Fatalf("fetch at %d (in a gap): %v, first batch %d, log start %d; want the batch at %d", c.at,
+				kerr.ErrorForCode(rp.ErrorCode), firstBatchOffset(t, rp), rp.LogStartOffset, c.next)
+		}
+	}
+	var want []*kgo.Record
+	for _, r := range produced {
+		if !(r.Offset >= mid.BaseOffset && r.Offset < mid.EndOffset || r.Offset >= last.BaseOffset && r.Offset < last.EndOffset) {
+			want = append(want, r)
+		}
+	}
+	if got := consumeUntil(t, b, topic, produced[len(produced)-1].Offset); digest(got) != digest(want) {
+		t.Fatalf("consumed %d records, want %d", len(got), len(want))
 	}
 }

@@ -326,16 +326,18 @@ func (g *tierGlue) tierPartition(p *partition) *tiering.Partition {
 }
 
 // logStartOffset is the earliest offset across both tiers (Fetch's
-// log_start_offset and ListOffsets -2).
-func (b *Broker) logStartOffset(ctx context.Context, p *partition) int64 {
+// log_start_offset and ListOffsets -2). When the remote log's state cannot
+// be read (the manifest not in the cache and the bucket not answering), the
+// error wraps tiering.ErrUnavailable (KAFKA_STORAGE_ERROR, retriable): the
+// local log start alone would hide the whole remote history from a
+// consumer resetting to earliest, and move a follower's log start up.
+func (b *Broker) logStartOffset(ctx context.Context, p *partition) (int64, error) {
 	if g := b.tier(); g != nil {
 		if tp := g.tierPartition(p); tp != nil {
-			if off, err := tp.EarliestOffset(ctx); err == nil {
-				return off
-			}
+			return tp.EarliestOffset(ctx)
 		}
 	}
-	return p.log.LogStartOffset()
+	return p.log.LogStartOffset(), nil
 }
 
 // latestTieredOffset answers ListOffsets -5: the highest offset in the
@@ -366,18 +368,19 @@ func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts 
 
 // readRemote serves a fetch below the local log start from the bucket, up
 // to limit (the high watermark, or the LSO for read_committed, which also
-// gets the aborted transactions of what it reads). It returns false when
-// the bucket does not hold the offset either (the caller answers
-// OFFSET_OUT_OF_RANGE); otherwise fp.remote holds the data, or
-// rp.ErrorCode a retriable error.
-func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes, limit int64, readCommitted bool) bool {
+// gets the aborted transactions of what it reads). It returns true when
+// fp.remote holds the data, or rp.ErrorCode a retriable error. Otherwise
+// the bucket holds no batch at or after fp.offset (it does not hold the
+// offset, or compaction emptied the remote log's tail) and next is the
+// offset to go on from in the local log (fp.offset, or the remote end).
+func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes, limit int64, readCommitted bool) (done bool, next int64) {
 	g := b.tier()
 	if g == nil {
-		return false
+		return false, fp.offset
 	}
 	tp := g.tierPartition(fp.p)
 	if tp == nil {
-		return false
+		return false, fp.offset
 	}
 	rctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
 	defer cancel()
@@ -386,18 +389,24 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 	defer reqtime.Wait(ctx)()
 	res, err := tp.Read(rctx, fp.offset, maxBytes, limit)
 	if errors.Is(err, tiering.ErrOffsetOutOfRange) {
-		return false
+		return false, fp.offset
 	}
 	if err != nil {
 		rp.ErrorCode = errCode(err)
-		return true
+		return true, 0
+	}
+	if res.Size == 0 && res.NextOffset > fp.offset {
+		// A gap at the remote log's end (compaction): the records
+		// go on at res.NextOffset, in the local log.
+		res.Release()
+		return false, res.NextOffset
 	}
 	if readCommitted {
 		list, err := remoteAborted(rctx, tp, fp.p, fp.offset, res.NextOffset)
 		if err != nil {
 			res.Release()
 			rp.ErrorCode = errCode(err)
-			return true
+			return true, 0
 		}
 		rp.AbortedTransactions = fetchAborted(list)
 	}
@@ -405,7 +414,7 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 	if start, err := tp.EarliestOffset(ctx); err == nil {
 		rp.LogStartOffset = start
 	}
-	return true
+	return true, 0
 }
 
 // remoteAborted lists the aborted transactions of a remote read of [from,

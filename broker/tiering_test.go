@@ -14,11 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
 
+	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/miniotest"
 	"github.com/sediment-io/sediment/objectstore"
+	"github.com/sediment-io/sediment/objectstore/faulty"
 	"github.com/sediment-io/sediment/objectstore/fs"
 	"github.com/sediment-io/sediment/objectstore/s3"
 	"github.com/sediment-io/sediment/tiering"
@@ -242,5 +246,131 @@ func TestTieredDeleteRecords(t *testing.T) {
 	got := consumeN(t, b, "cut", len(produced)-300)[0]
 	if len(got) == 0 || got[0].Offset != 300 || digest(got) != digest(produced[300:]) {
 		t.Fatalf("consumed from %d, %d records", got[0].Offset, len(got))
+	}
+}
+
+// fetchAt fetches partition 0 of topic from offset (read_uncommitted) and
+// returns the partition's answer, whatever its error code.
+func fetchAt(t *testing.T, b *Broker, topic string, offset int64) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	// Fetch up to v12 names topics (v13+ uses ids).
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.MaxVersions(kversion.V3_0_0()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrFetchRequest()
+	req.Version = 11
+	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = 0, offset, 1<<20, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.ErrorCode != 0 {
+		t.Fatalf("fetch at %d: %v", offset, kerr.ErrorForCode(resp.ErrorCode))
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// firstBatchOffset is the base offset of the first batch of a fetch answer
+// (-1 if it has none).
+func firstBatchOffset(t *testing.T, rp kmsg.FetchResponseTopicPartition) int64 {
+	t.Helper()
+	if len(rp.RecordBatches) == 0 {
+		return -1
+	}
+	hdrs, err := hotlog.ValidateBatches(wholeBatches(rp.RecordBatches))
+	if err != nil || len(hdrs) == 0 {
+		t.Fatalf("fetched batches: %v", err)
+	}
+	return hdrs[0].BaseOffset
+}
+
+// listOffsetCode is ListOffsets of partition 0 at ts: the offset and the
+// error code.
+func listOffsetCode(t *testing.T, cl *kgo.Client, topic string, ts int64) (int64, int16) {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, ts, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	return p.Offset, p.ErrorCode
+}
+
+// TestTieredLogStartBucketDown: after a restart the remote log's state is
+// not cached, and the bucket (MinIO behind the fault-injecting wrapper)
+// refuses to hand out the partition's manifest. ListOffsets -2 and a Fetch
+// below the local log start answer KAFKA_STORAGE_ERROR (retriable), not the
+// local log start as if the remote history did not exist; a Fetch of local
+// data is served with log_start_offset -1 (unknown). Once the bucket
+// answers again, -2 is the remote start (0) and the history reads back.
+func TestTieredLogStartBucketDown(t *testing.T) {
+	mb := startMinIOBucket(t)
+	store := faulty.Wrap(mb.store, 1)
+	dir := filepath.Join(t.TempDir(), "broker")
+	b := startTieredBroker(t, dir, store)
+	const topic = "down"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produced := produceAll(t, cl, makeRecords(topic, 2000, "down"))[0]
+	waitTiered(t, "old segments only in the bucket", func() bool { return listOffset(t, b, topic, -4) > 500 })
+	if got := listOffset(t, b, topic, -2); got != 0 {
+		t.Fatalf("earliest %d, want 0", got)
+	}
+	tt, ok := b.meta.State().Topic(topic)
+	if !ok {
+		t.Fatal("no topic")
+	}
+	b.Close()
+	// Every read of a manifest of the partition fails from now on.
+	store.SetRules(faulty.Rule{Ops: faulty.OpRead, KeyPrefix: tiering.PartitionPrefix(tt.ID, 0) + "m/"})
+	b = startTieredBroker(t, dir, store)
+	cl = newClient(t, b)
+	var off int64
+	var code int16
+	waitTiered(t, "ListOffsets -2 answered by the leader", func() bool {
+		off, code = listOffsetCode(t, cl, topic, -2)
+		return code != kerr.NotLeaderForPartition.Code && code != kerr.UnknownTopicOrPartition.Code && code != kerr.LeaderNotAvailable.Code
+	})
+	if code != kerr.KafkaStorageError.Code {
+		t.Fatalf("ListOffsets -2 with the manifest unreadable: offset %d, error %v; want KAFKA_STORAGE_ERROR", off, kerr.ErrorForCode(code))
+	}
+	if store.Injected(faulty.OpRead) == 0 {
+		t.Fatal("no fault injected")
+	}
+	if rp := fetchAt(t, b, topic, 0); rp.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("fetch at 0 with the manifest unreadable: %v, log start %d", kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset)
+	}
+	local := listOffset(t, b, topic, -4)
+	rp := fetchAt(t, b, topic, local)
+	if rp.ErrorCode != 0 || rp.LogStartOffset != -1 || firstBatchOffset(t, rp) != local {
+		t.Fatalf("fetch at the local start %d: %v, log start %d, first batch %d", local, kerr.ErrorForCode(rp.ErrorCode),
+			rp.LogStartOffset, firstBatchOffset(t, rp))
+	}
+	store.SetRules()
+	if got := listOffset(t, b, topic, -2); got != 0 {
+		t.Fatalf("earliest %d once the bucket answers, want 0", got)
+	}
+	if rp := fetchAt(t, b, topic, local); rp.ErrorCode != 0 || rp.LogStartOffset != 0 {
+		t.Fatalf("fetch at %d once the bucket answers: %v, log start %d", local, kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset)
+	}
+	got := consumeN(t, b, topic, len(produced))[0]
+	if digest(got) != digest(produced) {
+		t.Fatal("consumed another history")
 	}
 }

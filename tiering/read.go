@@ -73,11 +73,15 @@ func (w *sliceWriter) Write(p []byte) (int, error) { w.b = append(w.b, p...); re
 var errRetry = errors.New("tiering: retry read")
 
 // Read serves a read below the local log start from the bucket: whole
-// batches starting with the one that holds offset, up to maxBytes (at least
-// one whole batch), never a batch at or past maxOffset, from one remote
-// segment. An offset outside the remote log is ErrOffsetOutOfRange; a read
-// that cannot be served with checked bytes in time (ctx) fails with an error
-// wrapping ErrUnavailable. The caller must Release the result.
+// batches starting with the one that holds offset (or, where compaction
+// removed it, the first one after it, in the next segments if need be), up
+// to maxBytes (at least one whole batch), never a batch at or past
+// maxOffset, from one remote segment. An offset in the remote log past its
+// last batch (a tail that compaction emptied) gets no batches and
+// NextOffset = the remote end offset: the caller reads on from there (the
+// local log). An offset outside the remote log is ErrOffsetOutOfRange; a
+// read that cannot be served with checked bytes in time (ctx) fails with an
+// error wrapping ErrUnavailable. The caller must Release the result.
 func (p *Partition) Read(ctx context.Context, offset, maxBytes, maxOffset int64) (*ReadResult, error) {
 	if maxBytes < 1 {
 		maxBytes = 1
@@ -137,7 +141,14 @@ func (p *Partition) read(ctx context.Context, st *remoteState, offset, maxBytes,
 			return res, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: no batch at or after %d in the remote log", ErrOffsetOutOfRange, offset)
+	// No batch at or after offset in the bucket, though offset is inside
+	// the remote log: compaction emptied its end (the last segments, or
+	// the last batches of the last one). As a compacted log's read does,
+	// move on: nothing here, the next offset is the remote end, where the
+	// local log goes on.
+	res.NextOffset = m.EndOffset
+	ok = true
+	return res, nil
 }
 
 // readSegment fills res from seg; found is false if seg holds no batch at or

@@ -84,6 +84,14 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 		}
 	}
 
+	// The committed remote log start is the partition's log start: local
+	// data below it was deleted (DeleteRecords, or retention, whose local
+	// step did not happen before a crash).
+	if st.ptr.ManifestVersion > 0 && st.manifest.StartOffset > p.log.LogStartOffset() {
+		if err := p.log.DeleteBefore(min(st.manifest.StartOffset, p.log.LogEndOffset())); err != nil {
+			errs = append(errs, fmt.Errorf("tiering: %s: raise the local log start to the remote one: %w", p.tp, err))
+		}
+	}
 	if err := p.localRetention(st, cfg, now); err != nil {
 		errs = append(errs, err)
 	}
@@ -245,8 +253,11 @@ func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions 
 
 // DeleteRecordsBefore raises the log start of both tiers to offset (Kafka's
 // DeleteRecords): remote segments wholly below it leave the manifest (a new
-// manifest with StartOffset = offset, committed) and then the bucket; the
-// local log start is raised too. Only the leader may call it.
+// manifest with StartOffset = offset, committed, EndOffset raised to offset
+// if it was below) and then the bucket; the local log start is raised too.
+// The remote commit comes first: should the local step not happen (a
+// crash), EarliestOffset still answers offset and the leader's next round
+// raises the local log start to the remote one. Only the leader may call it.
 func (p *Partition) DeleteRecordsBefore(ctx context.Context, offset int64) error {
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
@@ -258,17 +269,23 @@ func (p *Partition) DeleteRecordsBefore(ctx context.Context, offset int64) error
 	if err != nil {
 		return err
 	}
-	if len(st.manifest.Segments) > 0 && offset > st.manifest.StartOffset {
+	if p.log != nil {
+		offset = min(offset, p.log.LogEndOffset())
+	}
+	// Once a manifest is committed, the remote log start is the partition's
+	// log start: it moves to offset even past the remote end (an empty
+	// remote log [offset, offset)), so that no upload, restart or new
+	// leader can put it back below offset. Before the first manifest, the
+	// local log start (checkpointed by hotlog) bounds the first upload.
+	if st.ptr.ManifestVersion > 0 && offset > st.manifest.StartOffset {
 		nm := st.manifest.clone()
 		var dropped []SegmentMeta
 		for len(nm.Segments) > 0 && nm.Segments[0].EndOffset <= offset {
 			dropped = append(dropped, nm.Segments[0])
 			nm.Segments = nm.Segments[1:]
 		}
-		nm.StartOffset = min(offset, nm.EndOffset)
-		if len(nm.Segments) == 0 {
-			nm.StartOffset = nm.EndOffset
-		}
+		nm.StartOffset = offset
+		nm.EndOffset = max(nm.EndOffset, offset)
 		if _, err := p.commit(ctx, epoch, st, nm); err != nil {
 			return err
 		}

@@ -761,15 +761,28 @@ func (p *Partition) RemoteLogEnd(ctx context.Context) (int64, error) {
 	return st.manifest.EndOffset, nil
 }
 
-// EarliestOffset answers ListOffsets -2 (earliest across both tiers): the
-// remote log start if the bucket holds anything, else the local log start.
+// EarliestOffset answers ListOffsets -2 (earliest across both tiers) and is
+// the log start of Fetch: the remote log start if the bucket holds
+// anything; else the local log start, but never below a committed remote
+// start (DeleteRecords or retention past the remote end: the data below it
+// is deleted in both tiers, whatever the local log still holds). The state
+// is loaded if needed; if that fails (the bucket does not answer), the
+// error wraps ErrUnavailable: the caller answers a retriable error, never
+// the local start alone, which would skip the whole remote history.
 func (p *Partition) EarliestOffset(ctx context.Context) (int64, error) {
-	start, err := p.RemoteLogStart(ctx)
+	st, err := p.current(ctx)
 	if err != nil {
-		return -1, err
+		return -1, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
-	if p.log != nil && (start < 0 || p.log.LogStartOffset() < start) {
-		return p.log.LogStartOffset(), nil
+	if len(st.manifest.Segments) > 0 {
+		return st.manifest.StartOffset, nil
+	}
+	start := int64(-1)
+	if p.log != nil {
+		start = p.log.LogStartOffset()
+	}
+	if st.ptr.ManifestVersion > 0 {
+		start = max(start, st.manifest.StartOffset)
 	}
 	return start, nil
 }

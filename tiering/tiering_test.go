@@ -621,6 +621,257 @@ func TestDeleteRecordsBefore(t *testing.T) {
 	}
 }
 
+// reopen restarts the partition's broker: the local log is opened again
+// from its files and a new Manager starts with an empty cache.
+func (e *env) reopen() {
+	e.t.Helper()
+	e.m.Close()
+	if err := e.log.Close(); err != nil {
+		e.t.Fatal(err)
+	}
+	l, err := hotlog.Open(hotlog.Options{Dir: filepath.Join(e.dir, "log"), Config: hotlog.Config{SegmentBytes: 16 << 10, Flush: hotlog.FlushOS},
+		Now: e.clock.Now, Logger: quietLogger()})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	l.SetHighWatermark(l.LogEndOffset())
+	e.log = l
+	e.t.Cleanup(func() { l.Close() })
+	e.open(envOptions{}, e.p.Config())
+}
+
+// TestDeleteRecordsBeforeUpload: DeleteRecords raises the log start to cut,
+// in the middle of a sealed local segment whose data is not in the bucket
+// yet (nothing uploaded, or cut past the remote end). The next rounds must
+// not bring the deleted records back: the segment goes up from its batch
+// that holds cut, the manifest starts at cut, ListOffsets -2 stays at cut
+// and a read below it is out of range. The same with a restart between
+// DeleteRecords and the upload, and after a crash between DeleteRecords'
+// remote commit and its local step (the local log start still below cut:
+// the next round raises it). Total retention counts what was uploaded.
+func TestDeleteRecordsBeforeUpload(t *testing.T) {
+	ctx := context.Background()
+	for _, mode := range []string{"nothing-remote", "nothing-remote-restart", "past-remote-end", "past-remote-end-restart", "past-remote-end-crash"} {
+		t.Run(mode, func(t *testing.T) {
+			cfg := *localOnlyTail(0)
+			e := newEnv(t, envOptions{cfg: &cfg})
+			e.produce(200, 5, 40)
+			var remoteEnd int64
+			if strings.HasPrefix(mode, "past-remote-end") {
+				e.run()
+				remoteEnd, _ = e.p.RemoteLogEnd(ctx)
+				if remoteEnd <= 0 {
+					t.Fatal("nothing uploaded")
+				}
+				e.produce(200, 5, 40)
+			}
+			// A cut in the middle of a sealed segment past the remote end.
+			cut, segBase := int64(-1), int64(-1)
+			for _, s := range e.log.Segments() {
+				if s.Sealed && s.BaseOffset >= remoteEnd && s.NextOffset-s.BaseOffset > 10 {
+					cut, segBase = s.BaseOffset+(s.NextOffset-s.BaseOffset)/2, s.BaseOffset
+					break
+				}
+			}
+			if cut < 0 {
+				t.Fatal("no sealed segment past the remote end")
+			}
+			if mode == "past-remote-end-crash" {
+				// DeleteRecords' remote commit alone, by a broker
+				// without the local log (it crashes before the local
+				// step).
+				m2, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+					Interval: -1, Now: e.clock.Now, Logger: quietLogger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				p2, err := m2.AddPartition(PartitionOptions{TopicPartition: testTP, Config: cfg})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := p2.DeleteRecordsBefore(ctx, cut); err != nil {
+					t.Fatal(err)
+				}
+				m2.Close()
+				e.reopen()
+				if e.log.LogStartOffset() >= cut {
+					t.Fatal("the local log start moved")
+				}
+			} else if err := e.p.DeleteRecordsBefore(ctx, cut); err != nil {
+				t.Fatal(err)
+			}
+			if start, err := e.p.EarliestOffset(ctx); start != cut {
+				t.Fatalf("right after DeleteRecords: earliest %d (%v), want %d", start, err, cut)
+			}
+			if strings.HasSuffix(mode, "-restart") {
+				e.reopen()
+				if start, err := e.p.EarliestOffset(ctx); start != cut {
+					t.Fatalf("after a restart: earliest %d (%v), want %d", start, err, cut)
+				}
+			}
+			e.run() // upload + local retention
+			e.run()
+			start, _ := e.p.EarliestOffset(ctx)
+			rs, _ := e.p.RemoteLogStart(ctx)
+			if start != cut || rs != cut || e.log.LogStartOffset() < cut {
+				t.Fatalf("after the upload: earliest %d, remote start %d, local start %d; want %d, %d, at least %d",
+					start, rs, e.log.LogStartOffset(), cut, cut, cut)
+			}
+			if res, err := e.p.Read(ctx, cut-1, 1<<20, e.log.HighWatermark()); err == nil {
+				res.Release()
+				t.Fatalf("a read at %d (deleted) is served from the bucket: first offset %d", cut-1, res.FirstOffset)
+			} else if !errors.Is(err, ErrOffsetOutOfRange) {
+				t.Fatal(err)
+			}
+			m := assertManifestMatchesBucket(t, e)
+			if len(m.Segments) < 2 || m.StartOffset != cut {
+				t.Fatalf("manifest [%d, %d) with %d segments", m.StartOffset, m.EndOffset, len(m.Segments))
+			}
+			first := m.Segments[0]
+			if first.BaseOffset <= segBase || first.BaseOffset > cut {
+				t.Fatalf("first remote segment from %d: the local segment [%d, …) was not cut at the batch that holds %d", first.BaseOffset, segBase, cut)
+			}
+			if info, err := e.store.Head(ctx, first.Stem+SuffixLog); err != nil || info.Size != first.Size {
+				t.Fatalf("first segment: %d bytes in the bucket (%v), the manifest says %d", info.Size, err, first.Size)
+			}
+			got, err := e.readAll(cut, e.log.HighWatermark(), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, e.stampedFrom(cut)) {
+				t.Fatal("records from the cut on differ")
+			}
+			// Total retention counts the bytes uploaded: a bound of
+			// everything but the first remote segment drops it alone.
+			st := e.p.Status()
+			if st.RemoteBytes != m.Size() {
+				t.Fatalf("status: %d remote bytes, the manifest %d", st.RemoteBytes, m.Size())
+			}
+			cfg.RetentionBytes = st.RemoteBytes + st.LocalBytes - first.Size
+			e.p.SetConfig(cfg)
+			e.run()
+			if start, _ := e.p.EarliestOffset(ctx); start != first.EndOffset {
+				t.Fatalf("retention.bytes %d: earliest %d, want %d (the first segment dropped alone)", cfg.RetentionBytes, start, first.EndOffset)
+			}
+		})
+	}
+}
+
+// fencedMem is memCommitter with the lease-carrying commit (the lease is
+// not checked: these tests are about the manifest, not the lease).
+type fencedMem struct{ *memCommitter }
+
+func (c fencedMem) CommitRemoteLogFenced(ctx context.Context, tp TopicPartition, epoch int32, expected int64, key string, start, end int64, _ Fence) error {
+	return c.CommitRemoteLog(ctx, tp, epoch, expected, key, start, end)
+}
+
+// TestCompactedGaps: tiered compaction can drop every record of remote
+// segments (all their keys have newer values later), so ReplaceSegments
+// swaps them for nothing: a segment in the middle, and the last one. The
+// manifest keeps its EndOffset, but its last segment now ends before it. A
+// consumer reading the remote log in order, and one that asks for an offset
+// inside either gap, must be handed the next batch (the next remote
+// segment's first; at the tail, nothing and the remote end, where the local
+// log goes on), never OFFSET_OUT_OF_RANGE.
+func TestCompactedGaps(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.m.Close()
+	// Reopen with a Committer that can carry a fence.
+	m, err := New(Options{Store: e.store, Committer: fencedMem{e.com}, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	p, err := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m, e.p = m, p
+	e.produce(300, 5, 40)
+	e.run()
+	e.run()
+	mf, err := p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Segments) < 4 {
+		t.Fatalf("%d remote segments", len(mf.Segments))
+	}
+	mid, last := mf.Segments[1], mf.Segments[len(mf.Segments)-1]
+	if e.log.LogStartOffset() != mf.EndOffset {
+		t.Fatalf("local start %d, remote end %d", e.log.LogStartOffset(), mf.EndOffset)
+	}
+	if err := p.ReplaceSegments(ctx, []Replacement{{Old: []string{mid.Stem}}, {Old: []string{last.Stem}}}, mf.EndOffset,
+		Fence{Kind: "compact", Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Inside the gaps: the middle one's next batch is the next segment's
+	// first; the tail's is past the remote end.
+	for _, c := range []struct{ at, next int64 }{
+		{mid.BaseOffset, mf.Segments[2].BaseOffset}, {mid.EndOffset - 1, mf.Segments[2].BaseOffset},
+		{last.BaseOffset, -1}, {last.EndOffset - 1, -1},
+	} {
+		res, err := p.Read(ctx, c.at, 1<<20, e.log.HighWatermark())
+		if err != nil {
+			t.Fatalf("read at %d, in a gap: %v", c.at, err)
+		}
+		if c.next >= 0 && res.FirstOffset != c.next || c.next < 0 && (res.Size != 0 || res.NextOffset != mf.EndOffset) {
+			t.Fatalf("read at %d: %d bytes from %d, next %d", c.at, res.Size, res.FirstOffset, res.NextOffset)
+		}
+		res.Release()
+	}
+	// A consumer reading the remote log in order gets every batch the
+	// manifest still holds, then is sent on to the local log.
+	var got []byte
+	off := mf.StartOffset
+	for off < e.log.LogStartOffset() {
+		res, err := p.Read(ctx, off, 1<<20, e.log.HighWatermark())
+		if err != nil {
+			t.Fatalf("remote read at %d (remote log [%d, %d), local start %d): %v", off, mf.StartOffset, mf.EndOffset,
+				e.log.LogStartOffset(), err)
+		}
+		if res.NextOffset <= off {
+			res.Release()
+			t.Fatalf("no progress at %d", off)
+		}
+		b, err := res.Bytes()
+		res.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, b...)
+		off = res.NextOffset
+	}
+	if off != e.log.LogStartOffset() {
+		t.Fatalf("the remote reads ended at %d, the local log starts at %d", off, e.log.LogStartOffset())
+	}
+	all := e.stampedFrom(0)
+	want := append(batchesIn(t, all, 0, mid.BaseOffset), batchesIn(t, all, mf.Segments[2].BaseOffset, last.BaseOffset)...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("read %d bytes from the remote log, want %d", len(got), len(want))
+	}
+}
+
+// batchesIn returns the batches of all whose base offset is in [from, to).
+func batchesIn(t *testing.T, all []byte, from, to int64) []byte {
+	t.Helper()
+	hdrs, err := hotlog.ValidateBatches(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	pos := int64(0)
+	for _, h := range hdrs {
+		if h.BaseOffset >= from && h.BaseOffset < to {
+			out = append(out, all[pos:pos+h.Size()]...)
+		}
+		pos += h.Size()
+	}
+	return out
+}
+
 // TestReadAheadRuns: a sequential reader's read-ahead fetches runs of chunks
 // with one GET each (far fewer GETs than chunks), and when those streams are
 // cut or corrupted the reader still gets exactly the produced bytes (the

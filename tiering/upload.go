@@ -32,6 +32,14 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 	if len(st.manifest.Segments) == 0 && st.ptr.ManifestVersion == 0 {
 		from = -1
 	}
+	// Nothing below the log start goes up (Kafka's copy starts at
+	// max(copiedOffset+1, logStartOffset)): DeleteRecords (or total
+	// retention) may have raised it past the remote end, inside a local
+	// segment that is not in the bucket yet. That segment goes up from its
+	// batch that holds the log start, as a segment straddling the remote
+	// end does.
+	logStart := p.log.LogStartOffset()
+	from = max(from, logStart)
 	remoteEnd := from
 	var todo []hotlog.SegmentInfo
 	for _, s := range p.log.Segments() {
@@ -93,12 +101,15 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 		return st, uploadErr
 	}
 	nm := st.manifest.clone()
-	if len(nm.Segments) == 0 && st.ptr.ManifestVersion == 0 {
-		nm.StartOffset = added[0].BaseOffset
-	}
-	if len(nm.Segments) == 0 && nm.StartOffset < added[0].BaseOffset {
-		// The remote log was emptied by retention: start where data starts.
-		nm.StartOffset = added[0].BaseOffset
+	if len(nm.Segments) == 0 {
+		// The first segments, or the remote log was emptied by retention
+		// or DeleteRecords: start where data starts, never below the log
+		// start (the first batch may begin below it) nor below a start
+		// committed before.
+		start := max(added[0].BaseOffset, logStart)
+		if st.ptr.ManifestVersion == 0 || nm.StartOffset < start {
+			nm.StartOffset = start
+		}
 	}
 	nm.Segments = append(nm.Segments, added...)
 	nm.EndOffset = added[len(added)-1].EndOffset
