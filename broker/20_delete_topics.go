@@ -57,7 +57,8 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			if r.Version >= 6 {
 				rt.Topic = kmsg.StringPtr(mt.Name)
 			}
-			if _, _, err := b.store.propose(ctx, &metadata.DeleteTopic{TopicID: mt.ID, Name: mt.Name}); err != nil {
+			del := &metadata.DeleteTopic{TopicID: mt.ID, Name: mt.Name, DeleteRemote: b.deleteRemoteOnTopicDelete(mt)}
+			if _, _, err := b.store.propose(ctx, del); err != nil {
 				rt.ErrorCode = errCode(err)
 				rt.ErrorMessage = errMessage(err)
 			} else {

@@ -27,7 +27,7 @@ import (
 // tiering.Manager (uploads, retention across both tiers, orphan cleaning),
 // serves Fetch below the local log start from the bucket, answers
 // ListOffsets -2 (earliest across tiers), -4 (earliest local) and -5 (latest
-// tiered), and deletes a deleted topic's objects.
+// tiered), and deletes a deleted topic's objects (tierdelete.go).
 
 // TieringConfig enables tiered storage (EnableTiering).
 type TieringConfig struct {
@@ -41,6 +41,9 @@ type TieringConfig struct {
 	SyncInterval time.Duration
 	// RemoteFetchTimeout bounds one remote read in a Fetch [10s].
 	RemoteFetchTimeout time.Duration
+	// RemoteDeleteInterval is how often the broker looks for deleted topics
+	// whose bucket objects are still to be deleted [2s] (tierdelete.go).
+	RemoteDeleteInterval time.Duration
 }
 
 type tierGlue struct {
@@ -54,8 +57,7 @@ type tierGlue struct {
 
 	mu struct {
 		sync.Mutex
-		parts  map[tiering.TopicPartition]*tierPart
-		topics map[metadata.UUID]int32 // topics seen, with their partition counts
+		parts map[tiering.TopicPartition]*tierPart
 	}
 }
 
@@ -98,7 +100,6 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	}
 	g := &tierGlue{b: b, cfg: cfg}
 	g.mu.parts = map[tiering.TopicPartition]*tierPart{}
-	g.mu.topics = map[metadata.UUID]int32{}
 	opts := cfg.Options
 	opts.Store, opts.Committer, opts.Leadership = cfg.Store, g, g
 	opts.Leases = g // remote retention under leases (tiercompact.go)
@@ -131,6 +132,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 		g.loop(ctx)
 	})
 	g.startRemoteCompaction(ctx) // tiercompact.go
+	g.startRemoteDeletion(ctx)   // tierdelete.go
 	return nil
 }
 
@@ -212,8 +214,8 @@ func (g *tierGlue) loop(ctx context.Context) {
 }
 
 // sync opens every partition this broker leads, hands it to the Manager with
-// its topic's settings, drops partitions no longer led or closed, and deletes
-// the objects of deleted topics.
+// its topic's settings, and drops partitions no longer led or closed (a
+// deleted topic's objects are deleted by tierdelete.go).
 func (g *tierGlue) sync(ctx context.Context) {
 	b := g.b
 	if b.isStopping() {
@@ -238,7 +240,6 @@ func (g *tierGlue) sync(ctx context.Context) {
 		cfg := g.topicConfig(t.Configs)
 		g.mu.Lock()
 		tpart := g.mu.parts[tp]
-		g.mu.topics[t.ID] = int32(len(t.Partitions))
 		g.mu.Unlock()
 		if tpart != nil && tpart.p != p {
 			g.m.RemovePartition(tp)
@@ -267,27 +268,9 @@ func (g *tierGlue) sync(ctx context.Context) {
 			delete(g.mu.parts, tp)
 		}
 	}
-	deleted := map[metadata.UUID]int32{}
-	for id, n := range g.mu.topics {
-		if _, ok := st.TopicByID(id); !ok {
-			deleted[id] = n
-		}
-	}
 	g.mu.Unlock()
 	for _, tp := range gone {
 		g.m.RemovePartition(tp)
-	}
-	for id, n := range deleted {
-		if !b.meta.IsLeader() {
-			break
-		}
-		if err := g.m.DeleteTopic(ctx, id, n); err != nil {
-			b.log.Warn("tiering: deleting a deleted topic's objects", "topic_id", id.String(), "err", err)
-			continue
-		}
-		g.mu.Lock()
-		delete(g.mu.topics, id)
-		g.mu.Unlock()
 	}
 }
 

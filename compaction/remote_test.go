@@ -25,6 +25,7 @@ type remoteMeta struct {
 	mu    sync.Mutex
 	ptr   tiering.RemoteLog
 	token uint64
+	epoch int32 // the partition's leader epoch (this broker leads)
 }
 
 func (m *remoteMeta) RemoteLog(context.Context, tiering.TopicPartition) (tiering.RemoteLog, error) {
@@ -51,7 +52,11 @@ func (m *remoteMeta) CommitRemoteLogFenced(_ context.Context, _ tiering.TopicPar
 	return nil
 }
 
-func (m *remoteMeta) LeaderEpoch(tiering.TopicPartition) (int32, bool) { return 0, true }
+func (m *remoteMeta) LeaderEpoch(tiering.TopicPartition) (int32, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.epoch, true
+}
 
 // remoteEnv is a local log tiered to an in-memory bucket.
 type remoteEnv struct {

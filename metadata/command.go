@@ -29,6 +29,7 @@ const (
 	TypeUpdateFeatures      CommandType = 18
 	TypeBrokerFeatures      CommandType = 19
 	TypeUnregisterBroker    CommandType = 20
+	TypeRemoteTopicDeleted  CommandType = 21
 )
 
 // Command is one change to the metadata state. The set of commands is closed:

@@ -15,8 +15,12 @@ func init() {
 		c.Assignment = decodeAssignment(d)
 		return c
 	}})
-	register(TypeDeleteTopic, commandInfo{name: "DeleteTopic", version: 1, decode: func(_ uint8, d *decoder) Command {
-		return &DeleteTopic{TopicID: d.uuid(), Name: d.str()}
+	register(TypeDeleteTopic, commandInfo{name: "DeleteTopic", version: 2, decode: func(v uint8, d *decoder) Command {
+		c := &DeleteTopic{TopicID: d.uuid(), Name: d.str()}
+		if v >= 2 {
+			c.DeleteRemote = d.bool()
+		}
+		return c
 	}})
 	register(TypeCreatePartitions, commandInfo{name: "CreatePartitions", version: 1, decode: func(_ uint8, d *decoder) Command {
 		c := &CreatePartitions{TopicID: d.uuid(), Name: d.str(), Count: d.int32()}
@@ -135,6 +139,10 @@ func (c *CreateTopic) apply(s *State, _ uint64) (Result, error) {
 	if _, ok := s.TopicByID(c.TopicID); ok {
 		return Result{}, reject(ErrTopicExists, "topic id %s", c.TopicID)
 	}
+	if s.RemoteDeletionPending(c.TopicID) {
+		// Its bucket objects are still being deleted under this id.
+		return Result{}, reject(ErrTopicExists, "topic id %s: a deleted topic's remote data", c.TopicID)
+	}
 	if len(c.Assignment) == 0 || len(c.Assignment) > MaxPartitionsPerCommand {
 		return Result{}, reject(ErrInvalidPartitions, "topic %q with %d partitions", c.Name, len(c.Assignment))
 	}
@@ -192,14 +200,34 @@ func newPartitions(s *State, t *Topic, first int, a [][]int32) []*Partition {
 	return ps
 }
 
-// DeleteTopic deletes a topic by id, or by name when TopicID is zero.
+// DeleteTopic deletes a topic by id, or by name when TopicID is zero. With
+// DeleteRemote (version 2) it also records, in the same entry, that the
+// topic's objects in the bucket (tiered storage) are still to be deleted
+// (State.RemoteDeletions), until a RemoteTopicDeleted removes the record.
 type DeleteTopic struct {
-	TopicID UUID
-	Name    string
+	TopicID      UUID
+	Name         string
+	DeleteRemote bool
 }
 
-func (*DeleteTopic) Type() CommandType   { return TypeDeleteTopic }
-func (c *DeleteTopic) encode(e *encoder) { e.uuid(c.TopicID); e.str(c.Name) }
+func (*DeleteTopic) Type() CommandType { return TypeDeleteTopic }
+func (c *DeleteTopic) encode(e *encoder) {
+	e.uuid(c.TopicID)
+	e.str(c.Name)
+	if c.encodeVersion() >= 2 {
+		e.bool(c.DeleteRemote)
+	}
+}
+
+// encodeVersion is 1 (what binaries before tiered topic deletion decode)
+// unless DeleteRemote is set.
+func (c *DeleteTopic) encodeVersion() uint8 {
+	if c.DeleteRemote {
+		return 2
+	}
+	return 1
+}
+
 func (c *DeleteTopic) apply(s *State, _ uint64) (Result, error) {
 	t, err := findTopic(s, c.TopicID, c.Name)
 	if err != nil {
@@ -208,6 +236,9 @@ func (c *DeleteTopic) apply(s *State, _ uint64) (Result, error) {
 	s.topics = s.topics.Delete(string(t.ID[:]))
 	s.names = s.names.Delete(t.Name)
 	s.partitions -= len(t.Partitions)
+	if c.DeleteRemote {
+		setRemoteDeletion(s, t.ID, int32(len(t.Partitions)))
+	}
 	return Result{TopicID: t.ID}, nil
 }
 

@@ -17,6 +17,8 @@ func seedCommands() []Command {
 		&ControlledShutdown{BrokerID: 1, BrokerEpoch: 1},
 		&CreateTopic{Name: "topic", TopicID: id, NumPartitions: 2, ReplicationFactor: 1, Configs: map[string]string{"a": "b"}, Assignment: [][]int32{{1}, {1}}},
 		&DeleteTopic{TopicID: id, Name: "topic"},
+		&DeleteTopic{TopicID: id, Name: "topic", DeleteRemote: true},
+		&RemoteTopicDeleted{TopicID: id},
 		&CreatePartitions{TopicID: id, Count: 3, Assignment: [][]int32{{1}}},
 		&AlterConfigs{ResourceType: ResourceTopic, ResourceName: "topic", Replace: true, Ops: []ConfigOp{{Key: "k", Value: "v"}, {Key: "d", Delete: true}}},
 		&ChangeLeaderAndISR{TopicID: id, Partition: 0, LeaderEpoch: 0, PartitionEpoch: 0, Leader: 1, ISR: []int32{1}},

@@ -177,8 +177,12 @@ func (u *SegmentUpload) Write(batches []byte) error {
 			return fmt.Errorf("%w: base offset %d", ErrCorruptObject, base)
 		}
 		u.stem = segmentStem(u.p.prefix, base, u.epoch)
+		// Held before the first object exists: the orphan cleaner keeps
+		// it until ReplaceSegments, DeleteSegments or a failure lets go.
+		u.p.hold(u.stem, u.epoch)
 		w, err := u.p.m.store.CreateObject(u.ctx, u.stem+SuffixLog, objectstore.CreateOptions{NoOverwrite: true})
 		if err != nil {
+			u.p.release(u.stem)
 			return err
 		}
 		u.w = w
@@ -200,11 +204,16 @@ func (u *SegmentUpload) Empty() bool { return u.w == nil }
 // epochs (the manifest's segments that precede it); snapshot, if not nil, is
 // uploaded as its producer snapshot, txnIndex (hotlog's .txnindex format:
 // the replaced segments' aborted transactions) as its transaction index.
-func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot, txnIndex []byte) (SegmentMeta, error) {
+func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot, txnIndex []byte) (meta SegmentMeta, err error) {
 	if u.w == nil {
 		return SegmentMeta{}, errors.New("tiering: finishing an empty segment upload")
 	}
 	u.done = true
+	defer func() {
+		if err != nil {
+			u.p.release(u.stem) // what went up is the cleaner's
+		}
+	}()
 	if _, err := hotlog.DecodeTxnIndex(txnIndex); err != nil || int64(len(txnIndex)) > maxTxnIndexBytes {
 		return SegmentMeta{}, errors.Join(fmt.Errorf("%w: transaction index of a compacted segment: %v", ErrCorruptObject, err), u.w.Abort())
 	}
@@ -219,7 +228,7 @@ func (u *SegmentUpload) Finish(end int64, before []SegmentMeta, snapshot, txnInd
 		return SegmentMeta{}, errors.Join(err, u.w.Abort())
 	}
 	p := u.p
-	meta := SegmentMeta{
+	meta = SegmentMeta{
 		Stem: u.stem, BaseOffset: sc.first, EndOffset: end, Size: sc.pos, CRC32C: sc.crc,
 		ChunkSize: p.m.opts.ChunkSize, ChunkCRC32C: hex.EncodeToString(sc.chunkCRCs), MaxTimestamp: sc.idx.maxTs,
 		LeaderEpochs: sc.epochs, UploadEpoch: u.epoch, UploadedMs: p.m.opts.Now().UnixMilli(),
@@ -250,7 +259,36 @@ func (u *SegmentUpload) Abort() {
 	if u.w != nil && !u.done {
 		u.done = true
 		u.w.Abort()
+		u.p.release(u.stem)
 	}
+}
+
+// hold marks stem as an upload in progress (see Partition.held).
+func (p *Partition) hold(stem string, epoch int32) {
+	p.heldMu.Lock()
+	defer p.heldMu.Unlock()
+	if p.held == nil {
+		p.held = map[string]int32{}
+	}
+	p.held[stem] = epoch
+}
+
+// release lets go of stems: from now on the committed manifest alone
+// decides whether the orphan cleaner deletes their objects.
+func (p *Partition) release(stems ...string) {
+	p.heldMu.Lock()
+	defer p.heldMu.Unlock()
+	for _, s := range stems {
+		delete(p.held, s)
+	}
+}
+
+// heldEpoch returns the epoch stem was uploaded in, if it is still held.
+func (p *Partition) heldEpoch(stem string) (int32, bool) {
+	p.heldMu.Lock()
+	defer p.heldMu.Unlock()
+	e, ok := p.held[stem]
+	return e, ok
 }
 
 // ReadSnapshot returns a remote segment's producer snapshot (nil if it has
@@ -278,6 +316,11 @@ func (p *Partition) DeleteSegments(ctx context.Context, segs []SegmentMeta) erro
 	for i := range segs {
 		keys = append(keys, segs[i].Keys()...)
 	}
+	defer func() { // after the delete: what it missed is the cleaner's
+		for i := range segs {
+			p.release(segs[i].Stem)
+		}
+	}()
 	if len(keys) == 0 {
 		return nil
 	}
@@ -302,6 +345,16 @@ type Replacement struct {
 // segments are kept (Manifest.Retired) for Options.OrphanGrace; retired
 // entries older than that leave the manifest (the orphan cleaner deletes
 // their objects).
+//
+// The new segments must have been uploaded with this Partition's
+// SegmentUpload in the current leader epoch and still be held (not
+// released); their objects are checked with HEAD under runMu, which the
+// orphan cleaner holds too. So a commit never references an object the
+// cleaner may have deleted, however long the compaction pass took: while
+// this broker leads in the same epoch its cleaner skips held uploads, and a
+// pass that spans a leader change (another leader's cleaner knows nothing of
+// them) is refused with ErrConflict. Whatever the outcome, the new segments
+// are released: from then on the committed manifest decides.
 func (p *Partition) ReplaceSegments(ctx context.Context, reps []Replacement, cleanedUpTo int64, fence Fence) error {
 	fc, ok := p.m.opts.Committer.(FencedCommitter)
 	if !ok {
@@ -309,12 +362,24 @@ func (p *Partition) ReplaceSegments(ctx context.Context, reps []Replacement, cle
 	}
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
+	var newSegs []SegmentMeta
+	for _, rep := range reps {
+		newSegs = append(newSegs, rep.New...)
+	}
+	defer func() {
+		for i := range newSegs {
+			p.release(newSegs[i].Stem)
+		}
+	}()
 	if p.removed.Load() {
 		return ErrClosed
 	}
 	epoch, ok := p.m.opts.Leadership.LeaderEpoch(p.tp)
 	if !ok {
 		return ErrNotLeader
+	}
+	if err := p.checkUploads(ctx, epoch, newSegs); err != nil {
+		return err
 	}
 	st, err := p.refresh(ctx)
 	if err != nil {
@@ -361,4 +426,36 @@ func (p *Partition) ReplaceSegments(ctx context.Context, reps []Replacement, cle
 		return fc.CommitRemoteLogFenced(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset, fence)
 	})
 	return err
+}
+
+// checkUploads checks, under runMu, that every compacted segment about to be
+// committed is still held from an upload in epoch and that its objects are
+// in the bucket; otherwise it returns an error wrapping ErrConflict.
+func (p *Partition) checkUploads(ctx context.Context, epoch int32, segs []SegmentMeta) error {
+	for i := range segs {
+		s := &segs[i]
+		e, ok := p.heldEpoch(s.Stem)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: %s: compacted segment %s is not an upload in progress of this broker", ErrConflict, p.tp, s.Stem)
+		case e != epoch || s.UploadEpoch != epoch:
+			return fmt.Errorf("%w: %s: compacted segment %s was uploaded in leader epoch %d, now %d", ErrConflict, p.tp, s.Stem, e, epoch)
+		}
+	}
+	for i := range segs {
+		var fns []func() error
+		for _, key := range segs[i].Keys() {
+			fns = append(fns, func() error {
+				_, err := p.m.store.Head(ctx, key)
+				if p.m.store.IsNotExistError(err) {
+					return fmt.Errorf("%w: %s: compacted segment object %s is gone: %w", ErrConflict, p.tp, key, err)
+				}
+				return err
+			})
+		}
+		if err := parallel(fns...); err != nil {
+			return err
+		}
+	}
+	return nil
 }

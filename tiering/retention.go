@@ -155,8 +155,14 @@ func (p *Partition) followerRound(ctx context.Context) error {
 // CleanOrphans deletes the partition's objects that the committed manifest
 // does not reference (uploads cut short by a crash, uploads whose commit was
 // refused, expired segments whose delete failed, superseded manifests) and
-// that are older than Options.OrphanGrace. Only the leader cleans. It returns
-// how many objects it deleted.
+// that are older than Options.OrphanGrace. Objects of compacted segments
+// still held by a compaction pass in progress (Partition.held) are kept
+// whatever their age: ReplaceSegments may commit them. Only the leader
+// cleans. It returns how many objects it deleted.
+//
+// It lists the bucket before it reads the committed pointer, so that an
+// object listed and committed meanwhile is seen as referenced; commits on
+// this broker (ReplaceSegments, rounds) wait for runMu, which it holds.
 func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 	p.runMu.Lock()
 	defer p.runMu.Unlock()
@@ -165,6 +171,10 @@ func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 	}
 	if _, ok := p.m.opts.Leadership.LeaderEpoch(p.tp); !ok {
 		return 0, ErrNotLeader
+	}
+	list, err := p.m.store.List(ctx, p.prefix, "")
+	if err != nil {
+		return 0, fmt.Errorf("tiering: %s: list for orphans: %w", p.tp, err)
 	}
 	// Always the pointer as committed now, never a cached one.
 	st, err := p.refresh(ctx)
@@ -182,18 +192,19 @@ func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 			stems[r.Stem] = true // replaced by compaction; reads in flight may still use it
 		}
 	}
-	list, err := p.m.store.List(ctx, p.prefix, "")
-	if err != nil {
-		return 0, fmt.Errorf("tiering: %s: list for orphans: %w", p.tp, err)
-	}
 	cutoff := p.m.opts.Now().Add(-p.m.opts.OrphanGrace)
 	var orphans []string
 	for _, o := range list.Objects {
 		if keep[o.Key] || !o.ModTime.Before(cutoff) {
 			continue
 		}
-		if k, err := ParseKey(o.Key); err == nil && k.Kind == 's' && stems[k.Stem] {
-			continue
+		if k, err := ParseKey(o.Key); err == nil && k.Kind == 's' {
+			if stems[k.Stem] {
+				continue
+			}
+			if _, held := p.heldEpoch(k.Stem); held {
+				continue
+			}
 		}
 		if !strings.HasPrefix(o.Key, p.prefix) {
 			continue

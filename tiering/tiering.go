@@ -450,6 +450,14 @@ type Partition struct {
 	loadMu sync.Mutex // one manifest load at a time
 	runMu  sync.Mutex // one round (upload, retention, clean) at a time
 	fails  int        // consecutive failed rounds; guarded by runMu
+
+	// held are the stems of compacted segments uploaded (SegmentUpload) and
+	// not yet committed or given up, with the leader epoch they were
+	// uploaded in: the orphan cleaner never deletes their objects, whatever
+	// their age, and ReplaceSegments commits only segments still held
+	// (compact.go). heldMu is a leaf: taken under runMu or alone.
+	heldMu sync.Mutex
+	held   map[string]int32
 }
 
 // remoteState is an immutable view of the committed remote log.
