@@ -248,3 +248,46 @@ func TestShareHugeBatchBypassesWindow(t *testing.T) {
 		t.Fatalf("%d records in flight on one share-partition from one %d-byte batch (limit %d)", inFlight, len(raw), shareMaxRecordLocks)
 	}
 }
+
+// TestShareAssignmentFollowsRecreatedTopic: a subscribed topic deleted and
+// created again under its name, with as many partitions, has a new id; the
+// next heartbeat assigns the new one (a member kept on the old id would
+// fetch UNKNOWN_TOPIC_ID forever).
+func TestShareAssignmentFollowsRecreatedTopic(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "again", "rq"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "m", []string{topic}
+	assigned := func() [16]byte {
+		t.Helper()
+		resp, err := hb.RequestWith(testCtx(t), admin)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v %+v", err, resp)
+		}
+		hb.MemberEpoch = resp.MemberEpoch
+		hb.SubscribedTopicNames = nil
+		if resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 {
+			return [16]byte{}
+		}
+		return resp.Assignment.TopicPartitions[0].TopicID
+	}
+	tp, _ := b.meta.State().Topic(topic)
+	if got := assigned(); got != [16]byte(tp.ID) {
+		t.Fatalf("assigned %x, want %x", got, tp.ID)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TimeoutMillis = 5000
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr(topic)}}
+	if resp, err := del.RequestWith(testCtx(t), admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v %+v", err, resp)
+	}
+	createTopic(t, b, topic, 1, nil)
+	tp2, _ := b.meta.State().Topic(topic)
+	if tp2.ID == tp.ID {
+		t.Fatal("same id after recreation")
+	}
+	waitCond(t, func() bool { return assigned() == [16]byte(tp2.ID) })
+}
