@@ -173,7 +173,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
-	if err := b.checkCompactedKeys(topic, pt.Records); err != nil { // cleaner.go
+	if err := b.checkProducedRecords(topic, pt.Records); err != nil { // cleaner.go
 		return err
 	}
 	// acks=1 and acks=0 are answered once the batch is written, before its

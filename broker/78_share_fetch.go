@@ -366,6 +366,16 @@ func (s *shares) acknowledge(ctx context.Context, st *metadata.State, group, mem
 		return errCode(err), nil
 	}
 	s.mu.Lock()
+	known := s.parts[key] != nil && s.parts[key].epoch == p.leaderEpoch()
+	s.mu.Unlock()
+	if !known {
+		// As in fetchPartition: a share-partition new here is built
+		// from everything committed (the previous leader's last write).
+		if _, err := s.b.meta.Sync(ctx); err != nil {
+			return kerr.RequestTimedOut.Code, nil
+		}
+	}
+	s.mu.Lock()
 	defer s.mu.Unlock()
 	if sp := s.parts[key]; sp == nil || sp.epoch != p.leaderEpoch() {
 		if _, stored := s.b.meta.State().ShareState(group)[key.stateKey()]; !stored {

@@ -242,23 +242,33 @@ func msDuration(ms int64, none time.Duration) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// maxCheckedBatchBytes bounds the decompressed size of a batch produced to a
-// compacted topic: the cleaner's own limit (compaction's MaxBatchBytes
-// default), which would fail the log's cleaning on a larger batch.
+// maxCheckedBatchBytes bounds the decompressed size of a produced batch:
+// the cleaner's own limit (compaction's MaxBatchBytes default), which would
+// fail a compacted log's cleaning on a larger batch.
 const maxCheckedBatchBytes = 64 << 20
 
-// checkCompactedKeys refuses, for a compacted topic, a batch with a record
-// without a key (INVALID_RECORD, as Kafka does: the cleaner cannot keep
-// it), or whose payload does not decompress (CORRUPT_MESSAGE). A batch
-// whose header does not parse is left to appendBatch's validation.
-func (b *Broker) checkCompactedKeys(set map[string]string, records []byte) error {
-	if !strings.Contains(configString(b, set, "cleanup.policy"), "compact") {
+// checkProducedRecords reads the records of a produced batch that hotlog's
+// validation does not: a compressed batch's (Kafka's LogValidator reads
+// every record of one; its record count is trusted by what reads the log,
+// share groups for one), and, for a compacted topic, every record's key
+// (INVALID_RECORD for a keyless one, as Kafka: the cleaner cannot keep it).
+// A payload that does not decompress or parse, or holds other than the
+// header's count of records at offset deltas 0..n-1, is CORRUPT_MESSAGE. A
+// batch whose header does not parse is left to appendBatch's validation.
+func (b *Broker) checkProducedRecords(set map[string]string, records []byte) error {
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil {
 		return nil
 	}
-	if _, err := hotlog.ParseBatchHeader(records); err != nil {
+	compacted := strings.Contains(configString(b, set, "cleanup.policy"), "compact")
+	switch {
+	case compacted:
+		err = compaction.CheckKeys(records, maxCheckedBatchBytes)
+	case h.Compression() != 0:
+		err = compaction.CheckRecords(records, maxCheckedBatchBytes)
+	default:
 		return nil
 	}
-	err := compaction.CheckKeys(records, maxCheckedBatchBytes)
 	switch {
 	case errors.Is(err, compaction.ErrMissingKey):
 		return &recordErrors{err: fmt.Errorf("%w: compacted topic cannot accept a record without a key", hotlog.ErrInvalidRecord), indexes: missingKeyIndexes(err)}

@@ -477,6 +477,25 @@ func (p *partition) followerHighWatermark(hw int64, epoch int32) {
 	}
 }
 
+// followerLogStart adopts the leader's log start offset (its DeleteRecords
+// and retention), as Kafka's fetcher does with the log_start_offset of each
+// response: else records deleted on the leader would come back when this
+// replica leads. Only up to the high watermark (never past what this
+// replica knows to be committed); -1 (the leader could not tell: its bucket
+// is down) changes nothing.
+func (p *partition) followerLogStart(start int64, epoch int32) error {
+	p.role.RLock()
+	defer p.role.RUnlock()
+	if !p.follows(epoch) {
+		return nil
+	}
+	start = min(start, p.log.HighWatermark())
+	if start <= p.log.LogStartOffset() {
+		return nil
+	}
+	return p.log.DeleteBefore(start)
+}
+
 // rebuildPending reports a truncation whose producer state rebuild failed
 // (truncateTo must run again).
 func (p *partition) rebuildPending() bool {
@@ -990,6 +1009,9 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				}
 			}
 			p.followerHighWatermark(rp.HighWatermark, epoch)
+			if err := p.followerLogStart(rp.LogStartOffset, epoch); err != nil {
+				firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: log start %d: %w", p.topic, p.id, rp.LogStartOffset, err))
+			}
 		}
 	}
 	return firstErr

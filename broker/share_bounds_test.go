@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"bytes"
+	"encoding/binary"
 	"hash/crc32"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -201,36 +204,22 @@ func TestShareDeliveryLimitAfterFailover(t *testing.T) {
 	}
 }
 
-// TestShareHugeBatchBypassesWindow: a compressed batch is accepted on
-// produce with any record count (its records are not read: NumRecords ==
-// LastOffsetDelta+1 is all that is checked), and a ShareFetch acquires every
-// offset of it, one map entry each, up to the 2000-record in-flight window,
-// which must hold inside a batch too: else a ~100-byte batch claiming
-// 2^31-1 records would make the broker allocate billions of entries. Here
-// 300,000.
+// TestShareHugeBatchBypassesWindow: a ShareFetch acquires the offsets of a
+// batch one map entry each, up to the 2000-record in-flight window, which
+// must hold inside a batch too: a compressed batch of tiny records is
+// small on the wire whatever its count (here 300,000 records in a few KiB
+// of gzip), and acquiring it whole would allocate an entry per record.
 func TestShareHugeBatchBypassesWindow(t *testing.T) {
 	b := startBroker(t, "")
 	const topic, group, n = "huge", "hq", 300_000
 	createTopic(t, b, topic, 1, nil)
 	admin := newClient(t, b)
 	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
-	now := time.Now().UnixMilli()
-	rb := kmsg.NewRecordBatch()
-	rb.Magic = 2
-	rb.Attributes = 1 // gzip
-	rb.LastOffsetDelta = n - 1
-	rb.NumRecords = n
-	rb.FirstTimestamp, rb.MaxTimestamp = now, now
-	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
-	rb.Records = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0} // an empty gzip stream
-	raw := rb.AppendTo(nil)
-	putU32(raw[8:], uint32(len(raw)-12))
-	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	raw := gzipBatchOfEmptyRecords(t, n)
 	nc := dial(t, b)
 	if r := produceRaw(t, nc, topic, raw, -1, 9, 1); r.ErrorCode != 0 {
-		t.Fatalf("produce of a %d-byte batch claiming %d records: %v", len(raw), n, kerr.ErrorForCode(r.ErrorCode))
+		t.Fatalf("produce of a %d-byte batch of %d records: %v", len(raw), n, kerr.ErrorForCode(r.ErrorCode))
 	}
-	t.Logf("produce of a %d-byte batch claiming %d records accepted", len(raw), n)
 	tp, _ := b.meta.State().Topic(topic)
 	id := [16]byte(tp.ID)
 	var ms0, ms1 runtime.MemStats
@@ -247,4 +236,107 @@ func TestShareHugeBatchBypassesWindow(t *testing.T) {
 	if inFlight > shareMaxRecordLocks {
 		t.Fatalf("%d records in flight on one share-partition from one %d-byte batch (limit %d)", inFlight, len(raw), shareMaxRecordLocks)
 	}
+}
+
+// TestProduceCompressedCountChecked: a compressed batch whose header claims
+// records its payload does not hold (an empty gzip stream claiming 300,000)
+// is refused with CORRUPT_MESSAGE, as Kafka's LogValidator refuses it: else
+// everything that trusts the count (share groups' acquisition) is misled.
+func TestProduceCompressedCountChecked(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "claims", 1, nil)
+	now := time.Now().UnixMilli()
+	rb := kmsg.NewRecordBatch()
+	rb.Magic = 2
+	rb.Attributes = 1 // gzip
+	rb.LastOffsetDelta = 300_000 - 1
+	rb.NumRecords = 300_000
+	rb.FirstTimestamp, rb.MaxTimestamp = now, now
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
+	rb.Records = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0} // an empty gzip stream
+	raw := rb.AppendTo(nil)
+	putU32(raw[8:], uint32(len(raw)-12))
+	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	nc := dial(t, b)
+	if r := produceRaw(t, nc, "claims", raw, -1, 9, 1); r.ErrorCode != kerr.CorruptMessage.Code {
+		t.Fatalf("produce of an empty payload claiming 300000 records: %v, want CORRUPT_MESSAGE", kerr.ErrorForCode(r.ErrorCode))
+	}
+	// The same count, really there, is accepted.
+	if r := produceRaw(t, nc, "claims", gzipBatchOfEmptyRecords(t, 300_000), -1, 9, 2); r.ErrorCode != 0 {
+		t.Fatalf("produce of 300000 records: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+}
+
+// gzipBatchOfEmptyRecords is a v2 batch of n records with a null key and
+// value, gzipped.
+func gzipBatchOfEmptyRecords(t testing.TB, n int) []byte {
+	t.Helper()
+	var recs []byte
+	for i := 0; i < n; i++ {
+		body := []byte{0, 0} // attributes, timestamp delta
+		body = binary.AppendVarint(body, int64(i))
+		body = append(body, 1, 1, 0) // null key, null value, no headers
+		recs = binary.AppendVarint(recs, int64(len(body)))
+		recs = append(recs, body...)
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(recs)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	rb := kmsg.NewRecordBatch()
+	rb.Magic, rb.Attributes = 2, 1
+	rb.LastOffsetDelta, rb.NumRecords = int32(n-1), int32(n)
+	rb.FirstTimestamp, rb.MaxTimestamp = now, now
+	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
+	rb.Records = z.Bytes()
+	raw := rb.AppendTo(nil)
+	putU32(raw[8:], uint32(len(raw)-12))
+	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
+
+// TestShareAssignmentFollowsRecreatedTopic: a subscribed topic deleted and
+// created again under its name, with as many partitions, has a new id; the
+// next heartbeat assigns the new one (a member kept on the old id would
+// fetch UNKNOWN_TOPIC_ID forever).
+func TestShareAssignmentFollowsRecreatedTopic(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "again", "rq"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "m", []string{topic}
+	assigned := func() [16]byte {
+		t.Helper()
+		resp, err := hb.RequestWith(testCtx(t), admin)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v %+v", err, resp)
+		}
+		hb.MemberEpoch = resp.MemberEpoch
+		hb.SubscribedTopicNames = nil
+		if resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 {
+			return [16]byte{}
+		}
+		return resp.Assignment.TopicPartitions[0].TopicID
+	}
+	tp, _ := b.meta.State().Topic(topic)
+	if got := assigned(); got != [16]byte(tp.ID) {
+		t.Fatalf("assigned %x, want %x", got, tp.ID)
+	}
+	del := kmsg.NewPtrDeleteTopicsRequest()
+	del.TimeoutMillis = 5000
+	del.Topics = []kmsg.DeleteTopicsRequestTopic{{Topic: kmsg.StringPtr(topic)}}
+	if resp, err := del.RequestWith(testCtx(t), admin); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("delete: %v %+v", err, resp)
+	}
+	createTopic(t, b, topic, 1, nil)
+	tp2, _ := b.meta.State().Topic(topic)
+	if tp2.ID == tp.ID {
+		t.Fatal("same id after recreation")
+	}
+	waitCond(t, func() bool { return assigned() == [16]byte(tp2.ID) })
 }

@@ -54,9 +54,10 @@ type shareGroup struct {
 	id      string
 	epoch   int32
 	members map[string]*shareMember
-	// parts is what the assignment was computed from (topic → partition
-	// count), to notice new partitions and topics.
-	parts map[string]int
+	// parts is what the assignment was computed from (topic → its id
+	// and partition count), to notice new partitions and topics, and a
+	// topic deleted and created again under its name.
+	parts map[string]shareTopicShape
 	// assignment by member, for the current epoch.
 	assignment map[string]map[[16]byte][]int32
 }
@@ -230,12 +231,17 @@ func (sc *shareCoordinator) expire(g *shareGroup, now time.Time) {
 	}
 }
 
-func (sc *shareCoordinator) subscribed(st *metadata.State, g *shareGroup) map[string]int {
-	parts := map[string]int{}
+type shareTopicShape struct {
+	id metadata.UUID
+	n  int
+}
+
+func (sc *shareCoordinator) subscribed(st *metadata.State, g *shareGroup) map[string]shareTopicShape {
+	parts := map[string]shareTopicShape{}
 	for _, m := range g.members {
 		for _, t := range m.topics {
 			if topic, ok := st.Topic(t); ok {
-				parts[t] = len(topic.Partitions)
+				parts[t] = shareTopicShape{topic.ID, len(topic.Partitions)}
 			}
 		}
 	}
@@ -279,7 +285,7 @@ func (sc *shareCoordinator) bump(st *metadata.State, g *shareGroup) {
 				subs = append(subs, id)
 			}
 		}
-		n := g.parts[t]
+		n := g.parts[t].n
 		if len(subs) == 0 || n == 0 {
 			continue
 		}

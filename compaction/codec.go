@@ -48,6 +48,7 @@ type codecs struct {
 	zmax int
 	src  bytes.Reader
 	buf  bytes.Buffer
+	out  []byte // CheckRecords' reused output
 }
 
 // decompress appends the decompressed payload of a batch with codec to
