@@ -103,6 +103,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}
 	var parts []*fetchPart
 	redirected := false              // a partition answers with a preferred read replica
+	lookupFailed := false            // a partition failed to read: answer at once
 	mayRead := fetchTopicFilter(ctx) // ACLs (authz.go); nil: all
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -148,6 +149,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)
 				}
+				// As Kafka's fetchMessages (errorReadingData), an error
+				// reading a partition (NOT_LEADER_OR_FOLLOWER, a fenced
+				// or unknown leader epoch, ...) ends the long poll. One
+				// the metadata does not know does not: Kafka answers
+				// those beside the read (with the ACL denials above).
+				if !errors.Is(err, errUnknownTopicOrPartition) {
+					lookupFailed = true
+				}
 				if r.Version >= 16 {
 					// KIP-951: where the partition moved (replication.go).
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
@@ -192,7 +201,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}()
 	for {
 		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
-		if total >= int64(req.MinBytes) || failed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
+		if total >= int64(req.MinBytes) || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
 		// Not enough yet: drop what was read, wait for an append.
