@@ -187,6 +187,9 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	if r.Version < 3 || maxBytes <= 0 {
 		maxBytes = 1<<31 - 1
 	}
+	// min_bytes is capped at max_bytes (as lowered to the client's quota
+	// by boundFetch), as Kafka's fetchMinBytes: more can never be ready.
+	minBytes := min(int64(req.MinBytes), maxBytes)
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	var wake chan struct{}
 	defer func() {
@@ -200,8 +203,8 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
-		if total >= int64(req.MinBytes) || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
+		ready, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
+		if ready >= minBytes || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
 		// Not enough yet: drop what was read, wait for an append.
@@ -312,7 +315,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
+//
+// The bytes ready are what Kafka's readFromLog would read, which min_bytes
+// is measured against: it slices each partition's log at its limit, a
+// partial last batch included, where hotlog reads whole batches only. A
+// read that stopped short of the visible end stopped for lack of budget,
+// so Kafka would have read the whole budget there.
+func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (ready int64, failed bool) {
+	var total int64 // the bytes read (whole batches)
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		fp.res, fp.remote = nil, nil
@@ -351,6 +361,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 				rp.AbortedTransactions = nil
 			default:
 				total += fp.remote.Size
+				ready += fp.remote.Size
 			}
 			continue
 		}
@@ -381,10 +392,16 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			continue
 		}
 		// hotlog returns at least one whole batch: keep it only for the
-		// first partition with data.
+		// first partition with data (Kafka reads nothing there either:
+		// an incomplete first batch is dropped).
 		if total > 0 && res.Size > budget {
 			res.Release()
 			continue
+		}
+		if res.NextOffset < limit && res.Size > 0 {
+			ready += max(res.Size, budget) // more than the budget was there
+		} else {
+			ready += res.Size
 		}
 		fp.res = res
 		total += res.Size
@@ -400,7 +417,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			}
 		}
 	}
-	return total, failed
+	return ready, failed
 }
 
 func releaseFetchParts(parts []*fetchPart) {

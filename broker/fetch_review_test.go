@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,17 +23,26 @@ type reviewPart struct {
 	epoch   int32
 }
 
-// reviewFetch sends one Fetch v12 of topic's partitions and returns the
-// answer and how long it took.
-func reviewFetch(t *testing.T, nc net.Conn, corr *int32, topic string, id, sessEpoch, maxBytes, minBytes, maxWait int32, parts []reviewPart) (*kmsg.FetchResponse, time.Duration) {
-	t.Helper()
+// reviewFetcher sends Fetch v12 requests for one topic's partitions on one
+// connection, with client id client ("": none).
+type reviewFetcher struct {
+	t      *testing.T
+	nc     net.Conn
+	corr   int32
+	topic  string
+	client string
+}
+
+// fetch sends one fetch and returns the answer and how long it took.
+func (f *reviewFetcher) fetch(id, sessEpoch, maxBytes, minBytes, maxWait int32, parts ...reviewPart) (*kmsg.FetchResponse, time.Duration) {
+	f.t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 12
 	req.MaxBytes, req.MinBytes, req.MaxWaitMillis = maxBytes, minBytes, maxWait
 	req.SessionID, req.SessionEpoch = id, sessEpoch
 	if len(parts) > 0 {
 		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = topic
+		ft.Topic = f.topic
 		for _, rp := range parts {
 			fp := kmsg.NewFetchRequestTopicPartition()
 			fp.Partition, fp.FetchOffset, fp.PartitionMaxBytes, fp.CurrentLeaderEpoch = rp.p, rp.off, rp.partMax, rp.epoch
@@ -40,11 +50,11 @@ func reviewFetch(t *testing.T, nc net.Conn, corr *int32, topic string, id, sessE
 		}
 		req.Topics = append(req.Topics, ft)
 	}
-	*corr++
+	f.corr++
 	start := time.Now()
-	resp, err := roundTrip(nc, req, *corr, 20*time.Second)
+	resp, err := roundTripAs(f.nc, f.client, req, f.corr, 20*time.Second)
 	if err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
 	return resp.(*kmsg.FetchResponse), time.Since(start)
 }
@@ -59,16 +69,14 @@ func reviewFetch(t *testing.T, nc net.Conn, corr *int32, topic string, id, sessE
 func TestFetchLongPollEndsOnLookupError(t *testing.T) {
 	b := startBroker(t, "")
 	createTopic(t, b, "lp", 2, nil)
-	nc := dial(t, b)
-	var corr int32
-	r, _ := reviewFetch(t, nc, &corr, "lp", 0, -1, 1<<20, 0, 0, []reviewPart{{0, 0, 1 << 20, -1}})
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "lp"}
+	r, _ := f.fetch(0, -1, 1<<20, 0, 0, reviewPart{0, 0, 1 << 20, -1})
 	if r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("probe: %v", kerr.ErrorForCode(r.Topics[0].Partitions[0].ErrorCode))
 	}
 	tp, _ := b.meta.State().Topic("lp")
 	le := tp.Partitions[0].LeaderEpoch
-	r, took := reviewFetch(t, nc, &corr, "lp", 0, -1, 1<<20, 1, 3000,
-		[]reviewPart{{0, 0, 1 << 20, le + 1}, {1, 0, 1 << 20, -1}})
+	r, took := f.fetch(0, -1, 1<<20, 1, 3000, reviewPart{0, 0, 1 << 20, le + 1}, reviewPart{1, 0, 1 << 20, -1})
 	if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownLeaderEpoch.Code {
 		t.Fatalf("partition 0: %v, want UNKNOWN_LEADER_EPOCH", kerr.ErrorForCode(code))
 	}
@@ -76,12 +84,85 @@ func TestFetchLongPollEndsOnLookupError(t *testing.T) {
 		t.Errorf("the UNKNOWN_LEADER_EPOCH answer waited %v (max_wait 3s); Kafka answers an error at once", took)
 	}
 	// An unknown partition waits for the known one, to max_wait.
-	r, took = reviewFetch(t, nc, &corr, "lp", 0, -1, 1<<20, 1, 500,
-		[]reviewPart{{7, 0, 1 << 20, -1}, {1, 0, 1 << 20, -1}})
+	r, took = f.fetch(0, -1, 1<<20, 1, 500, reviewPart{7, 0, 1 << 20, -1}, reviewPart{1, 0, 1 << 20, -1})
 	if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.UnknownTopicOrPartition.Code {
 		t.Fatalf("partition 7: %v, want UNKNOWN_TOPIC_OR_PARTITION", kerr.ErrorForCode(code))
 	}
 	if took < 400*time.Millisecond {
 		t.Errorf("an unknown partition ended the long poll after %v (max_wait 500ms); Kafka waits for the others", took)
+	}
+}
+
+// min_bytes is met in Kafka by the bytes a read finds up to each
+// partition's limit: readFromLog slices the log at the limit, a partial
+// last batch included (and DelayedFetch.tryComplete counts
+// min(partition_max_bytes, bytes available)); and min_bytes is capped at
+// the fetch's max_bytes (KafkaApis.handleFetchRequest: fetchMinBytes =
+// min(minBytes, fetchMaxBytes)). Counting only the whole batches that fit,
+// a consumer with fetch.min.bytes = max.partition.fetch.bytes would wait
+// max_wait on every fetch although far more is ready.
+func TestFetchMinBytesCountsBytesReady(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "mb", 1, nil)
+	produceBig(t, b, "mb", 1, 10) // ten batches of ~20 KB
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "mb"}
+	for _, c := range []struct {
+		name                        string
+		maxBytes, minBytes, partMax int32
+		wantBatches                 int
+	}{
+		// Two batches (~40 KB) fit partition_max_bytes 50000; 200 KB
+		// are ready.
+		{"min_bytes = partition_max_bytes", 50 << 20, 50000, 50000, 2},
+		// The same under max_bytes, min_bytes above it.
+		{"min_bytes > max_bytes", 50000, 100000, 1 << 20, 2},
+		// The first batch alone (over max_bytes) meets the capped min_bytes.
+		{"min_bytes > max_bytes, one batch", 10000, 100000, 1 << 20, 1},
+	} {
+		r, took := f.fetch(0, -1, c.maxBytes, c.minBytes, 3000, reviewPart{0, 0, c.partMax, -1})
+		p := r.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("%s: %v", c.name, kerr.ErrorForCode(p.ErrorCode))
+		}
+		if n := len(p.RecordBatches); n < c.wantBatches*20000 || n > (c.wantBatches+1)*20000 {
+			t.Errorf("%s: %d bytes, want %d batches", c.name, n, c.wantBatches)
+		}
+		if took > time.Second {
+			t.Errorf("%s: waited %v with 200 KB ready (Kafka answers at once)", c.name, took)
+		}
+	}
+	// Not enough: the whole log (~200 KB) is below min_bytes; it waits.
+	r, took := f.fetch(0, -1, 50<<20, 1<<20, 500, reviewPart{0, 0, 1 << 20, -1})
+	if n := len(r.Topics[0].Partitions[0].RecordBatches); n < 200000 || took < 400*time.Millisecond {
+		t.Errorf("min_bytes over what is ready: %d bytes after %v, want all after max_wait", n, took)
+	}
+}
+
+// min_bytes is capped at max_bytes as lowered to the client's fetch quota
+// (boundFetch; Kafka's fetchMaxBytes includes getMaxValueInQuotaWindow):
+// a quota of 5000 B/s over 10 windows lets 50000 bytes through, so
+// min_bytes 1 MiB is met by what fits 50000.
+func TestFetchMinBytesCappedAtQuota(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "mq", 1, nil)
+	produceBig(t, b, "mq", 1, 10)
+	slow := "slow"
+	res, err := kadm.NewClient(newClient(t, b)).AlterClientQuotas(testCtx(t), []kadm.AlterClientQuotaEntry{
+		quotaEntry(nil, &slow, kadm.AlterClientQuotaOp{Key: "consumer_byte_rate", Value: 5000}),
+	})
+	if err != nil || res[0].Err != nil {
+		t.Fatalf("alter: %v %+v", err, res)
+	}
+	waitCond(t, func() bool { return b.quotas.currentTable().any[quotaTypeFetch] })
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "mq", client: slow}
+	r, took := f.fetch(0, -1, 50<<20, 1<<20, 3000, reviewPart{0, 0, 1 << 20, -1})
+	if code := r.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("fetch: %v", kerr.ErrorForCode(code))
+	}
+	if n := len(r.Topics[0].Partitions[0].RecordBatches); n > 50000 {
+		t.Errorf("%d bytes over the quota's 50000", n)
+	}
+	if took > time.Second {
+		t.Errorf("waited %v with 200 KB ready and max_bytes lowered to 50000 by the quota", took)
 	}
 }
