@@ -166,3 +166,37 @@ func TestFetchMinBytesCappedAtQuota(t *testing.T) {
 		t.Errorf("waited %v with 200 KB ready and max_bytes lowered to 50000 by the quota", took)
 	}
 }
+
+// Kafka's CachedPartition.maybeUpdateResponseData sets the cached high
+// watermark to -1 when it answers an error, so that an incremental fetch
+// sends the partition again once the error clears. OFFSET_OUT_OF_RANGE
+// carries the real high watermark here: without that, the partition's
+// first good answer (same high watermark, no records) was left out.
+func TestFetchSessionResendsClearedError(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "ec", 1, nil)
+	produceBig(t, b, "ec", 1, 1)
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "ec"}
+	full, _ := f.fetch(0, 0, 1<<20, 0, 0, reviewPart{0, 1, 1 << 20, -1})
+	if full.ErrorCode != 0 || full.SessionID == 0 {
+		t.Fatalf("full: %+v", full)
+	}
+	id := full.SessionID
+	// Out of range: offset 5 past the log end 1.
+	r, _ := f.fetch(id, 1, 1<<20, 0, 0, reviewPart{0, 5, 1 << 20, -1})
+	if len(r.Topics) != 1 || r.Topics[0].Partitions[0].ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("want OFFSET_OUT_OF_RANGE, got %+v", r.Topics)
+	}
+	// The client resets to the log end: the error is gone.
+	r, _ = f.fetch(id, 2, 1<<20, 0, 0, reviewPart{0, 1, 1 << 20, -1})
+	if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+		t.Fatalf("the partition whose error cleared was left out of the incremental answer (Kafka sends it): %+v", r.Topics)
+	}
+	if p := r.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.HighWatermark != 1 {
+		t.Fatalf("after the reset: %v, high watermark %d", kerr.ErrorForCode(p.ErrorCode), p.HighWatermark)
+	}
+	// And then nothing new: left out again.
+	if r, _ = f.fetch(id, 3, 1<<20, 0, 0); len(r.Topics) != 0 {
+		t.Fatalf("nothing new, yet %+v", r.Topics)
+	}
+}

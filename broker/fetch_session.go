@@ -204,6 +204,11 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 			changed := s.changed(k, &p)
 			if sp := s.parts[k]; sp != nil {
 				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+				if p.ErrorCode != 0 {
+					// As Kafka's maybeUpdateResponseData: once
+					// the error clears, the partition is sent again.
+					sp.hw = -1
+				}
 				if len(p.RecordBatches) > 0 {
 					served = append(served, k)
 				}
