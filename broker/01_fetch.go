@@ -183,10 +183,10 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 
-	maxBytes := int64(req.MaxBytes)
-	if r.Version < 3 || maxBytes <= 0 {
-		maxBytes = 1<<31 - 1
-	}
+	// As Kafka's fetchMaxBytes: the request's max_bytes (already lowered
+	// to the client's quota by boundFetch) under the broker's
+	// fetch.max.bytes. 0 (or less) is 0: the first batch only.
+	maxBytes := max(min(int64(req.MaxBytes), int64(b.cfg.FetchMaxBytes)), 0)
 	// min_bytes is capped at max_bytes (as lowered to the client's quota
 	// by boundFetch), as Kafka's fetchMinBytes: more can never be ready.
 	minBytes := min(int64(req.MinBytes), maxBytes)
@@ -374,7 +374,10 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if fp.replica {
 			limit = l.LogEndOffset()
 		}
-		if fp.offset >= limit || budget <= 0 {
+		// A budget of 0 (max_bytes or partition_max_bytes 0, or spent)
+		// still reads the first batch of the first partition with data,
+		// as Kafka's minOneMessage.
+		if fp.offset >= limit || (budget <= 0 && total > 0) {
 			continue
 		}
 		if fp.throttled {

@@ -200,3 +200,84 @@ func TestFetchSessionResendsClearedError(t *testing.T) {
 		t.Fatalf("nothing new, yet %+v", r.Topics)
 	}
 }
+
+// max_bytes 0 (or negative) is no limit of 0 bytes: Kafka's fetchMaxBytes
+// is min(max_bytes, fetch.max.bytes, the quota's bound), and with 0 only
+// the first batch comes (KIP-74's minOneMessage). It was read as no limit.
+func TestFetchMaxBytesZero(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "mz", 2, nil)
+	produceBig(t, b, "mz", 2, 5)
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "mz"}
+	for _, maxBytes := range []int32{0, -1} {
+		r, _ := f.fetch(0, -1, maxBytes, 0, 0, reviewPart{0, 0, 1 << 20, -1}, reviewPart{1, 0, 1 << 20, -1})
+		p0, p1 := r.Topics[0].Partitions[0], r.Topics[0].Partitions[1]
+		if p0.ErrorCode != 0 || p1.ErrorCode != 0 {
+			t.Fatalf("max_bytes %d: %v, %v", maxBytes, kerr.ErrorForCode(p0.ErrorCode), kerr.ErrorForCode(p1.ErrorCode))
+		}
+		if n0, n1 := len(p0.RecordBatches), len(p1.RecordBatches); n0 < 20000 || n0 > 25000 || n1 != 0 {
+			t.Errorf("max_bytes %d: %d and %d bytes, want the first batch of the first partition only", maxBytes, n0, n1)
+		}
+	}
+}
+
+// fetch.max.bytes bounds every Fetch answer, as Kafka's broker setting
+// (default 55 MiB), whatever max_bytes asks; the first batch still comes
+// whole.
+func TestFetchBrokerMaxBytes(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) { c.FetchMaxBytes = 50000 })
+	createTopic(t, b, "bm", 1, nil)
+	produceBig(t, b, "bm", 1, 5)
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "bm"}
+	for _, maxBytes := range []int32{1 << 30, 0} {
+		r, _ := f.fetch(0, -1, maxBytes, 0, 0, reviewPart{0, 0, 1 << 30, -1})
+		wantMin, wantMax := 40000, 50000 // two batches of ~20 KB fit 50000
+		if maxBytes == 0 {
+			wantMin, wantMax = 20000, 25000
+		}
+		if n := len(r.Topics[0].Partitions[0].RecordBatches); n < wantMin || n > wantMax {
+			t.Errorf("max_bytes %d under fetch.max.bytes 50000: %d bytes, want %d to %d", maxBytes, n, wantMin, wantMax)
+		}
+	}
+	// DescribeConfigs shows it, read-only.
+	rc, err := kadm.NewClient(newClient(t, b)).DescribeBrokerConfigs(testCtx(t), b.cfg.NodeID)
+	if err != nil || rc[0].Err != nil {
+		t.Fatalf("describe: %v %v", err, rc)
+	}
+	found := false
+	for _, c := range rc[0].Configs {
+		if c.Key == "fetch.max.bytes" {
+			found = true
+			if c.Value == nil || *c.Value != "50000" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
+				t.Errorf("fetch.max.bytes %+v, want the static 50000", c)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("fetch.max.bytes not described")
+	}
+	if d := startBroker(t, ""); d.cfg.FetchMaxBytes != 55<<20 {
+		t.Errorf("default fetch.max.bytes %d, want Kafka's 55 MiB", d.cfg.FetchMaxBytes)
+	}
+}
+
+// partition_max_bytes 0 (or negative) gives the first partition with data
+// its first batch (Kafka's minOneMessage: a read of at most 0 bytes that
+// returns the first batch whole) and the others nothing; it returned
+// nothing at all, so a client sending 0 never progressed.
+func TestFetchPartitionMaxBytesZero(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "pz", 2, nil)
+	produceBig(t, b, "pz", 2, 3)
+	f := &reviewFetcher{t: t, nc: dial(t, b), topic: "pz"}
+	for _, partMax := range []int32{0, -1} {
+		r, _ := f.fetch(0, -1, 1<<20, 0, 0, reviewPart{0, 0, partMax, -1}, reviewPart{1, 0, partMax, -1})
+		p0, p1 := r.Topics[0].Partitions[0], r.Topics[0].Partitions[1]
+		if p0.ErrorCode != 0 || p1.ErrorCode != 0 || p0.HighWatermark != 3 || p1.HighWatermark != 3 {
+			t.Fatalf("partition_max_bytes %d: %+v", partMax, r.Topics)
+		}
+		if n0, n1 := len(p0.RecordBatches), len(p1.RecordBatches); n0 < 20000 || n0 > 25000 || n1 != 0 {
+			t.Errorf("partition_max_bytes %d: %d and %d bytes, want the first batch of the first partition only", partMax, n0, n1)
+		}
+	}
+}
