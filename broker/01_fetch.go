@@ -32,9 +32,10 @@ import (
 // Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
 // later epochs send and receive only what changed, epoch -1 fetches
 // without one. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong
-// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over. With
-// the authorizer, a consumer's partitions of topics it may not READ,
-// whether the request or its session names them, are
+// epoch INVALID_FETCH_SESSION_EPOCH, a session of topic names fetched with
+// topic ids (or the reverse) FETCH_SESSION_TOPIC_ID_ERROR; the client then
+// starts over. With the authorizer, a consumer's partitions of topics it
+// may not READ, whether the request or its session names them, are
 // TOPIC_AUTHORIZATION_FAILED (authz.go's filter, applied here once the
 // session has resolved them).
 //

@@ -281,3 +281,45 @@ func TestFetchPartitionMaxBytesZero(t *testing.T) {
 		}
 	}
 }
+
+// A session opened with topic names (Fetch v12 and below) answers an
+// incremental fetch with topic ids (v13+) FETCH_SESSION_TOPIC_ID_ERROR, and
+// the other way round, as Kafka's FetchManager.newContext: the session's
+// partitions are keyed by one or the other. It used to mix both.
+func TestFetchSessionTopicIDError(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "ti", 1, nil)
+	tp, _ := b.meta.State().Topic("ti")
+	nc := dial(t, b)
+	var corr int32
+	fetch := func(version int16, id, epoch int32, withTopic bool) *kmsg.FetchResponse {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = version
+		req.MaxBytes = 1 << 20
+		req.SessionID, req.SessionEpoch = id, epoch
+		if withTopic {
+			ft := kmsg.NewFetchRequestTopic()
+			ft.Topic, ft.TopicID = "ti", tp.ID
+			fp := kmsg.NewFetchRequestTopicPartition()
+			fp.PartitionMaxBytes = 1 << 20
+			ft.Partitions = append(ft.Partitions, fp)
+			req.Topics = append(req.Topics, ft)
+		}
+		corr++
+		return rawRequest(t, nc, req, corr).(*kmsg.FetchResponse)
+	}
+	for _, c := range []struct{ open, next int16 }{{12, 13}, {13, 12}} {
+		full := fetch(c.open, 0, 0, true)
+		if full.ErrorCode != 0 || full.SessionID == 0 || len(full.Topics) != 1 || full.Topics[0].Partitions[0].ErrorCode != 0 {
+			t.Fatalf("v%d full: %+v", c.open, full)
+		}
+		if r := fetch(c.next, full.SessionID, 1, false); r.ErrorCode != kerr.FetchSessionTopicIDError.Code {
+			t.Errorf("session opened with v%d, incremental v%d: %v, want FETCH_SESSION_TOPIC_ID_ERROR", c.open, c.next, kerr.ErrorForCode(r.ErrorCode))
+		}
+		// The session is still there for its own kind of request.
+		if r := fetch(c.open, full.SessionID, 1, false); r.ErrorCode != 0 {
+			t.Errorf("v%d session, incremental v%d: %v", c.open, c.open, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+}
