@@ -32,9 +32,10 @@ import (
 // Sessions (v7+, fetch_session.go): epoch 0 opens one with a full fetch,
 // later epochs send and receive only what changed, epoch -1 fetches
 // without one. An unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong
-// epoch INVALID_FETCH_SESSION_EPOCH; the client then starts over. With
-// the authorizer, a consumer's partitions of topics it may not READ,
-// whether the request or its session names them, are
+// epoch INVALID_FETCH_SESSION_EPOCH, a session of topic names fetched with
+// topic ids (or the reverse) FETCH_SESSION_TOPIC_ID_ERROR; the client then
+// starts over. With the authorizer, a consumer's partitions of topics it
+// may not READ, whether the request or its session names them, are
 // TOPIC_AUTHORIZATION_FAILED (authz.go's filter, applied here once the
 // session has resolved them).
 //
@@ -103,6 +104,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}
 	var parts []*fetchPart
 	redirected := false              // a partition answers with a preferred read replica
+	lookupFailed := false            // a partition failed to read: answer at once
 	mayRead := fetchTopicFilter(ctx) // ACLs (authz.go); nil: all
 	for ti, t := range topics {
 		rt := kmsg.NewFetchResponseTopic()
@@ -148,6 +150,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)
 				}
+				// As Kafka's fetchMessages (errorReadingData), an error
+				// reading a partition (NOT_LEADER_OR_FOLLOWER, a fenced
+				// or unknown leader epoch, ...) ends the long poll. One
+				// the metadata does not know does not: Kafka answers
+				// those beside the read (with the ACL denials above).
+				if !errors.Is(err, errUnknownTopicOrPartition) {
+					lookupFailed = true
+				}
 				if r.Version >= 16 {
 					// KIP-951: where the partition moved (replication.go).
 					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, t.Topic, t.TopicID, r.Version >= 13, pt.Partition, rp.ErrorCode)
@@ -174,10 +184,13 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		resp.Topics = append(resp.Topics, rt)
 	}
 
-	maxBytes := int64(req.MaxBytes)
-	if r.Version < 3 || maxBytes <= 0 {
-		maxBytes = 1<<31 - 1
-	}
+	// As Kafka's fetchMaxBytes: the request's max_bytes (already lowered
+	// to the client's quota by boundFetch) under the broker's
+	// fetch.max.bytes. 0 (or less) is 0: the first batch only.
+	maxBytes := max(min(int64(req.MaxBytes), int64(b.cfg.FetchMaxBytes)), 0)
+	// min_bytes is capped at max_bytes (as lowered to the client's quota
+	// by boundFetch), as Kafka's fetchMinBytes: more can never be ready.
+	minBytes := min(int64(req.MinBytes), maxBytes)
 	deadline := time.Now().Add(time.Duration(max(req.MaxWaitMillis, 0)) * time.Millisecond)
 	var wake chan struct{}
 	defer func() {
@@ -191,8 +204,8 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		}
 	}()
 	for {
-		total, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
-		if total >= int64(req.MinBytes) || failed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
+		ready, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
+		if ready >= minBytes || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
 		// Not enough yet: drop what was read, wait for an append.
@@ -303,7 +316,14 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // readFetchParts reads every partition into fp.res and fills the
 // partition headers; it returns the bytes ready and whether a partition
 // failed (an error answers at once, as Kafka does).
-func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (total int64, failed bool) {
+//
+// The bytes ready are what Kafka's readFromLog would read, which min_bytes
+// is measured against: it slices each partition's log at its limit, a
+// partial last batch included, where hotlog reads whole batches only. A
+// read that stopped short of the visible end stopped for lack of budget,
+// so Kafka would have read the whole budget there.
+func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (ready int64, failed bool) {
+	var total int64 // the bytes read (whole batches)
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		fp.res, fp.remote = nil, nil
@@ -369,6 +389,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 					rp.AbortedTransactions = nil
 				default:
 					total += fp.remote.Size
+					ready += fp.remote.Size
 				}
 				continue
 			}
@@ -390,7 +411,10 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		if fp.replica {
 			limit = l.LogEndOffset()
 		}
-		if off >= limit || budget <= 0 {
+		// A budget of 0 (max_bytes or partition_max_bytes 0, or spent)
+		// still reads the first batch of the first partition with data,
+		// as Kafka's minOneMessage.
+		if off >= limit || (budget <= 0 && total > 0) {
 			continue
 		}
 		if fp.throttled {
@@ -408,10 +432,16 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			continue
 		}
 		// hotlog returns at least one whole batch: keep it only for the
-		// first partition with data.
+		// first partition with data (Kafka reads nothing there either:
+		// an incomplete first batch is dropped).
 		if total > 0 && res.Size > budget {
 			res.Release()
 			continue
+		}
+		if res.NextOffset < limit && res.Size > 0 {
+			ready += max(res.Size, budget) // more than the budget was there
+		} else {
+			ready += res.Size
 		}
 		fp.res = res
 		total += res.Size
@@ -427,7 +457,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			}
 		}
 	}
-	return total, failed
+	return ready, failed
 }
 
 func releaseFetchParts(parts []*fetchPart) {

@@ -23,6 +23,15 @@ import (
 	"github.com/sediment-io/sediment/metadata"
 )
 
+// fetch.max.bytes: Kafka's default, and the most this broker takes. Kafka
+// takes up to 2 GiB - 1, but an answer carries, besides that much, the first
+// batch whole (KIP-74) and its headers, and a response frame over 2 GiB
+// cannot be sent; 1 GiB leaves room for any batch a request can bring.
+const (
+	DefaultFetchMaxBytes = 55 << 20
+	MaxFetchMaxBytes     = 1 << 30
+)
+
 // Listener is one address the broker accepts Kafka connections on.
 type Listener struct {
 	// Name labels the listener (PLAINTEXT by default).
@@ -54,6 +63,10 @@ type Config struct {
 	// yet handled (queued.max.request.bytes) [512 MiB, at least
 	// SocketRequestMaxBytes].
 	QueuedMaxRequestBytes int64
+	// FetchMaxBytes bounds the records of one Fetch answer whatever its
+	// max_bytes asks (fetch.max.bytes) [55 MiB, at most MaxFetchMaxBytes];
+	// the first batch still comes whole (KIP-74).
+	FetchMaxBytes int32
 	// ConnectionsMaxIdle closes connections idle for this long (connections.max.idle.ms).
 	ConnectionsMaxIdle time.Duration
 	// ConnectionsMaxReauth is KIP-368's connections.max.reauth.ms: a
@@ -263,6 +276,10 @@ func (c *Config) setDefaults() {
 	if c.QueuedMaxRequestBytes < int64(c.SocketRequestMaxBytes) {
 		c.QueuedMaxRequestBytes = int64(c.SocketRequestMaxBytes)
 	}
+	if c.FetchMaxBytes <= 0 {
+		c.FetchMaxBytes = DefaultFetchMaxBytes
+	}
+	c.FetchMaxBytes = min(c.FetchMaxBytes, MaxFetchMaxBytes)
 	if c.ConnectionsMaxIdle == 0 {
 		c.ConnectionsMaxIdle = 10 * time.Minute
 	}

@@ -49,6 +49,7 @@ type fetchSession struct {
 	order    []sessionKey // insertion order, for stable replies
 	lastUsed time.Time
 	busy     bool
+	byID     bool // opened with topic ids (v13+): its keys are ids, not names
 }
 
 type fetchSessions struct {
@@ -80,7 +81,7 @@ func (fs *fetchSessions) begin(req *kmsg.FetchRequest, byID bool) ([]kmsg.FetchR
 		// Provisional: it enters the cache (evicting another if full)
 		// only when its answer goes out (finish), as Kafka creates a
 		// session only for a response it sends, not a throttled one.
-		s := &fetchSession{parts: map[sessionKey]*sessionPart{}}
+		s := &fetchSession{parts: map[sessionKey]*sessionPart{}, byID: byID}
 		for i := range req.Topics {
 			t := &req.Topics[i]
 			for _, p := range t.Partitions {
@@ -96,6 +97,11 @@ func (fs *fetchSessions) begin(req *kmsg.FetchRequest, byID bool) ([]kmsg.FetchR
 	}
 	if s.busy || req.SessionEpoch != s.epoch {
 		return nil, nil, kerr.InvalidFetchSessionEpoch.Code
+	}
+	if s.byID != byID {
+		// As Kafka's FetchManager.newContext: a session keyed by topic
+		// ids takes only v13+ requests, one keyed by names only older.
+		return nil, nil, kerr.FetchSessionTopicIDError.Code
 	}
 	s.busy = true
 	for i := range req.Topics {
@@ -204,6 +210,11 @@ func (fs *fetchSessions) finish(s *fetchSession, resp *kmsg.FetchResponse, full,
 			changed := s.changed(k, &p)
 			if sp := s.parts[k]; sp != nil {
 				sp.sent, sp.hw, sp.lso, sp.logStart = true, p.HighWatermark, p.LastStableOffset, p.LogStartOffset
+				if p.ErrorCode != 0 {
+					// As Kafka's maybeUpdateResponseData: once
+					// the error clears, the partition is sent again.
+					sp.hw = -1
+				}
 				if len(p.RecordBatches) > 0 {
 					served = append(served, k)
 				}

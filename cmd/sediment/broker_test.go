@@ -125,6 +125,32 @@ func TestLeaderRebalanceSettings(t *testing.T) {
 	}
 }
 
+// TestFetchMaxBytesSetting: fetch-max-bytes defaults to Kafka's 55 MiB,
+// takes a YAML value and a flag, and refuses what Kafka refuses (below
+// 1024) and what could make an answer over 2 GiB (above 1 GiB).
+func TestFetchMaxBytesSetting(t *testing.T) {
+	for _, c := range []struct {
+		yaml string
+		args []string
+		want int32
+	}{
+		{"", nil, 55 << 20},
+		{"fetch-max-bytes: 1048576\n", nil, 1 << 20},
+		{"", []string{"--fetch-max-bytes", "1024"}, 1024},
+	} {
+		file := filepath.Join(t.TempDir(), "sediment.yaml")
+		os.WriteFile(file, []byte("node-id: 1\n"+c.yaml), 0o644)
+		if cfg := configFromFile(t, file, c.args...); cfg.FetchMaxBytes != c.want {
+			t.Errorf("%q %q: %d, want %d", c.yaml, c.args, cfg.FetchMaxBytes, c.want)
+		}
+	}
+	for _, bad := range []string{"fetch-max-bytes: 1023\n", "fetch-max-bytes: 0\n", "fetch-max-bytes: 1073741825\n"} {
+		if configRefused(t, bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
 // TestAuthorizerSettings: the authorizer's settings and the SSL principal
 // mapping rules reach broker.Config; malformed ones are refused at start,
 // and so are Kerberos principal rules, with or without a keytab.
