@@ -376,21 +376,26 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		// partition_max_bytes and what is left of max_bytes, else nothing
 		// (no error: the client asks again).
 		budget := min(int64(fp.maxBytes), maxBytes-total)
+		// takeRemote keeps a remote read in the answer (or drops it,
+		// when it does not fit after an earlier partition's data).
+		takeRemote := func() {
+			switch {
+			case fp.remote == nil:
+				failed = true
+			case total > 0 && fp.remote.Size > budget:
+				fp.remote.Release()
+				fp.remote = nil
+				rp.AbortedTransactions = nil
+			default:
+				total += fp.remote.Size
+				ready += fp.remote.Size
+			}
+		}
 		off := fp.offset
 		if off < l.LogStartOffset() {
 			done, next := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted)
 			if done {
-				switch {
-				case fp.remote == nil:
-					failed = true
-				case total > 0 && fp.remote.Size > budget:
-					fp.remote.Release()
-					fp.remote = nil
-					rp.AbortedTransactions = nil
-				default:
-					total += fp.remote.Size
-					ready += fp.remote.Size
-				}
+				takeRemote()
 				continue
 			}
 			if b.tier() != nil {
@@ -425,7 +430,20 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 				continue
 			}
 		}
+		if b.testHooks.beforeLocalRead != nil {
+			b.testHooks.beforeLocalRead(fp.p, off)
+		}
 		res, err := l.Read(off, budget, limit)
+		if err != nil && errors.Is(err, hotlog.ErrOffsetOutOfRange) && b.tier() != nil && off < l.LogStartOffset() {
+			// Local retention moved the log start past off since it
+			// was checked (the segment was uploaded, then deleted
+			// here): the records are in the bucket, where Kafka reads
+			// them too, not out of range.
+			if done, _ := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted); done {
+				takeRemote()
+				continue
+			}
+		}
 		if err != nil {
 			rp.ErrorCode = errCode(err)
 			failed = true

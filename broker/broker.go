@@ -364,6 +364,7 @@ type Broker struct {
 	// deterministically; nil in production. Set before the broker serves.
 	testHooks struct {
 		txnOffsetsAppended func() // a TxnOffsetCommit's batch is in the log, before it is answered
+		beforeLocalRead    func(p *partition, offset int64) // a Fetch is about to read p's local log at offset
 	}
 	cfg      Config
 	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name

@@ -8,6 +8,7 @@ import (
 	waiting "github.com/sediment-io/sediment/internal/testutil"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -368,6 +369,61 @@ func TestTieredLogStartBucketDown(t *testing.T) {
 	}
 	if rp := fetchAt(t, b, topic, local); rp.ErrorCode != 0 || rp.LogStartOffset != 0 {
 		t.Fatalf("fetch at %d once the bucket answers: %v, log start %d", local, kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset)
+	}
+	got := consumeN(t, b, topic, len(produced))[0]
+	if digest(got) != digest(produced) {
+		t.Fatal("consumed another history")
+	}
+}
+
+// TestTieredFetchRacesLocalRetention: a Fetch finds its offset in the local
+// log, then local retention (the segment is in the bucket) deletes it
+// before the read: the records are read from the bucket, as Kafka reads
+// them, not answered OFFSET_OUT_OF_RANGE (which resets a consumer).
+func TestTieredFetchRacesLocalRetention(t *testing.T) {
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	defer store.Close()
+	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	const topic = "race"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("-1"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0))
+	recs := makeRecords(topic, 2000, "race")
+	var produced []*kgo.Record
+	for i := 0; i < len(recs); i += 100 {
+		produced = append(produced, produceAll(t, cl, recs[i:i+100])[0]...)
+	}
+	waitTiered(t, "segments uploaded", func() bool { return listOffset(t, b, topic, -5) > 1000 })
+	if local := listOffset(t, b, topic, -4); local != 0 {
+		t.Fatalf("local log start %d, want 0 (local.retention.bytes -1)", local)
+	}
+	p, err := b.store.partition(b.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const at = 500
+	var once sync.Once
+	b.testHooks.beforeLocalRead = func(hp *partition, off int64) {
+		if hp == p && off == at {
+			once.Do(func() {
+				// What local retention does once the segments are
+				// uploaded.
+				if err := p.log.DeleteBefore(1000); err != nil {
+					t.Error(err)
+				}
+			})
+		}
+	}
+	rp := fetchAt(t, b, topic, at)
+	if rp.ErrorCode != 0 {
+		t.Fatalf("fetch at %d racing local retention: %v", at, kerr.ErrorForCode(rp.ErrorCode))
+	}
+	if got := firstBatchOffset(t, rp); got < 0 || got > at {
+		t.Fatalf("fetch at %d: first batch at %d", at, got)
+	}
+	if p.log.LogStartOffset() <= at {
+		t.Fatal("the hook did not run")
 	}
 	got := consumeN(t, b, topic, len(produced))[0]
 	if digest(got) != digest(produced) {
