@@ -363,7 +363,7 @@ type Broker struct {
 	// testHooks are called at points where tests make a race happen
 	// deterministically; nil in production. Set before the broker serves.
 	testHooks struct {
-		txnOffsetsAppended func() // a TxnOffsetCommit's batch is in the log, before it is answered
+		txnOffsetsAppended func()                           // a TxnOffsetCommit's batch is in the log, before it is answered
 		beforeLocalRead    func(p *partition, offset int64) // a Fetch is about to read p's local log at offset
 	}
 	cfg      Config
