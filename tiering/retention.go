@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/sediment-io/sediment/objectstore"
 )
 
 // retention applies total retention (retention.ms, retention.bytes) across
@@ -220,46 +218,6 @@ func (p *Partition) CleanOrphans(ctx context.Context) (int, error) {
 	p.m.metrics.OrphansDeleted.Add(int64(len(orphans)))
 	p.m.opts.Logger.Info("tiering: deleted orphans", "partition", p.tp.String(), "objects", len(orphans))
 	return len(orphans), nil
-}
-
-// DeleteTopic deletes every object of a deleted topic: each partition's
-// objects, then the topic's descriptors. Call it after the metadata log
-// deleted the topic (partitions is its partition count); it is idempotent.
-func DeleteTopic(ctx context.Context, store objectstore.Store, topicID [16]byte, partitions int32) error {
-	for p := int32(0); p < partitions; p++ {
-		if err := deletePrefix(ctx, store, PartitionPrefix(topicID, p)); err != nil {
-			return err
-		}
-	}
-	return deletePrefix(ctx, store, TopicPrefix(topicID))
-}
-
-func deletePrefix(ctx context.Context, store objectstore.Store, prefix string) error {
-	list, err := store.List(ctx, prefix, "")
-	if err != nil {
-		return fmt.Errorf("tiering: list %s: %w", prefix, err)
-	}
-	keys := make([]string, 0, len(list.Objects))
-	for _, o := range list.Objects {
-		keys = append(keys, o.Key)
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	if err := store.Delete(ctx, keys...); err != nil {
-		return fmt.Errorf("tiering: delete %s: %w", prefix, err)
-	}
-	return nil
-}
-
-// DeleteTopic deletes a topic's objects and forgets its partitions.
-func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions int32) error {
-	for _, p := range m.partitions() {
-		if p.tp.TopicID == topicID {
-			m.RemovePartition(p.tp)
-		}
-	}
-	return DeleteTopic(ctx, m.store, topicID, partitions)
 }
 
 // DeleteRecordsBefore raises the log start of both tiers to offset (Kafka's
