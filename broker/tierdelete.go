@@ -22,8 +22,10 @@ import (
 // records every RemoteDeleteInterval (2 s); the one that gets the "topic-delete"
 // lease deletes each recorded topic's objects (every partition prefix, then
 // the descriptors; the keys carry the topic id, so a topic re-created under
-// the same name is never touched) and, once a pass finds nothing left,
-// proposes RemoteTopicDeleted, which removes the record. So the work is
+// the same name is never touched) and, once passes have found nothing left
+// for RemoteDeleteGrace (5 min: what a stale leader's upload in flight adds
+// meanwhile is deleted too), proposes RemoteTopicDeleted, which removes the
+// record. So the work is
 // driven by the replicated state: it survives restarts of any broker,
 // retries after a failed delete, and does not depend on which brokers hosted
 // the topic or which one is the metadata leader.
@@ -57,10 +59,13 @@ func (b *Broker) deleteRemoteOnTopicDelete(t *metadata.Topic) bool {
 }
 
 // remoteDeleter is the deletion worker's memory: the backoff of topics whose
-// deletion failed (only its goroutine uses it).
+// deletion failed, and since when passes find nothing of a topic (only its
+// goroutine uses it; a restart starts the grace again).
 type remoteDeleter struct {
-	g     *tierGlue
-	retry map[metadata.UUID]remoteDeleteRetry
+	g          *tierGlue
+	grace      time.Duration
+	retry      map[metadata.UUID]remoteDeleteRetry
+	emptySince map[metadata.UUID]time.Time
 }
 
 type remoteDeleteRetry struct {
@@ -73,7 +78,11 @@ func (g *tierGlue) startRemoteDeletion(ctx context.Context) {
 	if interval <= 0 {
 		interval = 2 * time.Second
 	}
-	d := &remoteDeleter{g: g, retry: map[metadata.UUID]remoteDeleteRetry{}}
+	grace := g.cfg.RemoteDeleteGrace
+	if grace <= 0 {
+		grace = 5 * time.Minute
+	}
+	d := &remoteDeleter{g: g, grace: grace, retry: map[metadata.UUID]remoteDeleteRetry{}, emptySince: map[metadata.UUID]time.Time{}}
 	g.wg.Add(1)
 	go pprof.Do(ctx, pprof.Labels("sediment", "tiering-topic-delete"), func(ctx context.Context) {
 		defer g.wg.Done()
@@ -102,6 +111,11 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 			delete(d.retry, id)
 		}
 	}
+	for id := range d.emptySince {
+		if !slices.ContainsFunc(pending, func(p metadata.RemoteDeletion) bool { return p.TopicID == id }) {
+			delete(d.emptySince, id)
+		}
+	}
 	now := time.Now()
 	pending = slices.DeleteFunc(pending, func(p metadata.RemoteDeletion) bool { return now.Before(d.retry[p.TopicID].next) })
 	if b.isStopping() || len(pending) == 0 {
@@ -123,6 +137,14 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 			}
 			n, err := g.m.PurgeTopic(ctx, p.TopicID, p.Partitions, remoteDeleteObjectsPerPass)
 			if err == nil && n == 0 {
+				if _, ok := d.emptySince[p.TopicID]; !ok {
+					d.emptySince[p.TopicID] = time.Now()
+				}
+				g.emptyDeletePasses.Add(1)
+			} else {
+				delete(d.emptySince, p.TopicID)
+			}
+			if err == nil && n == 0 && time.Since(d.emptySince[p.TopicID]) >= d.grace {
 				_, _, err = b.store.propose(ctx, &metadata.RemoteTopicDeleted{TopicID: p.TopicID})
 				if errors.Is(err, metadata.ErrUnknownTopic) {
 					err = nil // another worker recorded it
@@ -139,9 +161,9 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 			}
 			delete(d.retry, p.TopicID)
 			if n > 0 {
-				// Recorded done on the next pass that finds nothing
-				// (after what an upload in flight when the topic went
-				// may still have added).
+				// Recorded done once passes have found nothing for
+				// the grace (after what an upload in flight when the
+				// topic went may still have added).
 				b.log.Info("tiering: deleted a deleted topic's objects", "topic_id", p.TopicID.String(), "objects", n)
 			}
 		}

@@ -22,7 +22,7 @@ import (
 // tierDeleteConfig is the tests' tiering: fast rounds, and the deletion
 // worker every 50 ms.
 func tierDeleteConfig(t *testing.T, store objectstore.Store) TieringConfig {
-	return TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond, RemoteDeleteInterval: 50 * time.Millisecond,
+	return TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond, RemoteDeleteInterval: 50 * time.Millisecond, RemoteDeleteGrace: 100 * time.Millisecond,
 		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t),
 			CacheDir: filepath.Join(t.TempDir(), "cache"), BaseBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}}
 }
@@ -194,4 +194,47 @@ func TestTieredDeleteTopicBucketRestart(t *testing.T) {
 	waitTiered(t, "the objects deleted after the restart, and the record", func() bool {
 		return topicObjects(t, fsStore, id) == 0 && len(b.meta.State().RemoteDeletions()) == 0
 	})
+}
+
+// TestTieredDeleteTopicLateUpload: an object of the deleted topic that
+// lands after a pass found nothing left (a stale leader's upload in
+// flight when the topic was deleted) is deleted by a later pass: the
+// record of the pending deletion is kept for the grace, not dropped at
+// the first empty pass.
+func TestTieredDeleteTopicLateUpload(t *testing.T) {
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	defer store.Close()
+	b := startBroker(t, filepath.Join(dir, "broker"), func(c *Config) { c.LogFlush = "os" })
+	cfg := tierDeleteConfig(t, store)
+	cfg.RemoteDeleteGrace = time.Hour
+	if err := b.EnableTiering(cfg); err != nil {
+		t.Fatal(err)
+	}
+	configs := map[string]*string{}
+	for k, v := range tieredTopicConfigs {
+		configs[k] = ptr(v)
+	}
+	createTopic(t, b, "late", 1, configs)
+	tp, _ := b.meta.State().Topic("late")
+	id := tp.ID
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceAll(t, cl, makeRecords("late", 3000, "late"))
+	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, store, id) > 5 })
+	if _, err := kadm.NewClient(newClient(t, b)).DeleteTopics(testCtx(t), "late"); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, "a pass that found nothing of the deleted topic", func() bool { return b.tier().emptyDeletePasses.Load() > 0 })
+	if n := topicObjects(t, store, id); n != 0 {
+		t.Fatalf("%d objects left after an empty pass", n)
+	}
+	// A late upload: a segment object under the deleted partition's prefix.
+	key := tiering.PartitionPrefix(id, 0) + "late-upload.log"
+	if err := objectstore.PutBytes(context.Background(), store, key, []byte("late"), objectstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitTiered(t, "the late object deleted", func() bool { return topicObjects(t, store, id) == 0 })
+	if got := b.meta.State().RemoteDeletions(); len(got) != 1 || got[0].TopicID != id {
+		t.Fatalf("pending deletions within the grace: %+v", got)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,12 @@ type TieringConfig struct {
 	// RemoteDeleteInterval is how often the broker looks for deleted topics
 	// whose bucket objects are still to be deleted [2s] (tierdelete.go).
 	RemoteDeleteInterval time.Duration
+	// RemoteDeleteGrace is how long the record of a deleted topic's
+	// pending deletion is kept, passes going on, after a pass first finds
+	// nothing of it left [5m]: an upload in flight when the topic was
+	// deleted (a stale leader's, that had not yet seen the delete) lands
+	// after that pass and is deleted by a later one.
+	RemoteDeleteGrace time.Duration
 }
 
 type tierGlue struct {
@@ -54,6 +61,9 @@ type tierGlue struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	collector *tierCollector
+	// emptyDeletePasses counts the deletion worker's looks at a deleted
+	// topic that found nothing of it left (tierdelete.go; for tests).
+	emptyDeletePasses atomic.Int64
 
 	mu struct {
 		sync.Mutex
