@@ -245,18 +245,7 @@ func TestShareHugeBatchBypassesWindow(t *testing.T) {
 func TestProduceCompressedCountChecked(t *testing.T) {
 	b := startBroker(t, "")
 	createTopic(t, b, "claims", 1, nil)
-	now := time.Now().UnixMilli()
-	rb := kmsg.NewRecordBatch()
-	rb.Magic = 2
-	rb.Attributes = 1 // gzip
-	rb.LastOffsetDelta = 300_000 - 1
-	rb.NumRecords = 300_000
-	rb.FirstTimestamp, rb.MaxTimestamp = now, now
-	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
-	rb.Records = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0} // an empty gzip stream
-	raw := rb.AppendTo(nil)
-	putU32(raw[8:], uint32(len(raw)-12))
-	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	raw := gzipBatch(t, 300_000, []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 3, 0, 0, 0, 0, 0, 0, 0, 0, 0}) // an empty gzip stream
 	nc := dial(t, b)
 	if r := produceRaw(t, nc, "claims", raw, -1, 9, 1); r.ErrorCode != kerr.CorruptMessage.Code {
 		t.Fatalf("produce of an empty payload claiming 300000 records: %v, want CORRUPT_MESSAGE", kerr.ErrorForCode(r.ErrorCode))
@@ -285,13 +274,19 @@ func gzipBatchOfEmptyRecords(t testing.TB, n int) []byte {
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return gzipBatch(t, n, z.Bytes())
+}
+
+// gzipBatch is a v2 gzip batch whose header says n records, over payload.
+func gzipBatch(t testing.TB, n int, payload []byte) []byte {
+	t.Helper()
 	now := time.Now().UnixMilli()
 	rb := kmsg.NewRecordBatch()
 	rb.Magic, rb.Attributes = 2, 1
 	rb.LastOffsetDelta, rb.NumRecords = int32(n-1), int32(n)
 	rb.FirstTimestamp, rb.MaxTimestamp = now, now
 	rb.ProducerID, rb.ProducerEpoch, rb.FirstSequence = -1, -1, -1
-	rb.Records = z.Bytes()
+	rb.Records = payload
 	raw := rb.AppendTo(nil)
 	putU32(raw[8:], uint32(len(raw)-12))
 	putU32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
