@@ -163,16 +163,7 @@ func TestTieredDeleteTopicBucketRestart(t *testing.T) {
 		return b
 	}
 	b := start()
-	configs := map[string]*string{}
-	for k, v := range tieredTopicConfigs {
-		configs[k] = ptr(v)
-	}
-	createTopic(t, b, "gone", 1, configs)
-	tp, _ := b.meta.State().Topic("gone")
-	id := tp.ID
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	produceAll(t, cl, makeRecords("gone", 3000, "gone"))
-	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, fsStore, id) > 5 })
+	id, cl := tieredTopicInBucket(t, b, fsStore, "gone")
 	store.SetRules(faulty.Rule{Ops: faulty.OpDelete, KeyPrefix: tiering.PartitionPrefix(id, 0)})
 	if _, err := kadm.NewClient(newClient(t, b)).DeleteTopics(testCtx(t), "gone"); err != nil {
 		t.Fatal(err)
@@ -211,16 +202,7 @@ func TestTieredDeleteTopicLateUpload(t *testing.T) {
 	if err := b.EnableTiering(cfg); err != nil {
 		t.Fatal(err)
 	}
-	configs := map[string]*string{}
-	for k, v := range tieredTopicConfigs {
-		configs[k] = ptr(v)
-	}
-	createTopic(t, b, "late", 1, configs)
-	tp, _ := b.meta.State().Topic("late")
-	id := tp.ID
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	produceAll(t, cl, makeRecords("late", 3000, "late"))
-	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, store, id) > 5 })
+	id, _ := tieredTopicInBucket(t, b, store, "late")
 	if _, err := kadm.NewClient(newClient(t, b)).DeleteTopics(testCtx(t), "late"); err != nil {
 		t.Fatal(err)
 	}
@@ -237,4 +219,20 @@ func TestTieredDeleteTopicLateUpload(t *testing.T) {
 	if got := b.meta.State().RemoteDeletions(); len(got) != 1 || got[0].TopicID != id {
 		t.Fatalf("pending deletions within the grace: %+v", got)
 	}
+}
+
+// tieredTopicInBucket creates topic with tieredTopicConfigs on b, writes
+// 3000 records to it, and waits until its objects are in store.
+func tieredTopicInBucket(t *testing.T, b *Broker, store objectstore.Store, topic string) (metadata.UUID, *kgo.Client) {
+	t.Helper()
+	configs := map[string]*string{}
+	for k, v := range tieredTopicConfigs {
+		configs[k] = ptr(v)
+	}
+	createTopic(t, b, topic, 1, configs)
+	tp, _ := b.meta.State().Topic(topic)
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceAll(t, cl, makeRecords(topic, 3000, topic))
+	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, store, tp.ID) > 5 })
+	return tp.ID, cl
 }
