@@ -459,6 +459,35 @@ func TestTxnOffsetCommitVerifiedAtTheCoordinator(t *testing.T) {
 	}
 }
 
+// TestCreateTopicExistsSeesTheTopic: a CreateTopic refused because the
+// topic exists (the quorum's leader has it) returns a state that holds the
+// topic, on a broker that has not yet applied the creation itself. The
+// internal topics' creators (AddOffsetsToTxn, FindCoordinator, ...) use that
+// state at once: with the local one, which lags the leader by up to a
+// heartbeat, AddOffsetsToTxn on the other broker answered
+// UNKNOWN_TOPIC_OR_PARTITION for a __consumer_offsets just created there.
+func TestCreateTopicExistsSeesTheTopic(t *testing.T) {
+	brokers := startPair(t, func(c *Config) { c.Listeners = []Listener{{Addr: "127.0.0.1:0"}} })
+	ctx := testCtx(t)
+	for i := range 20 {
+		name := fmt.Sprintf("raced-%d", i)
+		spec := func() createTopicSpec { return createTopicSpec{name: name, partitions: 1, replicationFactor: -1} }
+		if _, err := brokers[i%2].createTopic(ctx, spec()); err != nil {
+			t.Fatal(err)
+		}
+		st, err := brokers[1-i%2].createTopic(ctx, spec())
+		if !errors.Is(err, metadata.ErrTopicExists) {
+			t.Fatalf("%s created twice: %v", name, err)
+		}
+		if st == nil {
+			t.Fatalf("%s: no state with the refusal", name)
+		}
+		if _, ok := st.Topic(name); !ok {
+			t.Fatalf("%s: the state returned with TOPIC_ALREADY_EXISTS does not hold the topic", name)
+		}
+	}
+}
+
 // TestTxnLateWriteRefusedRemoteCoordinator: a classic-flow (Produce < v12)
 // transactional write arriving after its transaction committed is refused
 // (INVALID_TXN_STATE) also when the transactional id's coordinator is on

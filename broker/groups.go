@@ -157,7 +157,10 @@ func (b *Broker) createOffsetsTopic(ctx context.Context) (*metadata.State, error
 		configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
 	})
 	if errors.Is(err, metadata.ErrTopicExists) {
-		return b.meta.State(), nil
+		if nst == nil { // not caught up with the quorum
+			nst = b.meta.State()
+		}
+		return nst, nil
 	}
 	return nst, err
 }

@@ -734,7 +734,17 @@ func (s *store) propose(ctx context.Context, cmd metadata.Command) (metadata.Res
 	defer reqtime.Wait(ctx)() // the quorum's work, not this request's
 	res, err := s.meta.Propose(ctx, cmd)
 	if err != nil {
-		return res, nil, err
+		if errors.Is(err, metadata.ErrNoQuorum) || errors.Is(err, metadata.ErrClosed) {
+			return res, nil, err
+		}
+		// Refused by the quorum's leader on its state (the topic
+		// exists, ...), which this node may not have applied yet:
+		// catch up, so that the caller sees what the refusal saw.
+		st, serr := s.meta.Sync(ctx)
+		if serr != nil {
+			st = nil
+		}
+		return res, st, err
 	}
 	st, err := s.meta.WaitForVersion(ctx, res.Version)
 	return res, st, err

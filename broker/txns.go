@@ -113,7 +113,10 @@ func (b *Broker) createTxnStateTopic(ctx context.Context) (*metadata.State, erro
 		configs:           map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
 	})
 	if errors.Is(err, metadata.ErrTopicExists) {
-		return b.meta.State(), nil
+		if nst == nil { // not caught up with the quorum
+			nst = b.meta.State()
+		}
+		return nst, nil
 	}
 	return nst, err
 }
