@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/sediment-io/sediment/hotlog"
 )
 
 // retention applies total retention (retention.ms, retention.bytes) across
@@ -34,9 +36,9 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 			if s.NextOffset <= st.manifest.EndOffset {
 				continue
 			}
-			total += s.Size
+			total += localOnlySize(s, st.manifest.EndOffset)
 			if s.Sealed {
-				units = append(units, unit{end: s.NextOffset, size: s.Size, maxTs: s.MaxTimestamp})
+				units = append(units, unit{end: s.NextOffset, size: localOnlySize(s, st.manifest.EndOffset), maxTs: s.MaxTimestamp})
 			}
 		}
 		newStart, dropRemote := int64(-1), 0
@@ -94,6 +96,23 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// localOnlySize is the part of local segment s above the remote end, which
+// the remote segments do not already count. A segment straddles the end
+// when leadership moved: the new leader's segments were rolled where its
+// own appends fell, and its active segment (never uploaded) can hold the
+// old leader's last uploaded offsets. Records are not all one size, so the
+// part is estimated by offsets; counting the whole segment would count the
+// remote part twice and expire remote data that retention.bytes keeps.
+func localOnlySize(s hotlog.SegmentInfo, remoteEnd int64) int64 {
+	if s.BaseOffset >= remoteEnd || s.NextOffset <= s.BaseOffset {
+		return s.Size
+	}
+	if s.NextOffset <= remoteEnd {
+		return 0
+	}
+	return int64(float64(s.Size) * float64(s.NextOffset-remoteEnd) / float64(s.NextOffset-s.BaseOffset))
 }
 
 // localRetention deletes local segments past local.retention.* that lie

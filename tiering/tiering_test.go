@@ -994,29 +994,7 @@ func TestNewLeaderMidSegment(t *testing.T) {
 	}
 	// The follower's copy: the same batches, appended in runs of 7 into
 	// segments of another size, so that its boundaries differ.
-	flog, err := hotlog.Open(hotlog.Options{Dir: filepath.Join(e.dir, "follower"), Config: hotlog.Config{SegmentBytes: 11 << 10, Flush: hotlog.FlushOS},
-		Now: e.clock.Now, Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer flog.Close()
-	all := e.stampedFrom(0)
-	hdrs, err := hotlog.ValidateBatches(all)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, pos := 0, int64(0); i < len(hdrs); {
-		var n int64
-		j := i
-		for ; j < len(hdrs) && j < i+7; j++ {
-			n += hdrs[j].Size()
-		}
-		if _, err := flog.AppendReplicated(all[pos:pos+n], hotlog.AppendOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		pos += n
-		i = j
-	}
+	flog := followerCopy(t, e, 11<<10)
 	straddles := false
 	for _, s := range flog.Segments() {
 		straddles = straddles || (s.BaseOffset < remoteEnd && s.NextOffset > remoteEnd)
@@ -1025,17 +1003,7 @@ func TestNewLeaderMidSegment(t *testing.T) {
 		t.Fatalf("setup: no follower segment straddles the remote end %d", remoteEnd)
 	}
 	// Leadership moves to the follower (epoch 6); the old leader is gone.
-	e.com.setEpoch(testTP, 6)
-	m2, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
-		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024, OrphanGrace: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m2.Close()
-	p2, err := m2.AddPartition(PartitionOptions{TopicPartition: testTP, Log: flog, Config: *localOnlyTail(-1)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p2 := newLeaderOn(t, e, flog, *localOnlyTail(-1))
 	for i := 0; i < 60; i++ {
 		if _, err := flog.Append(makeBatch(5, 40, e.clock.Now().UnixMilli(), uint64(1000+i)), hotlog.AppendOptions{LeaderEpoch: 6}); err != nil {
 			t.Fatal(err)
@@ -1247,5 +1215,101 @@ func TestReadAheadSmallCache(t *testing.T) {
 	got, err := e.readAll(0, e.log.LogStartOffset(), 3000)
 	if err != nil || !bytes.Equal(got, e.stampedFrom(0)[:len(got)]) || len(got) == 0 {
 		t.Fatalf("read through a small cache: %d bytes, %v", len(got), err)
+	}
+}
+
+// followerCopy is a follower's copy of e's log: the same batches,
+// appended in runs of 7 into segments of segmentBytes.
+func followerCopy(t *testing.T, e *env, segmentBytes int64) *hotlog.Log {
+	t.Helper()
+	flog, err := hotlog.Open(hotlog.Options{Dir: filepath.Join(e.dir, "follower"), Config: hotlog.Config{SegmentBytes: segmentBytes, Flush: hotlog.FlushOS},
+		Now: e.clock.Now, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { flog.Close() })
+	all := e.stampedFrom(0)
+	hdrs, err := hotlog.ValidateBatches(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, pos := 0, int64(0); i < len(hdrs); {
+		var n int64
+		j := i
+		for ; j < len(hdrs) && j < i+7; j++ {
+			n += hdrs[j].Size()
+		}
+		if _, err := flog.AppendReplicated(all[pos:pos+n], hotlog.AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		pos += n
+		i = j
+	}
+	return flog
+}
+
+// newLeaderOn moves leadership to flog's broker (epoch 6): a second
+// manager on e's bucket and committer, the old leader gone.
+func newLeaderOn(t *testing.T, e *env, flog *hotlog.Log, cfg TopicConfig) *Partition {
+	t.Helper()
+	e.com.setEpoch(testTP, 6)
+	m2, err := New(Options{Store: e.store, Committer: e.com, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024, OrphanGrace: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m2.Close() })
+	p2, err := m2.AddPartition(PartitionOptions{TopicPartition: testTP, Log: flog, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p2
+}
+
+// TestTotalRetentionStraddlingSegment: after a leader change the new
+// leader's active segment can hold offsets below the remote end; only its
+// part above the end counts toward retention.bytes beside the remote
+// segments. Counted whole, the remote part was counted twice and remote
+// segments inside retention.bytes were expired.
+func TestTotalRetentionStraddlingSegment(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(-1)})
+	e.produce(120, 5, 40)
+	e.run()
+	before := e.p.Status()
+	if before.RemoteSegments < 2 {
+		t.Fatalf("setup: %+v", before)
+	}
+	flog := followerCopy(t, e, 1<<30) // one active segment holds everything
+	segs := flog.Segments()
+	if len(segs) != 1 || segs[0].Sealed || segs[0].NextOffset <= before.RemoteEndOffset {
+		t.Fatalf("setup: follower segments %+v, remote end %d", segs, before.RemoteEndOffset)
+	}
+	flog.SetHighWatermark(flog.LogEndOffset())
+	tail := segs[0].Size * (segs[0].NextOffset - before.RemoteEndOffset) / segs[0].NextOffset
+	cfg := *localOnlyTail(-1)
+	cfg.RetentionBytes = before.RemoteBytes + tail + 1024 // everything fits
+	p2 := newLeaderOn(t, e, flog, cfg)
+	if err := p2.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st, err := p2.refresh(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(st.manifest.Segments)) != before.RemoteSegments || st.manifest.StartOffset != before.RemoteStartOffset || flog.LogStartOffset() != 0 {
+		t.Fatalf("retention.bytes %d (remote %d + local tail %d) expired data: %d of %d remote segments left, remote start %d, local start %d",
+			cfg.RetentionBytes, before.RemoteBytes, tail, len(st.manifest.Segments), before.RemoteSegments, st.manifest.StartOffset, flog.LogStartOffset())
+	}
+	// Without room for the oldest remote segment: it goes, alone.
+	cfg.RetentionBytes = before.RemoteBytes + tail - st.manifest.Segments[0].Size - 512
+	p2.SetConfig(cfg)
+	if err := p2.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st, err = p2.refresh(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(st.manifest.Segments)) != before.RemoteSegments-1 {
+		t.Fatalf("retention.bytes %d: %d of %d remote segments left, want one expired", cfg.RetentionBytes, len(st.manifest.Segments), before.RemoteSegments)
 	}
 }
