@@ -118,7 +118,7 @@ func (p *Partition) Read(ctx context.Context, offset, maxBytes, maxOffset int64)
 
 func (p *Partition) read(ctx context.Context, st *remoteState, offset, maxBytes, maxOffset int64) (*ReadResult, error) {
 	m := st.manifest
-	if len(m.Segments) == 0 || offset < m.StartOffset || offset >= m.EndOffset {
+	if offset < m.StartOffset || offset >= m.EndOffset {
 		return nil, fmt.Errorf("%w: %d not in the remote log [%d, %d)", ErrOffsetOutOfRange, offset, m.StartOffset, m.EndOffset)
 	}
 	res := &ReadResult{FirstOffset: -1, NextOffset: offset, cache: p.m.cache}
@@ -143,7 +143,8 @@ func (p *Partition) read(ctx context.Context, st *remoteState, offset, maxBytes,
 	}
 	// No batch at or after offset in the bucket, though offset is inside
 	// the remote log: compaction emptied its end (the last segments, or
-	// the last batches of the last one). As a compacted log's read does,
+	// the last batches of the last one, or every segment). As a compacted
+	// log's read does,
 	// move on: nothing here, the next offset is the remote end, where the
 	// local log goes on.
 	res.NextOffset = m.EndOffset

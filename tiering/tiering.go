@@ -771,9 +771,13 @@ func (p *Partition) RemoteLogEnd(ctx context.Context) (int64, error) {
 
 // EarliestOffset answers ListOffsets -2 (earliest across both tiers) and is
 // the log start of Fetch: the remote log start if the bucket holds
-// anything; else the local log start, but never below a committed remote
-// start (DeleteRecords or retention past the remote end: the data below it
-// is deleted in both tiers, whatever the local log still holds). The state
+// anything, or if its segments were all compacted away (as Kafka's log
+// start stays where it was when the cleaner empties the first segments: a
+// consumer's committed offset there stays valid, and a read there moves
+// on to the remote end); else the local log start, but never below a
+// committed remote start (DeleteRecords or retention past the remote end:
+// the data below it is deleted in both tiers, whatever the local log still
+// holds). The state
 // is loaded if needed; if that fails (the bucket does not answer), the
 // error wraps ErrUnavailable: the caller answers a retriable error, never
 // the local start alone, which would skip the whole remote history.
@@ -790,6 +794,11 @@ func (p *Partition) EarliestOffset(ctx context.Context) (int64, error) {
 		start = p.log.LogStartOffset()
 	}
 	if st.ptr.ManifestVersion > 0 {
+		if st.manifest.StartOffset < st.manifest.EndOffset && start <= st.manifest.EndOffset {
+			// Compacted away: the local log goes on where the
+			// remote one ends.
+			return st.manifest.StartOffset, nil
+		}
 		start = max(start, st.manifest.StartOffset)
 	}
 	return start, nil

@@ -864,6 +864,68 @@ func TestCompactedGaps(t *testing.T) {
 	}
 }
 
+// TestCompactedAway: tiered compaction swaps every remote segment for
+// nothing (all their keys have newer values in the local log). The log start
+// stays where it was, as Kafka's does when its cleaner empties the first
+// segments: a consumer whose committed offset is in the emptied range is
+// not OFFSET_OUT_OF_RANGE (with auto.offset.reset=latest it would skip the
+// local log), and its read moves on to the remote end, where the local log
+// goes on.
+func TestCompactedAway(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.m.Close()
+	m, err := New(Options{Store: e.store, Committer: fencedMem{e.com}, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
+		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	p, err := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m, e.p = m, p
+	e.produce(200, 5, 40)
+	e.run()
+	e.run()
+	mf, err := p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Segments) < 2 || mf.StartOffset != 0 || e.log.LogStartOffset() != mf.EndOffset {
+		t.Fatalf("setup: %d remote segments [%d, %d), local start %d", len(mf.Segments), mf.StartOffset, mf.EndOffset, e.log.LogStartOffset())
+	}
+	var reps []Replacement
+	for _, s := range mf.Segments {
+		reps = append(reps, Replacement{Old: []string{s.Stem}})
+	}
+	if err := p.ReplaceSegments(ctx, reps, mf.EndOffset, Fence{Kind: "compact", Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if start, err := p.EarliestOffset(ctx); err != nil || start != 0 {
+		t.Fatalf("earliest offset after the remote log was compacted away: %d, %v; want 0", start, err)
+	}
+	for _, at := range []int64{0, mf.EndOffset / 2, mf.EndOffset - 1} {
+		res, err := p.Read(ctx, at, 1<<20, e.log.HighWatermark())
+		if err != nil {
+			t.Fatalf("read at %d, compacted away: %v", at, err)
+		}
+		if res.Size != 0 || res.NextOffset != mf.EndOffset {
+			t.Fatalf("read at %d: %d bytes, next %d; want nothing, next %d", at, res.Size, res.NextOffset, mf.EndOffset)
+		}
+		res.Release()
+	}
+	// DeleteRecords past the remote end still moves the start there.
+	to := mf.EndOffset + 10
+	if err := p.DeleteRecordsBefore(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	if start, err := p.EarliestOffset(ctx); err != nil || start != to {
+		t.Fatalf("earliest offset after DeleteRecords(%d): %d, %v", to, start, err)
+	}
+}
+
 // batchesIn returns the batches of all whose base offset is in [from, to).
 func batchesIn(t *testing.T, all []byte, from, to int64) []byte {
 	t.Helper()
