@@ -115,7 +115,7 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"delegation.token.expiry.time.ms", strconv.FormatInt(c.DelegationTokenExpiryTime.Milliseconds(), 10), cfgLong, "a delegation token's lifetime from its creation or renewal (--delegation-token-expiry-time)"},
 		{"delegation.token.max.lifetime.ms", strconv.FormatInt(c.DelegationTokenMaxLifetime.Milliseconds(), 10), cfgLong, "the longest a delegation token lives (--delegation-token-max-lifetime)"},
 		{"default.replication.factor", strconv.Itoa(int(c.DefaultReplicationFactor)), cfgInt, "replication factor of topics created without one (--default-replication-factor)"},
-		{"fetch.max.bytes", strconv.Itoa(int(c.FetchMaxBytes)), cfgInt, "the most record bytes one Fetch answer carries, whatever its max_bytes; the first batch still comes whole (--fetch-max-bytes)"},
+		{"fetch.max.bytes", strconv.Itoa(int(c.FetchMaxBytes)), cfgInt, "the most record bytes one Fetch or ShareFetch answer carries, whatever its max_bytes; the first batch still comes whole (--fetch-max-bytes)"},
 		{"leader.imbalance.check.interval.seconds", strconv.FormatInt(int64(math.Ceil(c.LeaderImbalanceCheckInterval.Seconds())), 10), cfgLong, "how long after the controller sees a partition not led by its preferred replica it checks the leader imbalance (--leader-imbalance-check-interval)"},
 		{"leader.imbalance.per.broker.percentage", strconv.Itoa(max(c.LeaderImbalancePerBrokerPercentage, 0)), cfgInt, "the share of a broker's preferred partitions that others may lead before a check moves them back, in percent (--leader-imbalance-per-broker-percentage)"},
 		{"log.dirs", c.DataDir, cfgString, "the directory of partition logs and metadata (--data-dir)"},

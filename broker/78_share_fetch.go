@@ -125,6 +125,9 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		return &Reply{Msg: resp}, nil
 	}
 
+	// The broker's fetch.max.bytes bounds the answer whatever max_bytes
+	// asks, as for Fetch.
+	limit := min(int64(req.MaxBytes), int64(b.cfg.FetchMaxBytes))
 	maxRecords := int(req.MaxRecords)
 	if maxRecords <= 0 {
 		maxRecords = 500
@@ -152,7 +155,7 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		var nextLock time.Time
 		var leaders []*partition
 		for _, tp := range parts {
-			if total >= maxRecords || (req.MaxBytes > 0 && bytes >= int64(req.MaxBytes)) {
+			if total >= maxRecords || bytes >= limit {
 				break // the rest next time (KIP-74: the first partition with data may exceed MaxBytes)
 			}
 			p, err := b.store.partitionByID(st, tp.topicID, tp.part)
@@ -173,11 +176,9 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 			if budget <= 0 {
 				budget = shareDefaultPartitionBytes
 			}
-			if req.MaxBytes > 0 {
-				// What is left of the request's limit (the first batch
-				// read comes whole, whatever its size: KIP-74).
-				budget = int32(max(min(int64(budget), int64(req.MaxBytes)-bytes), 1))
-			}
+			// What is left of the request's limit (the first batch
+			// read comes whole, whatever its size: KIP-74).
+			budget = int32(max(min(int64(budget), limit-bytes), 1))
 			got, lockAt, code := s.fetchPartition(ctx, p, sharePartKey{group, tp.topicID, tp.part}, member, maxRecords-total, req.ShareAcquireMode == 1, budget)
 			if code != 0 {
 				result(tp).code = code

@@ -335,3 +335,62 @@ func TestShareAssignmentFollowsRecreatedTopic(t *testing.T) {
 	}
 	waitCond(t, func() bool { return assigned() == [16]byte(tp2.ID) })
 }
+
+// TestShareFetchBoundedByFetchMaxBytes: the broker's fetch.max.bytes bounds
+// a ShareFetch answer whatever its max_bytes and partition_max_bytes ask, as
+// it bounds a Fetch's (the first batch still comes whole). Each partition
+// was read up to its own limit, so a session of many partitions could make
+// one answer of gigabytes.
+func TestShareFetchBoundedByFetchMaxBytes(t *testing.T) {
+	const limit = 8 << 10
+	b := startBroker(t, "", func(c *Config) { c.FetchMaxBytes = limit })
+	const topic, group = "sharecap", "sc"
+	createTopic(t, b, topic, 4, nil)
+	admin := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(2048))
+	setShareGroupConfig(t, admin, group, cfgShareAutoOffsetReset, "earliest")
+	var recs []*kgo.Record
+	for p := range int32(4) {
+		for i := range 60 {
+			recs = append(recs, &kgo.Record{Topic: topic, Partition: p, Value: bytes.Repeat([]byte{byte('a' + i%26)}, 1000)})
+		}
+	}
+	produceAll(t, admin, recs)
+	tp, _ := b.meta.State().Topic(topic)
+
+	c := newShareConn(t, b, group, "m")
+	req := kmsg.NewPtrShareFetchRequest()
+	req.Version = 1
+	req.GroupID, req.MemberID, req.ShareSessionEpoch = &c.group, &c.member, 0
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes, req.MaxRecords, req.BatchSize = 5000, 1, 1<<30, 10000, 10000
+	rt := kmsg.NewShareFetchRequestTopic()
+	rt.TopicID = tp.ID
+	for p := range int32(4) {
+		rp := kmsg.NewShareFetchRequestTopicPartition()
+		rp.Partition, rp.PartitionMaxBytes = p, 1<<30
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp := c.do(req).(*kmsg.ShareFetchResponse)
+	if resp.ErrorCode != 0 {
+		t.Fatal(kerr.ErrorForCode(resp.ErrorCode))
+	}
+	total, parts := 0, 0
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != 0 {
+				t.Fatalf("partition %d: %v", p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
+			if len(p.Records) > 0 {
+				parts++
+			}
+			total += len(p.Records)
+		}
+	}
+	if total == 0 {
+		t.Fatal("no records")
+	}
+	// One batch is at most 2 KiB of records plus its header.
+	if total > limit+4096 {
+		t.Fatalf("ShareFetch answered %d record bytes from %d partitions; fetch.max.bytes is %d", total, parts, limit)
+	}
+}

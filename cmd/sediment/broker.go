@@ -67,7 +67,7 @@ var brokerSettings = []brokerSetting{
 	{"log-flush-interval", time.Second, "fsync interval when log-flush is interval"},
 	{"socket-request-max-bytes", 100 << 20, "socket.request.max.bytes: largest request frame"},
 	{"queued-max-request-bytes", int64(512 << 20), "queued.max.request.bytes: bytes of requests read and not yet handled, all connections together"},
-	{"fetch-max-bytes", broker.DefaultFetchMaxBytes, "fetch.max.bytes: the most record bytes one Fetch answer carries, whatever its max_bytes (1024 to 1 GiB; the first batch still comes whole)"},
+	{"fetch-max-bytes", broker.DefaultFetchMaxBytes, "fetch.max.bytes: the most record bytes one Fetch or ShareFetch answer carries, whatever its max_bytes (1024 to 1 GiB; the first batch still comes whole)"},
 	{"connections-max-idle", 10 * time.Minute, "connections.max.idle.ms: close idle connections after this"},
 	{"max-connections-per-ip", 0, "max.connections.per.ip: connections one client address may have open; more are closed at once (0: no limit)"},
 	{"max-connections-per-ip-overrides", "", "max.connections.per.ip.overrides: host:count pairs, comma-separated, that replace max-connections-per-ip for those addresses (0 refuses one)"},
