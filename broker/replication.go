@@ -243,11 +243,17 @@ func (p *partition) waitCommittedCtx(done <-chan struct{}, last int64, epoch int
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
-		if p.log.HighWatermark() > last {
-			return nil
-		}
+		// The high watermark counts only while this broker still leads
+		// in epoch once it is read (as Kafka's
+		// checkEnoughReplicasReachOffset): after the leadership moved it
+		// is the new leader's, over a log that may have cut last and
+		// taken another batch at that offset.
+		hw := p.log.HighWatermark()
 		if !p.isLeader(epoch) {
 			return errNotLeader
+		}
+		if hw > last {
+			return nil
 		}
 		select {
 		case <-wake:
