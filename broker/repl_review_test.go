@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -48,5 +51,139 @@ func TestWaitCommittedAfterLeadershipMovedIsNotAcknowledged(t *testing.T) {
 	if !errors.Is(err, errNotLeader) {
 		t.Fatalf("wait for offset %d appended in epoch %d, after the leadership moved and the offset was replaced: %v, want errNotLeader",
 			res.baseOffset, epoch, err)
+	}
+}
+
+// followerOf is a follower of partition 0 of topic on the real broker lb
+// (broker 9, a bare partition outside any broker) and the fetcher that
+// replicates it from lb over lb's listener. The follower follows in lb's
+// current leader epoch.
+type followerOf struct {
+	p *partition
+	f *fetcher
+}
+
+func newFollowerOf(t *testing.T, lb *Broker, topic string) *followerOf {
+	t.Helper()
+	mp := leaderPartitionState(t, lb, topic)
+	p := newBarePartition(t, topic)
+	if err := p.loadProducers(); err != nil {
+		t.Fatal(err)
+	}
+	p.topicID = leaderPartitionTopicID(t, lb, topic)
+	p.applyAssignment(9, &metadata.Partition{Leader: lb.cfg.NodeID, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
+		Replicas: []int32{lb.cfg.NodeID, 9}, ISR: []int32{lb.cfg.NodeID, 9}}, 1)
+	r := &replicator{s: &store{b: &Broker{cfg: Config{NodeID: 9}, log: testLogger(t)}}, client: newClient(t, lb)}
+	f := &fetcher{r: r, leader: lb.cfg.NodeID}
+	f.mu.parts = map[*partition]*fetchState{p: {epoch: mp.LeaderEpoch}}
+	return &followerOf{p: p, f: f}
+}
+
+// appendOwn appends one record at the follower's log end stamped with
+// leader epoch epoch (what it replicated, or wrote as a leader, before).
+func (fo *followerOf) appendOwn(t *testing.T, epoch int32) {
+	t.Helper()
+	b := encodeOffsetsBatch([]group.Record{grec("k", "follower's")}, time.Now().UnixMilli())
+	putBatchOffsetEpoch(b, fo.p.log.LogEndOffset(), epoch)
+	if err := fo.p.appendReplicated(b, fo.p.leaderEpoch()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// truncate runs the fetcher's truncation as its loop does (fetcher.run:
+// again while the partition is not marked truncated, at most a few rounds).
+func (fo *followerOf) truncate(t *testing.T) {
+	t.Helper()
+	for range 5 {
+		if err := fo.f.truncate(testCtx(t), fo.f.snapshot()); err != nil {
+			t.Fatal(err)
+		}
+		if fo.f.snapshot()[fo.p].truncated {
+			return
+		}
+	}
+	t.Fatal("the truncation did not complete in 5 rounds")
+}
+
+func leaderPartitionState(t *testing.T, b *Broker, topic string) *metadata.Partition {
+	t.Helper()
+	mt, ok := b.meta.State().Topic(topic)
+	if !ok {
+		t.Fatalf("no topic %s", topic)
+	}
+	return mt.Partitions[0]
+}
+
+func leaderPartitionTopicID(t *testing.T, b *Broker, topic string) metadata.UUID {
+	t.Helper()
+	mt, ok := b.meta.State().Topic(topic)
+	if !ok {
+		t.Fatalf("no topic %s", topic)
+	}
+	return mt.ID
+}
+
+// bumpLeaderEpoch moves partition 0 of topic on b (its only replica) to no
+// leader and back, two leader epochs on, and waits until b leads in the
+// new epoch. It returns the new epoch.
+func bumpLeaderEpoch(t *testing.T, b *Broker, topic string) int32 {
+	t.Helper()
+	self := b.cfg.NodeID
+	id := leaderPartitionTopicID(t, b, topic)
+	mp := leaderPartitionState(t, b, topic)
+	res := mustPropose(t, b, &metadata.ChangeLeaderAndISR{TopicID: id, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
+		Leader: metadata.NoLeader, ISR: []int32{self}})
+	res = mustPropose(t, b, &metadata.ChangeLeaderAndISR{TopicID: id, LeaderEpoch: res.LeaderEpoch, PartitionEpoch: res.PartitionEpoch,
+		Leader: self, ISR: []int32{self}})
+	testutil.WaitFor(t, 10*time.Second, "the broker leading in the new epoch", func() bool {
+		p, err := b.store.partition(b.meta.State(), topic, 0)
+		return err == nil && p.isLeader(res.LeaderEpoch)
+	})
+	return res.LeaderEpoch
+}
+
+// produceP0 produces one record (one batch) to partition 0 of topic.
+func produceP0(t *testing.T, cl *kgo.Client, topic string) {
+	t.Helper()
+	if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 0, Value: []byte("leader's")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// KIP-279: a follower whose own end for the epoch the leader answered with
+// belongs to an older epoch (it never had the leader's) truncates there and
+// asks again with that older epoch; only an answer in an epoch it has ends
+// the truncation. Ending after the first round left a tail of an epoch the
+// leader wrote other records under, for good.
+func TestFollowerTruncationAsksAgainForAnEpochItLacks(t *testing.T) {
+	lb := startBroker(t, "", func(c *Config) { c.NodeID = 1 })
+	cl := newClient(t, lb, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const topic = "kip279"
+	createTopic(t, lb, topic, 1, nil)
+	e0 := leaderPartitionState(t, lb, topic).LeaderEpoch
+	// The leader: e0 [0, 2), e0+2 [2, 4), e0+4 [4, 5).
+	produceP0(t, cl, topic)
+	produceP0(t, cl, topic)
+	e2 := bumpLeaderEpoch(t, lb, topic)
+	produceP0(t, cl, topic)
+	produceP0(t, cl, topic)
+	e4 := bumpLeaderEpoch(t, lb, topic)
+	produceP0(t, cl, topic)
+	if e2 != e0+2 || e4 != e0+4 {
+		t.Fatalf("epochs %d, %d, %d", e0, e2, e4)
+	}
+	// The follower: e0 [0, 3) (offset 2 written by the leader of e0, which
+	// the leader of e0+2 never had), then e0+3 [3, 4) (it led in e0+3).
+	fo := newFollowerOf(t, lb, topic)
+	fo.appendOwn(t, e0)
+	fo.appendOwn(t, e0)
+	fo.appendOwn(t, e0)
+	fo.appendOwn(t, e0+3)
+	// Round 1: it asks for e0+3; the leader answers e0+2 ending at 4;
+	// the follower's e0+2 is its e0, ending at 3: cut to 3. Round 2: it
+	// asks for e0; the leader's ends at 2: cut to 2.
+	fo.truncate(t)
+	if end := fo.p.log.LogEndOffset(); end != 2 {
+		t.Fatalf("follower's log end %d after the truncation, want 2 (offset 2 is e0 here, e0+2 on the leader)", end)
 	}
 }

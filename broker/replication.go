@@ -818,7 +818,9 @@ func (f *fetcher) run(ctx context.Context) {
 // truncate cuts each newly followed partition's divergent tail (KIP-101,
 // KIP-279): it asks the leader where the follower's latest epoch ends, and
 // truncates to the smaller of that and its own end of the epoch the leader
-// answered with.
+// answered with. When this log lacks that epoch, the cut is a step: the
+// partition is not marked truncated, and the next call asks again with the
+// (older) epoch the log now ends in.
 func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = f.r.s.b.cfg.NodeID
@@ -863,10 +865,20 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				continue
 			}
 			end := p.log.LogEndOffset()
+			again := false
 			if rp.LeaderEpoch >= 0 {
 				end = min(end, rp.EndOffset)
-				if _, own, err := p.log.EndOffsetForEpoch(rp.LeaderEpoch); err == nil && own >= 0 {
+				if ownEpoch, own, err := p.log.EndOffsetForEpoch(rp.LeaderEpoch); err == nil && own >= 0 {
 					end = min(end, own)
+					// KIP-279: this log lacks the epoch the leader
+					// answered with; own is where an older one of
+					// ours ends, whose records the leader may have
+					// under other epochs. Cut there and ask again
+					// with that epoch (Kafka's intermediate
+					// truncation, truncationCompleted = false),
+					// when that cuts (our latest epoch goes down,
+					// so the rounds end).
+					again = ownEpoch != rp.LeaderEpoch && own < p.log.LogEndOffset()
 				}
 			} else if p.log.LatestEpoch() >= 0 {
 				// The leader knows no epoch at or below ours: nothing
@@ -884,6 +896,9 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 					}
 					continue
 				}
+			}
+			if again {
+				continue
 			}
 			f.markTruncated(p, parts[p].epoch)
 		}
