@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/internal/testutil"
@@ -185,5 +186,59 @@ func TestFollowerTruncationAsksAgainForAnEpochItLacks(t *testing.T) {
 	fo.truncate(t)
 	if end := fo.p.log.LogEndOffset(); end != 2 {
 		t.Fatalf("follower's log end %d after the truncation, want 2 (offset 2 is e0 here, e0+2 on the leader)", end)
+	}
+}
+
+// A leader answers OffsetForLeaderEpoch as if its own epoch began in its
+// log when it took over, as Kafka's leader records it in its epoch cache on
+// becoming leader, before it writes in it. Asked by a follower for an
+// epoch past the last one in its log (the follower led in between and
+// wrote records this leader never had), it answered UNDEFINED until it
+// wrote in its epoch, and the follower then cut its log to its high
+// watermark, which may lag what the ISR committed: committed records gone
+// from an ISR member (KIP-101's loss, were it elected before it fetched
+// them back).
+func TestLeaderAnswersEpochsBeforeItsOwnUnwritten(t *testing.T) {
+	lb := startBroker(t, "", func(c *Config) { c.NodeID = 1 })
+	cl := newClient(t, lb, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const topic = "unwritten"
+	createTopic(t, lb, topic, 1, nil)
+	e0 := leaderPartitionState(t, lb, topic).LeaderEpoch
+	for range 3 {
+		produceP0(t, cl, topic)
+	}
+	e2 := bumpLeaderEpoch(t, lb, topic) // nothing written in it yet
+	// The follower replicated [0, 3) of e0 but learnt a high watermark of
+	// 1 only; it led in e0+1 and wrote offset 3, which nobody else has.
+	fo := newFollowerOf(t, lb, topic)
+	for range 3 {
+		fo.appendOwn(t, e0)
+	}
+	fo.p.followerHighWatermark(1, e2)
+	fo.appendOwn(t, e0+1)
+	fo.truncate(t)
+	if end := fo.p.log.LogEndOffset(); end != 3 {
+		t.Fatalf("follower's log end %d after the truncation, want 3 (only its e%d record diverges)", end, e0+1)
+	}
+
+	// The answer itself, to a follower and to a consumer.
+	for _, replica := range []int32{9, -1} {
+		req := kmsg.NewPtrOffsetForLeaderEpochRequest()
+		req.ReplicaID = replica
+		rt := kmsg.NewOffsetForLeaderEpochRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = e2, e0+1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0].Partitions[0]
+		if got.ErrorCode != 0 || got.LeaderEpoch != e0 || got.EndOffset != 3 {
+			t.Errorf("replica %d: epoch %d asked of the leader of %d whose log ends in %d at 3: error %d, epoch %d, end %d; want epoch %d, end 3",
+				replica, e0+1, e2, e0, got.ErrorCode, got.LeaderEpoch, got.EndOffset, e0)
+		}
 	}
 }

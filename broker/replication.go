@@ -135,6 +135,38 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	p.wake()
 }
 
+// endOffsetForEpoch answers OffsetForLeaderEpoch as the leader: the log's
+// epoch checkpoint, with the current leader epoch counted as beginning at the
+// log end when the leadership began (epochStart) even before anything is
+// written in it, as Kafka's leader records it on becoming leader
+// (Partition.makeLeader). Without it an epoch past the log's last one (a
+// follower that led in between, writing records this leader never had) was
+// UNDEFINED, and the follower cut its log to its high watermark, below
+// records the ISR had committed.
+func (p *partition) endOffsetForEpoch(epoch int32) (int32, int64, error) {
+	p.repl.mu.Lock()
+	leads, current, start := p.repl.mu.tracker != nil, p.repl.mu.leaderEpoch, p.repl.mu.epochStart
+	p.repl.mu.Unlock()
+	le, end, err := p.log.EndOffsetForEpoch(epoch)
+	if err != nil || le >= 0 || !leads || epoch < 0 || epoch > current {
+		return le, end, err
+	}
+	// Nothing of epoch, nor of any later one, is in the log (else the
+	// checkpoint had answered): the log's epochs end before it, and
+	// current, unwritten, begins at start.
+	switch latest := p.log.LatestEpoch(); {
+	case latest >= epoch:
+		// Written in since the checkpoint was read: it answers now.
+		return p.log.EndOffsetForEpoch(epoch)
+	case epoch == current:
+		return current, p.log.LogEndOffset(), nil
+	case latest >= 0:
+		return latest, start, nil
+	default:
+		return epoch, start, nil
+	}
+}
+
 // isLeader reports whether this broker leads the partition in epoch
 // (any epoch when epoch < 0).
 func (p *partition) isLeader(epoch int32) bool {
