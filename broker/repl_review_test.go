@@ -2,9 +2,11 @@ package broker
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -74,7 +76,10 @@ func newFollowerOf(t *testing.T, lb *Broker, topic string) *followerOf {
 	p.topicID = leaderPartitionTopicID(t, lb, topic)
 	p.applyAssignment(9, &metadata.Partition{Leader: lb.cfg.NodeID, LeaderEpoch: mp.LeaderEpoch, PartitionEpoch: mp.PartitionEpoch,
 		Replicas: []int32{lb.cfg.NodeID, 9}, ISR: []int32{lb.cfg.NodeID, 9}}, 1)
-	r := &replicator{s: &store{b: &Broker{cfg: Config{NodeID: 9}, log: testLogger(t)}}, client: newClient(t, lb)}
+	// The follower's broker (its config, metadata view and quotas, which
+	// the fetcher reads) is a broker of its own.
+	fb := startBroker(t, "", func(c *Config) { c.NodeID = 9 })
+	r := &replicator{s: &store{b: fb}, client: newClient(t, lb)}
 	f := &fetcher{r: r, leader: lb.cfg.NodeID}
 	f.mu.parts = map[*partition]*fetchState{p: {epoch: mp.LeaderEpoch}}
 	return &followerOf{p: p, f: f}
@@ -240,5 +245,71 @@ func TestLeaderAnswersEpochsBeforeItsOwnUnwritten(t *testing.T) {
 			t.Errorf("replica %d: epoch %d asked of the leader of %d whose log ends in %d at 3: error %d, epoch %d, end %d; want epoch %d, end 3",
 				replica, e0+1, e2, e0, got.ErrorCode, got.LeaderEpoch, got.EndOffset, e0)
 		}
+	}
+}
+
+// A follower that starts over at the leader's log start (it was behind it)
+// where DeleteRecords cut inside a batch gets that whole batch, which begins
+// below its (empty) log's end. As Kafka's follower does
+// (Partition.appendRecordsToFollowerOrFutureReplica), it restarts its empty
+// log at the batch's base and appends it; refusing it (unexpected offset)
+// and truncating again, which changed nothing, it fetched the same batch
+// for ever and never caught up (a replica added by a reassignment, say).
+func TestFollowerStartsAtLeaderLogStartInsideABatch(t *testing.T) {
+	lb := startBroker(t, "", func(c *Config) { c.NodeID = 1 })
+	cl := newClient(t, lb, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	const topic = "midbatch"
+	createTopic(t, lb, topic, 1, nil)
+	recs := make([]*kgo.Record, 5)
+	for i := range recs {
+		recs[i] = &kgo.Record{Topic: topic, Partition: 0, Value: []byte("v")}
+	}
+	// One batch, offsets [0, 5).
+	var wg sync.WaitGroup
+	wg.Add(len(recs))
+	var produceErr error
+	var mu sync.Mutex
+	for _, r := range recs {
+		cl.Produce(testCtx(t), r, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			produceErr = keepFirst(produceErr, err)
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if produceErr != nil {
+		t.Fatal(produceErr)
+	}
+	p, err := lb.store.partition(lb.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := p.log.LogEndOffset(); end != 5 {
+		t.Fatalf("leader's log end %d, want 5", end)
+	}
+	if r, err := p.log.Read(2, 1<<20, 5); err != nil || r.FirstOffset != 0 {
+		t.Fatalf("the records are not one batch (read at 2 starts at %d, %v)", r.FirstOffset, err)
+	} else {
+		r.Release()
+	}
+	del, err := kadm.NewClient(cl).DeleteRecords(testCtx(t), kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: 2}}})
+	if err != nil || del.Error() != nil {
+		t.Fatalf("delete records before 2: %v %v", err, del.Error())
+	}
+
+	fo := newFollowerOf(t, lb, topic)
+	for range 6 {
+		parts := fo.f.snapshot()
+		if err := fo.f.truncate(testCtx(t), parts); err != nil {
+			t.Fatal(err)
+		}
+		_ = fo.f.fetch(testCtx(t), fo.f.snapshot())
+		if fo.p.log.LogEndOffset() == 5 {
+			break
+		}
+	}
+	if start, end := fo.p.log.LogStartOffset(), fo.p.log.LogEndOffset(); start != 2 || end != 5 {
+		t.Fatalf("follower's log [%d, %d) after fetching from a leader whose log is [2, 5), want [2, 5)", start, end)
 	}
 }

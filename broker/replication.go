@@ -1050,7 +1050,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				b.metrics.throttledBytes.WithLabelValues("follower").Add(float64(n))
 			}
 			if len(rp.RecordBatches) > 0 {
-				if err := p.appendReplicated(wholeBatches(rp.RecordBatches), epoch); err != nil {
+				if err := p.appendFetched(wholeBatches(rp.RecordBatches), epoch); err != nil {
 					if errors.Is(err, errRoleChanged) {
 						continue
 					}
@@ -1068,6 +1068,30 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 		}
 	}
 	return firstErr
+}
+
+// appendFetched appends a fetch response's batches (appendReplicated). An
+// empty log whose end lies inside the first batch (it started over at the
+// leader's log start, which DeleteRecords put inside a batch; the leader
+// reads from the batch that holds the offset) restarts at that batch's base
+// first, as Kafka's follower does (Partition's UnexpectedAppendOffsetException
+// handling); the leader's log start, adopted after the append, cuts it back.
+// Refused, the same batch came back at every fetch and the follower never
+// caught up.
+func (p *partition) appendFetched(batches []byte, epoch int32) error {
+	err := p.appendReplicated(batches, epoch)
+	if !errors.Is(err, hotlog.ErrUnexpectedOffset) || len(batches) < hotlog.BatchHeaderSize {
+		return err
+	}
+	h, herr := hotlog.ParseBatchHeader(batches)
+	end := p.log.LogEndOffset()
+	if herr != nil || end != p.log.LogStartOffset() || h.BaseOffset >= end || h.LastOffset() < end {
+		return err
+	}
+	if err := p.restartAt(h.BaseOffset, epoch); err != nil {
+		return err
+	}
+	return p.appendReplicated(batches, epoch)
 }
 
 // eachBatch calls f with each whole batch of b and its header.
