@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -297,6 +298,12 @@ func TestFollowerStartsAtLeaderLogStartInsideABatch(t *testing.T) {
 	if err != nil || del.Error() != nil {
 		t.Fatalf("delete records before 2: %v %v", err, del.Error())
 	}
+	// Broker 9 becomes a replica (a reassignment adds it); it starts
+	// with an empty log.
+	mustPropose(t, lb, &metadata.RegisterBroker{BrokerID: 9, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	mustPropose(t, lb, &metadata.AlterReassignment{TopicID: leaderPartitionTopicID(t, lb, topic), Target: []int32{1, 9}})
+	testutil.WaitFor(t, 10*time.Second, "broker 9 a follower on the leader", func() bool { return p.hasFollower(9) })
 
 	fo := newFollowerOf(t, lb, topic)
 	for range 6 {
@@ -311,5 +318,73 @@ func TestFollowerStartsAtLeaderLogStartInsideABatch(t *testing.T) {
 	}
 	if start, end := fo.p.log.LogStartOffset(), fo.p.log.LogEndOffset(); start != 2 || end != 5 {
 		t.Fatalf("follower's log [%d, %d) after fetching from a leader whose log is [2, 5), want [2, 5)", start, end)
+	}
+}
+
+// A replica fetch (replica id set: read to the log end, past the high
+// watermark) from a broker that is not a follower of the partition is
+// refused, as Kafka's followerReplicaOrThrow does (UNKNOWN_LEADER_EPOCH
+// with a leader epoch in the request, NOT_LEADER_OR_FOLLOWER without): it
+// read records no in-sync replica had yet, which a leader change may take
+// back.
+func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
+	b := startBroker(t, "")
+	waitUnfenced(t, b)
+	self, other := b.cfg.NodeID, b.cfg.NodeID+1
+	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
+	const topic = "nonreplica"
+	mustPropose(t, b, &metadata.CreateTopic{Name: topic, Assignment: [][]int32{{self, other}}})
+	mp := leaderPartitionState(t, b, topic)
+	if mp.Leader != self || len(mp.ISR) != 2 {
+		t.Fatalf("leader %d ISR %v, want %d and both", mp.Leader, mp.ISR, self)
+	}
+	// acks=1: in the leader's log, not committed (the follower never fetches).
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produceP0(t, cl, topic)
+	p, err := b.store.partition(b.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end, hw := p.log.LogEndOffset(), p.log.HighWatermark(); end != 1 || hw != 0 {
+		t.Fatalf("log end %d, high watermark %d; want 1, 0", end, hw)
+	}
+	fetch := func(replica int32, version int16, epoch int32) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = version
+		req.ReplicaID = replica
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 1<<20
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, 0, 1<<20, epoch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		nc := dial(t, b)
+		defer nc.Close()
+		return rawRequest(t, nc, req, 1).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	for _, tc := range []struct {
+		replica int32
+		version int16
+		epoch   int32
+		want    int16
+	}{
+		{42, 11, mp.LeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+		{42, 8, -1, kerr.NotLeaderForPartition.Code},
+		{self, 11, mp.LeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+	} {
+		got := fetch(tc.replica, tc.version, tc.epoch)
+		if got.ErrorCode != tc.want || len(got.RecordBatches) != 0 {
+			t.Errorf("replica fetch v%d from broker %d, not a follower: error %v, %d bytes of records; want %v and none",
+				tc.version, tc.replica, kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches), kerr.ErrorForCode(tc.want))
+		}
+	}
+	// The follower itself still reads to the log end.
+	if got := fetch(other, 11, mp.LeaderEpoch); got.ErrorCode != 0 || len(got.RecordBatches) == 0 {
+		t.Errorf("replica fetch from follower %d: error %v, %d bytes of records; want the uncommitted record",
+			other, kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches))
 	}
 }

@@ -175,6 +175,14 @@ func (p *partition) isLeader(epoch int32) bool {
 	return p.repl.mu.tracker != nil && (epoch < 0 || p.repl.mu.leaderEpoch == epoch)
 }
 
+// hasFollower reports whether broker id is a follower of the partition this
+// broker leads (a replica other than the leader).
+func (p *partition) hasFollower(id int32) bool {
+	p.repl.mu.Lock()
+	defer p.repl.mu.Unlock()
+	return p.repl.mu.tracker != nil && id != p.repl.mu.leader && slices.Contains(p.repl.mu.replicas, id)
+}
+
 // follows reports whether this broker follows the partition's leader in
 // epoch.
 func (p *partition) follows(epoch int32) bool {
