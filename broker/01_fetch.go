@@ -146,6 +146,16 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 					err = kerr.UnknownLeaderEpoch
 				}
 			}
+			if err == nil && replicaID >= 0 && !p.hasFollower(replicaID) {
+				// A replica fetch (read to the log end, past the high
+				// watermark) from a broker that is not a follower of
+				// the partition, as Kafka's followerReplicaOrThrow
+				// answers it: retriable, nothing read or recorded.
+				err = errNotLeader
+				if r.Version >= 9 && pt.CurrentLeaderEpoch >= 0 {
+					err = kerr.UnknownLeaderEpoch
+				}
+			}
 			if err != nil {
 				if rp.ErrorCode == 0 {
 					rp.ErrorCode = errCode(err)

@@ -42,7 +42,7 @@ func handleOffsetForLeaderEpoch(_ context.Context, b *Broker, r *Request) (*Repl
 				err = errNotLeader
 			}
 			if err == nil {
-				rp.LeaderEpoch, rp.EndOffset, err = p.log.EndOffsetForEpoch(pt.LeaderEpoch)
+				rp.LeaderEpoch, rp.EndOffset, err = p.endOffsetForEpoch(pt.LeaderEpoch)
 				if err == nil && rp.EndOffset > p.log.HighWatermark() && pt.LeaderEpoch >= p.leaderEpoch() && req.ReplicaID < 0 {
 					// Consumers never see past the high watermark.
 					rp.EndOffset = p.log.HighWatermark()

@@ -135,12 +135,52 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	p.wake()
 }
 
+// endOffsetForEpoch answers OffsetForLeaderEpoch as the leader: the log's
+// epoch checkpoint, with the current leader epoch counted as beginning at the
+// log end when the leadership began (epochStart) even before anything is
+// written in it, as Kafka's leader records it on becoming leader
+// (Partition.makeLeader). Without it an epoch past the log's last one (a
+// follower that led in between, writing records this leader never had) was
+// UNDEFINED, and the follower cut its log to its high watermark, below
+// records the ISR had committed.
+func (p *partition) endOffsetForEpoch(epoch int32) (int32, int64, error) {
+	p.repl.mu.Lock()
+	leads, current, start := p.repl.mu.tracker != nil, p.repl.mu.leaderEpoch, p.repl.mu.epochStart
+	p.repl.mu.Unlock()
+	le, end, err := p.log.EndOffsetForEpoch(epoch)
+	if err != nil || le >= 0 || !leads || epoch < 0 || epoch > current {
+		return le, end, err
+	}
+	// Nothing of epoch, nor of any later one, is in the log (else the
+	// checkpoint had answered): the log's epochs end before it, and
+	// current, unwritten, begins at start.
+	switch latest := p.log.LatestEpoch(); {
+	case latest >= epoch:
+		// Written in since the checkpoint was read: it answers now.
+		return p.log.EndOffsetForEpoch(epoch)
+	case epoch == current:
+		return current, p.log.LogEndOffset(), nil
+	case latest >= 0:
+		return latest, start, nil
+	default:
+		return epoch, start, nil
+	}
+}
+
 // isLeader reports whether this broker leads the partition in epoch
 // (any epoch when epoch < 0).
 func (p *partition) isLeader(epoch int32) bool {
 	p.repl.mu.Lock()
 	defer p.repl.mu.Unlock()
 	return p.repl.mu.tracker != nil && (epoch < 0 || p.repl.mu.leaderEpoch == epoch)
+}
+
+// hasFollower reports whether broker id is a follower of the partition this
+// broker leads (a replica other than the leader).
+func (p *partition) hasFollower(id int32) bool {
+	p.repl.mu.Lock()
+	defer p.repl.mu.Unlock()
+	return p.repl.mu.tracker != nil && id != p.repl.mu.leader && slices.Contains(p.repl.mu.replicas, id)
 }
 
 // follows reports whether this broker follows the partition's leader in
@@ -243,11 +283,17 @@ func (p *partition) waitCommittedCtx(done <-chan struct{}, last int64, epoch int
 	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
-		if p.log.HighWatermark() > last {
-			return nil
-		}
+		// The high watermark counts only while this broker still leads
+		// in epoch once it is read (as Kafka's
+		// checkEnoughReplicasReachOffset): after the leadership moved it
+		// is the new leader's, over a log that may have cut last and
+		// taken another batch at that offset.
+		hw := p.log.HighWatermark()
 		if !p.isLeader(epoch) {
 			return errNotLeader
+		}
+		if hw > last {
+			return nil
 		}
 		select {
 		case <-wake:
@@ -812,7 +858,9 @@ func (f *fetcher) run(ctx context.Context) {
 // truncate cuts each newly followed partition's divergent tail (KIP-101,
 // KIP-279): it asks the leader where the follower's latest epoch ends, and
 // truncates to the smaller of that and its own end of the epoch the leader
-// answered with.
+// answered with. When this log lacks that epoch, the cut is a step: the
+// partition is not marked truncated, and the next call asks again with the
+// (older) epoch the log now ends in.
 func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState) error {
 	req := kmsg.NewPtrOffsetForLeaderEpochRequest()
 	req.ReplicaID = f.r.s.b.cfg.NodeID
@@ -857,10 +905,20 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				continue
 			}
 			end := p.log.LogEndOffset()
+			again := false
 			if rp.LeaderEpoch >= 0 {
 				end = min(end, rp.EndOffset)
-				if _, own, err := p.log.EndOffsetForEpoch(rp.LeaderEpoch); err == nil && own >= 0 {
+				if ownEpoch, own, err := p.log.EndOffsetForEpoch(rp.LeaderEpoch); err == nil && own >= 0 {
 					end = min(end, own)
+					// KIP-279: this log lacks the epoch the leader
+					// answered with; own is where an older one of
+					// ours ends, whose records the leader may have
+					// under other epochs. Cut there and ask again
+					// with that epoch (Kafka's intermediate
+					// truncation, truncationCompleted = false),
+					// when that cuts (our latest epoch goes down,
+					// so the rounds end).
+					again = ownEpoch != rp.LeaderEpoch && own < p.log.LogEndOffset()
 				}
 			} else if p.log.LatestEpoch() >= 0 {
 				// The leader knows no epoch at or below ours: nothing
@@ -878,6 +936,9 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 					}
 					continue
 				}
+			}
+			if again {
+				continue
 			}
 			f.markTruncated(p, parts[p].epoch)
 		}
@@ -997,7 +1058,7 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				b.metrics.throttledBytes.WithLabelValues("follower").Add(float64(n))
 			}
 			if len(rp.RecordBatches) > 0 {
-				if err := p.appendReplicated(wholeBatches(rp.RecordBatches), epoch); err != nil {
+				if err := p.appendFetched(wholeBatches(rp.RecordBatches), epoch); err != nil {
 					if errors.Is(err, errRoleChanged) {
 						continue
 					}
@@ -1015,6 +1076,30 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 		}
 	}
 	return firstErr
+}
+
+// appendFetched appends a fetch response's batches (appendReplicated). An
+// empty log whose end lies inside the first batch (it started over at the
+// leader's log start, which DeleteRecords put inside a batch; the leader
+// reads from the batch that holds the offset) restarts at that batch's base
+// first, as Kafka's follower does (Partition's UnexpectedAppendOffsetException
+// handling); the leader's log start, adopted after the append, cuts it back.
+// Refused, the same batch came back at every fetch and the follower never
+// caught up.
+func (p *partition) appendFetched(batches []byte, epoch int32) error {
+	err := p.appendReplicated(batches, epoch)
+	if !errors.Is(err, hotlog.ErrUnexpectedOffset) || len(batches) < hotlog.BatchHeaderSize {
+		return err
+	}
+	h, herr := hotlog.ParseBatchHeader(batches)
+	end := p.log.LogEndOffset()
+	if herr != nil || end != p.log.LogStartOffset() || h.BaseOffset >= end || h.LastOffset() < end {
+		return err
+	}
+	if err := p.restartAt(h.BaseOffset, epoch); err != nil {
+		return err
+	}
+	return p.appendReplicated(batches, epoch)
 }
 
 // eachBatch calls f with each whole batch of b and its header.
