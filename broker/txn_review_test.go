@@ -110,3 +110,35 @@ func TestTxnBackToBackV2(t *testing.T) {
 		t.Fatalf("read_committed got %d records, want %d", len(got), len(want))
 	}
 }
+
+// TestInitProducerIDHalfPair: InitProducerId v3+ with a producer id but no
+// epoch (or the reverse) is INVALID_REQUEST, as Kafka answers; it must not
+// hand the id's current epoch to whoever names the producer id (which the
+// coordinator took for a retry of the last bump, epoch -1).
+func TestInitProducerIDHalfPair(t *testing.T) {
+	b := txnTestBroker(t, "")
+	ctx := testCtx(t)
+	const id = "half"
+	owner := txnClient(t, b, id)
+	pid, epoch, err := owner.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := newClient(t, b)
+	for _, c := range []struct {
+		pid   int64
+		epoch int16
+	}{{pid, -1}, {-1, epoch}} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		txnID := id
+		req.TransactionalID, req.TransactionTimeoutMillis = &txnID, 60000
+		req.ProducerID, req.ProducerEpoch = c.pid, c.epoch
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("InitProducerId(producer %d, epoch %d): %v, producer %d epoch %d; want INVALID_REQUEST", c.pid, c.epoch, kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
+		}
+	}
+}
