@@ -142,3 +142,39 @@ func TestInitProducerIDHalfPair(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnOffsetCommitUnverifiedRefused: a TxnOffsetCommit whose producer
+// the transactional id's coordinator cannot vouch for now (here: there is
+// no __transaction_state yet, so no coordinator) is answered
+// COORDINATOR_NOT_AVAILABLE, which clients retry, as Kafka 3.6+ answers,
+// instead of being written unverified: a transactional batch of a
+// producer with no transaction open (a delayed request, a bogus producer)
+// stays open in __consumer_offsets for good (no marker will come), and
+// RequireStable readers of the group get UNSTABLE_OFFSET_COMMIT for ever.
+func TestTxnOffsetCommitUnverifiedRefused(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "src", 1, nil)
+	// TxnOffsetCommit v3; its retriable answer is not retried for long.
+	cl := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0()), kgo.RetryTimeout(time.Second))
+	if off, code := fetchOffset(t, cl, "g", false); code != 0 || off != -1 { // the group's coordinator is up
+		t.Fatalf("OffsetFetch: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "nobody", "g", 999, 9, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "src"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 5, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("unverified TxnOffsetCommit: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	if off, code := fetchOffset(t, cl, "g", true); code != 0 || off != -1 {
+		t.Fatalf("RequireStable OffsetFetch: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
+	}
+}
