@@ -169,7 +169,8 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
-	if err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records, r.Version >= 12); err != nil {
+	verified, err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records, r.Version >= 12)
+	if err != nil {
 		return err // txns.go
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
@@ -181,7 +182,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// durable copies (the high watermark, which counts only fsynced ends).
 	// (A ListOffsets or DeleteRecords right after acks=1 to a partition
 	// whose ISR is the leader alone waits for that fsync: awaitLoneWrites.)
-	res, err := p.appendBatch(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, ordered)
+	res, err := p.appendProduced(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, verified, ordered)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,6 +25,14 @@ func handleInitProducerID(ctx context.Context, b *Broker, r *Request) (*Reply, e
 	req := r.Msg.(*kmsg.InitProducerIDRequest)
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.Version >= 3 && (req.ProducerID < 0) != (req.ProducerEpoch < 0) {
+		// A producer id without its epoch or the reverse (Kafka's
+		// KafkaApis answers INVALID_REQUEST): with the id alone, the
+		// coordinator took epoch -1 for a retry of the last bump and
+		// answered the current epoch to whoever asked.
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		return &Reply{Msg: resp}, nil
+	}
 	if req.TransactionalID != nil {
 		return initTransactionalProducer(ctx, b, r, req, resp) // txns.go
 	}

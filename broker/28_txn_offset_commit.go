@@ -24,7 +24,8 @@ import (
 // checked first at the transaction coordinator of the id (in process, or
 // AddPartitionsToTxn v4 VerifyOnly to another broker). v3+ flexible. v5 (KIP-890 part 2) comes without
 // AddOffsetsToTxn: the offsets partition is added to the transaction at its
-// coordinator here. v6 (topic ids) is not served.
+// coordinator here. A coordinator that cannot answer now makes the commit
+// COORDINATOR_NOT_AVAILABLE (retried), never written unverified. v6 (topic ids) is not served.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3.
 
 func init() { regKey(28, 0, 5).handler = handleTxnOffsetCommit }
@@ -59,10 +60,16 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 		// KIP-890 part 1, as Kafka 3.6+ (transaction.partition.verification.enable):
 		// the id's coordinator, here or on another broker, must have the
 		// group's offsets partition in the producer's open transaction
-		// (AddOffsetsToTxn). A coordinator that cannot answer now is not
-		// waited for.
+		// (AddOffsetsToTxn). A coordinator that cannot answer now makes
+		// the commit COORDINATOR_NOT_AVAILABLE, which clients retry (as
+		// Kafka answers): offsets written unverified, of a producer with
+		// no transaction open, would stay open in __consumer_offsets with
+		// no marker to come.
 		switch code := b.verifyInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}); code {
-		case 0, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code:
+		case 0:
+		case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+			fill(kerr.CoordinatorNotAvailable.Code)
+			return &Reply{Msg: resp}, nil
 		case kerr.ClusterAuthorizationFailed.Code: // the brokers' own principal, not the client's (Kafka's AddPartitionsToTxnManager)
 			fill(kerr.InvalidTxnState.Code)
 			return &Reply{Msg: resp}, nil

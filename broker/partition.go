@@ -121,6 +121,12 @@ type appendResult struct {
 // The batch is written only while this broker leads in epoch (the epoch it
 // is stamped with), else errNotLeader.
 func (p *partition) appendBatch(records []byte, maxMessageBytes int32, epoch int32, logAppendTime, noSyncWait bool, ordered func()) (appendResult, error) {
+	return p.appendProduced(records, maxMessageBytes, epoch, logAppendTime, noSyncWait, txnWriteCheck{}, ordered)
+}
+
+// appendProduced is appendBatch for a Produce's batch, with what
+// verifyTxnWrite found of its transaction (txns.go).
+func (p *partition) appendProduced(records []byte, maxMessageBytes int32, epoch int32, logAppendTime, noSyncWait bool, v txnWriteCheck, ordered func()) (appendResult, error) {
 	defer ordered()
 	if int64(len(records)) > int64(maxMessageBytes) {
 		return appendResult{}, fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(records), maxMessageBytes)
@@ -146,6 +152,8 @@ func (p *partition) appendBatch(records []byte, maxMessageBytes int32, epoch int
 		records:       h.NumRecords,
 		maxTimestamp:  h.MaxTimestamp,
 		transactional: h.IsTransactional(),
+		verify:        v.verify,
+		guard:         v.guard,
 	}
 	return p.appendChecked(records, info, h, epoch, logAppendTime, noSyncWait, maxMessageBytes, ordered)
 }

@@ -85,10 +85,51 @@ type producerState struct {
 	// legacyAborted is the aborted list of a version 2 snapshot, for the
 	// transaction index (loadProducers); nil otherwise.
 	legacyAborted []hotlog.AbortedTxn
+	// verifying holds, per producer id, the guard of the transaction
+	// verification in progress or verified (Kafka's VerificationStateEntry,
+	// KIP-890 part 1): a Produce's transactional batch that would open a
+	// transaction here is appended only with the guard it verified under,
+	// still current. A marker or the transaction's first batch removes it,
+	// so a verification answered before its transaction ended (and its
+	// marker was written here) cannot open a transaction after the marker
+	// that nothing would ever end. Leader only, never snapshotted.
+	verifying map[int64]*txnVerification
+}
+
+// txnVerification is one verification guard: compared by identity.
+type txnVerification struct {
+	createdMs int64
 }
 
 func newProducerState() *producerState {
-	return &producerState{m: make(map[int64]*producerEntry), open: make(map[int64]*producerEntry)}
+	return &producerState{m: make(map[int64]*producerEntry), open: make(map[int64]*producerEntry),
+		verifying: make(map[int64]*txnVerification)}
+}
+
+// verification returns the producer's current verification guard, a new
+// one if it has none.
+func (s *producerState) verification(producerID, nowMs int64) *txnVerification {
+	g := s.verifying[producerID]
+	if g == nil {
+		g = &txnVerification{createdMs: nowMs}
+		s.verifying[producerID] = g
+	}
+	return g
+}
+
+// dropVerification removes g if it is still the producer's guard (its
+// verification failed).
+func (s *producerState) dropVerification(producerID int64, g *txnVerification) {
+	if g != nil && s.verifying[producerID] == g {
+		delete(s.verifying, producerID)
+	}
+}
+
+// txnOpen reports whether the producer has a transaction open here at
+// epoch.
+func (s *producerState) txnOpen(producerID int64, epoch int16) bool {
+	e := s.m[producerID]
+	return e != nil && e.epoch == epoch && e.txnFirstOffset >= 0
 }
 
 var (
@@ -121,6 +162,12 @@ type batchInfo struct {
 	// coordinatorEpoch is the marker's (from its control record value).
 	control, commit  bool
 	coordinatorEpoch int32
+	// verify: a client's transactional batch (Produce with a
+	// transactional id) that may open a transaction here only with
+	// guard, the producer's verification guard it was verified under
+	// (nil: not verified).
+	verify bool
+	guard  *txnVerification
 }
 
 func nextSeq(seq int32, n int32) int32 {
@@ -130,6 +177,20 @@ func nextSeq(seq int32, n int32) int32 {
 
 // check validates a batch against the state without changing it.
 func (s *producerState) check(b batchInfo) error {
+	if err := s.checkSequence(b); err != nil {
+		return err
+	}
+	if b.verify && b.transactional && !b.control && !s.txnOpen(b.producerID, b.producerEpoch) &&
+		(b.guard == nil || s.verifying[b.producerID] != b.guard) {
+		// Kafka's UnifiedLog.batchMissingRequiredVerification: the
+		// transaction it was verified in has ended here since.
+		return fmt.Errorf("%w: producer %d epoch %d: the transaction verified for it has ended", errTxnNotOpen, b.producerID, b.producerEpoch)
+	}
+	return nil
+}
+
+// checkSequence is check's epoch and sequence part (duplicates included).
+func (s *producerState) checkSequence(b batchInfo) error {
 	if b.producerID < 0 {
 		return nil
 	}
@@ -209,12 +270,14 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	if b.control {
 		e.txnFirstOffset = -1
 		delete(s.open, e.id)
+		delete(s.verifying, e.id)
 		e.coordinatorEpoch = max(b.coordinatorEpoch, -1)
 		return
 	}
 	if b.transactional && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = firstOffset
 		s.open[e.id] = e
+		delete(s.verifying, e.id)
 	}
 	if b.baseSequence == -1 {
 		return
@@ -298,6 +361,12 @@ func (s *producerState) abortsOver(open map[int64]int64, b batchInfo, offset int
 // Kafka, so its client carries on unaware; only a retry of a batch written
 // before the expiry is no longer recognised as a duplicate.
 func (s *producerState) expire(cutoffMs int64) int {
+	for id, g := range s.verifying {
+		// Verified, or refused, long ago and never appended.
+		if g.createdMs < cutoffMs {
+			delete(s.verifying, id)
+		}
+	}
 	n := 0
 	for id, e := range s.m {
 		// A producer with an open transaction stays until its marker.

@@ -789,6 +789,17 @@ func (b *Broker) atTxnCoordinator(ctx context.Context, id string, producerID int
 	return worst(codes)
 }
 
+// txnWriteCheck is what verifyTxnWrite found for a Produce's batch, for
+// the producer-state check of its append (producers.go): verify (a
+// transactional batch with a transactional id) makes the append refuse to
+// open a transaction unless guard, the verification guard taken before
+// the coordinator was asked, is still the producer's (no marker came
+// since).
+type txnWriteCheck struct {
+	verify bool
+	guard  *txnVerification
+}
+
 // verifyTxnWrite is KIP-890 part 1's check of a transactional batch: the
 // producer's first batch in a partition must belong to its open
 // transaction, which must include the partition, as the id's coordinator
@@ -796,52 +807,90 @@ func (b *Broker) atTxnCoordinator(ctx context.Context, id string, producerID int
 // wherever it is, as Kafka's AddPartitionsToTxnManager). A write that
 // comes after its transaction ended (a delayed retry) is refused instead of
 // opening a transaction that no marker will end; a coordinator that cannot
-// answer now (moving, loading) makes the write retriable.
-// (Left open: an EndTxn that completes between this check and the append.)
+// answer now (moving, loading) makes the write retriable. An EndTxn that
+// completes between this check and the append is caught at the append: a
+// verification guard, taken before the coordinator is asked and removed by
+// the marker, must still be there (Kafka's VerificationGuard).
 //
 // With implicitAdd (Produce v12+, KIP-890 part 2) the first batch instead
 // adds the partition to the transaction at the coordinator (wherever it
 // is), as the client sends no AddPartitionsToTxn.
-func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, implicitAdd bool) error {
+func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, implicitAdd bool) (txnWriteCheck, error) {
 	if txnID == nil || len(records) < hotlog.BatchHeaderSize {
-		return nil
+		return txnWriteCheck{}, nil
 	}
 	h, err := hotlog.ParseBatchHeader(records)
 	if err != nil || !h.IsTransactional() || h.IsControl() {
-		return nil
+		return txnWriteCheck{}, nil
 	}
-	p.mu.Lock()
-	e := p.mu.producers.m[h.ProducerID]
-	open := e != nil && e.epoch == h.ProducerEpoch && e.txnFirstOffset >= 0
-	p.mu.Unlock()
-	if open {
-		return nil
+	// A marker that comes while the coordinator is asked removes the
+	// guard: the previous transaction's, when the coordinator held the
+	// answer until its markers were written (an implicit add right after
+	// an EndTxn). The coordinator is then asked again under a new guard.
+	for range 3 {
+		p.mu.Lock()
+		open := p.mu.producers.txnOpen(h.ProducerID, h.ProducerEpoch)
+		var guard *txnVerification
+		if !open {
+			guard = p.mu.producers.verification(h.ProducerID, time.Now().UnixMilli())
+		}
+		p.mu.Unlock()
+		if open {
+			// No guard: the append still needs the transaction open then.
+			return txnWriteCheck{verify: true}, nil
+		}
+		err = b.verifyTxnAt(*txnID, p, h, implicitAdd)
+		p.mu.Lock()
+		current := p.mu.producers.verifying[h.ProducerID] == guard
+		if err != nil {
+			p.mu.producers.dropVerification(h.ProducerID, guard)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return txnWriteCheck{}, err
+		}
+		if current {
+			b.txnVerifiedHook()
+			return txnWriteCheck{verify: true, guard: guard}, nil
+		}
 	}
+	return txnWriteCheck{}, fmt.Errorf("%w: transaction of %q ended at %s-%d while it was verified", errTxnVerifyRetriable, *txnID, p.topic, p.id)
+}
+
+// verifyTxnAt asks the coordinator of id about the producer's transaction
+// (see verifyTxnWrite).
+func (b *Broker) verifyTxnAt(txnID string, p *partition, h hotlog.BatchHeader, implicitAdd bool) error {
 	if implicitAdd {
-		code := b.addToTxn(context.Background(), *txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
+		code := b.addToTxn(context.Background(), txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
 		switch {
 		case code == 0:
 			return nil
 		case code == kerr.ProducerFenced.Code:
-			return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+			return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, txnID)
 		default:
 			return kerr.ErrorForCode(code)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	code := b.verifyInTxn(ctx, *txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
+	code := b.verifyInTxn(ctx, txnID, h.ProducerID, h.ProducerEpoch, []txn.TopicPartition{{Topic: p.topic, Partition: p.id}})
 	switch code {
 	case 0:
 		return nil
 	case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
 		// Not verified now: retriable, as Kafka answers
 		// NOT_ENOUGH_REPLICAS for these, and never accepted unverified.
-		return fmt.Errorf("%w: transaction of %q not verified at its coordinator: %v", errTxnVerifyRetriable, *txnID, kerr.ErrorForCode(code))
+		return fmt.Errorf("%w: transaction of %q not verified at its coordinator: %v", errTxnVerifyRetriable, txnID, kerr.ErrorForCode(code))
 	case kerr.ProducerFenced.Code:
-		return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, *txnID)
+		return fmt.Errorf("%w: producer %d epoch %d of %q", errTxnProducerFenced, h.ProducerID, h.ProducerEpoch, txnID)
 	default:
-		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, *txnID, p.topic, p.id)
+		return fmt.Errorf("%w: producer %d epoch %d of %q in %s-%d", errTxnNotOpen, h.ProducerID, h.ProducerEpoch, txnID, p.topic, p.id)
+	}
+}
+
+func (b *Broker) txnVerifiedHook() {
+	if b.testHooks.txnWriteVerified != nil {
+		b.testHooks.txnWriteVerified()
 	}
 }
 

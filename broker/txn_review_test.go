@@ -1,0 +1,180 @@
+package broker
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/pkg/kversion"
+)
+
+// waitTxnState polls the coordinator until id is in state (on a handler's
+// goroutine: t.Errorf, not t.Fatal).
+func waitTxnState(t *testing.T, b *Broker, id, state string) bool {
+	ctx := testCtx(t)
+	tick := time.NewTicker(5 * time.Millisecond) // polling a condition
+	defer tick.Stop()
+	for {
+		s, err := b.txns.c.Describe(ctx, []string{id})
+		if err == nil && len(s) == 1 && s[0].State == state {
+			return true
+		}
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			t.Errorf("transaction %q never reached %s: %v", id, state, ctx.Err())
+			return false
+		}
+	}
+}
+
+// TestTxnVerifiedWriteAfterAbort: a transactional batch verified at the
+// coordinator (KIP-890 part 1) whose transaction is ended, markers and all,
+// before the batch reaches the log (a produce the client gave up on, then
+// aborted: KAFKA-17754's shape) is refused with INVALID_TXN_STATE, as by
+// Kafka's verification guard, instead of opening a transaction in the
+// partition that no marker will ever end (the last stable offset stuck
+// below it for good: the coordinator has nothing open to time out).
+func TestTxnVerifiedWriteAfterAbort(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "guard", 1, nil)
+	ctx := testCtx(t)
+	const id = "guard"
+	owner := txnClient(t, b, id)
+	pid, epoch, err := owner.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())) // classic flow: AddPartitionsToTxn v3, Produce v9
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "guard", []int32{0}
+	add.Topics = append(add.Topics, at)
+	ar, err := add.RequestWith(ctx, raw)
+	if err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
+	}
+	var once sync.Once
+	b.testHooks.txnWriteVerified = func() {
+		once.Do(func() {
+			end := kmsg.NewPtrEndTxnRequest()
+			end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, false
+			if er, err := end.RequestWith(ctx, raw); err != nil || er.ErrorCode != 0 {
+				t.Errorf("EndTxn: %v %+v", err, er)
+				return
+			}
+			waitTxnState(t, b, id, "CompleteAbort")
+		})
+	}
+	req := kmsg.NewPtrProduceRequest()
+	txnID := id
+	req.TransactionID, req.Acks, req.TimeoutMillis = &txnID, -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "guard"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, txnBatch(pid, epoch, 0, "late")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidTxnState.Code {
+		t.Errorf("write after its transaction ended: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if fp := rawFetch(t, b, "guard", 1); fp.LastStableOffset != fp.HighWatermark {
+		t.Fatalf("LSO %d stuck below the high watermark %d", fp.LastStableOffset, fp.HighWatermark)
+	}
+}
+
+// TestTxnBackToBackV2: transactions one right after another under
+// transaction.version 2 (EndTxn answered before its markers are written;
+// the next transaction's first write adds its partition at the
+// coordinator, which waits for them): none is refused.
+func TestTxnBackToBackV2(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "b2b", 2, nil)
+	cl := txnClient(t, b, "b2b")
+	var want []string
+	for i := range 30 {
+		v := values(fmt.Sprint(i), 2)
+		produceTxn(t, cl, "b2b", int32(i%2), true, v...)
+		want = append(want, v...)
+	}
+	if got := readValues(t, b, "b2b", len(want), true); len(got) != len(want) {
+		t.Fatalf("read_committed got %d records, want %d", len(got), len(want))
+	}
+}
+
+// TestInitProducerIDHalfPair: InitProducerId v3+ with a producer id but no
+// epoch (or the reverse) is INVALID_REQUEST, as Kafka answers; it must not
+// hand the id's current epoch to whoever names the producer id (which the
+// coordinator took for a retry of the last bump, epoch -1).
+func TestInitProducerIDHalfPair(t *testing.T) {
+	b := txnTestBroker(t, "")
+	ctx := testCtx(t)
+	const id = "half"
+	owner := txnClient(t, b, id)
+	pid, epoch, err := owner.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := newClient(t, b)
+	for _, c := range []struct {
+		pid   int64
+		epoch int16
+	}{{pid, -1}, {-1, epoch}} {
+		req := kmsg.NewPtrInitProducerIDRequest()
+		txnID := id
+		req.TransactionalID, req.TransactionTimeoutMillis = &txnID, 60000
+		req.ProducerID, req.ProducerEpoch = c.pid, c.epoch
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("InitProducerId(producer %d, epoch %d): %v, producer %d epoch %d; want INVALID_REQUEST", c.pid, c.epoch, kerr.ErrorForCode(resp.ErrorCode), resp.ProducerID, resp.ProducerEpoch)
+		}
+	}
+}
+
+// TestTxnOffsetCommitUnverifiedRefused: a TxnOffsetCommit whose producer
+// the transactional id's coordinator cannot vouch for now (here: there is
+// no __transaction_state yet, so no coordinator) is answered
+// COORDINATOR_NOT_AVAILABLE, which clients retry, as Kafka 3.6+ answers,
+// instead of being written unverified: a transactional batch of a
+// producer with no transaction open (a delayed request, a bogus producer)
+// stays open in __consumer_offsets for good (no marker will come), and
+// RequireStable readers of the group get UNSTABLE_OFFSET_COMMIT for ever.
+func TestTxnOffsetCommitUnverifiedRefused(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "src", 1, nil)
+	// TxnOffsetCommit v3; its retriable answer is not retried for long.
+	cl := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0()), kgo.RetryTimeout(time.Second))
+	if off, code := fetchOffset(t, cl, "g", false); code != 0 || off != -1 { // the group's coordinator is up
+		t.Fatalf("OffsetFetch: offset %d, %v", off, kerr.ErrorForCode(code))
+	}
+	req := kmsg.NewPtrTxnOffsetCommitRequest()
+	req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = "nobody", "g", 999, 9, -1
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = "src"
+	rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+	rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 5, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.CoordinatorNotAvailable.Code {
+		t.Errorf("unverified TxnOffsetCommit: %v, want COORDINATOR_NOT_AVAILABLE", kerr.ErrorForCode(code))
+	}
+	if off, code := fetchOffset(t, cl, "g", true); code != 0 || off != -1 {
+		t.Fatalf("RequireStable OffsetFetch: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
+	}
+}
