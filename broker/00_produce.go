@@ -56,6 +56,12 @@ func handleProduce(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	var ackErr error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		ackErr = errInvalidRequiredAcks
+	} else if req.TransactionID == nil && hasTransactionalBatch(req) {
+		// Kafka's KafkaApis: transactional records need the
+		// transactional id they are written for (and WRITE on it).
+		// Without one they would open a transaction that no
+		// coordinator knows, so no marker would ever end it.
+		ackErr = kerr.TransactionalIDAuthorizationFailed
 	}
 	st := b.meta.State()
 	// Partitions append concurrently (their fsyncs overlap); the next
@@ -218,4 +224,21 @@ func configInt(b *Broker, set map[string]string, name string) int64 {
 		n, _ = strconv.ParseInt(d.def(&b.cfg), 10, 64)
 	}
 	return n
+}
+
+// hasTransactionalBatch reports whether any partition of req carries a
+// transactional batch (the first batch's header; each partition carries
+// one).
+func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
+	for _, t := range req.Topics {
+		for _, p := range t.Partitions {
+			if len(p.Records) < hotlog.BatchHeaderSize {
+				continue
+			}
+			if h, err := hotlog.ParseBatchHeader(p.Records); err == nil && h.IsTransactional() {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -178,3 +178,39 @@ func TestTxnOffsetCommitUnverifiedRefused(t *testing.T) {
 		t.Fatalf("RequireStable OffsetFetch: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
 	}
 }
+
+// TestProduceTransactionalWithoutID: transactional records in a Produce
+// without a transactional id are refused, TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+// for every partition, as Kafka's KafkaApis answers them. They were
+// appended: a transaction open in the partition that no coordinator knows,
+// so no marker ends it and the last stable offset stays below it for good.
+func TestProduceTransactionalWithoutID(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "noid", 1, nil)
+	raw := newClient(t, b)
+	ctx := testCtx(t)
+	init := kmsg.NewPtrInitProducerIDRequest()
+	ir, err := init.RequestWith(ctx, raw)
+	if err != nil || ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v %+v", err, ir)
+	}
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	tp, _ := b.meta.State().Topic("noid")
+	rt.Topic, rt.TopicID = "noid", tp.ID // v13+ names it by id
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, txnBatch(ir.ProducerID, ir.ProducerEpoch, 0, "orphan")
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.TransactionalIDAuthorizationFailed.Code {
+		t.Errorf("transactional batch without a transactional id: %v, want TRANSACTIONAL_ID_AUTHORIZATION_FAILED", kerr.ErrorForCode(code))
+	}
+	if fp := rawFetch(t, b, "noid", 1); fp.HighWatermark != 0 || fp.LastStableOffset != fp.HighWatermark {
+		t.Fatalf("high watermark %d, LSO %d: the batch was appended", fp.HighWatermark, fp.LastStableOffset)
+	}
+}
