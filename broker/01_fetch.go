@@ -179,9 +179,6 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = p.log.HighWatermark(), p.lastStableOffset(), p.log.LogStartOffset()
 				redirected = true
 			} else {
-				if replicaID >= 0 {
-					p.recordFollowerFetch(replicaID, replicaEpoch, pt.FetchOffset)
-				}
 				fp := &fetchPart{topicIdx: ti, partIdx: len(rt.Partitions), p: p, offset: pt.FetchOffset, maxBytes: pt.PartitionMaxBytes, replica: replicaID >= 0,
 					led: replicaID < 0 && !follower && p.isLeader(-1)}
 				if !unlimitedRate(leaderRate) && throttledReplica(st, p.topic, cfgLeaderThrottledReplicas, p.id, b.cfg.NodeID) && !p.inISR(replicaID) {
@@ -213,8 +210,15 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			}
 		}
 	}()
+	recorded := replicaID < 0
 	for {
 		ready, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
+		if !recorded {
+			// Once, after the first read, as Kafka's readFromLog (not
+			// a long poll's later reads).
+			recorded = true
+			recordFollowerFetches(resp, parts, replicaID, replicaEpoch)
+		}
 		if ready >= minBytes || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
@@ -321,6 +325,26 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 		return &Reply{Msg: resp}, nil
 	}
 	return &Reply{Msg: resp, zc: zc}, nil
+}
+
+// recordFollowerFetches notes a follower's fetch offset (for the ISR and
+// the high watermark) for each partition the read served, as Kafka's
+// Partition.fetchRecords updates the follower's fetch state only after a
+// successful read: a fetch that failed (OFFSET_OUT_OF_RANGE past the log
+// end or below the log start, a storage error...) records nothing, so a
+// divergent follower fetching past the leader's end is not taken as caught
+// up. The answer's high watermark is read again afterwards, so a follower
+// learns at once what its own fetch committed.
+func recordFollowerFetches(resp *kmsg.FetchResponse, parts []*fetchPart, replicaID int32, replicaEpoch int64) {
+	for _, fp := range parts {
+		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
+		if !fp.replica || rp.ErrorCode != 0 {
+			continue
+		}
+		fp.p.recordFollowerFetch(replicaID, replicaEpoch, fp.offset)
+		lso := fp.p.lastStableOffset() // first, as readFetchParts: never past the high watermark sent
+		rp.HighWatermark, rp.LastStableOffset = fp.p.log.HighWatermark(), lso
+	}
 }
 
 // readFetchParts reads every partition into fp.res and fills the

@@ -388,3 +388,83 @@ func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
 			other, kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches))
 	}
 }
+
+// A follower's fetch offset counts (its log end for the high watermark, its
+// catching up for the ISR) only once the leader has read at it, as Kafka's
+// Partition.fetchRecords updates the follower's fetch state after the read:
+// a fetch past the leader's log end (a divergent follower, a bad request)
+// answers OFFSET_OUT_OF_RANGE and is not recorded. It was recorded before
+// the read, so such a fetch moved the high watermark (capped at the
+// leader's end) over records the follower may not have.
+func TestFollowerFetchPastLogEndIsNotRecorded(t *testing.T) {
+	b := startBroker(t, "")
+	waitUnfenced(t, b)
+	self, other := b.cfg.NodeID, b.cfg.NodeID+1
+	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
+	const topic = "pastend"
+	mustPropose(t, b, &metadata.CreateTopic{Name: topic, Assignment: [][]int32{{self, other}}})
+	mp := leaderPartitionState(t, b, topic)
+	if mp.Leader != self || len(mp.ISR) != 2 {
+		t.Fatalf("leader %d ISR %v, want %d and both", mp.Leader, mp.ISR, self)
+	}
+	// acks=1: in the leader's log, not committed (the follower never fetched).
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produceP0(t, cl, topic)
+	p, err := b.store.partition(b.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The leader's own durable end reaches 1, so only the follower's end
+	// holds the high watermark back.
+	testutil.WaitFor(t, 10*time.Second, "the leader's record durable", func() bool { return p.repl.durableEnd.Load() == 1 })
+	fetch := func(offset int64) kmsg.FetchResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrFetchRequest()
+		req.Version = 15
+		req.ReplicaID = -1
+		req.ReplicaState.ID, req.ReplicaState.Epoch = other, reg.BrokerEpoch
+		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 1<<20
+		req.SessionEpoch = -1
+		rt := kmsg.NewFetchRequestTopic()
+		rt.TopicID = leaderPartitionTopicID(t, b, topic)
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, 1<<20, mp.LeaderEpoch
+		rp.LastFetchedEpoch = -1
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		nc := dial(t, b)
+		defer nc.Close()
+		return rawRequest(t, nc, req, 1).(*kmsg.FetchResponse).Topics[0].Partitions[0]
+	}
+	tr := func() int64 {
+		p.repl.mu.Lock()
+		defer p.repl.mu.Unlock()
+		return p.repl.mu.tracker.FollowerEnd(other)
+	}
+
+	got := fetch(5) // the leader's log ends at 1
+	if got.ErrorCode != kerr.OffsetOutOfRange.Code || len(got.RecordBatches) != 0 {
+		t.Errorf("follower fetch at 5 past the leader's log end 1: error %v, %d bytes of records; want OFFSET_OUT_OF_RANGE and none",
+			kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches))
+	}
+	if end, hw := tr(), p.log.HighWatermark(); end != -1 || hw != 0 {
+		t.Fatalf("after an out-of-range follower fetch at 5: follower's end %d, high watermark %d; want -1 (unknown) and 0", end, hw)
+	}
+
+	// A fetch the leader serves counts: at 0 the follower lacks offset
+	// 0, at 1 it has it and the high watermark passes it.
+	if got := fetch(0); got.ErrorCode != 0 || len(got.RecordBatches) == 0 {
+		t.Fatalf("follower fetch at 0: error %v, %d bytes; want the record", kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches))
+	}
+	if end, hw := tr(), p.log.HighWatermark(); end != 0 || hw != 0 {
+		t.Fatalf("after a follower fetch at 0: follower's end %d, high watermark %d; want 0, 0", end, hw)
+	}
+	if got := fetch(1); got.ErrorCode != 0 || got.HighWatermark != 1 {
+		t.Fatalf("follower fetch at 1: error %v, high watermark %d in the answer; want none, 1", kerr.ErrorForCode(got.ErrorCode), got.HighWatermark)
+	}
+	if end, hw := tr(), p.log.HighWatermark(); end != 1 || hw != 1 {
+		t.Fatalf("after a follower fetch at 1: follower's end %d, high watermark %d; want 1, 1", end, hw)
+	}
+}
