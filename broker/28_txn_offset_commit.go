@@ -25,7 +25,10 @@ import (
 // AddPartitionsToTxn v4 VerifyOnly to another broker). v3+ flexible. v5 (KIP-890 part 2) comes without
 // AddOffsetsToTxn: the offsets partition is added to the transaction at its
 // coordinator here. A coordinator that cannot answer now makes the commit
-// COORDINATOR_NOT_AVAILABLE (retried), never written unverified. v6 (topic ids) is not served.
+// COORDINATOR_NOT_AVAILABLE (retried), never written unverified. Either is
+// done under the offsets partition's verification guard (as a Produce's
+// batch, txns.go): a commit whose transaction ended there after the
+// coordinator answered is INVALID_TXN_STATE at the append. v6 (topic ids) is not served.
 // PRODUCER_FENCED is INVALID_PRODUCER_EPOCH before v3.
 
 func init() { regKey(28, 0, 5).handler = handleTxnOffsetCommit }
@@ -49,34 +52,58 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	part := b.groups.partitionFor(req.Group)
 	b.txns.ensure(req.TransactionalID)
 	tp := txn.TopicPartition{Topic: offsetsTopic, Partition: part}
-	if r.Version >= 5 {
-		// KIP-890 part 2: no AddOffsetsToTxn came; add the group's
-		// offsets partition to the transaction here.
-		if code := b.addToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}); code != 0 {
-			fill(code)
-			return &Reply{Msg: resp}, nil
+	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
+	if err != nil {
+		fill(txnOffsetsAppendCode(err, r.Version))
+		return &Reply{Msg: resp}, nil
+	}
+	// Verified under a verification guard of the offsets partition's
+	// producer state, as a Produce's batch (txns.go): a marker of the
+	// producer written there after the coordinator answered (an EndTxn
+	// that completed meanwhile) removes it, and the append is then refused
+	// (INVALID_TXN_STATE, which Kafka's group coordinator passes on)
+	// instead of opening a transaction after the marker that nothing ends.
+	var code int16
+	verified, err := b.verifyUnderGuard(p, req.ProducerID, req.ProducerEpoch, true, func() error {
+		if r.Version >= 5 {
+			// KIP-890 part 2: no AddOffsetsToTxn came; add the group's
+			// offsets partition to the transaction here.
+			code = b.addToTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp})
+		} else {
+			// KIP-890 part 1, as Kafka 3.6+ (transaction.partition.verification.enable):
+			// the id's coordinator, here or on another broker, must have the
+			// group's offsets partition in the producer's open transaction
+			// (AddOffsetsToTxn).
+			code = b.verifyInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp})
 		}
-	} else {
-		// KIP-890 part 1, as Kafka 3.6+ (transaction.partition.verification.enable):
-		// the id's coordinator, here or on another broker, must have the
-		// group's offsets partition in the producer's open transaction
-		// (AddOffsetsToTxn). A coordinator that cannot answer now makes
-		// the commit COORDINATOR_NOT_AVAILABLE, which clients retry (as
-		// Kafka answers): offsets written unverified, of a producer with
-		// no transaction open, would stay open in __consumer_offsets with
+		if code != 0 {
+			return kerr.ErrorForCode(code)
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errTxnGuardLost):
+		fill(kerr.CoordinatorNotAvailable.Code)
+		return &Reply{Msg: resp}, nil
+	case err == nil:
+	case r.Version >= 5:
+		fill(code)
+		return &Reply{Msg: resp}, nil
+	default:
+		// A coordinator that cannot answer now makes the commit
+		// COORDINATOR_NOT_AVAILABLE, which clients retry (as Kafka
+		// answers): offsets written unverified, of a producer with no
+		// transaction open, would stay open in __consumer_offsets with
 		// no marker to come.
-		switch code := b.verifyInTxn(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, []txn.TopicPartition{tp}); code {
-		case 0:
+		switch code {
 		case kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code, kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
 			fill(kerr.CoordinatorNotAvailable.Code)
-			return &Reply{Msg: resp}, nil
 		case kerr.ClusterAuthorizationFailed.Code: // the brokers' own principal, not the client's (Kafka's AddPartitionsToTxnManager)
 			fill(kerr.InvalidTxnState.Code)
-			return &Reply{Msg: resp}, nil
 		default:
 			fill(fencedCode(code, r.Version, 3))
-			return &Reply{Msg: resp}, nil
 		}
+		return &Reply{Msg: resp}, nil
 	}
 	b.groups.ensure(req.Group)
 	names := make([]string, len(req.Topics))
@@ -96,14 +123,17 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 	}
 	// Registered before the append: the transaction's marker may be
 	// written (a fence, a timeout) as soon as the records are in the log,
-	// before this append returns, and must find them.
+	// before this append returns, and must find them. A marker ends them
+	// only once they are in the log (written, set in log order): one that
+	// came first makes the append refuse them.
 	ob := b.txns.addOffsets(part, req.ProducerID, records)
-	p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
-	if err == nil {
-		batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
-		// Answered once the ISR has it (acks=-1, replication.go).
-		err = p.appendInternal(ctx, batch, b.stopping)
+	verified.written = func() { ob.written.Store(true) }
+	if b.testHooks.txnOffsetsVerified != nil {
+		b.testHooks.txnOffsetsVerified()
 	}
+	batch := encodeBatch(records, req.ProducerID, req.ProducerEpoch, attrTransactional, time.Now().UnixMilli())
+	// Answered once the ISR has it (acks=-1, replication.go).
+	err = p.appendInternalTxn(ctx, batch, verified, b.stopping)
 	if err == nil && b.testHooks.txnOffsetsAppended != nil {
 		b.testHooks.txnOffsetsAppended()
 	}
@@ -116,15 +146,7 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 			b.groups.c.EndTxnOffsets(ectx, part, records, false)
 			cancel()
 		}
-		code := errCode(err)
-		switch {
-		case code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code:
-			code = kerr.NotCoordinator.Code
-		case code == kerr.RequestTimedOut.Code || errors.Is(err, context.Canceled):
-			// Not replicated in time (Kafka answers the same).
-			code = kerr.CoordinatorNotAvailable.Code
-		}
-		code = fencedCode(code, r.Version, 3)
+		code := txnOffsetsAppendCode(err, r.Version)
 		for i := range gresp.Topics {
 			for j := range gresp.Topics[i].Partitions {
 				if gresp.Topics[i].Partitions[j].ErrorCode == 0 {
@@ -135,4 +157,18 @@ func handleTxnOffsetCommit(ctx context.Context, b *Broker, r *Request) (*Reply, 
 		return &Reply{Msg: gresp}, nil
 	}
 	return &Reply{Msg: gresp}, nil
+}
+
+// txnOffsetsAppendCode is the TxnOffsetCommit error code for a failed
+// append to the group's offsets partition.
+func txnOffsetsAppendCode(err error, version int16) int16 {
+	code := errCode(err)
+	switch {
+	case code == kerr.NotLeaderForPartition.Code || code == kerr.UnknownTopicOrPartition.Code:
+		code = kerr.NotCoordinator.Code
+	case code == kerr.RequestTimedOut.Code || errors.Is(err, context.Canceled):
+		// Not replicated in time (Kafka answers the same).
+		code = kerr.CoordinatorNotAvailable.Code
+	}
+	return fencedCode(code, version, 3)
 }

@@ -366,6 +366,7 @@ type Broker struct {
 		txnOffsetsAppended func()                           // a TxnOffsetCommit's batch is in the log, before it is answered
 		beforeLocalRead    func(p *partition, offset int64) // a Fetch is about to read p's local log at offset
 		txnWriteVerified   func()                           // a Produce's transactional batch was verified at the coordinator, before its append
+		txnOffsetsVerified func()                           // a TxnOffsetCommit was verified at the coordinator and its records registered, before its append
 	}
 	cfg      Config
 	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name

@@ -154,6 +154,7 @@ func (p *partition) appendProduced(records []byte, maxMessageBytes int32, epoch 
 		transactional: h.IsTransactional(),
 		verify:        v.verify,
 		guard:         v.guard,
+		written:       v.written,
 	}
 	return p.appendChecked(records, info, h, epoch, logAppendTime, noSyncWait, maxMessageBytes, ordered)
 }
@@ -199,6 +200,9 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 			first := batches[0].BaseOffset
 			p.mu.producers.apply(info, first, first+int64(h.LastOffsetDelta), time.Now().UnixMilli())
 			p.mu.stateEnd = max(p.mu.stateEnd, first+int64(h.LastOffsetDelta)+1)
+			if info.written != nil {
+				info.written()
+			}
 		},
 	}
 	res, err := p.log.Append(records, opts)

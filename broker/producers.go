@@ -168,6 +168,8 @@ type batchInfo struct {
 	// (nil: not verified).
 	verify bool
 	guard  *txnVerification
+	// written runs once the batch is written (appendChecked), if set.
+	written func()
 }
 
 func nextSeq(seq int32, n int32) int32 {

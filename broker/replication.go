@@ -353,8 +353,14 @@ const internalWriteTimeout = 30 * time.Second
 // leadership moves, kerr.RequestTimedOut at the deadline; the batch may stay
 // in the log then, as in Kafka.
 func (p *partition) appendInternal(ctx context.Context, batch []byte, stopping <-chan struct{}) error {
+	return p.appendInternalTxn(ctx, batch, txnWriteCheck{}, stopping)
+}
+
+// appendInternalTxn is appendInternal for a TxnOffsetCommit's transactional
+// batch, checked at the append with v as a Produce's batch is (txns.go).
+func (p *partition) appendInternalTxn(ctx context.Context, batch []byte, v txnWriteCheck, stopping <-chan struct{}) error {
 	epoch := p.leaderEpoch()
-	res, err := p.appendBatch(batch, math.MaxInt32, epoch, false, false, func() {})
+	res, err := p.appendProduced(batch, math.MaxInt32, epoch, false, false, v, func() {})
 	if err != nil {
 		return err
 	}

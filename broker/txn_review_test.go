@@ -214,3 +214,111 @@ func TestProduceTransactionalWithoutID(t *testing.T) {
 		t.Fatalf("high watermark %d, LSO %d: the batch was appended", fp.HighWatermark, fp.LastStableOffset)
 	}
 }
+
+// TestTxnOffsetCommitVerifiedAfterEnd: a TxnOffsetCommit verified at the
+// transaction coordinator (KIP-890 part 1 before v5, the implicit add of
+// part 2 at v5) whose transaction is ended, markers and all, before its
+// batch reaches __consumer_offsets (the hook runs after the offsets were
+// registered for the marker, just before the append) is refused with
+// INVALID_TXN_STATE, as Kafka's group coordinator answers the append's
+// verification-guard failure, instead of opening a transaction in the
+// offsets partition that no marker will end: its last stable offset would
+// stay below the high watermark for good (compaction stops there) and the
+// offsets pending for RequireStable readers. Nor does the marker that came
+// first apply the offsets of a batch that never reached the log.
+func TestTxnOffsetCommitVerifiedAfterEnd(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		v5     bool // TxnOffsetCommit v5 (implicit add), else v3 after AddOffsetsToTxn
+		commit bool // the hook's EndTxn (v3 / v4: no epoch bump)
+		tv2    bool // EndTxn v5 instead: its markers fence the epoch
+		want   int16
+	}{
+		{"v3 abort", false, false, false, kerr.InvalidTxnState.Code},
+		{"v3 commit", false, true, false, kerr.InvalidTxnState.Code},
+		{"v5 abort", true, false, false, kerr.InvalidTxnState.Code},
+		{"v5 commit", true, true, false, kerr.InvalidTxnState.Code},
+		{"v5 commit EndTxn v5", true, true, true, kerr.ProducerFenced.Code},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := txnTestBroker(t, "")
+			createTopic(t, b, "src", 1, nil)
+			ctx := testCtx(t)
+			const id = "offsets-guard"
+			owner := txnClient(t, b, id)
+			pid, epoch, err := owner.ProducerID(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			classic := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())) // TxnOffsetCommit v3, EndTxn v3
+			if !tc.v5 {
+				add := kmsg.NewPtrAddOffsetsToTxnRequest()
+				add.TransactionalID, add.ProducerID, add.ProducerEpoch, add.Group = id, pid, epoch, "g"
+				if r, err := add.RequestWith(ctx, classic); err != nil || r.ErrorCode != 0 {
+					t.Fatalf("AddOffsetsToTxn: %v %+v", err, r)
+				}
+			}
+			// Its own connection: a broker answers one connection's
+			// requests in order, and the TxnOffsetCommit waits in the hook.
+			ender := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0()))
+			if tc.tv2 {
+				ender = newClient(t, b)
+			}
+			var once sync.Once
+			b.testHooks.txnOffsetsVerified = func() {
+				once.Do(func() {
+					end := kmsg.NewPtrEndTxnRequest()
+					end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, tc.commit
+					if er, err := end.RequestWith(ctx, ender); err != nil || er.ErrorCode != 0 {
+						t.Errorf("EndTxn: %v %+v", err, er)
+						return
+					}
+					state := "CompleteAbort"
+					if tc.commit {
+						state = "CompleteCommit"
+					}
+					waitTxnState(t, b, id, state)
+				})
+			}
+			cl := classic
+			if tc.v5 {
+				cl = newClient(t, b) // TxnOffsetCommit v5
+			}
+			req := kmsg.NewPtrTxnOffsetCommitRequest()
+			req.TransactionalID, req.Group, req.ProducerID, req.ProducerEpoch, req.Generation = id, "g", pid, epoch, -1
+			rt := kmsg.NewTxnOffsetCommitRequestTopic()
+			rt.Topic = "src"
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition, rp.Offset, rp.LeaderEpoch = 0, 99, -1
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+			resp, err := req.RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if wantV := map[bool]int16{false: 3, true: 5}[tc.v5]; resp.Version != wantV {
+				t.Fatalf("TxnOffsetCommit v%d, want v%d", resp.Version, wantV)
+			}
+			if code := resp.Topics[0].Partitions[0].ErrorCode; code != tc.want {
+				t.Errorf("TxnOffsetCommit after its transaction ended: %v, want %v", kerr.ErrorForCode(code), kerr.ErrorForCode(tc.want))
+			}
+			part := b.groups.partitionFor("g")
+			p, err := b.store.partition(b.meta.State(), offsetsTopic, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if lso, hw := p.lastStableOffset(), p.log.HighWatermark(); lso != hw {
+				t.Errorf("__consumer_offsets-%d: LSO %d stuck below the high watermark %d", part, lso, hw)
+			}
+			b.txns.mu.Lock()
+			left := len(b.txns.mu.offsets[part][pid])
+			b.txns.mu.Unlock()
+			if left != 0 {
+				t.Errorf("%d batches of offsets kept for producer %d's next marker", left, pid)
+			}
+			if off, code := fetchOffset(t, newClient(t, b), "g", true); code != 0 || off != -1 {
+				t.Errorf("RequireStable OffsetFetch: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
+			}
+		})
+	}
+}

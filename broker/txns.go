@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -377,6 +378,11 @@ type txnOffsetBatch struct {
 	part       int32
 	producerID int64
 	recs       []group.Record
+	// written: the batch is in the log (set by its append, in log order,
+	// or by the replay). A marker ends only written batches: one refused
+	// at its append because that marker came first (its verification
+	// guard gone) is taken back by its handler.
+	written atomic.Bool
 }
 
 // addOffsets registers transactional offset records of an offsets
@@ -420,10 +426,20 @@ func (t *txns) takeBackOffsets(ob *txnOffsetBatch) bool {
 func (t *txns) endOffsets(part int32, producerID int64, commit bool) {
 	t.mu.Lock()
 	var recs []group.Record
+	var unwritten []*txnOffsetBatch
 	for _, ob := range t.mu.offsets[part][producerID] {
+		if !ob.written.Load() {
+			// Not in the log before this marker: its append is refused.
+			unwritten = append(unwritten, ob)
+			continue
+		}
 		recs = append(recs, ob.recs...)
 	}
-	delete(t.mu.offsets[part], producerID)
+	if len(unwritten) > 0 {
+		t.mu.offsets[part][producerID] = unwritten
+	} else {
+		delete(t.mu.offsets[part], producerID)
+	}
 	t.mu.Unlock()
 	if len(recs) == 0 {
 		return
@@ -457,7 +473,9 @@ func (t *txns) replayOffsets(ctx context.Context, p *partition, part int32, fn f
 	}
 	pending := make(map[int64][]*txnOffsetBatch, len(r.pending))
 	for pid, recs := range r.pending {
-		pending[pid] = []*txnOffsetBatch{{part: part, producerID: pid, recs: recs}}
+		ob := &txnOffsetBatch{part: part, producerID: pid, recs: recs}
+		ob.written.Store(true)
+		pending[pid] = []*txnOffsetBatch{ob}
 	}
 	t.mu.offsets[part] = pending
 	var open []group.Record
@@ -789,15 +807,18 @@ func (b *Broker) atTxnCoordinator(ctx context.Context, id string, producerID int
 	return worst(codes)
 }
 
-// txnWriteCheck is what verifyTxnWrite found for a Produce's batch, for
-// the producer-state check of its append (producers.go): verify (a
-// transactional batch with a transactional id) makes the append refuse to
-// open a transaction unless guard, the verification guard taken before
-// the coordinator was asked, is still the producer's (no marker came
-// since).
+// txnWriteCheck is what verifyTxnWrite (or a TxnOffsetCommit) found for
+// a transactional batch, for the producer-state check of its append
+// (producers.go): verify (a transactional batch with a transactional id)
+// makes the append refuse to open a transaction unless guard, the
+// verification guard taken before the coordinator was asked, is still the
+// producer's (no marker came since). written, if set, runs once the batch
+// is in the log, under the log's append lock (so before any later
+// marker's append).
 type txnWriteCheck struct {
-	verify bool
-	guard  *txnVerification
+	verify  bool
+	guard   *txnVerification
+	written func()
 }
 
 // verifyTxnWrite is KIP-890 part 1's check of a transactional batch: the
@@ -823,38 +844,60 @@ func (b *Broker) verifyTxnWrite(txnID *string, p *partition, records []byte, imp
 	if err != nil || !h.IsTransactional() || h.IsControl() {
 		return txnWriteCheck{}, nil
 	}
-	// A marker that comes while the coordinator is asked removes the
-	// guard: the previous transaction's, when the coordinator held the
-	// answer until its markers were written (an implicit add right after
-	// an EndTxn). The coordinator is then asked again under a new guard.
+	verified, err := b.verifyUnderGuard(p, h.ProducerID, h.ProducerEpoch, false, func() error {
+		return b.verifyTxnAt(*txnID, p, h, implicitAdd)
+	})
+	if errors.Is(err, errTxnGuardLost) {
+		return txnWriteCheck{}, fmt.Errorf("%w: transaction of %q ended at %s-%d while it was verified", errTxnVerifyRetriable, *txnID, p.topic, p.id)
+	}
+	if err == nil && verified.guard != nil {
+		b.txnVerifiedHook()
+	}
+	return verified, err
+}
+
+// errTxnGuardLost: verifyUnderGuard's guard was removed (a marker of the
+// producer came) each time the coordinator was asked.
+var errTxnGuardLost = errors.New("broker: transaction ended here while it was verified")
+
+// verifyUnderGuard runs verify, the producer's transaction at epoch checked
+// (or p added to it) at the transactional id's coordinator, under a
+// verification guard of p's producer state, and returns what the append
+// must check (txnWriteCheck). With the transaction open in p already,
+// there is no guard (the append needs it still open) and verify is run
+// only if always. A marker that comes while the coordinator is asked
+// removes the guard: the previous transaction's, when the coordinator held
+// the answer until its markers were written (an implicit add right after
+// an EndTxn). The coordinator is then asked again under a new guard, and
+// after three such rounds errTxnGuardLost.
+func (b *Broker) verifyUnderGuard(p *partition, producerID int64, epoch int16, always bool, verify func() error) (txnWriteCheck, error) {
 	for range 3 {
 		p.mu.Lock()
-		open := p.mu.producers.txnOpen(h.ProducerID, h.ProducerEpoch)
+		open := p.mu.producers.txnOpen(producerID, epoch)
 		var guard *txnVerification
 		if !open {
-			guard = p.mu.producers.verification(h.ProducerID, time.Now().UnixMilli())
+			guard = p.mu.producers.verification(producerID, time.Now().UnixMilli())
 		}
 		p.mu.Unlock()
-		if open {
+		if open && !always {
 			// No guard: the append still needs the transaction open then.
 			return txnWriteCheck{verify: true}, nil
 		}
-		err = b.verifyTxnAt(*txnID, p, h, implicitAdd)
+		err := verify()
 		p.mu.Lock()
-		current := p.mu.producers.verifying[h.ProducerID] == guard
+		current := p.mu.producers.verifying[producerID] == guard
 		if err != nil {
-			p.mu.producers.dropVerification(h.ProducerID, guard)
+			p.mu.producers.dropVerification(producerID, guard)
 		}
 		p.mu.Unlock()
 		if err != nil {
 			return txnWriteCheck{}, err
 		}
-		if current {
-			b.txnVerifiedHook()
+		if open || current {
 			return txnWriteCheck{verify: true, guard: guard}, nil
 		}
 	}
-	return txnWriteCheck{}, fmt.Errorf("%w: transaction of %q ended at %s-%d while it was verified", errTxnVerifyRetriable, *txnID, p.topic, p.id)
+	return txnWriteCheck{}, errTxnGuardLost
 }
 
 // verifyTxnAt asks the coordinator of id about the producer's transaction
