@@ -591,6 +591,14 @@ func TestFetchQuotaThrottledEmpty(t *testing.T) {
 			t.Fatalf("produce %d: %v", i, kerr.ErrorForCode(rp.ErrorCode))
 		}
 	}
+	// acks=1 answers before the fsync that moves the high watermark: a
+	// fetch of offset 1 could find nothing to read yet (an empty answer,
+	// no throttle), which failed the test on a loaded machine.
+	fq, err := b.store.partition(b.meta.State(), "fq", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitCond(t, func() bool { return fq.log.HighWatermark() == n })
 	anon := AnonymousPrincipal
 	res, err := kadm.NewClient(newClient(t, b)).AlterClientQuotas(testCtx(t), []kadm.AlterClientQuotaEntry{
 		quotaEntry(&anon, nil, kadm.AlterClientQuotaOp{Key: "consumer_byte_rate", Value: 62 << 10}),
