@@ -42,6 +42,12 @@ func newGroups(b *Broker) *groups {
 		cfg.Partitions = group.DefaultPartitions
 	}
 	cfg.Topics = groupTopics{b}
+	cfg.PartitionCount = func() int32 {
+		if t, ok := b.meta.State().Topic(offsetsTopic); ok {
+			return int32(len(t.Partitions))
+		}
+		return 0
+	}
 	cfg.GroupConfigs = func(id string) map[string]string { return b.meta.State().GroupConfigs(id) }
 	if cfg.Logger == nil {
 		cfg.Logger = b.log

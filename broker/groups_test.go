@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/hotlog"
 )
@@ -56,4 +59,43 @@ func FuzzReplayBatches(f *testing.F) {
 			return nil
 		})
 	})
+}
+
+// TestOffsetsPartitionCountOfExistingTopic: once __consumer_offsets exists,
+// its partition count maps groups to partitions, not the configured
+// offsets.topic.num.partitions (Kafka reads the count from the topic's
+// metadata). A broker restarted with another setting still finds the
+// offsets a group committed before.
+func TestOffsetsPartitionCountOfExistingTopic(t *testing.T) {
+	dir := t.TempDir()
+	withPartitions := func(n int32) func(*Config) {
+		return func(c *Config) { c.Groups = group.Config{Partitions: n, InitialRebalanceDelay: -1} }
+	}
+	// A group whose partition differs under 8 and 16 partitions.
+	gid := ""
+	for i := 0; gid == ""; i++ {
+		if id := fmt.Sprintf("moved-%d", i); group.PartitionFor(id, 16) >= 8 {
+			gid = id
+		}
+	}
+	b := startBroker(t, dir, withPartitions(8))
+	createTopic(t, b, "t", 1, nil)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	resp, err := adm.CommitOffsets(ctx, gid, kadm.OffsetsFromRecords(kgo.Record{Topic: "t", Partition: 0, Offset: 41}))
+	if err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b2 := startBroker(t, dir, withPartitions(16))
+	fetched, err := kadm.NewClient(newClient(t, b2)).FetchOffsets(ctx, gid)
+	if err != nil || fetched.Error() != nil {
+		t.Fatalf("fetch: %v %v", err, fetched.Error())
+	}
+	if o, ok := fetched.Lookup("t", 0); !ok || o.At != 42 {
+		t.Fatalf("after a restart with another offsets.topic.num.partitions: committed %+v (found %v), want 42", o, ok)
+	}
 }

@@ -638,6 +638,11 @@ func (c *Coordinator) scheduleExpiry(g *group, m *member, d time.Duration) {
 	})
 }
 
+// failSyncs answers every waiting SyncGroup with code. Each answered
+// member's session starts again, as Kafka's propagateAssignment
+// reschedules its heartbeat: an expiry that fired while it waited was
+// ignored and scheduled nothing, so without this a static member whose
+// client died there would never be removed.
 func (c *Coordinator) failSyncs(g *group, code int16) {
 	for _, id := range g.memberOrder() {
 		m := g.members[id]
@@ -647,6 +652,7 @@ func (c *Coordinator) failSyncs(g *group, code int16) {
 			r.ErrorCode = code
 			m.syncReply(r)
 			m.syncReply = nil
+			c.touch(g, m)
 		}
 	}
 }

@@ -49,6 +49,13 @@ type Config struct {
 	// (offsets.topic.num.partitions); it decides which partition, and so
 	// which coordinator, owns a group (see PartitionFor).
 	Partitions int32
+	// PartitionCount, if set, returns the partition count of the existing
+	// __consumer_offsets topic (0 while there is none). It wins over
+	// Partitions, as Kafka maps groups by the topic's own count once it
+	// exists: a broker started with another offsets.topic.num.partitions
+	// must not look for a group's offsets in another partition. It is
+	// called from request goroutines and the loop, and must not block.
+	PartitionCount func() int32
 	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: how long
 	// the first rebalance of an empty group waits for more members. A
 	// negative value means no delay.

@@ -30,9 +30,15 @@ func PartitionFor(groupID string, partitions int32) int32 {
 }
 
 // PartitionFor returns the __consumer_offsets partition of a group under
-// this coordinator's partition count.
+// this coordinator's partition count: the topic's, once it exists.
 func (c *Coordinator) PartitionFor(groupID string) int32 {
-	return PartitionFor(groupID, c.cfg.Partitions)
+	n := c.cfg.Partitions
+	if c.cfg.PartitionCount != nil {
+		if m := c.cfg.PartitionCount(); m > 0 {
+			n = m
+		}
+	}
+	return PartitionFor(groupID, n)
 }
 
 // partition is one __consumer_offsets partition this coordinator leads.
@@ -322,6 +328,7 @@ func (c *Coordinator) checkIdle() {
 
 func isNotLeader(err error) bool { return errors.Is(err, ErrNotLeader) }
 
-// Partitions is the __consumer_offsets partition count the coordinator maps
-// groups onto.
+// Partitions is the configured __consumer_offsets partition count (the
+// count the topic is created with; PartitionFor maps groups by the
+// existing topic's count, see Config.PartitionCount).
 func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
