@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/kversion"
+
+	"github.com/sediment-io/sediment/broker/txn"
 )
 
 // waitTxnState polls the coordinator until id is in state (on a handler's
@@ -320,5 +322,47 @@ func TestTxnOffsetCommitVerifiedAfterEnd(t *testing.T) {
 				t.Errorf("RequireStable OffsetFetch: offset %d, %v; want -1, none", off, kerr.ErrorForCode(code))
 			}
 		})
+	}
+}
+
+// TestTxnStatePartitionCountOfExistingTopic: a transactional id maps to its
+// __transaction_state partition by the existing topic's partition count, as
+// Kafka's TransactionStateManager does, not by
+// transaction.state.log.num.partitions: a broker restarted with another
+// setting looked for the id in another partition and handed its producer a
+// new producer id at epoch 0, unfencing the old producer.
+func TestTxnStatePartitionCountOfExistingTopic(t *testing.T) {
+	dir := t.TempDir()
+	withPartitions := func(n int32) func(*Config) {
+		return func(c *Config) { c.Transactions = txn.Config{Partitions: n, AbortInterval: 100 * time.Millisecond} }
+	}
+	id := ""
+	for i := 0; id == ""; i++ {
+		if s := fmt.Sprintf("moved-%d", i); txn.PartitionFor(s, 8) >= 4 {
+			id = s
+		}
+	}
+	initID := func(b *Broker) (int64, int16) {
+		t.Helper()
+		cl := newClient(t, b, kgo.RequestRetries(50))
+		var resp *kmsg.InitProducerIDResponse
+		waitCond(t, func() bool {
+			req := kmsg.NewPtrInitProducerIDRequest()
+			req.TransactionalID, req.TransactionTimeoutMillis = kmsg.StringPtr(id), 60000
+			var err error
+			resp, err = req.RequestWith(testCtx(t), cl)
+			return err == nil && resp.ErrorCode == 0
+		})
+		return resp.ProducerID, resp.ProducerEpoch
+	}
+	b := startBroker(t, dir, withPartitions(4))
+	pid, epoch := initID(b)
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b2 := startBroker(t, dir, withPartitions(8))
+	pid2, epoch2 := initID(b2)
+	if pid2 != pid || epoch2 != epoch+1 {
+		t.Fatalf("after a restart with another transaction.state.log.num.partitions: producer %d epoch %d, want %d epoch %d", pid2, epoch2, pid, epoch+1)
 	}
 }

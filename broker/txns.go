@@ -52,6 +52,12 @@ type txns struct {
 func newTxns(b *Broker) *txns {
 	cfg := b.cfg.Transactions
 	cfg.Broker = txnBroker{b}
+	cfg.PartitionCount = func() int32 {
+		if t, ok := b.meta.State().Topic(txn.StateTopic); ok {
+			return int32(len(t.Partitions))
+		}
+		return 0
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = b.log
 	}

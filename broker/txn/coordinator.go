@@ -102,6 +102,13 @@ func (realClock) AfterFunc(d time.Duration, f func()) func() bool {
 type Config struct {
 	// Partitions of __transaction_state (transaction.state.log.num.partitions).
 	Partitions int32
+	// PartitionCount, if set, returns the partition count of the existing
+	// __transaction_state topic (0 while there is none). It wins over
+	// Partitions, as Kafka maps ids by the topic's own count once it
+	// exists: a broker started with another
+	// transaction.state.log.num.partitions must not look for an id's
+	// state in another partition. It must not block.
+	PartitionCount func() int32
 	// MaxTimeout bounds the transaction.timeout.ms a producer may ask for.
 	MaxTimeout time.Duration
 	// AbortInterval is how often open transactions are checked for timeout.
@@ -260,8 +267,17 @@ func (c *Coordinator) Close() error {
 func (c *Coordinator) Partitions() int32 { return c.cfg.Partitions }
 
 // PartitionFor returns the __transaction_state partition of an id: Kafka's
-// abs(javaStringHashCode(id)) % partitions.
-func (c *Coordinator) PartitionFor(id string) int32 { return PartitionFor(id, c.cfg.Partitions) }
+// abs(javaStringHashCode(id)) % partitions, the existing topic's count
+// once there is one (Config.PartitionCount).
+func (c *Coordinator) PartitionFor(id string) int32 {
+	n := c.cfg.Partitions
+	if c.cfg.PartitionCount != nil {
+		if m := c.cfg.PartitionCount(); m > 0 {
+			n = m
+		}
+	}
+	return PartitionFor(id, n)
+}
 
 // PartitionFor is Kafka's Utils.abs(id.hashCode()) % partitions.
 func PartitionFor(id string, partitions int32) int32 {
