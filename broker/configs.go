@@ -117,6 +117,21 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 var errInvalidConfig = errors.New("broker: invalid config")
 
 // validateTopicConfig checks one name/value pair.
+// storedTopicConfigValue is the form in which a validated topic config
+// value is written to the metadata log: a boolean as "true" or "false"
+// (validation accepts any case and surrounding spaces, as Kafka does), the
+// rest as given. The metadata state machine reads
+// unclean.leader.election.enable as exactly "true" (and cannot start
+// reading it more leniently: voters of two versions would then elect
+// differently on the same entries), so a "True" stored as sent would be
+// shown as enabled and never honoured.
+func storedTopicConfigValue(name, value string) string {
+	if d, ok := topicConfigDefs[name]; ok && d.typ == cfgBool && d.check == nil {
+		return strings.ToLower(strings.TrimSpace(value))
+	}
+	return value
+}
+
 func validateTopicConfig(name string, value *string) error {
 	d, ok := topicConfigDefs[name]
 	if !ok {

@@ -110,8 +110,13 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		st = next
 		out[i] = applyResponse{result: res, err: err}
 	}
+	advanced := st != f.current()
 	f.state.Store(st)
-	if f.publish != nil && len(changes) > 0 {
+	// Publish whenever the version moved, even with no change to stream
+	// (only rejected commands or configuration entries): WaitForVersion,
+	// and so Sync, waits for the version of whatever entry the leader
+	// applied last, which is often a rejected command.
+	if f.publish != nil && (len(changes) > 0 || advanced) {
 		f.publish(changes, nil)
 	}
 	return out
