@@ -42,7 +42,7 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			for _, c := range res.Configs {
 				if err == nil {
 					if err = validateTopicConfig(c.Name, c.Value); err == nil {
-						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: canonicalTopicConfig(c.Name, *c.Value)})
 					}
 				}
 			}

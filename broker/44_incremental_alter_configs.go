@@ -73,7 +73,7 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 			if err := validateTopicConfig(c.Name, c.Value); err != nil {
 				return err
 			}
-			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: *c.Value})
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: canonicalTopicConfig(c.Name, *c.Value)})
 		case kmsg.IncrementalAlterConfigOpDelete:
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:

@@ -170,6 +170,31 @@ func validateTopicConfig(name string, value *string) error {
 	return nil
 }
 
+// canonicalTopicConfig is the form a validated topic config value is
+// stored in: the value as Kafka's ConfigDef parses it (surrounding spaces
+// dropped, booleans in lower case, list elements trimmed), so that every
+// reader of the stored value (strconv, == "true", …) sees what validation
+// accepted; a stored " 1000" or "TRUE" would otherwise be accepted and then
+// ignored in favour of the default.
+func canonicalTopicConfig(name, value string) string {
+	v := strings.TrimSpace(value)
+	d := topicConfigDefs[name]
+	if d == nil {
+		return v
+	}
+	switch d.typ {
+	case cfgBool:
+		return strings.ToLower(v)
+	case cfgList:
+		parts := strings.Split(v, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return strings.Join(parts, ",")
+	}
+	return v
+}
+
 func containsStr(s []string, v string) bool {
 	for _, e := range s {
 		if e == v {

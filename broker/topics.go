@@ -28,6 +28,7 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 		if err := validateTopicConfig(k, &v); err != nil {
 			return err
 		}
+		spec.configs[k] = canonicalTopicConfig(k, v)
 	}
 	if spec.partitions == -1 {
 		spec.partitions = b.cfg.NumPartitions
