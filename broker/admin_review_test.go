@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestTopicConfigValueSpacesApplied: a topic config value with spaces
@@ -68,5 +69,105 @@ func TestTopicConfigValueSpacesApplied(t *testing.T) {
 	}
 	if err := produce("spaced-legacy"); !errors.Is(err, kerr.MessageTooLarge) {
 		t.Errorf("altered (legacy) to max.message.bytes %q: a 4000-byte record: %v, want MESSAGE_TOO_LARGE", spaced, err)
+	}
+}
+
+// TestAlterConfigsDuplicates: as Kafka's ConfigAdminManager.preprocess, a
+// resource listed twice in one AlterConfigs or IncrementalAlterConfigs is
+// INVALID_REQUEST for every copy and none is applied; a config named twice
+// in one resource, or a null value (but for an incremental DELETE), is
+// INVALID_REQUEST for that resource.
+func TestAlterConfigsDuplicates(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	createTopic(t, b, "dup", 1, nil)
+	createTopic(t, b, "other", 1, nil)
+	retention := func(topic string) string {
+		t.Helper()
+		rc, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil || rc[0].Err != nil {
+			t.Fatalf("describe %s: %v %v", topic, err, rc)
+		}
+		for _, c := range rc[0].Configs {
+			if c.Key == "retention.ms" && c.Value != nil {
+				return *c.Value
+			}
+		}
+		return ""
+	}
+	before := retention("dup")
+
+	incr := func(i int, name string, value *string, op kmsg.IncrementalAlterConfigOp) kmsg.IncrementalAlterConfigsRequestResource {
+		r := kmsg.NewIncrementalAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, []string{"dup", "other"}[i]
+		c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+		c.Name, c.Value, c.Op = name, value, op
+		r.Configs = append(r.Configs, c)
+		return r
+	}
+	req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Resources = append(req.Resources,
+		incr(0, "retention.ms", kmsg.StringPtr("1000"), kmsg.IncrementalAlterConfigOpSet),
+		incr(0, "retention.ms", kmsg.StringPtr("2000"), kmsg.IncrementalAlterConfigOpSet))
+	twice := incr(1, "retention.ms", kmsg.StringPtr("1000"), kmsg.IncrementalAlterConfigOpSet)
+	twice.Configs = append(twice.Configs, twice.Configs[0])
+	req.Resources = append(req.Resources, twice)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Resources) != 3 {
+		t.Fatalf("%d resources answered, want 3", len(resp.Resources))
+	}
+	for i, r := range resp.Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("incremental resource %d (%s): %v, want INVALID_REQUEST", i, r.ResourceName, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if got := retention("dup"); got != before {
+		t.Errorf("retention.ms %s after a rejected duplicate, want %s", got, before)
+	}
+	if got := retention("other"); got != before {
+		t.Errorf("other retention.ms %s after a config named twice, want %s", got, before)
+	}
+
+	req = kmsg.NewPtrIncrementalAlterConfigsRequest()
+	req.Resources = append(req.Resources, incr(0, "retention.ms", nil, kmsg.IncrementalAlterConfigOpSet))
+	if resp, err = req.RequestWith(ctx, cl); err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Resources[0].ErrorCode; code != kerr.InvalidRequest.Code {
+		t.Errorf("incremental SET of a null value: %v, want INVALID_REQUEST", kerr.ErrorForCode(code))
+	}
+
+	legacy := func(name string, configs ...string) kmsg.AlterConfigsRequestResource {
+		r := kmsg.NewAlterConfigsRequestResource()
+		r.ResourceType, r.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		for i := 0; i < len(configs); i += 2 {
+			c := kmsg.NewAlterConfigsRequestResourceConfig()
+			c.Name, c.Value = configs[i], kmsg.StringPtr(configs[i+1])
+			r.Configs = append(r.Configs, c)
+		}
+		return r
+	}
+	lreq := kmsg.NewPtrAlterConfigsRequest()
+	lreq.Resources = append(lreq.Resources, legacy("dup", "retention.ms", "1000"), legacy("dup", "retention.ms", "2000"),
+		legacy("other", "retention.ms", "1000", "retention.ms", "2000"))
+	lresp, err := lreq.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range lresp.Resources {
+		if r.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("legacy resource %d (%s): %v, want INVALID_REQUEST", i, r.ResourceName, kerr.ErrorForCode(r.ErrorCode))
+		}
+	}
+	if got := retention("dup"); got != before {
+		t.Errorf("retention.ms %s after a rejected legacy duplicate, want %s", got, before)
+	}
+	if got := retention("other"); got != before {
+		t.Errorf("other retention.ms %s after a legacy config named twice, want %s", got, before)
 	}
 }
