@@ -171,3 +171,56 @@ func TestAlterConfigsDuplicates(t *testing.T) {
 		t.Errorf("other retention.ms %s after a legacy config named twice, want %s", got, before)
 	}
 }
+
+// TestDescribeBrokerConfigsHidesPasswords: a dynamic broker config that
+// Kafka types PASSWORD (sasl.jaas.config, ssl.keystore.password, also under
+// a listener's prefix) is stored, but DescribeConfigs, of the broker and
+// of the cluster default, reports it sensitive and without its value, as
+// Kafka does; other stored names keep their values.
+func TestDescribeBrokerConfigsHidesPasswords(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	id := b.cfg.NodeID
+	jaas := `org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="hunter2";`
+	secret, relogin := "hunter2", "58000"
+	for _, brokers := range [][]int32{{id}, nil} {
+		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{
+			{Op: kadm.SetConfig, Name: "listener.name.sasl_plaintext.plain.sasl.jaas.config", Value: &jaas},
+			{Op: kadm.SetConfig, Name: "listener.name.ssl.ssl.keystore.password", Value: &secret},
+			{Op: kadm.SetConfig, Name: "sasl.kerberos.min.time.before.relogin", Value: &relogin},
+		}, brokers...)
+		if err != nil || rs[0].Err != nil {
+			t.Fatalf("alter %v: %v %v", brokers, err, rs)
+		}
+	}
+	for _, brokers := range [][]int32{{id}, nil} {
+		rc, err := adm.DescribeBrokerConfigs(ctx, brokers...)
+		if err != nil || rc[0].Err != nil {
+			t.Fatalf("describe %v: %v %v", brokers, err, rc)
+		}
+		seen := 0
+		for _, c := range rc[0].Configs {
+			switch c.Key {
+			case "listener.name.sasl_plaintext.plain.sasl.jaas.config", "listener.name.ssl.ssl.keystore.password":
+				seen++
+				if c.Value != nil || !c.Sensitive {
+					t.Errorf("broker %v %s = %q (sensitive %v), want no value, sensitive", brokers, c.Key, c.MaybeValue(), c.Sensitive)
+				}
+				for _, s := range c.Synonyms {
+					if s.Value != nil {
+						t.Errorf("broker %v %s synonym %s = %q, want no value", brokers, c.Key, s.Key, *s.Value)
+					}
+				}
+			case "sasl.kerberos.min.time.before.relogin":
+				seen++
+				if c.Value == nil || *c.Value != relogin || c.Sensitive {
+					t.Errorf("broker %v %s = %q (sensitive %v), want %s", brokers, c.Key, c.MaybeValue(), c.Sensitive, relogin)
+				}
+			}
+		}
+		if seen != 3 {
+			t.Errorf("broker %v: %d of the 3 stored configs listed", brokers, seen)
+		}
+	}
+}
