@@ -224,3 +224,74 @@ func TestDescribeBrokerConfigsHidesPasswords(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateOnlyReplicaAssignment: validate_only answers what the real
+// request would, as Kafka's controller runs the whole validation: a manual
+// replica assignment naming an unregistered broker, a broker twice or an
+// empty replica list is INVALID_REPLICA_ASSIGNMENT for CreateTopics and
+// CreatePartitions alike, and a valid one reports the assignment's
+// partition count and replication factor.
+func TestValidateOnlyReplicaAssignment(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	cl := newClient(t, b)
+	id := b.cfg.NodeID
+	createTopic(t, b, "grow", 1, nil)
+
+	create := func(validateOnly bool, assignment ...[]int32) kmsg.CreateTopicsResponseTopic {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.ValidateOnly = validateOnly
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "manual", -1, -1
+		for i, replicas := range assignment {
+			a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+			a.Partition, a.Replicas = int32(i), replicas
+			rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+		}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0]
+	}
+	for _, bad := range [][][]int32{{{99}}, {{id, id}}, {{id}, {}}} {
+		for _, validateOnly := range []bool{true, false} {
+			if got := create(validateOnly, bad...); got.ErrorCode != kerr.InvalidReplicaAssignment.Code {
+				t.Errorf("create (validate_only %v) with assignment %v: %v, want INVALID_REPLICA_ASSIGNMENT", validateOnly, bad, kerr.ErrorForCode(got.ErrorCode))
+			}
+		}
+	}
+	if got := create(true, []int32{id}, []int32{id}, []int32{id}); got.ErrorCode != 0 || got.NumPartitions != 3 || got.ReplicationFactor != 1 {
+		t.Errorf("validate_only with 3 partitions on broker %d: %v, %d partitions, replication factor %d; want 3, 1",
+			id, kerr.ErrorForCode(got.ErrorCode), got.NumPartitions, got.ReplicationFactor)
+	}
+
+	grow := func(validateOnly bool, replicas []int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreatePartitionsRequest()
+		req.ValidateOnly, req.TimeoutMillis = validateOnly, 10000
+		rt := kmsg.NewCreatePartitionsRequestTopic()
+		rt.Topic, rt.Count = "grow", 2
+		a := kmsg.NewCreatePartitionsRequestTopicAssignment()
+		a.Replicas = replicas
+		rt.Assignment = append(rt.Assignment, a)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	for _, bad := range [][]int32{{99}, {id, id}, {}} {
+		for _, validateOnly := range []bool{true, false} {
+			if code := grow(validateOnly, bad); code != kerr.InvalidReplicaAssignment.Code {
+				t.Errorf("create partitions (validate_only %v) with assignment %v: %v, want INVALID_REPLICA_ASSIGNMENT", validateOnly, bad, kerr.ErrorForCode(code))
+			}
+		}
+	}
+	if code := grow(true, []int32{id}); code != 0 {
+		t.Errorf("validate_only growth onto broker %d: %v", id, kerr.ErrorForCode(code))
+	}
+}
