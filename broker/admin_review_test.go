@@ -3,6 +3,7 @@ package broker
 import (
 	"crypto/rand"
 	"errors"
+	"net"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -293,5 +294,47 @@ func TestValidateOnlyReplicaAssignment(t *testing.T) {
 	}
 	if code := grow(true, []int32{id}); code != 0 {
 		t.Errorf("validate_only growth onto broker %d: %v", id, kerr.ErrorForCode(code))
+	}
+}
+
+// TestDescribeLogDirsListsFollowerReplicas: DescribeLogDirs lists every
+// replica in the broker's log directory, the ones it follows as well as the
+// ones it leads, as Kafka does (tools that balance disks read each
+// broker's replica sizes from it).
+func TestDescribeLogDirsListsFollowerReplicas(t *testing.T) {
+	brokers := startPair(t, func(c *Config) { c.Listeners = []Listener{{Addr: "127.0.0.1:0"}} })
+	cl := newClient(t, brokers[0], kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	createPairTopic(t, kadm.NewClient(cl), "dirs", nil)
+	ctx := testCtx(t)
+	for p := int32(0); p < 2; p++ {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "dirs", Partition: p, Value: []byte("v")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, b := range brokers {
+		// acks=all: each follower has the record when the produce
+		// returns, so its replica is open.
+		nc, err := net.Dial("tcp", b.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		req.SetVersion(4)
+		resp := rawRequest(t, nc, req, 1).(*kmsg.DescribeLogDirsResponse)
+		sizes := map[int32]int64{}
+		for _, d := range resp.Dirs {
+			for _, dt := range d.Topics {
+				if dt.Topic != "dirs" {
+					continue
+				}
+				for _, dp := range dt.Partitions {
+					sizes[dp.Partition] = dp.Size
+				}
+			}
+		}
+		if len(sizes) != 2 || sizes[0] == 0 || sizes[1] == 0 {
+			t.Errorf("broker %d lists replica sizes %v of dirs, want both partitions with data", b.cfg.NodeID, sizes)
+		}
 	}
 }
