@@ -338,3 +338,53 @@ func TestDescribeLogDirsListsFollowerReplicas(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteTopicsDuplicates: as Kafka's ControllerApis.deleteTopics, a
+// topic named twice, or given twice by id, is INVALID_REQUEST and is not
+// deleted; a topic given by both name and id is INVALID_REQUEST.
+func TestDeleteTopicsDuplicates(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "twice", 1, nil)
+	createTopic(t, b, "both", 1, nil)
+	mt, _ := b.meta.State().Topic("both")
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for _, v := range []int16{5, 6} {
+		req := kmsg.NewPtrDeleteTopicsRequest()
+		req.SetVersion(v)
+		req.TimeoutMillis = 10000
+		if v < 6 {
+			req.TopicNames = []string{"twice", "twice"}
+		} else {
+			for _, n := range []string{"twice", "twice"} {
+				rt := kmsg.NewDeleteTopicsRequestTopic()
+				rt.Topic = kmsg.StringPtr(n)
+				req.Topics = append(req.Topics, rt)
+			}
+			rt := kmsg.NewDeleteTopicsRequestTopic()
+			rt.Topic, rt.TopicID = kmsg.StringPtr("both"), mt.ID
+			req.Topics = append(req.Topics, rt)
+		}
+		resp := rawRequest(t, nc, req, int32(v)).(*kmsg.DeleteTopicsResponse)
+		if len(resp.Topics) != 2+int(v-5) {
+			t.Errorf("v%d: %d topics answered", v, len(resp.Topics))
+		}
+		for _, r := range resp.Topics {
+			if r.ErrorCode != kerr.InvalidRequest.Code {
+				name := ""
+				if r.Topic != nil {
+					name = *r.Topic
+				}
+				t.Errorf("v%d %q %x: %v, want INVALID_REQUEST", v, name, r.TopicID, kerr.ErrorForCode(r.ErrorCode))
+			}
+		}
+		for _, n := range []string{"twice", "both"} {
+			if _, ok := b.meta.State().Topic(n); !ok {
+				t.Fatalf("v%d: %s deleted", v, n)
+			}
+		}
+	}
+}
