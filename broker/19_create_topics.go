@@ -42,7 +42,7 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 		for _, c := range t.Configs {
 			if err == nil {
 				if err = validateTopicConfig(c.Name, c.Value); err == nil {
-					spec.configs[c.Name] = storedTopicConfigValue(c.Name, *c.Value)
+					spec.configs[c.Name] = canonicalTopicConfig(c.Name, *c.Value)
 				}
 			}
 		}

@@ -13,7 +13,7 @@ import (
 // DeleteTopics: v1-6
 //
 // v1 is Kafka 4's minimum; v4+ flexible, v5+ error messages, v6 topics by
-// name or id. The deletion commits in the metadata log; each broker then
+// name or id (not both). A topic given twice is INVALID_REQUEST. The deletion commits in the metadata log; each broker then
 // closes and removes its partitions of the topic.
 
 func init() { regKey(20, 1, 6).handler = handleDeleteTopics }
@@ -32,6 +32,17 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	// As Kafka's ControllerApis.deleteTopics: a name or an id given twice
+	// is INVALID_REQUEST (for every copy, and none is deleted), and so is
+	// a topic given by both name and id.
+	names, ids := map[string]int{}, map[[16]byte]int{}
+	for _, t := range topics {
+		if t.Topic != nil {
+			names[*t.Topic]++
+		} else {
+			ids[t.TopicID]++
+		}
+	}
 	for _, t := range topics {
 		rt := kmsg.NewDeleteTopicsResponseTopic()
 		rt.Topic, rt.TopicID = t.Topic, t.TopicID
@@ -39,6 +50,12 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 		var mt *metadata.Topic
 		var ok bool
 		switch {
+		case t.Topic != nil && t.TopicID != [16]byte{}:
+			rt.ErrorCode = kerr.InvalidRequest.Code
+			rt.ErrorMessage = kmsg.StringPtr("a topic may not be given by both name and id")
+		case t.Topic != nil && names[*t.Topic] > 1, t.Topic == nil && t.TopicID != [16]byte{} && ids[t.TopicID] > 1:
+			rt.ErrorCode = kerr.InvalidRequest.Code
+			rt.ErrorMessage = kmsg.StringPtr("topic given more than once")
 		case t.Topic != nil:
 			mt, ok = st.Topic(*t.Topic)
 			if !ok {

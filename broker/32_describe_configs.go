@@ -5,6 +5,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -129,6 +130,29 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 	}
 }
 
+// passwordConfigs are Kafka's broker configs of type PASSWORD
+// (SslConfigs, SaslConfigs, PasswordEncoderConfigs,
+// DelegationTokenManagerConfigs).
+var passwordConfigs = []string{
+	"sasl.jaas.config", "ssl.key.password", "ssl.keystore.password", "ssl.keystore.key",
+	"ssl.keystore.certificate.chain", "ssl.truststore.password", "ssl.truststore.certificates",
+	"password.encoder.secret", "password.encoder.old.secret", "delegation.token.secret.key",
+}
+
+// passwordConfig reports whether a broker config name is one of Kafka's
+// PASSWORD configs, also under a listener's (listener.name.<l>.) or a SASL
+// mechanism's (listener.name.<l>.<mechanism>.) prefix, as KafkaConfig
+// resolves the type of a dynamic name. DescribeConfigs never shows their
+// values.
+func passwordConfig(name string) bool {
+	for _, p := range passwordConfigs {
+		if name == p || strings.HasSuffix(name, "."+p) {
+			return true
+		}
+	}
+	return false
+}
+
 // brokerSynonyms lists the broker-level values a topic config d falls back
 // to, in order: this broker's dynamic value, the cluster default's, the
 // broker's static default (none where Kafka lists none: brokerUnset).
@@ -166,6 +190,14 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 		c.Name, c.Value, c.Source, c.ReadOnly = name, kmsg.StringPtr(value), src, readOnly
 		c.IsDefault = src == kmsg.ConfigSourceDefaultConfig
 		c.ConfigType = kmsg.ConfigType(typ.kafkaType())
+		if passwordConfig(name) {
+			// As Kafka (KafkaConfig.maybeSensitive): no value, in the
+			// config or its synonyms.
+			c.Value, c.IsSensitive, c.ConfigType = nil, true, kmsg.ConfigTypePassword
+			for i := range syns {
+				syns[i].Value = nil
+			}
+		}
 		if docs && doc != "" {
 			c.Documentation = kmsg.StringPtr(doc)
 		}

@@ -20,7 +20,9 @@ import (
 // resource (a broker id, or "" for the cluster default) it replaces the
 // resource's dynamic broker configs (dynamic_configs.go: throttle rates,
 // topic configs' broker-level defaults, names stored only); the broker's
-// static settings are INVALID_REQUEST. v2 flexible.
+// static settings are INVALID_REQUEST. A resource listed twice, a config
+// named twice or a null value is INVALID_REQUEST, as Kafka's
+// ConfigAdminManager.preprocess (checkConfigResource). v2 flexible.
 
 func init() { regKey(33, 0, 2).handler = handleAlterConfigs }
 
@@ -29,12 +31,24 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 	resp := req.ResponseKind().(*kmsg.AlterConfigsResponse)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, res := range req.Resources {
+	dup := duplicateConfigResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	})
+	for i, res := range req.Resources {
 		rr := kmsg.NewAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		var err error
-		switch res.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		names := make([]string, len(res.Configs))
+		var nulls []string
+		for j, c := range res.Configs {
+			names[j] = c.Name
+			if c.Value == nil {
+				nulls = append(nulls, c.Name)
+			}
+		}
+		err := checkConfigResource(dup[i], names, nulls)
+		switch {
+		case err != nil:
+		case res.ResourceType == kmsg.ConfigResourceTypeTopic:
 			cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceTopic, ResourceName: res.ResourceName, Replace: true}
 			if _, ok := b.meta.State().Topic(res.ResourceName); !ok {
 				err = errUnknownTopicOrPartition
@@ -42,14 +56,14 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			for _, c := range res.Configs {
 				if err == nil {
 					if err = validateTopicConfig(c.Name, c.Value); err == nil {
-						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: storedTopicConfigValue(c.Name, *c.Value)})
+						cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: canonicalTopicConfig(c.Name, *c.Value)})
 					}
 				}
 			}
 			if err == nil && !req.ValidateOnly {
 				_, _, err = b.store.propose(ctx, cmd)
 			}
-		case kmsg.ConfigResourceTypeBroker:
+		case res.ResourceType == kmsg.ConfigResourceTypeBroker:
 			// Replaces the resource's dynamic configs, as Kafka's legacy
 			// AlterConfigs does; only the dynamic ones may be named.
 			cmd := &metadata.AlterConfigs{ResourceType: metadata.ResourceBroker, ResourceName: res.ResourceName, Replace: true}
@@ -64,7 +78,7 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 			if err == nil && !req.ValidateOnly {
 				_, _, err = b.store.propose(ctx, cmd)
 			}
-		case kmsg.ConfigResourceTypeGroupConfig:
+		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			ops := make([]metadata.ConfigOp, 0, len(res.Configs))
 			for _, c := range res.Configs {
 				if c.Value == nil {

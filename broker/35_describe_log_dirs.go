@@ -13,8 +13,8 @@ import (
 
 // DescribeLogDirs: v0-4
 //
-// One log directory (<data>/logs) with the size of every partition this
-// broker leads (all of them when topics is null). v2+ flexible, v3+
+// One log directory (<data>/logs) with the size of every partition replica
+// this broker holds, led or followed (all of them when topics is null). v2+ flexible, v3+
 // top-level error code, v4+ total and usable bytes of the file system.
 
 func init() { regKey(35, 0, 4).handler = handleDescribeLogDirs }
@@ -35,9 +35,18 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, er
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
 		dt.Topic = t.Name
 		for _, idx := range parts {
-			p, err := b.store.open(t, idx)
-			if err != nil {
+			if idx < 0 || int(idx) >= len(t.Partitions) {
 				continue
+			}
+			// Every replica in the directory, as Kafka lists: the ones
+			// this broker leads (opened if need be) and the ones it
+			// follows.
+			p := b.store.opened(t.ID, idx)
+			if p == nil {
+				var err error
+				if p, err = b.store.open(t, idx); err != nil {
+					continue
+				}
 			}
 			dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 			dp.Partition = idx

@@ -43,6 +43,14 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *Request) (*Reply,
 			err = fmt.Errorf("%w: %d partitions is more than this broker allows (100000)", metadata.ErrInvalidPartitions, t.Count)
 		case len(t.Assignment) > 0 && len(t.Assignment) != int(t.Count)-len(mt.Partitions):
 			err = fmt.Errorf("%w: %d assignments for %d new partitions", metadata.ErrInvalidReplicaAssignment, len(t.Assignment), int(t.Count)-len(mt.Partitions))
+		case len(t.Assignment) > 0:
+			// As the metadata log will, so that validate_only answers
+			// what growing would.
+			a := make([][]int32, len(t.Assignment))
+			for i := range t.Assignment {
+				a[i] = t.Assignment[i].Replicas
+			}
+			err = b.checkAssignment(a, len(mt.Partitions[0].Replicas))
 		}
 		if err == nil && !req.ValidateOnly {
 			cmd := &metadata.CreatePartitions{TopicID: mt.ID, Name: mt.Name, Count: t.Count}

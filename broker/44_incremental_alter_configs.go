@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,7 +21,8 @@ import (
 // validated (INVALID_CONFIG) before one metadata command applies them all.
 // On a broker resource, SET and DELETE of dynamic broker configs
 // (dynamic_configs.go); the broker's static settings are INVALID_REQUEST.
-// v1 flexible.
+// A resource listed twice, a config named twice or a null value (but for
+// DELETE) is INVALID_REQUEST (checkConfigResource). v1 flexible.
 
 func init() { regKey(44, 0, 1).handler = handleIncrementalAlterConfigs }
 
@@ -29,16 +31,28 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (
 	resp := req.ResponseKind().(*kmsg.IncrementalAlterConfigsResponse)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for _, res := range req.Resources {
+	dup := duplicateConfigResources(len(req.Resources), func(i int) (kmsg.ConfigResourceType, string) {
+		return req.Resources[i].ResourceType, req.Resources[i].ResourceName
+	})
+	for i, res := range req.Resources {
 		rr := kmsg.NewIncrementalAlterConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
-		var err error
-		switch res.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		names := make([]string, len(res.Configs))
+		var nulls []string
+		for j, c := range res.Configs {
+			names[j] = c.Name
+			if c.Value == nil && c.Op != kmsg.IncrementalAlterConfigOpDelete {
+				nulls = append(nulls, c.Name)
+			}
+		}
+		err := checkConfigResource(dup[i], names, nulls)
+		switch {
+		case err != nil:
+		case res.ResourceType == kmsg.ConfigResourceTypeTopic:
 			err = b.incrementalAlterTopic(ctx, res, req.ValidateOnly)
-		case kmsg.ConfigResourceTypeBroker:
+		case res.ResourceType == kmsg.ConfigResourceTypeBroker:
 			err = b.incrementalAlterBroker(ctx, res, req.ValidateOnly)
-		case kmsg.ConfigResourceTypeGroupConfig:
+		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			err = b.incrementalAlterGroup(ctx, res, req.ValidateOnly)
 		default:
 			err = fmt.Errorf("%w: unsupported resource type %d (topics, brokers and groups only)", kerr.InvalidRequest, res.ResourceType)
@@ -73,7 +87,7 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 			if err := validateTopicConfig(c.Name, c.Value); err != nil {
 				return err
 			}
-			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: storedTopicConfigValue(c.Name, *c.Value)})
+			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Value: canonicalTopicConfig(c.Name, *c.Value)})
 		case kmsg.IncrementalAlterConfigOpDelete:
 			cmd.Ops = append(cmd.Ops, metadata.ConfigOp{Key: c.Name, Delete: true})
 		case kmsg.IncrementalAlterConfigOpAppend, kmsg.IncrementalAlterConfigOpSubtract:
@@ -186,6 +200,50 @@ func (b *Broker) incrementalAlterGroup(ctx context.Context, res kmsg.Incremental
 		return err
 	}
 	return b.alterGroupConfigs(ctx, res.ResourceName, false, ops, validateOnly)
+}
+
+// duplicateConfigResources reports, for each of n resources, whether
+// another resource of the request has its type and name: Kafka's
+// ConfigAdminManager answers every copy INVALID_REQUEST ("Each resource must
+// appear at most once.") and alters none of them.
+func duplicateConfigResources(n int, key func(i int) (kmsg.ConfigResourceType, string)) []bool {
+	type k struct {
+		typ  kmsg.ConfigResourceType
+		name string
+	}
+	count := make(map[k]int, n)
+	for i := range n {
+		t, name := key(i)
+		count[k{t, name}]++
+	}
+	dup := make([]bool, n)
+	for i := range n {
+		t, name := key(i)
+		dup[i] = count[k{t, name}] > 1
+	}
+	return dup
+}
+
+// checkConfigResource is Kafka's ConfigAdminManager.preprocess of one
+// resource of AlterConfigs or IncrementalAlterConfigs, before any
+// validation of names and values: a resource listed twice, a config named
+// twice, or a null value (but for an incremental DELETE) is
+// INVALID_REQUEST.
+func checkConfigResource(dup bool, names, nullValues []string) error {
+	if dup {
+		return errors.Join(metadata.ErrInvalidRequest, errors.New("each resource must appear at most once"))
+	}
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if seen[n] {
+			return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("config %q appears more than once", n))
+		}
+		seen[n] = true
+	}
+	if len(nullValues) > 0 {
+		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("null value not supported for: %s", strings.Join(nullValues, ", ")))
+	}
+	return nil
 }
 
 // applyListOp is the list cur after APPEND (each element of value not in it

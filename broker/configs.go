@@ -117,21 +117,6 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 var errInvalidConfig = errors.New("broker: invalid config")
 
 // validateTopicConfig checks one name/value pair.
-// storedTopicConfigValue is the form in which a validated topic config
-// value is written to the metadata log: a boolean as "true" or "false"
-// (validation accepts any case and surrounding spaces, as Kafka does), the
-// rest as given. The metadata state machine reads
-// unclean.leader.election.enable as exactly "true" (and cannot start
-// reading it more leniently: voters of two versions would then elect
-// differently on the same entries), so a "True" stored as sent would be
-// shown as enabled and never honoured.
-func storedTopicConfigValue(name, value string) string {
-	if d, ok := topicConfigDefs[name]; ok && d.typ == cfgBool && d.check == nil {
-		return strings.ToLower(strings.TrimSpace(value))
-	}
-	return value
-}
-
 func validateTopicConfig(name string, value *string) error {
 	d, ok := topicConfigDefs[name]
 	if !ok {
@@ -183,6 +168,31 @@ func validateTopicConfig(name string, value *string) error {
 		}
 	}
 	return nil
+}
+
+// canonicalTopicConfig is the form a validated topic config value is
+// stored in: the value as Kafka's ConfigDef parses it (surrounding spaces
+// dropped, booleans in lower case, list elements trimmed), so that every
+// reader of the stored value (strconv, == "true", …) sees what validation
+// accepted; a stored " 1000" or "TRUE" would otherwise be accepted and then
+// ignored in favour of the default.
+func canonicalTopicConfig(name, value string) string {
+	v := strings.TrimSpace(value)
+	d := topicConfigDefs[name]
+	if d == nil {
+		return v
+	}
+	switch d.typ {
+	case cfgBool:
+		return strings.ToLower(v)
+	case cfgList:
+		parts := strings.Split(v, ",")
+		for i := range parts {
+			parts[i] = strings.TrimSpace(parts[i])
+		}
+		return strings.Join(parts, ",")
+	}
+	return v
 }
 
 func containsStr(s []string, v string) bool {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/sediment-io/sediment/metadata"
@@ -28,6 +29,19 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 		if err := validateTopicConfig(k, &v); err != nil {
 			return err
 		}
+		spec.configs[k] = canonicalTopicConfig(k, v)
+	}
+	if len(spec.assignment) > 0 {
+		// A manual assignment: checked now as the metadata log will
+		// (validate_only answers what creating would), and it gives
+		// the counts.
+		if len(spec.assignment) > metadata.MaxPartitionsPerCommand {
+			return fmt.Errorf("%w: %d partitions is more than this broker allows (%d)", metadata.ErrInvalidPartitions, len(spec.assignment), metadata.MaxPartitionsPerCommand)
+		}
+		if err := b.checkAssignment(spec.assignment, len(spec.assignment[0])); err != nil {
+			return err
+		}
+		spec.partitions, spec.replicationFactor = int32(len(spec.assignment)), int16(len(spec.assignment[0]))
 	}
 	if spec.partitions == -1 {
 		spec.partitions = b.cfg.NumPartitions
@@ -47,6 +61,31 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 	if len(spec.assignment) == 0 {
 		if n := len(b.meta.State().Brokers()); int(spec.replicationFactor) > n {
 			return fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", metadata.ErrInvalidReplicationFactor, spec.replicationFactor, n)
+		}
+	}
+	return nil
+}
+
+// checkAssignment checks a manual replica assignment as Kafka's
+// ReplicationControlManager.validateManualPartitionAssignment does (and the
+// metadata log will): every partition has rf replicas, none listed twice,
+// all of them registered brokers; INVALID_REPLICA_ASSIGNMENT otherwise.
+func (b *Broker) checkAssignment(a [][]int32, rf int) error {
+	st := b.meta.State()
+	for i, replicas := range a {
+		switch {
+		case len(replicas) == 0:
+			return fmt.Errorf("%w: partition %d has an empty replica list", metadata.ErrInvalidReplicaAssignment, i)
+		case len(replicas) != rf:
+			return fmt.Errorf("%w: partition %d has %d replicas, the others %d", metadata.ErrInvalidReplicaAssignment, i, len(replicas), rf)
+		}
+		for j, r := range replicas {
+			if slices.Contains(replicas[:j], r) {
+				return fmt.Errorf("%w: partition %d lists broker %d twice", metadata.ErrInvalidReplicaAssignment, i, r)
+			}
+			if _, ok := st.Broker(r); !ok {
+				return fmt.Errorf("%w: partition %d: broker %d is not registered", metadata.ErrInvalidReplicaAssignment, i, r)
+			}
 		}
 	}
 	return nil
