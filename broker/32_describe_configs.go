@@ -42,6 +42,11 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 		}
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
+			if err := validTopicName(res.ResourceName); err != nil {
+				// As Kafka's ConfigHelper (Topic.validate first).
+				rr.ErrorCode = kerr.InvalidTopicException.Code
+				break
+			}
 			t, ok := st.Topic(res.ResourceName)
 			if !ok {
 				rr.ErrorCode = kerr.UnknownTopicOrPartition.Code

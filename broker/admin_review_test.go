@@ -388,3 +388,29 @@ func TestDeleteTopicsDuplicates(t *testing.T) {
 		}
 	}
 }
+
+// TestDescribeConfigsInvalidTopicName: DescribeConfigs of a topic whose name
+// breaks the naming rules answers INVALID_TOPIC_EXCEPTION, as Kafka's
+// ConfigHelper validates the name before looking the topic up; a valid
+// name of no topic stays UNKNOWN_TOPIC_OR_PARTITION.
+func TestDescribeConfigsInvalidTopicName(t *testing.T) {
+	b := startBroker(t, "")
+	cl := newClient(t, b)
+	for name, want := range map[string]int16{
+		"bad/name":   kerr.InvalidTopicException.Code,
+		"..":         kerr.InvalidTopicException.Code,
+		"no-such-tp": kerr.UnknownTopicOrPartition.Code,
+	} {
+		req := kmsg.NewPtrDescribeConfigsRequest()
+		res := kmsg.NewDescribeConfigsRequestResource()
+		res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, name
+		req.Resources = append(req.Resources, res)
+		resp, err := req.RequestWith(testCtx(t), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Resources[0].ErrorCode; got != want {
+			t.Errorf("DescribeConfigs of topic %q: %v, want %v", name, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+	}
+}
