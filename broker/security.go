@@ -144,6 +144,35 @@ func (sc *saslConn) sessionExpired(now time.Time) bool {
 	return exp != 0 && now.UnixNano() > exp
 }
 
+// sessionLifetime is how long a login that ends now lasts (Kafka's
+// SaslServerAuthenticator.calcCompletionTimesAndReturnSessionLifetimeMs):
+// connections.max.reauth.ms, cut short by the expiry of the credential x
+// logged in with (an OAUTHBEARER token, a delegation token), which bounds
+// it also without that setting. 0: the session does not end.
+func (b *Broker) sessionLifetime(x saslExchange, now time.Time) time.Duration {
+	lifetime := b.cfg.ConnectionsMaxReauth
+	if _, krb := x.(*gssapiExchange); krb && lifetime <= 0 {
+		// Kafka's GSSAPI server reports no credential lifetime: the
+		// ticket bounds only a session that ends anyway.
+		return 0
+	}
+	if ex, ok := x.(interface{ expiry() time.Time }); ok && !ex.expiry().IsZero() {
+		if until := max(ex.expiry().Sub(now), time.Millisecond); lifetime <= 0 || until < lifetime {
+			lifetime = until
+		}
+	}
+	return max(lifetime, 0)
+}
+
+// setExpiry ends the session lifetime after now (0: never).
+func (sc *saslConn) setExpiry(now time.Time, lifetime time.Duration) {
+	if lifetime <= 0 {
+		sc.expiry.Store(0)
+		return
+	}
+	sc.expiry.Store(now.Add(lifetime).UnixNano())
+}
+
 // saslPreAuthAPIs are the APIs a SASL connection may send before it has
 // authenticated: ApiVersions, SaslHandshake, SaslAuthenticate.
 func saslPreAuthAPI(key int16) bool { return key == 18 || key == 17 || key == 36 }
@@ -249,6 +278,8 @@ func (c *conn) rawSASLToken(sc *saslConn, token []byte) (*slot, bool) {
 	if done {
 		sc.raw.Store(false)
 		c.info.authenticated(c.b, user)
+		now := time.Now()
+		sc.setExpiry(now, c.b.sessionLifetime(sc.exchange, now))
 	}
 	s := &slot{done: make(chan struct{})}
 	close(s.done)
