@@ -276,3 +276,39 @@ func TestSASLSessionExpiresWhateverTheVersion(t *testing.T) {
 		t.Fatal("closed after re-authenticating")
 	}
 }
+
+// TestSASLLoginLiftsHandshakeDeadline: a SASL connection idle after its
+// login outlives the login's deadline (handshakeTimeout after it
+// connected), under which the reader waited for the request after
+// SaslAuthenticate; it is closed only by connections.max.idle.ms, and not
+// at all when that is negative (no limit, as Kafka's).
+func TestSASLLoginLiftsHandshakeDeadline(t *testing.T) {
+	var conns []net.Conn
+	var connected time.Time                       // the last connection's
+	for _, idle := range []time.Duration{0, -1} { // 0: the default, 10 minutes
+		b := startBroker(t, "", func(c *Config) {
+			c.Listeners = []Listener{
+				{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+				{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+			}
+			c.ConnectionsMaxIdle = idle
+		})
+		setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+		connected = time.Now()
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
+			t.Fatalf("login: %+v", au)
+		}
+		conns = append(conns, nc)
+	}
+	waitCond(t, func() bool { return time.Since(connected) > handshakeTimeout+time.Second })
+	for i, nc := range conns {
+		if connClosed(nc, kmsg.NewPtrMetadataRequest(), 3) {
+			t.Errorf("connection %d: closed at the login's deadline", i)
+		}
+	}
+}

@@ -135,6 +135,9 @@ type saslConn struct {
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
 	reauth    bool // a re-authentication is in progress
+
+	// loggedIn is called once the first login succeeded (conn.afterLogin).
+	loggedIn func()
 }
 
 // sessionExpired reports whether the connection's SASL session has ended:
@@ -225,6 +228,9 @@ func (ci *ConnInfo) authenticated(b *Broker, user string) {
 		ci.sasl.tokenAuth.Store(true)
 	}
 	ci.sasl.done.Store(true)
+	if ci.sasl.loggedIn != nil {
+		ci.sasl.loggedIn()
+	}
 	b.metrics.saslLogins.Inc()
 	b.log.Debug("SASL login", "conn", ci.ID, "remote", ci.Remote.String(), "user", user, "mechanism", ci.sasl.mechanism)
 }
