@@ -17,7 +17,7 @@ import (
 // disabled mechanism gets UNSUPPORTED_SASL_MECHANISM with the enabled ones
 // and the connection closes; a second handshake, or one on a listener
 // without SASL, gets ILLEGAL_SASL_STATE, except a re-authentication
-// (KIP-368: with connections.max.reauth.ms, after a login, v1, the same
+// (KIP-368: on a session that expires, after a login, v1, the same
 // mechanism). Serial: in request order.
 
 func init() {
@@ -38,9 +38,10 @@ func handleSaslHandshake(_ context.Context, b *Broker, r *Request) (*Reply, erro
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
 	if sc.done.Load() {
-		// A re-authentication (KIP-368): only where sessions expire,
-		// at v1, with the same mechanism.
-		if b.cfg.ConnectionsMaxReauth <= 0 || r.Version < 1 || sc.reauth || req.Mechanism != sc.mechanism {
+		// A re-authentication (KIP-368): only where the session
+		// expires (as Kafka's KafkaChannel), at v1, with the same
+		// mechanism.
+		if sc.expiry.Load() == 0 || r.Version < 1 || sc.reauth || req.Mechanism != sc.mechanism {
 			resp.ErrorCode = kerr.IllegalSaslState.Code
 			return &Reply{Msg: resp, Close: true}, nil
 		}

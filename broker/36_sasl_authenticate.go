@@ -21,13 +21,15 @@ import (
 // SASL) gets ILLEGAL_SASL_STATE and closes. On success every API opens and
 // the connection's principal is the user.
 //
-// Re-authentication (KIP-368): with connections.max.reauth.ms, a v1+ login
-// answers a session lifetime of that long, or until the OAUTHBEARER token
-// expires if sooner; the client logs in again on the same connection before
-// then (SaslHandshake, SaslAuthenticate, as the same principal), and a
-// connection used for anything else after it is closed (conn.go). Without
-// it the lifetime is 0, Kafka's default. v2 flexible. Serial: in request
-// order.
+// Re-authentication (KIP-368): a session lasts connections.max.reauth.ms,
+// or until the credential (an OAUTHBEARER token, a delegation token)
+// expires if sooner, also without that setting (sessionLifetime); a v1+
+// login is told the lifetime, and the client logs in again on the same
+// connection before then (SaslHandshake, SaslAuthenticate, as the same
+// principal). A connection used for anything else after it is closed
+// (conn.go), whatever the version it logged in with, as Kafka's
+// SocketServer. With neither the lifetime is 0 and the session does not
+// end, Kafka's default. v2 flexible. Serial: in request order.
 
 func init() {
 	e := regKey(36, 0, 2)
@@ -78,16 +80,11 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	} else {
 		r.Conn.authenticated(b, user)
 	}
-	if maxLife := b.cfg.ConnectionsMaxReauth; maxLife > 0 && r.Version >= 1 {
-		lifetime := maxLife
-		if ex, ok := sc.exchange.(interface{ expiry() time.Time }); ok && !ex.expiry().IsZero() {
-			if until := ex.expiry().Sub(now); until < lifetime {
-				lifetime = max(until, time.Millisecond)
-			}
-		}
+	lifetime := b.sessionLifetime(sc.exchange, now)
+	if r.Version >= 1 {
 		resp.SessionLifetimeMillis = lifetime.Milliseconds()
-		sc.expiry.Store(now.Add(lifetime).UnixNano())
 	}
+	sc.setExpiry(now, lifetime)
 	sc.exchange = nil
 	return &Reply{Msg: resp}, nil
 }

@@ -698,6 +698,14 @@ func authzConsumerGroupHeartbeat(ctx context.Context, b *Broker, s *subject, r *
 	return next(ctx, b, r)
 }
 
+// errGroupHasHiddenTopics is Kafka's message for a described group
+// assigned a topic the client may not DESCRIBE (KAFKA-18813, KAFKA-18817).
+const errGroupHasHiddenTopics = "The group has described topic(s) that the client is not authorized to describe."
+
+// authzConsumerGroupDescribe: DESCRIBE on each group; a group whose
+// members are assigned (or to be assigned) a topic the client may not
+// DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED alone, so that no topic
+// name leaks (Kafka 4.0, KAFKA-18813).
 func authzConsumerGroupDescribe(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.ConsumerGroupDescribeRequest)
 	var denied []string
@@ -707,6 +715,25 @@ func authzConsumerGroupDescribe(ctx context.Context, b *Broker, s *subject, r *R
 		return nil, err
 	}
 	resp := rep.Msg.(*kmsg.ConsumerGroupDescribeResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		if g.ErrorCode != 0 {
+			continue
+		}
+		hidden := false
+		for _, m := range g.Members {
+			for _, a := range []kmsg.Assignment{m.Assignment, m.TargetAssignment} {
+				for _, tp := range a.TopicPartitions {
+					hidden = hidden || !s.topic(kmsg.ACLOperationDescribe, tp.Topic)
+				}
+			}
+		}
+		if hidden {
+			d := kmsg.NewConsumerGroupDescribeResponseGroup()
+			d.Group, d.ErrorCode, d.ErrorMessage = g.Group, errTopicAuth, kmsg.StringPtr(errGroupHasHiddenTopics)
+			*g = d
+		}
+	}
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
 			if g := &resp.Groups[i]; g.ErrorCode == 0 {
@@ -740,6 +767,8 @@ func authzShareGroupHeartbeat(ctx context.Context, b *Broker, s *subject, r *Req
 	return next(ctx, b, r)
 }
 
+// authzShareGroupDescribe: as authzConsumerGroupDescribe, over the
+// members' assignments (KAFKA-18817).
 func authzShareGroupDescribe(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.ShareGroupDescribeRequest)
 	var denied []string
@@ -749,6 +778,23 @@ func authzShareGroupDescribe(ctx context.Context, b *Broker, s *subject, r *Requ
 		return nil, err
 	}
 	resp := rep.Msg.(*kmsg.ShareGroupDescribeResponse)
+	for i := range resp.Groups {
+		g := &resp.Groups[i]
+		if g.ErrorCode != 0 {
+			continue
+		}
+		hidden := false
+		for _, m := range g.Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				hidden = hidden || !s.topic(kmsg.ACLOperationDescribe, tp.Topic)
+			}
+		}
+		if hidden {
+			d := kmsg.NewShareGroupDescribeResponseGroup()
+			d.GroupID, d.ErrorCode, d.ErrorMessage = g.GroupID, errTopicAuth, kmsg.StringPtr(errGroupHasHiddenTopics)
+			*g = d
+		}
+	}
 	if req.IncludeAuthorizedOperations {
 		for i := range resp.Groups {
 			if g := &resp.Groups[i]; g.ErrorCode == 0 {

@@ -464,3 +464,67 @@ func TestAuthorizerFetchMixed(t *testing.T) {
 		t.Fatalf("fetch by id: %v, want %v", got, want)
 	}
 }
+
+// TestAuthorizerGroupDescribeHidesTopics: ConsumerGroupDescribe and
+// ShareGroupDescribe answer a group assigned a topic the client may not
+// DESCRIBE with TOPIC_AUTHORIZATION_FAILED and nothing else, so that the
+// assignments do not leak the topic's name (Kafka 4.0: KAFKA-18813,
+// KAFKA-18817); with DESCRIBE on the topic the group is described.
+func TestAuthorizerGroupDescribeHidesTopics(t *testing.T) {
+	z := startAuthzBroker(t, false)
+	z.createTopics("hidden")
+	ctx := testCtx(t)
+
+	// A consumer group and a share group, each with a member assigned
+	// "hidden", joined by the super user.
+	waitCond(t, func() bool {
+		hb := kmsg.NewPtrConsumerGroupHeartbeatRequest()
+		hb.Group, hb.MemberID, hb.RebalanceTimeoutMillis = "cg", "m1", 10000
+		hb.SubscribedTopicNames, hb.Topics = []string{"hidden"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
+		resp, err := hb.RequestWith(ctx, z.cl)
+		return err == nil && resp.ErrorCode == 0 && resp.Assignment != nil && len(resp.Assignment.Topics) == 1
+	})
+	waitCond(t, func() bool {
+		hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+		hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = "sg", "m1", []string{"hidden"}
+		resp, err := hb.RequestWith(ctx, z.cl)
+		return err == nil && resp.ErrorCode == 0 && resp.Assignment != nil && len(resp.Assignment.TopicPartitions) == 1
+	})
+
+	eve := z.user("eve")
+	for _, g := range []string{"cg", "sg"} {
+		z.grant(kadm.NewACLs().Allow("User:eve").Groups(g).Operations(kadm.OpDescribe))
+	}
+	describe := func() (*kmsg.ConsumerGroupDescribeResponseGroup, *kmsg.ShareGroupDescribeResponseGroup) {
+		t.Helper()
+		cd := kmsg.NewPtrConsumerGroupDescribeRequest()
+		cd.Groups = []string{"cg"}
+		cr, err := cd.RequestWith(ctx, eve)
+		if err != nil || len(cr.Groups) != 1 {
+			t.Fatalf("ConsumerGroupDescribe: %v %+v", err, cr)
+		}
+		sd := kmsg.NewPtrShareGroupDescribeRequest()
+		sd.GroupIDs = []string{"sg"}
+		sr, err := sd.RequestWith(ctx, eve)
+		if err != nil || len(sr.Groups) != 1 {
+			t.Fatalf("ShareGroupDescribe: %v %+v", err, sr)
+		}
+		return &cr.Groups[0], &sr.Groups[0]
+	}
+	cg, sg := describe()
+	if cg.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(cg.Members) != 0 || cg.State != "" {
+		t.Errorf("ConsumerGroupDescribe without DESCRIBE on the assigned topic: %+v", cg)
+	}
+	if sg.ErrorCode != kerr.TopicAuthorizationFailed.Code || len(sg.Members) != 0 || sg.GroupState != "" {
+		t.Errorf("ShareGroupDescribe without DESCRIBE on the assigned topic: %+v", sg)
+	}
+
+	z.grant(kadm.NewACLs().Allow("User:eve").Topics("hidden").Operations(kadm.OpDescribe))
+	cg, sg = describe()
+	if cg.ErrorCode != 0 || len(cg.Members) != 1 || cg.Members[0].Assignment.TopicPartitions[0].Topic != "hidden" {
+		t.Errorf("ConsumerGroupDescribe with DESCRIBE on the topic: %+v", cg)
+	}
+	if sg.ErrorCode != 0 || len(sg.Members) != 1 || sg.Members[0].Assignment.TopicPartitions[0].Topic != "hidden" {
+		t.Errorf("ShareGroupDescribe with DESCRIBE on the topic: %+v", sg)
+	}
+}

@@ -72,7 +72,8 @@ type Config struct {
 	// ConnectionsMaxReauth is KIP-368's connections.max.reauth.ms: a
 	// SASL session lasts at most this long (and no longer than an
 	// OAUTHBEARER token), after which the client must log in again on
-	// the connection or have it closed; 0 turns re-authentication off.
+	// the connection or have it closed; 0: only an expiring credential
+	// (an OAUTHBEARER token, a delegation token) ends a session.
 	ConnectionsMaxReauth time.Duration
 	// MaxConnectionsPerIP, MaxConnectionsPerIPOverrides and MaxConnections
 	// are Kafka's max.connections.per.ip (and .overrides) and

@@ -110,6 +110,9 @@ func (c *conn) serve() {
 		return
 	}
 	c.nc, c.info.sasl, c.info.Principal = nc, sc, principal
+	if sc != nil {
+		sc.loggedIn = c.afterLogin
+	}
 	writerDone := make(chan struct{})
 	go pprof.Do(c.ctx, pprof.Labels("sediment", "conn-writer"), func(context.Context) {
 		defer close(writerDone)
@@ -131,6 +134,20 @@ func (c *conn) serve() {
 func (c *conn) shutdown() {
 	c.stopRead.Store(true)
 	c.raw.SetReadDeadline(time.Now())
+}
+
+// afterLogin replaces the login's read deadline (handshakeTimeout after
+// the connection), under which the reader may already wait for the next
+// request, by the idle one, or none.
+func (c *conn) afterLogin() {
+	if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
+		c.nc.SetReadDeadline(time.Now().Add(idle))
+	} else {
+		c.nc.SetReadDeadline(time.Time{})
+	}
+	if c.stopRead.Load() { // shutdown's deadline stands
+		c.raw.SetReadDeadline(time.Now())
+	}
 }
 
 func (c *conn) kill() {

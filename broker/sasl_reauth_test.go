@@ -1,6 +1,8 @@
 package broker
 
 import (
+	"encoding/binary"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -163,5 +165,150 @@ func TestSASLNoReauthentication(t *testing.T) {
 	}
 	if hs, _ := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 3); hs.ErrorCode != kerr.IllegalSaslState.Code {
 		t.Fatalf("second handshake: %+v", hs)
+	}
+}
+
+// saslSessions reports, over b's authenticated SASL connections, whether
+// every session has an end (bounded) and whether every one has ended.
+func saslSessions(b *Broker) (bounded, expired bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	bounded, expired = true, true
+	for c := range b.mu.conns {
+		if sc := c.info.sasl; sc != nil && sc.done.Load() {
+			bounded = bounded && sc.expiry.Load() != 0
+			expired = expired && sc.sessionExpired(time.Now())
+		}
+	}
+	return bounded, expired
+}
+
+// TestSASLSessionExpiresWhateverTheVersion: as Kafka's SocketServer, a
+// session ends (and the connection closes on its next request) also for a
+// client that logged in with SaslAuthenticate v0 or raw tokens, which
+// cannot re-authenticate; and an expiring credential (an OAUTHBEARER token)
+// ends it also without connections.max.reauth.ms, the client being told
+// the lifetime and allowed to re-authenticate.
+func TestSASLSessionExpiresWhateverTheVersion(t *testing.T) {
+	idp := newTestIdP(t)
+	start := func(reauth time.Duration) *Broker {
+		b := startBroker(t, "", func(c *Config) {
+			c.Listeners = []Listener{
+				{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+				{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+			}
+			c.SASLMechanisms = []string{MechanismPlain, MechanismOAuthBearer}
+			c.OAuthBearer = &OAuthBearerConfig{JWKSURL: idp.srv.URL}
+			c.ConnectionsMaxReauth = reauth
+		})
+		setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+		return b
+	}
+	dial := func(b *Broker) net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	endsAndCloses := func(b *Broker, nc net.Conn, what string) {
+		t.Helper()
+		if bounded, _ := saslSessions(b); !bounded {
+			t.Fatalf("%s: the session has no end", what)
+		}
+		waitCond(t, func() bool { _, expired := saslSessions(b); return expired })
+		if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 10) {
+			t.Fatalf("%s: a request after the session expired was answered", what)
+		}
+	}
+
+	b := start(time.Second)
+	// SaslAuthenticate v0.
+	nc := dial(b)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, MechanismPlain
+	if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("handshake: %+v", hr)
+	}
+	au := kmsg.NewPtrSASLAuthenticateRequest()
+	au.Version, au.SASLAuthBytes = 0, plainMsg("alice", "alice-pw")
+	if ar := rawRequest(t, nc, au, 2).(*kmsg.SASLAuthenticateResponse); ar.ErrorCode != 0 {
+		t.Fatalf("SaslAuthenticate v0: %+v", ar)
+	}
+	endsAndCloses(b, nc, "SaslAuthenticate v0")
+
+	// SaslHandshake v0: raw tokens.
+	nc = dial(b)
+	hs.Version = 0
+	if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("handshake v0: %+v", hr)
+	}
+	tok := plainMsg("alice", "alice-pw")
+	frame := binary.BigEndian.AppendUint32(nil, uint32(len(tok)))
+	if _, err := nc.Write(append(frame, tok...)); err != nil {
+		t.Fatal(err)
+	}
+	nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var answer [4]byte // PLAIN's empty token
+	if _, err := io.ReadFull(nc, answer[:]); err != nil || answer != [4]byte{} {
+		t.Fatalf("raw PLAIN answer %v: %v", answer, err)
+	}
+	endsAndCloses(b, nc, "raw tokens")
+
+	// Without connections.max.reauth.ms, an OAUTHBEARER token's expiry.
+	b = start(0)
+	bearer := func(exp time.Duration) []byte {
+		return []byte("n,,\x01auth=Bearer " + idp.token("rsa-1", claimsFor("carol", time.Now().Add(exp))) + "\x01\x01")
+	}
+	nc = dial(b)
+	if _, ar := saslLogin(t, nc, MechanismOAuthBearer, bearer(2*time.Second), 1); ar == nil || ar.ErrorCode != 0 || ar.SessionLifetimeMillis <= 0 || ar.SessionLifetimeMillis > 2000 {
+		t.Fatalf("OAUTHBEARER, token for 2s: %+v, want its lifetime", ar)
+	}
+	endsAndCloses(b, nc, "OAUTHBEARER")
+
+	nc = dial(b)
+	saslLogin(t, nc, MechanismOAuthBearer, bearer(2*time.Second), 1)
+	if hr, ar := saslLogin(t, nc, MechanismOAuthBearer, bearer(time.Hour), 3); hr.ErrorCode != 0 || ar == nil || ar.ErrorCode != 0 || ar.SessionLifetimeMillis < (time.Hour-time.Minute).Milliseconds() {
+		t.Fatalf("re-authentication with a fresh token: %+v %+v", hr, ar)
+	}
+	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+		t.Fatal("closed after re-authenticating")
+	}
+}
+
+// TestSASLLoginLiftsHandshakeDeadline: a SASL connection idle after its
+// login outlives the login's deadline (handshakeTimeout after it
+// connected), under which the reader waited for the request after
+// SaslAuthenticate; it is closed only by connections.max.idle.ms, and not
+// at all when that is negative (no limit, as Kafka's).
+func TestSASLLoginLiftsHandshakeDeadline(t *testing.T) {
+	var conns []net.Conn
+	var connected time.Time                       // the last connection's
+	for _, idle := range []time.Duration{0, -1} { // 0: the default, 10 minutes
+		b := startBroker(t, "", func(c *Config) {
+			c.Listeners = []Listener{
+				{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+				{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+			}
+			c.ConnectionsMaxIdle = idle
+		})
+		setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+		connected = time.Now()
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
+			t.Fatalf("login: %+v", au)
+		}
+		conns = append(conns, nc)
+	}
+	waitCond(t, func() bool { return time.Since(connected) > handshakeTimeout+time.Second })
+	for i, nc := range conns {
+		if connClosed(nc, kmsg.NewPtrMetadataRequest(), 3) {
+			t.Errorf("connection %d: closed at the login's deadline", i)
+		}
 	}
 }

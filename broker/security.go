@@ -135,6 +135,9 @@ type saslConn struct {
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
 	reauth    bool // a re-authentication is in progress
+
+	// loggedIn is called once the first login succeeded (conn.afterLogin).
+	loggedIn func()
 }
 
 // sessionExpired reports whether the connection's SASL session has ended:
@@ -142,6 +145,35 @@ type saslConn struct {
 func (sc *saslConn) sessionExpired(now time.Time) bool {
 	exp := sc.expiry.Load()
 	return exp != 0 && now.UnixNano() > exp
+}
+
+// sessionLifetime is how long a login that ends now lasts (Kafka's
+// SaslServerAuthenticator.calcCompletionTimesAndReturnSessionLifetimeMs):
+// connections.max.reauth.ms, cut short by the expiry of the credential x
+// logged in with (an OAUTHBEARER token, a delegation token), which bounds
+// it also without that setting. 0: the session does not end.
+func (b *Broker) sessionLifetime(x saslExchange, now time.Time) time.Duration {
+	lifetime := b.cfg.ConnectionsMaxReauth
+	if _, krb := x.(*gssapiExchange); krb && lifetime <= 0 {
+		// Kafka's GSSAPI server reports no credential lifetime: the
+		// ticket bounds only a session that ends anyway.
+		return 0
+	}
+	if ex, ok := x.(interface{ expiry() time.Time }); ok && !ex.expiry().IsZero() {
+		if until := max(ex.expiry().Sub(now), time.Millisecond); lifetime <= 0 || until < lifetime {
+			lifetime = until
+		}
+	}
+	return max(lifetime, 0)
+}
+
+// setExpiry ends the session lifetime after now (0: never).
+func (sc *saslConn) setExpiry(now time.Time, lifetime time.Duration) {
+	if lifetime <= 0 {
+		sc.expiry.Store(0)
+		return
+	}
+	sc.expiry.Store(now.Add(lifetime).UnixNano())
 }
 
 // saslPreAuthAPIs are the APIs a SASL connection may send before it has
@@ -196,6 +228,9 @@ func (ci *ConnInfo) authenticated(b *Broker, user string) {
 		ci.sasl.tokenAuth.Store(true)
 	}
 	ci.sasl.done.Store(true)
+	if ci.sasl.loggedIn != nil {
+		ci.sasl.loggedIn()
+	}
 	b.metrics.saslLogins.Inc()
 	b.log.Debug("SASL login", "conn", ci.ID, "remote", ci.Remote.String(), "user", user, "mechanism", ci.sasl.mechanism)
 }
@@ -249,6 +284,8 @@ func (c *conn) rawSASLToken(sc *saslConn, token []byte) (*slot, bool) {
 	if done {
 		sc.raw.Store(false)
 		c.info.authenticated(c.b, user)
+		now := time.Now()
+		sc.setExpiry(now, c.b.sessionLifetime(sc.exchange, now))
 	}
 	s := &slot{done: make(chan struct{})}
 	close(s.done)
