@@ -382,6 +382,7 @@ type Broker struct {
 	// krbClient logs the broker's own clients in with GSSAPI
 	// (interbroker_sasl.go); nil unless that is the inter-broker mechanism.
 	krbClient *krbclient.Client
+	krbGate   krbGate
 	// ibTokens gets OAUTHBEARER tokens for the broker's own clients
 	// (interbroker_oauth.go).
 	ibTokens interBrokerTokens
@@ -716,7 +717,12 @@ func (b *Broker) Close() error {
 	}
 	b.cleaner.close() // after the store: every log is unregistered
 	if b.krbClient != nil {
-		b.krbClient.Destroy() // after every client that logs in with it
+		// After every client that logs in with it, and under the gate
+		// that their logins hold (advertisedSPN).
+		b.krbGate.mu.Lock()
+		b.krbGate.destroyed = true
+		b.krbClient.Destroy()
+		b.krbGate.mu.Unlock()
 	}
 	b.dirLock.release() // last: nothing of the directory is open any more
 	b.log.Info("broker stopped")

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	krbclient "github.com/jcmturner/gokrb5/v8/client"
@@ -94,6 +95,7 @@ func (b *Broker) interBrokerMechanism() sasl.Mechanism {
 			Mechanism:  kerberos.Auth{Client: b.krbClient, Service: b.cfg.GSSAPI.serviceName()}.AsMechanism(),
 			bound:      first.Addr,
 			advertised: first.Advertised,
+			gate:       &b.krbGate,
 		}
 	case c.Mechanism == MechanismOAuthBearer:
 		return oauth.Oauth(func(ctx context.Context) (oauth.Auth, error) {
@@ -114,14 +116,34 @@ func (b *Broker) interBrokerMechanism() sasl.Mechanism {
 // (0.0.0.0:9092, or an IP address the advertised name stands for): franz-go's
 // Kerberos mechanism takes the host it dialed for the service principal's,
 // and no service principal names a bound address.
+//
+// gate orders the logins against Broker.Close's Destroy of the Kerberos
+// client (which rewrites its credentials): a client's connection goroutine
+// may still be logging in when Close runs, and kgo's Close does not wait
+// for it (the race detector saw the two).
 type advertisedSPN struct {
 	sasl.Mechanism
 	bound, advertised string
+	gate              *krbGate
+}
+
+// krbGate: logins hold it shared; Close takes it to destroy the client,
+// after which logins fail.
+type krbGate struct {
+	mu        sync.RWMutex
+	destroyed bool
 }
 
 func (m advertisedSPN) Authenticate(ctx context.Context, host string) (sasl.Session, []byte, error) {
 	if host == m.bound {
 		host = m.advertised
+	}
+	if m.gate != nil {
+		m.gate.mu.RLock()
+		defer m.gate.mu.RUnlock()
+		if m.gate.destroyed {
+			return nil, nil, errors.New("broker: closed: no Kerberos login")
+		}
 	}
 	return m.Mechanism.Authenticate(ctx, host)
 }
