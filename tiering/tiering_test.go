@@ -775,19 +775,12 @@ func (c fencedMem) CommitRemoteLogFenced(ctx context.Context, tp TopicPartition,
 	return c.CommitRemoteLog(ctx, tp, epoch, expected, key, start, end)
 }
 
-// TestCompactedGaps: tiered compaction can drop every record of remote
-// segments (all their keys have newer values later), so ReplaceSegments
-// swaps them for nothing: a segment in the middle, and the last one. The
-// manifest keeps its EndOffset, but its last segment now ends before it. A
-// consumer reading the remote log in order, and one that asks for an offset
-// inside either gap, must be handed the next batch (the next remote
-// segment's first; at the tail, nothing and the remote end, where the local
-// log goes on), never OFFSET_OUT_OF_RANGE.
-func TestCompactedGaps(t *testing.T) {
-	ctx := context.Background()
+// fencedEnv is newEnv (local retention 0) reopened with a Committer that
+// can carry a fence, for ReplaceSegments.
+func fencedEnv(t *testing.T) *env {
+	t.Helper()
 	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
 	e.m.Close()
-	// Reopen with a Committer that can carry a fence.
 	m, err := New(Options{Store: e.store, Committer: fencedMem{e.com}, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
 		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024})
 	if err != nil {
@@ -799,6 +792,21 @@ func TestCompactedGaps(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.m, e.p = m, p
+	return e
+}
+
+// TestCompactedGaps: tiered compaction can drop every record of remote
+// segments (all their keys have newer values later), so ReplaceSegments
+// swaps them for nothing: a segment in the middle, and the last one. The
+// manifest keeps its EndOffset, but its last segment now ends before it. A
+// consumer reading the remote log in order, and one that asks for an offset
+// inside either gap, must be handed the next batch (the next remote
+// segment's first; at the tail, nothing and the remote end, where the local
+// log goes on), never OFFSET_OUT_OF_RANGE.
+func TestCompactedGaps(t *testing.T) {
+	ctx := context.Background()
+	e := fencedEnv(t)
+	p := e.p
 	e.produce(300, 5, 40)
 	e.run()
 	e.run()
@@ -873,19 +881,8 @@ func TestCompactedGaps(t *testing.T) {
 // goes on.
 func TestCompactedAway(t *testing.T) {
 	ctx := context.Background()
-	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
-	e.m.Close()
-	m, err := New(Options{Store: e.store, Committer: fencedMem{e.com}, Leadership: e.com, CacheDir: filepath.Join(e.dir, "cache2"),
-		ChunkSize: 8 << 10, Interval: -1, Now: e.clock.Now, Logger: quietLogger(), IndexIntervalBytes: 1024})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.Close() })
-	p, err := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m, e.p = m, p
+	e := fencedEnv(t)
+	p := e.p
 	e.produce(200, 5, 40)
 	e.run()
 	e.run()
