@@ -321,6 +321,32 @@ func TestFollowerStartsAtLeaderLogStartInsideABatch(t *testing.T) {
 	}
 }
 
+// uncommittedOnLeader starts a broker that leads topic's one partition with
+// a registered but silent follower (other) in the ISR, and produces one
+// record with acks=1: in the leader's log, not committed (the follower
+// never fetches). otherEpoch is the follower's broker epoch.
+func uncommittedOnLeader(t *testing.T, topic string) (b *Broker, self, other int32, otherEpoch int64, p *partition) {
+	t.Helper()
+	b = startBroker(t, "")
+	waitUnfenced(t, b)
+	self, other = b.cfg.NodeID, b.cfg.NodeID+1
+	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
+	mustPropose(t, b, &metadata.CreateTopic{Name: topic, Assignment: [][]int32{{self, other}}})
+	mp := leaderPartitionState(t, b, topic)
+	if mp.Leader != self || len(mp.ISR) != 2 {
+		t.Fatalf("leader %d ISR %v, want %d and both", mp.Leader, mp.ISR, self)
+	}
+	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
+	produceP0(t, cl, topic)
+	p, err := b.store.partition(b.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, self, other, reg.BrokerEpoch, p
+}
+
 // A replica fetch (replica id set: read to the log end, past the high
 // watermark) from a broker that is not a follower of the partition is
 // refused, as Kafka's followerReplicaOrThrow does (UNKNOWN_LEADER_EPOCH
@@ -328,25 +354,9 @@ func TestFollowerStartsAtLeaderLogStartInsideABatch(t *testing.T) {
 // read records no in-sync replica had yet, which a leader change may take
 // back.
 func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
-	b := startBroker(t, "")
-	waitUnfenced(t, b)
-	self, other := b.cfg.NodeID, b.cfg.NodeID+1
-	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
-		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
-	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
 	const topic = "nonreplica"
-	mustPropose(t, b, &metadata.CreateTopic{Name: topic, Assignment: [][]int32{{self, other}}})
-	mp := leaderPartitionState(t, b, topic)
-	if mp.Leader != self || len(mp.ISR) != 2 {
-		t.Fatalf("leader %d ISR %v, want %d and both", mp.Leader, mp.ISR, self)
-	}
-	// acks=1: in the leader's log, not committed (the follower never fetches).
-	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	produceP0(t, cl, topic)
-	p, err := b.store.partition(b.meta.State(), topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, self, other, _, p := uncommittedOnLeader(t, topic)
+	leaderEpoch := p.leaderEpoch()
 	if end, hw := p.log.LogEndOffset(), p.log.HighWatermark(); end != 1 || hw != 0 {
 		t.Fatalf("log end %d, high watermark %d; want 1, 0", end, hw)
 	}
@@ -372,9 +382,9 @@ func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
 		epoch   int32
 		want    int16
 	}{
-		{42, 11, mp.LeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+		{42, 11, leaderEpoch, kerr.UnknownLeaderEpoch.Code},
 		{42, 8, -1, kerr.NotLeaderForPartition.Code},
-		{self, 11, mp.LeaderEpoch, kerr.UnknownLeaderEpoch.Code},
+		{self, 11, leaderEpoch, kerr.UnknownLeaderEpoch.Code},
 	} {
 		got := fetch(tc.replica, tc.version, tc.epoch)
 		if got.ErrorCode != tc.want || len(got.RecordBatches) != 0 {
@@ -383,7 +393,7 @@ func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
 		}
 	}
 	// The follower itself still reads to the log end.
-	if got := fetch(other, 11, mp.LeaderEpoch); got.ErrorCode != 0 || len(got.RecordBatches) == 0 {
+	if got := fetch(other, 11, leaderEpoch); got.ErrorCode != 0 || len(got.RecordBatches) == 0 {
 		t.Errorf("replica fetch from follower %d: error %v, %d bytes of records; want the uncommitted record",
 			other, kerr.ErrorForCode(got.ErrorCode), len(got.RecordBatches))
 	}
@@ -397,25 +407,9 @@ func TestReplicaFetchFromANonReplicaIsRefused(t *testing.T) {
 // the read, so such a fetch moved the high watermark (capped at the
 // leader's end) over records the follower may not have.
 func TestFollowerFetchPastLogEndIsNotRecorded(t *testing.T) {
-	b := startBroker(t, "")
-	waitUnfenced(t, b)
-	self, other := b.cfg.NodeID, b.cfg.NodeID+1
-	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
-		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
-	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
 	const topic = "pastend"
-	mustPropose(t, b, &metadata.CreateTopic{Name: topic, Assignment: [][]int32{{self, other}}})
-	mp := leaderPartitionState(t, b, topic)
-	if mp.Leader != self || len(mp.ISR) != 2 {
-		t.Fatalf("leader %d ISR %v, want %d and both", mp.Leader, mp.ISR, self)
-	}
-	// acks=1: in the leader's log, not committed (the follower never fetched).
-	cl := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite())
-	produceP0(t, cl, topic)
-	p, err := b.store.partition(b.meta.State(), topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b, _, other, otherEpoch, p := uncommittedOnLeader(t, topic)
+	leaderEpoch := p.leaderEpoch()
 	// The leader's own durable end reaches 1, so only the follower's end
 	// holds the high watermark back.
 	testutil.WaitFor(t, 10*time.Second, "the leader's record durable", func() bool { return p.repl.durableEnd.Load() == 1 })
@@ -424,13 +418,13 @@ func TestFollowerFetchPastLogEndIsNotRecorded(t *testing.T) {
 		req := kmsg.NewPtrFetchRequest()
 		req.Version = 15
 		req.ReplicaID = -1
-		req.ReplicaState.ID, req.ReplicaState.Epoch = other, reg.BrokerEpoch
+		req.ReplicaState.ID, req.ReplicaState.Epoch = other, otherEpoch
 		req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 1<<20
 		req.SessionEpoch = -1
 		rt := kmsg.NewFetchRequestTopic()
 		rt.TopicID = leaderPartitionTopicID(t, b, topic)
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, 1<<20, mp.LeaderEpoch
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, 1<<20, leaderEpoch
 		rp.LastFetchedEpoch = -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
