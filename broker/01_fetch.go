@@ -426,6 +426,15 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			}
 		}
 		off := fp.offset
+		if off < l.LogStartOffset() && fp.replica && b.tier() != nil {
+			// A follower below the local log start, the records
+			// between in the bucket (KIP-405): it starts at the
+			// remote log end rather than copying them back
+			// (replica_tiered.go).
+			rp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+			failed = true
+			continue
+		}
 		if off < l.LogStartOffset() {
 			done, next := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted)
 			if done {
@@ -473,6 +482,11 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			// was checked (the segment was uploaded, then deleted
 			// here): the records are in the bucket, where Kafka reads
 			// them too, not out of range.
+			if fp.replica {
+				rp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+				failed = true
+				continue
+			}
 			if done, _ := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted); done {
 				takeRemote()
 				continue

@@ -25,6 +25,9 @@ type metrics struct {
 	// side (leader, follower).
 	throttledBytes *prometheus.CounterVec
 	throttledSkips *prometheus.CounterVec
+	// replicaRemoteStarts: follower logs restarted at the remote log end
+	// (replica_tiered.go).
+	replicaRemoteStarts prometheus.Counter
 	// saslLogins and saslFailures count SASL authentications (security.go).
 	saslLogins, saslFailures prometheus.Counter
 	saslReauths              prometheus.Counter     // KIP-368 re-authentications
@@ -67,6 +70,9 @@ func newMetrics(b *Broker) *metrics {
 		throttledSkips: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sediment_replication_throttled_skips_total", Help: "Partitions left out of a replica fetch because the side's replication throttle was used up.",
 		}, []string{"side"}),
+		replicaRemoteStarts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_replica_remote_starts_total", Help: "Follower logs started at the remote log end (the leader answered OFFSET_MOVED_TO_TIERED_STORAGE) instead of copying the bucket's records.",
+		}),
 		saslLogins: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sediment_sasl_authentications_total", Help: "SASL logins that succeeded.",
 		}),
@@ -84,7 +90,7 @@ func newMetrics(b *Broker) *metrics {
 			Name: "sediment_sasl_reauthentications_total", Help: "SASL re-authentications (KIP-368) that succeeded.",
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips,
+	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips, m.replicaRemoteStarts,
 		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected, m.connThrottled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&partitionCollector{b: b}, &replicationCollector{b: b}, &pendingDeletionCollector{b: b})

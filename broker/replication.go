@@ -1053,6 +1053,14 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 				}
 				f.needTruncation(p, epoch)
 				continue
+			case errors.Is(err, kerr.OffsetMovedToTieredStorage):
+				// The leader's local log starts past our end and the
+				// records between are in the bucket: start at the
+				// remote log's end (replica_tiered.go).
+				if err := f.startAtRemoteEnd(ctx, p, epoch); err != nil && !errors.Is(err, errRoleChanged) {
+					firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))
+				}
+				continue
 			default:
 				// Not leader, fenced epoch…: wait for the metadata to tell us more.
 				firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: %w", p.topic, p.id, err))

@@ -219,3 +219,14 @@ func decodeSnapshot(b []byte) ([]byte, bool) {
 func readSmallFile(fs vfs.FS, dir, name string) ([]byte, error) {
 	return vfs.ReadFile(fs, filepath.Join(dir, name), maxCheckpointBytes)
 }
+
+// DecodeProducerSnapshot returns the producer state held by a producer
+// snapshot file's bytes (as tiering uploads them: the .snapshot object),
+// checking its header, length and CRC.
+func DecodeProducerSnapshot(b []byte) ([]byte, error) {
+	data, ok := decodeSnapshot(b)
+	if !ok {
+		return nil, fmt.Errorf("hotlog: damaged producer snapshot (%d bytes)", len(b))
+	}
+	return data, nil
+}

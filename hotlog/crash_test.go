@@ -3,6 +3,7 @@ package hotlog
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"sync"
@@ -641,5 +642,66 @@ func TestCrashIndexRebuildKeepsMaxTimestamp(t *testing.T) {
 				t.Fatalf("crash at %s: sealed segment's max timestamp %d, want %d", cp.what, got, want)
 			}
 		}
+	}
+}
+
+// TestStartAt: a log restarted at the end of another copy (the bucket's)
+// with that copy's producer snapshot and last leader epoch holds them, and
+// a crash at any step of the restart leaves a prefix of the old log or the
+// empty log at the new start with the new snapshot and epoch, never the
+// empty log without them.
+func TestStartAt(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := Config{SegmentBytes: 1000}
+	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(6, 6))}
+	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
+	var all []byte
+	for i := range 20 {
+		b := simpleBatch(2, 100, int64(i))
+		l.Append(b, AppendOptions{LeaderEpoch: 2})
+		all = append(all, b...)
+	}
+	l.WriteProducerSnapshot(10, []byte("old"))
+	rec.on.Store(true)
+	if err := l.StartAt(1000, 7, []byte("state at 1000")); err != nil {
+		t.Fatal(err)
+	}
+	rec.on.Store(false)
+	// A reopened empty log drops an epoch entry at its end (as Kafka's
+	// LeaderEpochFileCache.truncateFromEnd on load): the first append
+	// brings its own.
+	check := func(what string, l *Log, epoch int32) {
+		t.Helper()
+		if l.LogStartOffset() != 1000 || l.LogEndOffset() != 1000 || l.LatestEpoch() != epoch {
+			t.Fatalf("%s: log [%d, %d) epoch %d, want [1000, 1000) epoch %d", what, l.LogStartOffset(), l.LogEndOffset(), l.LatestEpoch(), epoch)
+		}
+		if off, data, err := l.LatestProducerSnapshot(); off != 1000 || string(data) != "state at 1000" || err != nil {
+			t.Fatalf("%s: snapshot at %d %q %v", what, off, data, err)
+		}
+	}
+	check("after", l, 7)
+	if e, end, _ := l.EndOffsetForEpoch(7); e != 7 || end != 1000 {
+		t.Fatalf("epoch 7 ends at %d (%d)", end, e)
+	}
+	l.Close()
+	l = openMem(t, mem, cfg)
+	check("reopened", l, -1)
+	res, err := l.Append(simpleBatch(1, 1, 1), AppendOptions{LeaderEpoch: 8})
+	if err != nil || res.FirstOffset != 1000 || l.LatestEpoch() != 8 {
+		t.Fatalf("append after: %+v %v, epoch %d", res, err, l.LatestEpoch())
+	}
+	l.Close()
+	if len(rec.clones) == 0 {
+		t.Fatal("no crash points")
+	}
+	for i, cp := range rec.clones {
+		l := openMem(t, cp.fs, cfg)
+		got := readAll(t, l)
+		if len(got) == 0 && l.LogEndOffset() == 1000 {
+			check(fmt.Sprintf("crash %d (%s)", i, cp.what), l, -1)
+		} else if !bytes.HasPrefix(all, got) || l.LogStartOffset() != 0 {
+			t.Fatalf("crash %d (%s): start %d end %d", i, cp.what, l.LogStartOffset(), l.LogEndOffset())
+		}
+		l.Close()
 	}
 }

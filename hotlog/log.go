@@ -423,7 +423,7 @@ func (l *Log) open() error {
 	if restartAt >= 0 {
 		l.logger.Warn("hotlog: log start checkpoint past the recovered log end; restarting the log empty at it",
 			"log_start", restartAt, "log_end", b.next)
-		return l.truncateFullyLocked(restartAt)
+		return l.truncateFullyLocked(restartAt, -1, nil)
 	}
 	return nil
 }

@@ -350,16 +350,62 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 	if offset < 0 {
 		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
 	}
-	return l.truncateFullyLocked(offset)
+	return l.truncateFullyLocked(offset, -1, nil)
 }
 
-func (l *Log) truncateFullyLocked(offset int64) error {
+// StartAt is TruncateFullyAndStartAt for a log that begins where another
+// copy of the log (the bucket's) ends: the log also takes the leader epoch
+// of the batch before offset (epoch; -1: none) as its first epoch entry,
+// and snapshot (nil: none) as its producer snapshot at offset, so that the
+// producer state and the epochs answered to OffsetForLeaderEpoch go on from
+// what the log below offset held. The snapshot and the epoch are written
+// before the log start checkpoint names offset: a crash in between leaves
+// the log empty at offset with the snapshot there or a prefix of the old log
+// (whose later snapshots the reopen drops), never the old log's snapshot
+// taken as the new one's.
+func (l *Log) StartAt(offset int64, epoch int32, snapshot []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return ErrClosed
+	}
+	if err := l.failure(); err != nil {
+		return err
+	}
+	if offset < 0 {
+		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
+	}
+	if len(snapshot) > maxSnapshotBytes-snapshotHeaderSize {
+		return fmt.Errorf("hotlog: producer snapshot of %d bytes is too large", len(snapshot))
+	}
+	return l.truncateFullyLocked(offset, epoch, snapshot)
+}
+
+func (l *Log) truncateFullyLocked(offset int64, epoch int32, snapshot []byte) error {
 	l.rewrites++
 	set := *l.segs.Load()
 	for j := len(set) - 1; j >= 0; j-- {
 		if err := l.renameDeletedLocked(set[j]); err != nil {
 			return l.fail(err)
 		}
+	}
+	// The new log's snapshot and epochs go down before its segment: once
+	// the segment at offset exists (the reopen's log start is at least its
+	// base), they are there.
+	for _, off := range l.snapshotOffsets() {
+		l.fs.Remove(l.snapshotPath(off))
+	}
+	if snapshot != nil {
+		if err := vfs.WriteFileAtomic(l.fs, l.snapshotPath(offset), encodeSnapshot(snapshot)); err != nil {
+			return l.fail(fmt.Errorf("hotlog: write producer snapshot: %w", err))
+		}
+	}
+	epochs := []epochEntry{}
+	if epoch >= 0 {
+		epochs = append(epochs, epochEntry{epoch, offset})
+	}
+	if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(epochs)); err != nil {
+		return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
 	}
 	seg, err := l.createSegmentLocked(offset)
 	if err != nil {
@@ -374,16 +420,9 @@ func (l *Log) truncateFullyLocked(offset int64) error {
 	l.logEnd.Store(offset)
 	l.logStart.Store(offset)
 	l.hw.Store(offset)
+	l.epochs.Store(&epochs)
 	if err := vfs.WriteFileAtomic(l.fs, l.path(logStartOffsetFile), encodeLogStart(offset)); err != nil {
 		return l.fail(fmt.Errorf("hotlog: write log start checkpoint: %w", err))
-	}
-	empty := []epochEntry{}
-	if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(empty)); err != nil {
-		return l.fail(fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err))
-	}
-	l.epochs.Store(&empty)
-	for _, off := range l.snapshotOffsets() {
-		l.fs.Remove(l.snapshotPath(off))
 	}
 	return nil
 }

@@ -821,3 +821,75 @@ func (p *Partition) LatestTieredOffset(ctx context.Context) (int64, error) {
 	}
 	return end - 1, nil
 }
+
+// Tail is what a replica needs to start its log at the remote log's end
+// instead of copying the remote history (KIP-405's follower, answered
+// OFFSET_MOVED_TO_TIERED_STORAGE, starting at the last tiered offset + 1 as
+// KIP-1023 does): the offset, the leader epoch of the batch before it, and
+// the producer state there as a snapshot at From plus the remote batches
+// [From, End) to replay on top of it.
+type Tail struct {
+	// End is the remote log end (the offset after the last remote
+	// record); -1 if nothing was ever committed to the bucket.
+	End int64
+	// Epoch is the leader epoch of the last remote batch (-1 if unknown).
+	Epoch int32
+	// Snapshot is the producer snapshot taken at From (nil: the empty
+	// state at From).
+	Snapshot []byte
+	From     int64
+}
+
+// Tail reads the committed remote log's tail afresh (never a cached
+// pointer: the replica starts where the bucket really ends). The producer
+// snapshot is the newest segment's at or below the end that has one, so
+// normally the last segment's (taken when it rolled) and nothing is
+// replayed; if none has one (segments sealed before snapshots were kept),
+// the state is rebuilt from the first segment whose newest record is no
+// older than since (Unix ms): producers idle since before it have expired
+// (producer.id.expiration.ms) and need no state.
+func (p *Partition) Tail(ctx context.Context, since int64) (Tail, error) {
+	st, err := p.refresh(ctx)
+	if err != nil {
+		return Tail{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	m := st.manifest
+	if st.ptr.ManifestKey == "" {
+		return Tail{End: -1, Epoch: -1, From: -1}, nil
+	}
+	t := Tail{End: m.EndOffset, Epoch: -1, From: m.EndOffset}
+	if len(m.Segments) == 0 {
+		// Retention or compaction emptied the remote log: nothing
+		// below its end is left to hold producer state.
+		return t, nil
+	}
+	last := m.Segments[len(m.Segments)-1]
+	if n := len(last.LeaderEpochs); n > 0 {
+		t.Epoch = last.LeaderEpochs[n-1].Epoch
+	}
+	for i := len(m.Segments) - 1; i >= 0; i-- {
+		seg := m.Segments[i]
+		if seg.SnapshotSize == 0 {
+			continue
+		}
+		obj, err := p.ReadSnapshot(ctx, seg)
+		if err != nil {
+			return Tail{}, fmt.Errorf("%w: %s: producer snapshot of %s: %v", ErrUnavailable, p.tp, seg.Stem, err)
+		}
+		snap, err := hotlog.DecodeProducerSnapshot(obj)
+		if err != nil {
+			return Tail{}, fmt.Errorf("%w: %s: %s%s: %v", ErrCorruptObject, p.tp, seg.Stem, SuffixSnapshot, err)
+		}
+		t.Snapshot, t.From = snap, seg.EndOffset
+		return t, nil
+	}
+	t.From = m.StartOffset
+	for _, seg := range m.Segments {
+		if seg.MaxTimestamp >= since {
+			t.From = max(seg.BaseOffset, m.StartOffset)
+			break
+		}
+		t.From = seg.EndOffset
+	}
+	return t, nil
+}
