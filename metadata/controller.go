@@ -15,12 +15,13 @@ import (
 const maxControllerProposals = 1000
 
 // Liveness probes. A broker that stops heartbeating is fenced after the
-// session timeout; but a broker whose process died is known sooner: its
-// Raft address refuses connections (the kernel closed its listener). The
-// controller dials a broker's Raft address (at most every probeEveryMs per
-// broker) when Raft fails to heartbeat its voter, when the broker's last
-// heartbeat is probeAfterMs old, and for every broker when this node becomes
-// the leader; a refused connection fences it at once. A broker that is
+// session timeout (on the controller's monotonic clock: sessionClock); but a
+// broker whose process died is known sooner: its Raft address refuses
+// connections (the kernel closed its listener). The controller dials a
+// broker's Raft address (at most every probeEveryMs per broker) when Raft
+// fails to heartbeat its voter, when the broker's session was renewed
+// probeAfterMs ago (on the same clock), and for every broker when this node
+// becomes the leader; a refused connection fences it at once. A broker that is
 // paused or cut off by the network does not refuse (the dial times out, or a
 // relay accepts it), so it keeps its full session, as in Kafka.
 const (
@@ -30,21 +31,22 @@ const (
 )
 
 // controller runs on every node and acts only while the node leads. It is
-// the single owner of its fields (run's goroutine).
+// the single owner of its fields (run's goroutine). Its times are ms on the
+// node's monotonic clock (Config.Monotonic), never the wall clock.
 type controller struct {
-	n           *Node
-	leading     bool
-	leaderSince int64 // ms, proposer clock
+	n       *Node
+	leading bool
+	since   int64 // ms, when this node took over as controller
 
 	probes       chan probeResult
 	observations chan raft.Observation // Raft's failed heartbeats to a voter
 	probeAll     bool                  // probe every broker on the next tick (new leader)
 	probeNow     map[int32]bool        // probe these on the next tick
 	probing      map[int32]bool        // a probe of this broker is running
-	probedAt     map[int32]int64       // ms, when it was last started
+	probedAt     map[int32]int64       // ms, when one was last started
 	dead         map[int32]int64       // broker id → epoch whose Raft address refused a connection
-	// balanceDue is when the next leader imbalance check runs (ms,
-	// proposer clock); 0 while none is scheduled (planLeadership).
+	// balanceDue is when the next leader imbalance check runs (ms); 0
+	// while none is scheduled (planLeadership).
 	balanceDue int64
 }
 
@@ -116,10 +118,10 @@ func (c *controller) tick() {
 		clear(c.probeNow)
 		return
 	}
-	now := n.cfg.Now().UnixMilli()
+	now := n.cfg.Monotonic().Milliseconds()
 	if !c.leading {
 		c.leading = true
-		c.leaderSince = now
+		c.since = now
 		c.balanceDue = 0 // a new controller schedules its first check afresh, as Kafka's does
 		c.probeAll = true
 		// Make sure our state includes everything committed by earlier leaders.
@@ -129,13 +131,22 @@ func (c *controller) tick() {
 		}
 	}
 	st := n.State()
+	// Read after the state: every renewal the state shows is recorded
+	// (sessionClock).
+	renewals := n.sessions.renewals()
+	renewed := func(id int32) int64 {
+		if at, ok := renewals[id]; ok && at > c.since {
+			return at
+		}
+		return c.since // a full session from the takeover
+	}
 	cmds := planFenceDead(st, c.dead)
 	balancing := false // this pass runs a leader imbalance check
 	if len(cmds) == 0 {
 		balancing = c.balanceDue != 0 && now >= c.balanceDue
-		cmds, c.balanceDue = c.plan(st, now, c.balanceDue)
+		cmds, c.balanceDue = c.plan(st, now, renewed, c.balanceDue)
 	}
-	c.probeStale(st, now)
+	c.probeStale(st, now, renewed)
 	for _, cmd := range cmds {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		_, err := n.Propose(ctx, cmd)
@@ -155,11 +166,12 @@ func (c *controller) tick() {
 	}
 }
 
-// plan decides what the controller proposes given the state at time now
-// and when the next leader imbalance check is due (0: none scheduled); it
-// returns the commands and the new due time. It is a pure function of its
-// inputs, so it is tested directly.
-func (c *controller) plan(st *State, now, balanceDue int64) ([]Command, int64) {
+// plan decides what the controller proposes given the state at time now,
+// when each broker's session was last renewed and when the next leader
+// imbalance check is due (0: none scheduled), all ms on the controller's
+// monotonic clock; it returns the commands and the new due time. It is a
+// pure function of its inputs, so it is tested directly.
+func (c *controller) plan(st *State, now int64, renewed func(id int32) int64, balanceDue int64) ([]Command, int64) {
 	var out []Command
 	if st.ClusterID == "" {
 		id := c.n.cfg.ClusterID
@@ -168,14 +180,15 @@ func (c *controller) plan(st *State, now, balanceDue int64) ([]Command, int64) {
 		}
 		out = append(out, &SetClusterID{ClusterID: id})
 	}
-	cmds, due := planLeadership(st, now, c.leaderSince, c.n.cfg.rebalance(), balanceDue)
+	cmds, due := planLeadership(st, now, renewed, c.n.cfg.rebalance(), balanceDue)
 	return append(out, cmds...), due
 }
 
-// planLeadership fences brokers whose session expired (counting from when
-// this controller took over, at the earliest, so brokers get a full session to
-// find a new leader) and elects leaders for partitions that have none but
-// could, at once. Leadership goes back to preferred replicas only at leader
+// planLeadership fences brokers whose session expired: renewed(id), when
+// broker id's session was last renewed (the controller counts from when it
+// took over at the earliest, so brokers get a full session to find a new
+// leader), is more than the session timeout before now. It elects leaders
+// for partitions that have none but could, at once. Leadership goes back to preferred replicas only at leader
 // imbalance checks, as Kafka's controller does it:
 //
 //   - While no check is scheduled (balanceDue 0), a partition led by
@@ -195,13 +208,15 @@ func (c *controller) plan(st *State, now, balanceDue int64) ([]Command, int64) {
 //     unless the maxControllerProposals cap left elections out: then the
 //     check runs again on the next tick.
 //
-// With !rb.enabled no check is scheduled. It returns the commands and the
-// new balanceDue.
-func planLeadership(st *State, now, leaderSince int64, rb rebalance, balanceDue int64) ([]Command, int64) {
+// With !rb.enabled no check is scheduled. now, renewed's results and
+// balanceDue are ms on one clock: the controller's monotonic clock (never
+// the state's LastHeartbeatMs, a wall clock). It returns the commands and
+// the new balanceDue.
+func planLeadership(st *State, now int64, renewed func(id int32) int64, rb rebalance, balanceDue int64) ([]Command, int64) {
 	var out []Command
 	timeout := sessionTimeoutMs(st)
 	for _, b := range st.Brokers() {
-		if !b.Fenced && max(b.LastHeartbeatMs, leaderSince)+timeout < now {
+		if !b.Fenced && renewed(b.ID)+timeout < now {
 			out = append(out, &FenceBroker{BrokerID: b.ID, BrokerEpoch: b.Epoch})
 		}
 	}
@@ -299,15 +314,17 @@ func planFenceDead(st *State, dead map[int32]int64) []Command {
 }
 
 // probeStale starts a liveness probe, by the Raft address of the voter with
-// its id, of each unfenced broker whose last heartbeat is probeAfterMs old
-// or that was asked for (probeAll, probeNow).
-func (c *controller) probeStale(st *State, now int64) {
+// its id, of each unfenced broker whose session was renewed probeAfterMs
+// ago or that was asked for (probeAll, probeNow).
+func (c *controller) probeStale(st *State, now int64, renewed func(id int32) int64) {
 	var voters []Peer
 	all, asked := c.probeAll, c.probeNow
 	c.probeAll, c.probeNow = false, map[int32]bool{}
 	for _, b := range st.Brokers() {
-		if b.Fenced || b.ID == c.n.cfg.NodeID || c.probing[b.ID] || now-c.probedAt[b.ID] < probeEveryMs ||
-			(!all && !asked[b.ID] && now-b.LastHeartbeatMs < probeAfterMs) {
+		if b.Fenced || b.ID == c.n.cfg.NodeID || c.probing[b.ID] || (!all && !asked[b.ID] && now-renewed(b.ID) < probeAfterMs) {
+			continue
+		}
+		if at, ok := c.probedAt[b.ID]; ok && now-at < probeEveryMs {
 			continue
 		}
 		if voters == nil {

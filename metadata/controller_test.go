@@ -117,7 +117,7 @@ func TestPlanLeaderRebalance(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := rebalanceState(now, tc.balanced, tc.many, tc.expired)
-			cmds, due := planLeadership(st, now, now-interval, tc.rb, tc.due)
+			cmds, due := planLeadership(st, now, renewedAtHeartbeat(st, now-interval), tc.rb, tc.due)
 			var got []string
 			for _, c := range cmds {
 				if f, ok := c.(*FenceBroker); ok {
@@ -150,5 +150,16 @@ func TestPlanLeaderRebalance(t *testing.T) {
 				t.Errorf("next check due at %d, want %d", due, tc.wantDue)
 			}
 		})
+	}
+}
+
+// renewedAtHeartbeat is planLeadership's renewed for tests whose one clock
+// stands for both the proposer's and the controller's: a broker's session
+// was renewed at its LastHeartbeatMs, or at since (the takeover) when that
+// is later.
+func renewedAtHeartbeat(st *State, since int64) func(int32) int64 {
+	return func(id int32) int64 {
+		b, _ := st.Broker(id)
+		return max(b.LastHeartbeatMs, since)
 	}
 }

@@ -37,6 +37,10 @@ type fsm struct {
 	// publish is called from raft's FSM goroutine after each batch (and after
 	// a restore, with restored set).
 	publish func(changes []Change, restored *State)
+	// observe, when set, is called from raft's FSM goroutine with each
+	// batch's changes before its state becomes current (and with restored
+	// before a restored state does): the node's sessionClock.
+	observe func(changes []Change, restored bool)
 
 	mu struct {
 		sync.Mutex
@@ -111,6 +115,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 		out[i] = applyResponse{result: res, err: err}
 	}
 	advanced := st != f.current()
+	if f.observe != nil && len(changes) > 0 {
+		f.observe(changes, false)
+	}
 	f.state.Store(st)
 	// Publish whenever the version moved, even with no change to stream
 	// (only rejected commands or configuration entries): WaitForVersion,
@@ -134,6 +141,9 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	st, err := ReadSnapshot(rc)
 	if err != nil {
 		return err
+	}
+	if f.observe != nil {
+		f.observe(nil, true)
 	}
 	f.state.Store(st)
 	if f.publish != nil {

@@ -105,14 +105,17 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return v
 	}
 	// plan runs the controller's planLeadership at now=, since= (when it
-	// took over); due= is when a leader imbalance check is due (0, the
+	// took over), the scripts' one clock standing for both the proposer's
+	// (heartbeats' now=, LastHeartbeatMs) and the controller's monotonic
+	// one: a broker's session was renewed at its LastHeartbeatMs, or at
+	// since= when that is later. due= is when a leader imbalance check is due (0, the
 	// default: none is scheduled, so leadership does not go back to
 	// preferred replicas), pct= the imbalance allowed per broker (10),
 	// rebalance=off disables the check (TestPlanLeaderRebalance has the
 	// check's timing).
 	plan := func() []Command {
 		rb := rebalance{enabled: str("rebalance") != "off", intervalMs: 300_000, percentage: int(num("pct", 10))}
-		cmds, _ := planLeadership(st, num("now", 0), num("since", 0), rb, num("due", 0))
+		cmds, _ := planLeadership(st, num("now", 0), renewedAtHeartbeat(st, num("since", 0)), rb, num("due", 0))
 		return cmds
 	}
 	brokerEpoch := func() int64 {

@@ -129,7 +129,7 @@ func FuzzDecodeSnapshotBody(f *testing.F) {
 			return
 		}
 		// A decodable state must be safe to use: run the controller on it.
-		_, _ = planLeadership(st, 1<<40, 0, rebalance{enabled: true, intervalMs: 1, percentage: 10}, 1)
+		_, _ = planLeadership(st, 1<<40, func(int32) int64 { return 0 }, rebalance{enabled: true, intervalMs: 1, percentage: 10}, 1)
 		back, err := DecodeSnapshot(EncodeSnapshot(st))
 		if err != nil || back.String() != st.String() {
 			t.Fatalf("round trip: %v", err)

@@ -50,6 +50,13 @@ type Config struct {
 	ClusterID string
 	Logger    *slog.Logger
 	Now       func() time.Time // the proposer clock for timestamps in commands
+	// Monotonic reads a monotonic clock whose readings are positive (the
+	// controller takes a due time of 0 for none); default one second plus
+	// the time since Open (time.Since, which Go measures on the monotonic
+	// clock). The controller times broker sessions, liveness probes and
+	// leader imbalance checks by it, never by Now, so a step of the wall
+	// clock changes none of them.
+	Monotonic func() time.Duration
 
 	HeartbeatTimeout   time.Duration // raft; default 1s
 	ElectionTimeout    time.Duration // raft; default 1s
@@ -107,6 +114,7 @@ type Node struct {
 	// while Open is still starting raft wait for it (transport.go).
 	raftReady chan struct{}
 	fsm       *fsm
+	sessions  *sessionClock // filled by the FSM, read by the controller
 	wal       *wal.WAL
 	meta      *metadb.BoltMetaDB
 	trans     *raft.NetworkTransport
@@ -154,6 +162,8 @@ func Open(cfg Config) (*Node, error) {
 	n.watch.ring = make([]Change, 0, 64)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.fsm = newFSM(n.logger, n.publish)
+	n.sessions = newSessionClock(cfg.Monotonic)
+	n.fsm.observe = n.sessions.observe
 
 	ok := false
 	defer func() {
@@ -255,6 +265,9 @@ func setDefaults(c *Config) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Monotonic == nil {
+		c.Monotonic = monotonicSince(time.Now().Add(-time.Second))
 	}
 	if c.Dial == nil {
 		c.Dial = dialTCP

@@ -65,8 +65,11 @@ type Broker struct {
 	// registers and unfenced by its first heartbeat.
 	Fenced               bool
 	InControlledShutdown bool
-	// LastHeartbeatMs is the proposer's clock (Unix ms) at the last
-	// registration or heartbeat.
+	// LastHeartbeatMs is the proposer's wall clock (Unix ms) at the
+	// registration or its latest heartbeat (heartbeats never move it back,
+	// even when that clock stepped back). Only RegisterBroker's live-session
+	// check reads it; the controller times sessions on its own monotonic
+	// clock (sessionClock).
 	LastHeartbeatMs int64
 }
 

@@ -1,0 +1,83 @@
+package metadata
+
+import (
+	"sync"
+	"time"
+)
+
+// sessionClock records when this node applied each broker's last
+// registration or heartbeat, on its monotonic clock (Config.Monotonic). The
+// controller fences brokers by it, not by the LastHeartbeatMs the state
+// carries: that is some proposer's wall clock, so a step of the leader's
+// wall clock would fence every broker at once (forward) or spare a dead one
+// for as long as the step (backward). Kafka's KRaft controller keeps its
+// broker sessions the same way, in memory (BrokerHeartbeatManager). Only a
+// leader's renewals count, and only from when it took over (controller.since):
+// a new controller gives every broker a full session.
+//
+// observe runs on raft's FSM goroutine before a batch's state becomes
+// current, so a heartbeat the controller sees in a State has its renewal
+// recorded; renewals is called by the controller.
+type sessionClock struct {
+	now func() time.Duration
+	mu  struct {
+		sync.Mutex
+		renewed map[int32]time.Duration // broker id → when its session was last renewed
+	}
+}
+
+func newSessionClock(now func() time.Duration) *sessionClock {
+	s := &sessionClock{now: now}
+	s.mu.renewed = map[int32]time.Duration{}
+	return s
+}
+
+// observe records the renewals among changes (applied commands); restored
+// forgets them all (a snapshot replaced the state).
+func (s *sessionClock) observe(changes []Change, restored bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if restored {
+		clear(s.mu.renewed)
+	}
+	var (
+		now  time.Duration
+		read bool
+	)
+	for _, c := range changes {
+		var id int32
+		switch cmd := c.Command.(type) {
+		case *RegisterBroker:
+			id = cmd.BrokerID
+		case *BrokerHeartbeat:
+			id = cmd.BrokerID
+		case *UnregisterBroker:
+			delete(s.mu.renewed, cmd.BrokerID)
+			continue
+		default:
+			continue
+		}
+		if !read {
+			now, read = s.now(), true
+		}
+		s.mu.renewed[id] = now
+	}
+}
+
+// renewals returns when each broker's session was last renewed, in ms on
+// the monotonic clock; a broker not renewed since this node started (or
+// since a snapshot was installed) is missing.
+func (s *sessionClock) renewals() map[int32]int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make(map[int32]int64, len(s.mu.renewed))
+	for id, at := range s.mu.renewed {
+		out[id] = at.Milliseconds()
+	}
+	return out
+}
+
+// monotonicSince returns a monotonic clock that reads 0 at start.
+func monotonicSince(start time.Time) func() time.Duration {
+	return func() time.Duration { return time.Since(start) }
+}
