@@ -1253,6 +1253,33 @@ func (g *group) cgValidateCommit(req *kmsg.OffsetCommitRequest, names []string, 
 	return 0
 }
 
+// cgValidateFetch is Kafka's ConsumerGroup.validateOffsetFetch (OffsetFetch
+// v9+): a fetch that names no member (nil id, epoch -1: an admin client or
+// a consumer outside group management) is served; else the member must be
+// in the group (UNKNOWN_MEMBER_ID) at exactly its member epoch:
+// STALE_MEMBER_EPOCH for a consumer-protocol member, ILLEGAL_GENERATION for
+// a classic member of the group (its generation). Unlike a commit there is
+// no relaxation for an older epoch (KIP-1251 is about commits).
+func (g *group) cgValidateFetch(memberID *string, epoch int32) int16 {
+	if memberID == nil && epoch < 0 {
+		return 0
+	}
+	var m *cmember
+	if memberID != nil {
+		m = g.cg.members[*memberID]
+	}
+	if m == nil {
+		return kerr.UnknownMemberID.Code
+	}
+	if epoch != m.epoch {
+		if m.classic != nil {
+			return kerr.IllegalGeneration.Code
+		}
+		return kerr.StaleMemberEpoch.Code
+	}
+	return 0
+}
+
 // ownedSince tells whether the member has owned tp since member epoch
 // epoch or before (a partition being revoked counts as owned since ever).
 func (m *cmember) ownedSince(tp topicPartition, epoch int32) bool {

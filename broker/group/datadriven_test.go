@@ -406,6 +406,8 @@ func (e *env) run(td *datadriven.TestData) string {
 			for _, g := range groups {
 				rg := kmsg.NewOffsetFetchRequestGroup()
 				rg.Group = g
+				rg.MemberID = a.ptr("member")
+				rg.MemberEpoch = int32(a.num(t, "mepoch", -1))
 				if topics != nil {
 					rg.Topics = []kmsg.OffsetFetchRequestGroupTopic{}
 					for _, t := range topics {

@@ -217,6 +217,9 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 	if req.Version >= 8 {
 		for _, rg := range req.Groups {
 			fg := fetchGroup{group: rg.Group, all: rg.Topics == nil}
+			if req.Version >= 9 {
+				fg.member, fg.memberID, fg.memberEpoch = true, rg.MemberID, rg.MemberEpoch
+			}
 			for _, t := range rg.Topics {
 				ft := fetchTopic{name: t.Topic, id: t.TopicID, partitions: t.Partitions}
 				if req.Version >= 10 {
@@ -305,6 +308,12 @@ type fetchGroup struct {
 	group  string
 	all    bool
 	topics []fetchTopic
+	// member is set for v9+, which names the fetching member (memberID
+	// nil and memberEpoch -1: an admin client or a consumer outside group
+	// management).
+	member      bool
+	memberID    *string
+	memberEpoch int32
 }
 
 type fetchTopic struct {
@@ -348,6 +357,12 @@ func (c *Coordinator) fetchOffsets(fg fetchGroup, requireStable bool) fetchResul
 			res.topics = append(res.topics, tr)
 		}
 		return res
+	}
+	if fg.member && g != nil && g.cg != nil {
+		if code := g.cgValidateFetch(fg.memberID, fg.memberEpoch); code != 0 {
+			res.code = code
+			return res
+		}
 	}
 	one := func(tp topicPartition) fetchPartitionResult {
 		r := fetchPartitionResult{partition: tp.partition, offset: -1, leaderEpoch: -1}
