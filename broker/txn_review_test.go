@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // waitTxnState polls the coordinator until id is in state (on a handler's
@@ -364,5 +365,39 @@ func TestTxnStatePartitionCountOfExistingTopic(t *testing.T) {
 	pid2, epoch2 := initID(b2)
 	if pid2 != pid || epoch2 != epoch+1 {
 		t.Fatalf("after a restart with another transaction.state.log.num.partitions: producer %d epoch %d, want %d epoch %d", pid2, epoch2, pid, epoch+1)
+	}
+}
+
+// TestWriteMarkersWaitsBesideALeaderlessPartition: a marker round over a
+// partition without a leader fails (the coordinator retries it), but only
+// after the markers of the partitions it could write are written: it used
+// to return at the leaderless partition, never starting the writes after it
+// and leaving those before it running beside the retried round.
+func TestWriteMarkersWaitsBesideALeaderlessPartition(t *testing.T) {
+	b := startBroker(t, "")
+	self := b.cfg.NodeID
+	waitUnfenced(t, b)
+	other := self + 1
+	reg := mustPropose(t, b, &metadata.RegisterBroker{BrokerID: other, IncarnationID: metadata.NewUUID(), PreviousBrokerEpoch: -1,
+		Listeners: []metadata.Listener{{Name: "PLAINTEXT", Host: "127.0.0.1", Port: 1}}})
+	mustPropose(t, b, &metadata.BrokerHeartbeat{BrokerID: other, BrokerEpoch: reg.BrokerEpoch})
+	mustPropose(t, b, &metadata.CreateTopic{Name: "marked-none", Assignment: [][]int32{{other}}})
+	mustPropose(t, b, &metadata.FenceBroker{BrokerID: other, BrokerEpoch: -1})
+	createTopic(t, b, "marked-here", 1, nil)
+	if p, _ := b.meta.State().Topic("marked-none"); p.Partitions[0].Leader != metadata.NoLeader {
+		t.Fatalf("marked-none led by %d", p.Partitions[0].Leader)
+	}
+	p, err := b.store.partition(b.meta.State(), "marked-here", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := p.log.LogEndOffset()
+	err = txnBroker{b}.WriteMarkers(testCtx(t), txn.Marker{ProducerID: 7, ProducerEpoch: 0, Commit: false, CoordinatorEpoch: 0,
+		Partitions: []txn.TopicPartition{{Topic: "marked-none", Partition: 0}, {Topic: "marked-here", Partition: 0}}})
+	if err == nil {
+		t.Fatal("a round with a leaderless partition succeeded")
+	}
+	if after := p.log.LogEndOffset(); after != before+1 {
+		t.Fatalf("when the round returned (%v), marked-here's log end was %d, want the marker at %d", err, after, before)
 	}
 }

@@ -273,7 +273,12 @@ func (tb txnBroker) WriteMarkers(ctx context.Context, m txn.Marker) error {
 		}
 		if leader := t.Partitions[tp.Partition].Leader; leader != b.cfg.NodeID {
 			if leader == metadata.NoLeader {
-				return fmt.Errorf("broker: %s-%d has no leader", tp.Topic, tp.Partition)
+				// The others are written meanwhile (as Kafka's marker
+				// channel retries only the partitions without a leader);
+				// the round fails and is retried after every write
+				// started here has finished, never beside them.
+				fail(fmt.Errorf("broker: %s-%d has no leader", tp.Topic, tp.Partition))
+				continue
 			}
 			remote[leader] = append(remote[leader], tp)
 			continue
