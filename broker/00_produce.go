@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ import (
 // v12+ (KIP-890 part 2, transaction.version 2): the client sends no
 // AddPartitionsToTxn; the first transactional batch of a producer epoch in
 // a partition adds the partition to the transaction at the coordinator.
+// A batch with a producer id needs a sequence (INVALID_RECORD otherwise,
+// checkProducedSequence), and a producer with a transaction open in the
+// partition may write only transactional batches there (INVALID_TXN_STATE,
+// producers.go), as in Kafka.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -175,6 +180,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
+	if err := checkProducedSequence(pt.Records); err != nil {
+		return err
+	}
 	verified, err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records, r.Version >= 12)
 	if err != nil {
 		return err // txns.go
@@ -241,4 +249,27 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 		}
 	}
 	return false
+}
+
+// checkProducedSequence refuses a client's batch with a producer id but no
+// sequence (a base sequence below 0, RecordBatch.NO_SEQUENCE being -1) with
+// INVALID_RECORD, as Kafka's LogValidator.validateBatch does for every
+// batch a client writes, transactional or not: without a sequence the
+// producer state could not recognise a retry, and the batch would skip the
+// sequence checks (producers.go lets a batch without a sequence through on
+// its epoch alone, for the coordinator's own transactional writes, which
+// Kafka's check exempts too). Kafka checks it in the append, after a
+// transactional batch's verification at the coordinator; here it comes
+// first, so that a batch that cannot be written is not added to a
+// transaction (Produce v12+). A batch whose header does not parse is left
+// to the append's own checks.
+func checkProducedSequence(records []byte) error {
+	if len(records) < hotlog.BatchHeaderSize {
+		return nil
+	}
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil || h.ProducerID < 0 || h.BaseSequence >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: invalid sequence number %d in a batch of producer %d", hotlog.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
 }

@@ -215,6 +215,8 @@ func (s *producerState) checkSequence(b batchInfo) error {
 	if b.control || b.baseSequence == -1 {
 		// Markers and the coordinator's own transactional writes
 		// (TxnOffsetCommit) carry no sequence: only the epoch counts.
+		// A client's batch without one never gets here
+		// (checkProducedSequence, INVALID_RECORD).
 		if e != nil && b.producerEpoch < e.epoch {
 			return fmt.Errorf("%w: epoch %d < %d for producer %d", errTxnProducerFenced, b.producerEpoch, e.epoch, b.producerID)
 		}
