@@ -135,6 +135,9 @@ type saslConn struct {
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
 	reauth    bool // a re-authentication is in progress
+	// lastReauth is when the last re-authentication started (zero:
+	// none), for minReauthInterval.
+	lastReauth time.Time
 
 	// loggedIn is called once the first login succeeded (conn.afterLogin).
 	loggedIn func()
