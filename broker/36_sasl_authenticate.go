@@ -26,7 +26,11 @@ import (
 // expires if sooner, also without that setting (sessionLifetime); a v1+
 // login is told the lifetime, and the client logs in again on the same
 // connection before then (SaslHandshake, SaslAuthenticate, as the same
-// principal). A connection used for anything else after it is closed
+// principal: another is SASL_AUTHENTICATION_FAILED, "Cannot change
+// principals during re-authentication", and closes, as Kafka's
+// ensurePrincipalUnchanged). The credential may change (a password, then a
+// delegation token of the same owner): the token APIs follow the current
+// login (tokenAuth), as Kafka's channel takes the new login's principal. A connection used for anything else after it is closed
 // (conn.go), whatever the version it logged in with, as Kafka's
 // SocketServer. With neither the lifetime is 0 and the session does not
 // end, Kafka's default. v2 flexible. Serial: in request order.
@@ -54,7 +58,11 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	fail := func(err error) (*Reply, error) {
 		r.Conn.logAuthFailure(b, sc.mechanism, err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", sc.mechanism)
+		during := "authentication"
+		if sc.reauth {
+			during = "re-authentication"
+		}
+		msg := fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", during, sc.mechanism)
 		if sf := (*saslFailure)(nil); errors.As(err, &sf) {
 			msg = sf.msg // OAUTHBEARER's error message (RFC 7628), as Kafka
 		}
@@ -73,8 +81,17 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	now := time.Now()
 	if sc.reauth {
 		if user != r.Conn.Principal {
-			return fail(fmt.Errorf("re-authentication as %q on a connection of %q", user, r.Conn.Principal))
+			// Kafka's ReauthInfo.ensurePrincipalUnchanged: the
+			// principal (type and name) must stay; its message.
+			msg := fmt.Sprintf("Cannot change principals during re-authentication from User.%s: User.%s", r.Conn.Principal, user)
+			return fail(&saslFailure{msg: msg, err: errors.New(msg)})
 		}
+		// The principal is the same, but the credential may not be
+		// (a password, then a delegation token of the same owner, or
+		// the reverse): as Kafka's channel takes the new login's
+		// principal with its tokenAuthenticated flag, the token
+		// APIs follow the login that is current.
+		sc.tokenAuth.Store(isTokenLogin(sc.exchange))
 		sc.reauth = false
 		b.metrics.saslReauths.Inc()
 	} else {
