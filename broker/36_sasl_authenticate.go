@@ -17,9 +17,12 @@ import (
 // (OAUTHBEARER: a refused token first gets the error message of RFC 7628,
 // {"status":"invalid_token"}, as the server's bytes, and the failure, with
 // that message, comes at the client's %x01 answer, as in Kafka);
-// a request out of turn (no handshake, after success, on a listener without
-// SASL) gets ILLEGAL_SASL_STATE and closes. On success every API opens and
-// the connection's principal is the user.
+// a request out of turn before the login succeeded (no handshake) gets
+// ILLEGAL_SASL_STATE and closes. After it (outside a re-authentication), or
+// on a listener without SASL, it is ILLEGAL_SASL_STATE on a connection that
+// stays, as Kafka's KafkaApis answers it (an expired session closes
+// unanswered, as Kafka's SocketServer). On success every API opens and the
+// connection's principal is the user.
 //
 // Re-authentication (KIP-368): a session lasts connections.max.reauth.ms,
 // or until the credential (an OAUTHBEARER token, a delegation token)
@@ -45,13 +48,28 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	req := r.Msg.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	sc := r.Conn.sasl
-	if sc == nil {
+	afterLogin := func() (*Reply, error) {
+		// Not part of a login: Kafka's KafkaApis answers it, and
+		// the connection stays.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		return &Reply{Msg: resp, Close: true}, nil
+		msg := "SaslAuthenticate request received after successful authentication"
+		resp.ErrorMessage = &msg
+		return &Reply{Msg: resp}, nil
+	}
+	if sc == nil {
+		return afterLogin()
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if (sc.done.Load() && !sc.reauth) || sc.exchange == nil || sc.raw.Load() {
+	if sc.done.Load() && !sc.reauth {
+		if sc.sessionExpired(time.Now()) {
+			// Kafka's SocketServer closes an expired session on
+			// anything but a re-authentication's handshake.
+			return &Reply{NoResponse: true, Close: true}, nil
+		}
+		return afterLogin()
+	}
+	if sc.exchange == nil || sc.raw.Load() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return &Reply{Msg: resp, Close: true}, nil
 	}

@@ -287,6 +287,43 @@ func TestSASLHandshakeStates(t *testing.T) {
 	}
 }
 
+// TestSASLAuthenticateAfterLogin: a SaslAuthenticate after the login
+// succeeded (not in a re-authentication), or on a listener without SASL,
+// is ILLEGAL_SASL_STATE with Kafka's KafkaApis message, and the connection
+// stays; it used to close.
+func TestSASLAuthenticateAfterLogin(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+	})
+	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	for _, listener := range []string{"SASL_PLAINTEXT", "PLAINTEXT"} {
+		nc, err := net.Dial("tcp", b.listenerAddr(listener))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		corr := int32(1)
+		if listener == "SASL_PLAINTEXT" {
+			if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), corr); au == nil || au.ErrorCode != 0 {
+				t.Fatalf("login: %+v", au)
+			}
+			corr += 2
+		}
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, plainMsg("alice", "alice-pw")
+		ar := rawRequest(t, nc, au, corr).(*kmsg.SASLAuthenticateResponse)
+		if ar.ErrorCode != kerr.IllegalSaslState.Code || ar.ErrorMessage == nil || *ar.ErrorMessage != "SaslAuthenticate request received after successful authentication" {
+			t.Errorf("%s: SaslAuthenticate after login: %v %v, want ILLEGAL_SASL_STATE", listener, kerr.ErrorForCode(ar.ErrorCode), ar.ErrorMessage)
+		}
+		if connClosed(nc, kmsg.NewPtrMetadataRequest(), corr+1) {
+			t.Errorf("%s: SaslAuthenticate after login closed the connection", listener)
+		}
+	}
+}
+
 // saslSessions reports, over b's authenticated SASL connections, whether
 // every session has an end (bounded) and whether every one has ended.
 func saslSessions(b *Broker) (bounded, expired bool) {
