@@ -180,12 +180,12 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if acks == -1 && int64(p.isrSize()) < configInt(b, topic, "min.insync.replicas") {
 		return errNotEnoughReplicas
 	}
-	if err := checkProducedSequence(pt.Records); err != nil {
-		return err
-	}
 	verified, err := b.verifyTxnWrite(r.Msg.(*kmsg.ProduceRequest).TransactionID, p, pt.Records, r.Version >= 12)
 	if err != nil {
 		return err // txns.go
+	}
+	if err := checkProducedSequence(pt.Records); err != nil {
+		return err
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	if err := b.checkProducedRecords(topic, pt.Records); err != nil { // cleaner.go
@@ -258,11 +258,11 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 // producer state could not recognise a retry, and the batch would skip the
 // sequence checks (producers.go lets a batch without a sequence through on
 // its epoch alone, for the coordinator's own transactional writes, which
-// Kafka's check exempts too). Kafka checks it in the append, after a
-// transactional batch's verification at the coordinator; here it comes
-// first, so that a batch that cannot be written is not added to a
-// transaction (Produce v12+). A batch whose header does not parse is left
-// to the append's own checks.
+// Kafka's check exempts too). In Kafka's order: after a transactional
+// batch's verification at the coordinator (a fenced producer is told so
+// first; at v12+ the partition is added to the transaction before, as in
+// Kafka), before the producer-state checks. A batch whose header does not
+// parse is left to the append's own checks.
 func checkProducedSequence(records []byte) error {
 	if len(records) < hotlog.BatchHeaderSize {
 		return nil
