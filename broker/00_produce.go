@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 	"time"
@@ -38,6 +39,10 @@ import (
 // v12+ (KIP-890 part 2, transaction.version 2): the client sends no
 // AddPartitionsToTxn; the first transactional batch of a producer epoch in
 // a partition adds the partition to the transaction at the coordinator.
+// A batch with a producer id needs a sequence (INVALID_RECORD otherwise,
+// checkProducedSequence), and a producer with a transaction open in the
+// partition may write only transactional batches there (INVALID_TXN_STATE,
+// producers.go), as in Kafka.
 
 func init() {
 	e := regKey(0, 3, 13)
@@ -179,6 +184,9 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if err != nil {
 		return err // txns.go
 	}
+	if err := checkProducedSequence(pt.Records); err != nil {
+		return err
+	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
 	if err := b.checkProducedRecords(topic, pt.Records); err != nil { // cleaner.go
 		return err
@@ -241,4 +249,27 @@ func hasTransactionalBatch(req *kmsg.ProduceRequest) bool {
 		}
 	}
 	return false
+}
+
+// checkProducedSequence refuses a client's batch with a producer id but no
+// sequence (a base sequence below 0, RecordBatch.NO_SEQUENCE being -1) with
+// INVALID_RECORD, as Kafka's LogValidator.validateBatch does for every
+// batch a client writes, transactional or not: without a sequence the
+// producer state could not recognise a retry, and the batch would skip the
+// sequence checks (producers.go lets a batch without a sequence through on
+// its epoch alone, for the coordinator's own transactional writes, which
+// Kafka's check exempts too). In Kafka's order: after a transactional
+// batch's verification at the coordinator (a fenced producer is told so
+// first; at v12+ the partition is added to the transaction before, as in
+// Kafka), before the producer-state checks. A batch whose header does not
+// parse is left to the append's own checks.
+func checkProducedSequence(records []byte) error {
+	if len(records) < hotlog.BatchHeaderSize {
+		return nil
+	}
+	h, err := hotlog.ParseBatchHeader(records)
+	if err != nil || h.ProducerID < 0 || h.BaseSequence >= 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: invalid sequence number %d in a batch of producer %d", hotlog.ErrInvalidRecord, h.BaseSequence, h.ProducerID)
 }

@@ -17,16 +17,23 @@ import (
 // (OAUTHBEARER: a refused token first gets the error message of RFC 7628,
 // {"status":"invalid_token"}, as the server's bytes, and the failure, with
 // that message, comes at the client's %x01 answer, as in Kafka);
-// a request out of turn (no handshake, after success, on a listener without
-// SASL) gets ILLEGAL_SASL_STATE and closes. On success every API opens and
-// the connection's principal is the user.
+// a request out of turn before the login succeeded (no handshake) gets
+// ILLEGAL_SASL_STATE and closes. After it (outside a re-authentication), or
+// on a listener without SASL, it is ILLEGAL_SASL_STATE on a connection that
+// stays, as Kafka's KafkaApis answers it (an expired session closes
+// unanswered, as Kafka's SocketServer). On success every API opens and the
+// connection's principal is the user.
 //
 // Re-authentication (KIP-368): a session lasts connections.max.reauth.ms,
 // or until the credential (an OAUTHBEARER token, a delegation token)
 // expires if sooner, also without that setting (sessionLifetime); a v1+
 // login is told the lifetime, and the client logs in again on the same
 // connection before then (SaslHandshake, SaslAuthenticate, as the same
-// principal). A connection used for anything else after it is closed
+// principal: another is SASL_AUTHENTICATION_FAILED, "Cannot change
+// principals during re-authentication", and closes, as Kafka's
+// ensurePrincipalUnchanged). The credential may change (a password, then a
+// delegation token of the same owner): the token APIs follow the current
+// login (tokenAuth), as Kafka's channel takes the new login's principal. A connection used for anything else after it is closed
 // (conn.go), whatever the version it logged in with, as Kafka's
 // SocketServer. With neither the lifetime is 0 and the session does not
 // end, Kafka's default. v2 flexible. Serial: in request order.
@@ -41,20 +48,39 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	req := r.Msg.(*kmsg.SASLAuthenticateRequest)
 	resp := req.ResponseKind().(*kmsg.SASLAuthenticateResponse)
 	sc := r.Conn.sasl
-	if sc == nil {
+	afterLogin := func() (*Reply, error) {
+		// Not part of a login: Kafka's KafkaApis answers it, and
+		// the connection stays.
 		resp.ErrorCode = kerr.IllegalSaslState.Code
-		return &Reply{Msg: resp, Close: true}, nil
+		msg := "SaslAuthenticate request received after successful authentication"
+		resp.ErrorMessage = &msg
+		return &Reply{Msg: resp}, nil
+	}
+	if sc == nil {
+		return afterLogin()
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if (sc.done.Load() && !sc.reauth) || sc.exchange == nil || sc.raw.Load() {
+	if sc.done.Load() && !sc.reauth {
+		if sc.sessionExpired(time.Now()) {
+			// Kafka's SocketServer closes an expired session on
+			// anything but a re-authentication's handshake.
+			return &Reply{NoResponse: true, Close: true}, nil
+		}
+		return afterLogin()
+	}
+	if sc.exchange == nil || sc.raw.Load() {
 		resp.ErrorCode = kerr.IllegalSaslState.Code
 		return &Reply{Msg: resp, Close: true}, nil
 	}
 	fail := func(err error) (*Reply, error) {
 		r.Conn.logAuthFailure(b, sc.mechanism, err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
-		msg := fmt.Sprintf("Authentication failed during authentication due to invalid credentials with SASL mechanism %s", sc.mechanism)
+		during := "authentication"
+		if sc.reauth {
+			during = "re-authentication"
+		}
+		msg := fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", during, sc.mechanism)
 		if sf := (*saslFailure)(nil); errors.As(err, &sf) {
 			msg = sf.msg // OAUTHBEARER's error message (RFC 7628), as Kafka
 		}
@@ -73,8 +99,17 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	now := time.Now()
 	if sc.reauth {
 		if user != r.Conn.Principal {
-			return fail(fmt.Errorf("re-authentication as %q on a connection of %q", user, r.Conn.Principal))
+			// Kafka's ReauthInfo.ensurePrincipalUnchanged: the
+			// principal (type and name) must stay; its message.
+			msg := fmt.Sprintf("Cannot change principals during re-authentication from User.%s: User.%s", r.Conn.Principal, user)
+			return fail(&saslFailure{msg: msg, err: errors.New(msg)})
 		}
+		// The principal is the same, but the credential may not be
+		// (a password, then a delegation token of the same owner, or
+		// the reverse): as Kafka's channel takes the new login's
+		// principal with its tokenAuthenticated flag, the token
+		// APIs follow the login that is current.
+		sc.tokenAuth.Store(isTokenLogin(sc.exchange))
 		sc.reauth = false
 		b.metrics.saslReauths.Inc()
 	} else {

@@ -211,6 +211,39 @@ func dial(t testing.TB, b *Broker) net.Conn {
 	return nc
 }
 
+// TestProduceIdempotentWithoutSequence: a client's batch with a producer
+// id but no sequence (base sequence -1, RecordBatch.NO_SEQUENCE, or any
+// other negative one) is refused with INVALID_RECORD and a per-record error
+// (v8+), as by Kafka's LogValidator, instead of going in unchecked: it was
+// appended past the producer's sequence checks, a retry of it appended
+// twice. The producer goes on with its next sequence.
+func TestProduceIdempotentWithoutSequence(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "noseq", 1, nil)
+	nc := dial(t, b)
+	ip := rawRequest(t, nc, kmsg.NewPtrInitProducerIDRequest(), 1).(*kmsg.InitProducerIDResponse)
+	if ip.ErrorCode != 0 || ip.ProducerID < 0 {
+		t.Fatalf("InitProducerId: %v %d", kerr.ErrorForCode(ip.ErrorCode), ip.ProducerID)
+	}
+	pid := ip.ProducerID
+	if p := produceRaw(t, nc, "noseq", buildBatch(pid, 0, 0, 2, 10), -1, 9, 2); p.ErrorCode != 0 {
+		t.Fatalf("first batch: %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	for i, seq := range []int32{-1, -1, -7} {
+		p := produceRaw(t, nc, "noseq", buildBatch(pid, 0, seq, 1, 10), -1, 9, int32(3+i))
+		if p.ErrorCode != kerr.InvalidRecord.Code || len(p.ErrorRecords) == 0 {
+			t.Errorf("sequence %d: %v, %d record errors; want INVALID_RECORD with one", seq, kerr.ErrorForCode(p.ErrorCode), len(p.ErrorRecords))
+		}
+	}
+	if p := produceRaw(t, nc, "noseq", buildBatch(pid, 0, 2, 1, 10), -1, 9, 6); p.ErrorCode != 0 || p.BaseOffset != 2 {
+		t.Fatalf("next sequence: %v at offset %d, want offset 2", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+	}
+	// Without a producer id a batch carries no sequence: accepted.
+	if p := produceRaw(t, nc, "noseq", buildBatch(-1, -1, -1, 1, 10), -1, 9, 7); p.ErrorCode != 0 || p.BaseOffset != 3 {
+		t.Fatalf("batch without a producer: %v at offset %d, want offset 3", kerr.ErrorForCode(p.ErrorCode), p.BaseOffset)
+	}
+}
+
 func TestIdempotentProducer(t *testing.T) {
 	dir := t.TempDir()
 	b := startBroker(t, dir)

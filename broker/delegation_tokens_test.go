@@ -6,12 +6,14 @@ import (
 	"crypto/tls"
 	"encoding/base64"
 	"errors"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -245,5 +247,121 @@ func checkSASLPrincipals(t *testing.T, b *Broker, principal string, which func(*
 	}
 	if n == 0 {
 		t.Error("no such login on the broker")
+	}
+}
+
+// saslLoginWith runs SaslHandshake v1 and the SaslAuthenticate v1 steps of
+// m on nc, from correlation id corr on; it returns the last answer (nil if
+// the handshake failed) and the next correlation id.
+func saslLoginWith(t *testing.T, nc net.Conn, m sasl.Mechanism, corr int32) (*kmsg.SASLAuthenticateResponse, int32) {
+	t.Helper()
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, m.Name()
+	if hr := rawRequest(t, nc, hs, corr).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("handshake %s: %v", m.Name(), kerr.ErrorForCode(hr.ErrorCode))
+	}
+	corr++
+	sess, msg, err := m.Authenticate(testCtx(t), nc.RemoteAddr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, msg
+		ar := rawRequest(t, nc, au, corr).(*kmsg.SASLAuthenticateResponse)
+		corr++
+		if ar.ErrorCode != 0 {
+			return ar, corr
+		}
+		done, out, err := sess.Challenge(ar.SASLAuthBytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if done {
+			return ar, corr
+		}
+		msg = out
+	}
+}
+
+// TestDelegationTokenReauthentication: a re-authentication (KIP-368) keeps
+// the principal but may change the credential, and the token APIs follow
+// the current one, as Kafka's channel takes the new login's principal with
+// its tokenAuthenticated flag: a password login that re-authenticates with
+// a token of the same owner may no longer use them (the flag was kept from
+// the first login, so the token could mint tokens), and a token login that
+// re-authenticates with the password may. A token of another owner is
+// refused with Kafka's SASL_AUTHENTICATION_FAILED ("Cannot change
+// principals during re-authentication") and the connection closes.
+func TestDelegationTokenReauthentication(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startTokenBroker(t, pki, func(c *Config) { c.ConnectionsMaxReauth = time.Hour })
+	for _, u := range []string{"alice", "bob"} {
+		setUser(t, b, u, u+"-pw", kadm.ScramSha512)
+	}
+	ctx := testCtx(t)
+	tokenOf := func(user string) kadm.DelegationToken {
+		adm := kadm.NewClient(secureClient(t, b, pki, "SASL_PLAINTEXT", scramAs(user, user+"-pw")))
+		tok, err := adm.CreateDelegationToken(ctx, kadm.CreateDelegationToken{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	aliceTok, bobTok := tokenOf("alice"), tokenOf("bob")
+	dial := func() net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	login := func(nc net.Conn, m sasl.Mechanism, corr int32, what string) int32 {
+		t.Helper()
+		ar, next := saslLoginWith(t, nc, m, corr)
+		if ar.ErrorCode != 0 {
+			t.Fatalf("%s: %v %v", what, kerr.ErrorForCode(ar.ErrorCode), ar.ErrorMessage)
+		}
+		return next
+	}
+	createToken := func(nc net.Conn, corr int32) int16 {
+		t.Helper()
+		return rawRequest(t, nc, kmsg.NewPtrCreateDelegationTokenRequest(), corr).(*kmsg.CreateDelegationTokenResponse).ErrorCode
+	}
+
+	// Password, then alice's token.
+	nc := dial()
+	corr := login(nc, scramAs("alice", "alice-pw"), 1, "password login")
+	corr = login(nc, tokenAuth(aliceTok, false), corr, "re-authentication with alice's token")
+	if code := createToken(nc, corr); code != kerr.DelegationTokenRequestNotAllowed.Code {
+		t.Errorf("CreateDelegationToken after re-authenticating with a token: %v, want DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", kerr.ErrorForCode(code))
+	}
+
+	// The token, then the password.
+	nc = dial()
+	corr = login(nc, tokenAuth(aliceTok, false), 1, "token login")
+	if code := createToken(nc, corr); code != kerr.DelegationTokenRequestNotAllowed.Code {
+		t.Fatalf("CreateDelegationToken on a token login: %v, want DELEGATION_TOKEN_REQUEST_NOT_ALLOWED", kerr.ErrorForCode(code))
+	}
+	corr = login(nc, scramAs("alice", "alice-pw"), corr+1, "re-authentication with the password")
+	if code := createToken(nc, corr); code != 0 {
+		t.Errorf("CreateDelegationToken after re-authenticating with the password: %v", kerr.ErrorForCode(code))
+	}
+
+	// Bob's token on alice's connection.
+	nc = dial()
+	corr = login(nc, scramAs("alice", "alice-pw"), 1, "password login")
+	ar, corr := saslLoginWith(t, nc, tokenAuth(bobTok, false), corr)
+	const want = "Cannot change principals during re-authentication from User.alice: User.bob"
+	msg := ""
+	if ar.ErrorMessage != nil {
+		msg = *ar.ErrorMessage
+	}
+	if ar.ErrorCode != kerr.SaslAuthenticationFailed.Code || msg != want {
+		t.Errorf("re-authentication with bob's token: %v %q, want SASL_AUTHENTICATION_FAILED %q", kerr.ErrorForCode(ar.ErrorCode), msg, want)
+	}
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), corr) {
+		t.Error("re-authentication as another principal: connection not closed")
 	}
 }

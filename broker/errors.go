@@ -68,6 +68,7 @@ var errorTable = []struct {
 	{errTxnProducerFenced, kerr.ProducerFenced},
 	{errTxnCoordinatorFenced, kerr.TransactionCoordinatorFenced},
 	{errTxnNotOpen, kerr.InvalidTxnState},
+	{errTxnWriteExpected, kerr.InvalidTxnState},
 	{errTxnVerifyRetriable, kerr.NotEnoughReplicas},
 	{context.DeadlineExceeded, kerr.RequestTimedOut},
 	{context.Canceled, kerr.RequestTimedOut},

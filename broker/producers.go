@@ -142,6 +142,10 @@ var (
 	// epoch older than the producer's last marker here, i.e. from a
 	// coordinator that has been replaced (TRANSACTION_COORDINATOR_FENCED).
 	errTxnCoordinatorFenced = errors.New("broker: transaction marker from an older coordinator epoch")
+	// errTxnWriteExpected: a non-transactional batch from a producer
+	// with a transaction open in the partition (INVALID_TXN_STATE, as
+	// Kafka's "Expected transactional write from producer").
+	errTxnWriteExpected = errors.New("broker: expected a transactional write from the producer")
 )
 
 // duplicateError reports a batch that was already appended.
@@ -182,6 +186,17 @@ func (s *producerState) check(b batchInfo) error {
 	if err := s.checkSequence(b); err != nil {
 		return err
 	}
+	if !b.control && !b.transactional && b.producerID >= 0 {
+		// Kafka's ProducerAppendInfo.appendDataBatch: while the producer
+		// id has a transaction open here (at any epoch: only a marker
+		// ends it), its writes must be transactional: a plain batch
+		// there is a client bug (a producer that mixes the two), and
+		// its records would sit inside a transaction that its marker
+		// then commits or aborts around them.
+		if e := s.m[b.producerID]; e != nil && e.txnFirstOffset >= 0 {
+			return fmt.Errorf("%w: producer %d epoch %d has a transaction open since offset %d", errTxnWriteExpected, b.producerID, b.producerEpoch, e.txnFirstOffset)
+		}
+	}
 	if b.verify && b.transactional && !b.control && !s.txnOpen(b.producerID, b.producerEpoch) &&
 		(b.guard == nil || s.verifying[b.producerID] != b.guard) {
 		// Kafka's UnifiedLog.batchMissingRequiredVerification: the
@@ -200,6 +215,8 @@ func (s *producerState) checkSequence(b batchInfo) error {
 	if b.control || b.baseSequence == -1 {
 		// Markers and the coordinator's own transactional writes
 		// (TxnOffsetCommit) carry no sequence: only the epoch counts.
+		// A client's batch without one never gets here
+		// (checkProducedSequence, INVALID_RECORD).
 		if e != nil && b.producerEpoch < e.epoch {
 			return fmt.Errorf("%w: epoch %d < %d for producer %d", errTxnProducerFenced, b.producerEpoch, e.epoch, b.producerID)
 		}

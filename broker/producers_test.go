@@ -135,6 +135,29 @@ func TestProducerStateTransactions(t *testing.T) {
 	if err := s.check(marker(3, 0, true)); !errors.Is(err, errTxnProducerFenced) {
 		t.Fatalf("stale marker: %v", err)
 	}
+	// While producer 6's transaction is open, its plain writes are
+	// refused, at its epoch or a newer one (only a marker ends it), after
+	// the sequence checks; a retry of a batch it wrote is still a
+	// duplicate; once the marker is in they go in.
+	s.apply(data(6, 0, 0), 40, 41, 1000)
+	plain := func(epoch int16, seq int32) batchInfo {
+		return batchInfo{producerID: 6, producerEpoch: epoch, baseSequence: seq, records: 1}
+	}
+	for _, b := range []batchInfo{plain(0, 2), plain(1, 0)} {
+		if err := s.check(b); !errors.Is(err, errTxnWriteExpected) {
+			t.Fatalf("plain write at epoch %d in an open transaction: %v", b.producerEpoch, err)
+		}
+	}
+	if err := s.check(plain(0, 5)); !errors.Is(err, errOutOfOrderSequence) {
+		t.Fatalf("plain write out of sequence in an open transaction: %v", err)
+	}
+	if err := s.check(batchInfo{producerID: 6, producerEpoch: 0, baseSequence: 0, records: 2}); !errors.As(err, new(*duplicateError)) {
+		t.Fatalf("retry in an open transaction: %v", err)
+	}
+	s.apply(marker(6, 0, true), 42, 42, 1000)
+	if err := s.check(plain(0, 2)); err != nil {
+		t.Fatalf("plain write after the marker: %v", err)
+	}
 	// Expiry keeps a producer whose transaction is open.
 	s.apply(data(5, 0, 0), 30, 31, 1)
 	if s.expire(1500) == 0 || s.m[5] == nil {

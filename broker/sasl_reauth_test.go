@@ -120,15 +120,28 @@ func TestSASLReauthentication(t *testing.T) {
 	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
 		t.Fatal("closed after re-authenticating")
 	}
-	// As another user: refused, closed.
-	if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("bob", "bob-pw"), 6); au == nil || au.ErrorCode != kerr.SaslAuthenticationFailed.Code {
-		t.Fatalf("re-authentication as bob on alice's connection: %+v", au)
-	}
-	// With another mechanism: ILLEGAL_SASL_STATE.
+	// As another user: refused, closed. (On a new connection: on this one
+	// a handshake within a second of the last re-authentication's start
+	// is not one, TestSASLHandshakeStates.)
 	nc = dial()
 	saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1)
-	if hs, _ := saslLogin(t, nc, MechanismOAuthBearer, nil, 3); hs.ErrorCode != kerr.IllegalSaslState.Code {
-		t.Fatalf("re-handshake with another mechanism: %+v", hs)
+	if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("bob", "bob-pw"), 3); au == nil || au.ErrorCode != kerr.SaslAuthenticationFailed.Code {
+		t.Fatalf("re-authentication as bob on alice's connection: %+v", au)
+	}
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+		t.Fatal("re-authentication as bob: connection not closed")
+	}
+	// With another enabled mechanism: the handshake is answered without
+	// error and the connection closes (Kafka's REAUTH_BAD_MECHANISM).
+	nc = dial()
+	saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, MechanismOAuthBearer
+	if hr := rawRequest(t, nc, hs, 3).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("re-handshake with another mechanism: %+v", hr)
+	}
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 4) {
+		t.Fatal("re-authentication with another mechanism: connection not closed")
 	}
 
 	// OAUTHBEARER: the session ends with the token if that is sooner.
@@ -165,6 +178,149 @@ func TestSASLNoReauthentication(t *testing.T) {
 	}
 	if hs, _ := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 3); hs.ErrorCode != kerr.IllegalSaslState.Code {
 		t.Fatalf("second handshake: %+v", hs)
+	}
+}
+
+// TestSASLHandshakeStates: a SaslHandshake in each state of a connection's
+// authentication is answered as Kafka answers it. After a login that is not
+// re-authenticated (a session that does not expire, or a second handshake
+// within a second of the last re-authentication's start) it is
+// ILLEGAL_SASL_STATE from KafkaApis and the connection stays; during a
+// login or a re-authentication it is ILLEGAL_SASL_STATE and the connection
+// closes; a re-authentication with a disabled mechanism is
+// UNSUPPORTED_SASL_MECHANISM and closes. The connection used to close
+// after every ILLEGAL_SASL_STATE.
+func TestSASLHandshakeStates(t *testing.T) {
+	listeners := func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+		c.SASLMechanisms = []string{MechanismPlain, MechanismSCRAMSHA256}
+	}
+	plain := startBroker(t, "", listeners)
+	reauth := startBroker(t, "", listeners, func(c *Config) { c.ConnectionsMaxReauth = time.Hour })
+	for _, b := range []*Broker{plain, reauth} {
+		setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	}
+	dial := func(b *Broker) net.Conn {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
+	}
+	handshake := func(nc net.Conn, mech string, corr int32) int16 {
+		t.Helper()
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, mech
+		return rawRequest(t, nc, hs, corr).(*kmsg.SASLHandshakeResponse).ErrorCode
+	}
+	login := func(nc net.Conn, corr int32) {
+		t.Helper()
+		if hs, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), corr); hs.ErrorCode != 0 || au == nil || au.ErrorCode != 0 {
+			t.Fatalf("login: %+v %+v", hs, au)
+		}
+	}
+
+	// A session that does not expire: every later handshake is
+	// ILLEGAL_SASL_STATE, and the connection carries on.
+	nc := dial(plain)
+	login(nc, 1)
+	for corr := int32(3); corr < 5; corr++ {
+		if code := handshake(nc, MechanismPlain, corr); code != kerr.IllegalSaslState.Code {
+			t.Fatalf("handshake after login: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+		}
+	}
+	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+		t.Fatal("handshake after login closed the connection")
+	}
+
+	// During the login: ILLEGAL_SASL_STATE, closed.
+	nc = dial(plain)
+	if code := handshake(nc, MechanismPlain, 1); code != 0 {
+		t.Fatalf("handshake: %v", kerr.ErrorForCode(code))
+	}
+	if code := handshake(nc, MechanismPlain, 2); code != kerr.IllegalSaslState.Code {
+		t.Fatalf("second handshake during the login: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+	}
+	if !connClosed(nc, kmsg.NewPtrApiVersionsRequest(), 3) {
+		t.Fatal("second handshake during the login: connection not closed")
+	}
+
+	// A session that expires: a re-authentication right after the login
+	// (no earlier one), then a handshake within the second after it
+	// started is not one: ILLEGAL_SASL_STATE, the connection carries on.
+	nc = dial(reauth)
+	login(nc, 1)
+	login(nc, 3)
+	if code := handshake(nc, MechanismPlain, 5); code != kerr.IllegalSaslState.Code {
+		t.Fatalf("handshake within a second of the last re-authentication: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+	}
+	if connClosed(nc, kmsg.NewPtrMetadataRequest(), 6) {
+		t.Fatal("handshake within a second of the last re-authentication closed the connection")
+	}
+
+	// During a re-authentication: ILLEGAL_SASL_STATE, closed.
+	nc = dial(reauth)
+	login(nc, 1)
+	if code := handshake(nc, MechanismPlain, 3); code != 0 {
+		t.Fatalf("re-authentication handshake: %v", kerr.ErrorForCode(code))
+	}
+	if code := handshake(nc, MechanismPlain, 4); code != kerr.IllegalSaslState.Code {
+		t.Fatalf("handshake during the re-authentication: %v, want ILLEGAL_SASL_STATE", kerr.ErrorForCode(code))
+	}
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+		t.Fatal("handshake during the re-authentication: connection not closed")
+	}
+
+	// A re-authentication with a disabled mechanism: closed with
+	// UNSUPPORTED_SASL_MECHANISM.
+	nc = dial(reauth)
+	login(nc, 1)
+	if code := handshake(nc, MechanismGSSAPI, 3); code != kerr.UnsupportedSaslMechanism.Code {
+		t.Fatalf("re-authentication with GSSAPI: %v, want UNSUPPORTED_SASL_MECHANISM", kerr.ErrorForCode(code))
+	}
+	if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 4) {
+		t.Fatal("re-authentication with a disabled mechanism: connection not closed")
+	}
+}
+
+// TestSASLAuthenticateAfterLogin: a SaslAuthenticate after the login
+// succeeded (not in a re-authentication), or on a listener without SASL,
+// is ILLEGAL_SASL_STATE with Kafka's KafkaApis message, and the connection
+// stays; it used to close.
+func TestSASLAuthenticateAfterLogin(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+	})
+	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	for _, listener := range []string{"SASL_PLAINTEXT", "PLAINTEXT"} {
+		nc, err := net.Dial("tcp", b.listenerAddr(listener))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		corr := int32(1)
+		if listener == "SASL_PLAINTEXT" {
+			if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), corr); au == nil || au.ErrorCode != 0 {
+				t.Fatalf("login: %+v", au)
+			}
+			corr += 2
+		}
+		au := kmsg.NewPtrSASLAuthenticateRequest()
+		au.Version, au.SASLAuthBytes = 1, plainMsg("alice", "alice-pw")
+		ar := rawRequest(t, nc, au, corr).(*kmsg.SASLAuthenticateResponse)
+		if ar.ErrorCode != kerr.IllegalSaslState.Code || ar.ErrorMessage == nil || *ar.ErrorMessage != "SaslAuthenticate request received after successful authentication" {
+			t.Errorf("%s: SaslAuthenticate after login: %v %v, want ILLEGAL_SASL_STATE", listener, kerr.ErrorForCode(ar.ErrorCode), ar.ErrorMessage)
+		}
+		if connClosed(nc, kmsg.NewPtrMetadataRequest(), corr+1) {
+			t.Errorf("%s: SaslAuthenticate after login closed the connection", listener)
+		}
 	}
 }
 

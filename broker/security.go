@@ -135,6 +135,9 @@ type saslConn struct {
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
 	reauth    bool // a re-authentication is in progress
+	// lastReauth is when the last re-authentication started (zero:
+	// none), for minReauthInterval.
+	lastReauth time.Time
 
 	// loggedIn is called once the first login succeeded (conn.afterLogin).
 	loggedIn func()
@@ -220,13 +223,17 @@ func (b *Broker) secure(nc net.Conn, l Listener) (net.Conn, *saslConn, string, e
 	return nc, sc, principal, nil
 }
 
+// isTokenLogin reports whether x logged in with a delegation token.
+func isTokenLogin(x saslExchange) bool {
+	t, ok := x.(interface{ tokenAuthenticated() bool })
+	return ok && t.tokenAuthenticated()
+}
+
 // authenticated opens the connection to every API as user. Principal is
 // set before done, which the reader loads before it decodes a request.
 func (ci *ConnInfo) authenticated(b *Broker, user string) {
 	ci.Principal = user
-	if t, ok := ci.sasl.exchange.(interface{ tokenAuthenticated() bool }); ok && t.tokenAuthenticated() {
-		ci.sasl.tokenAuth.Store(true)
-	}
+	ci.sasl.tokenAuth.Store(isTokenLogin(ci.sasl.exchange))
 	ci.sasl.done.Store(true)
 	if ci.sasl.loggedIn != nil {
 		ci.sasl.loggedIn()

@@ -399,5 +399,67 @@ func TestWriteMarkersWaitsBesideALeaderlessPartition(t *testing.T) {
 	}
 	if after := p.log.LogEndOffset(); after != before+1 {
 		t.Fatalf("when the round returned (%v), marked-here's log end was %d, want the marker at %d", err, after, before)
+
+// TestProduceNonTransactionalInOpenTxn: a non-transactional batch from a
+// producer id with a transaction open in the partition is refused with
+// INVALID_TXN_STATE, as Kafka's ProducerAppendInfo ("Expected
+// transactional write from producer"), and not appended; the transaction
+// goes on and commits.
+func TestProduceNonTransactionalInOpenTxn(t *testing.T) {
+	b := txnTestBroker(t, "")
+	createTopic(t, b, "mixed", 1, nil)
+	ctx := testCtx(t)
+	const id = "mixed"
+	owner := txnClient(t, b, id)
+	pid, epoch, err := owner.ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())) // classic flow: AddPartitionsToTxn v3, Produce v9
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = "mixed", []int32{0}
+	add.Topics = append(add.Topics, at)
+	if ar, err := add.RequestWith(ctx, raw); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
+	}
+	produce := func(txnID *string, batch []byte) int16 {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.TransactionID, req.Acks, req.TimeoutMillis = txnID, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "mixed"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = 0, batch
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0].ErrorCode
+	}
+	txnID := id
+	if code := produce(&txnID, txnBatch(pid, epoch, 0, "in")); code != 0 {
+		t.Fatalf("transactional write: %v", kerr.ErrorForCode(code))
+	}
+	// The same producer, next sequence, without the transactional bit (and
+	// without the transactional id, as a plain idempotent producer sends).
+	if code := produce(nil, buildBatch(pid, epoch, 1, 1, 8)); code != kerr.InvalidTxnState.Code {
+		t.Errorf("non-transactional write inside the open transaction: %v, want INVALID_TXN_STATE", kerr.ErrorForCode(code))
+	}
+	if fp := rawFetch(t, b, "mixed", 0); fp.HighWatermark != 1 {
+		t.Fatalf("high watermark %d, want 1: the plain batch was appended", fp.HighWatermark)
+	}
+	end := kmsg.NewPtrEndTxnRequest()
+	end.TransactionalID, end.ProducerID, end.ProducerEpoch, end.Commit = id, pid, epoch, true
+	if er, err := end.RequestWith(ctx, raw); err != nil || er.ErrorCode != 0 {
+		t.Fatalf("EndTxn: %v %+v", err, er)
+	}
+	waitTxnState(t, b, id, "CompleteCommit")
+	// With the transaction ended, the producer's plain write goes in.
+	if code := produce(nil, buildBatch(pid, epoch, 1, 1, 8)); code != 0 {
+		t.Errorf("non-transactional write after the commit: %v", kerr.ErrorForCode(code))
 	}
 }
