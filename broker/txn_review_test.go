@@ -399,6 +399,8 @@ func TestWriteMarkersWaitsBesideALeaderlessPartition(t *testing.T) {
 	}
 	if after := p.log.LogEndOffset(); after != before+1 {
 		t.Fatalf("when the round returned (%v), marked-here's log end was %d, want the marker at %d", err, after, before)
+	}
+}
 
 // TestProduceNonTransactionalInOpenTxn: a non-transactional batch from a
 // producer id with a transaction open in the partition is refused with
