@@ -407,9 +407,11 @@ func TestTxnOffsetCommitVerifiedAtTheCoordinator(t *testing.T) {
 		})
 		return pid, epoch
 	}
-	commit := func(group, id string, pid int64, epoch int16) int16 {
+	// commitAt sends the TxnOffsetCommit to broker node until the group's
+	// partition is loaded there.
+	commitAt := func(group, id string, pid int64, epoch int16, node int32) int16 {
 		t.Helper()
-		nc, err := net.Dial("tcp", brokers[coordinator(group, 0)-1].Addr())
+		nc, err := net.Dial("tcp", brokers[node-1].Addr())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -430,6 +432,20 @@ func TestTxnOffsetCommitVerifiedAtTheCoordinator(t *testing.T) {
 				return code
 			}
 			time.Sleep(10 * time.Millisecond) // polling interval, not synchronisation
+		}
+	}
+	// commit sends it to the group's coordinator. NOT_COORDINATOR (the
+	// broker FindCoordinator named has not yet taken the partition up, on
+	// a loaded machine) is what a client meets too: it finds the
+	// coordinator again and retries.
+	commit := func(group, id string, pid int64, epoch int16) int16 {
+		t.Helper()
+		for try := 0; ; try++ {
+			code := commitAt(group, id, pid, epoch, coordinator(group, 0))
+			if code != kerr.NotCoordinator.Code || try == 50 {
+				return code
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval, not synchronisation
 		}
 	}
 	initProducer("foo") // the id is known, with a producer id that is not 999
