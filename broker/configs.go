@@ -80,6 +80,14 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 	defs := []*topicConfigDef{
 		{name: "cleanup.policy", typ: cfgList, enum: []string{"delete", "compact"}, def: constDef("delete"), brokerName: "log.cleanup.policy", doc: "delete and/or compact old segments"},
 		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
+		// KIP-390. Sediment keeps batches as the producer compressed them
+		// and does not recompress for compression.type; the log cleaner
+		// rewrites a batch with its own codec at the codec's default level,
+		// as Kafka's (MemoryRecords.filterTo). The levels are validated,
+		// stored and described.
+		{name: "compression.gzip.level", typ: cfgInt, def: constDef("-1"), brokerName: "compression.gzip.level", check: validateGzipLevel, doc: "gzip level where the broker compresses with gzip (1-9, -1: the codec's default)"},
+		{name: "compression.lz4.level", typ: cfgInt, min: 1, max: 17, def: constDef("9"), brokerName: "compression.lz4.level", doc: "lz4 level where the broker compresses with lz4"},
+		{name: "compression.zstd.level", typ: cfgInt, min: -131072, max: 22, def: constDef("3"), brokerName: "compression.zstd.level", doc: "zstd level where the broker compresses with zstd"},
 		{name: "delete.retention.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("86400000"), brokerName: "log.cleaner.delete.retention.ms", doc: "how long tombstones are kept in compacted topics"},
 		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10) }, brokerName: "log.segment.delete.delay.ms", doc: "how long a deleted segment's files stay before they are removed"},
 		{name: cfgFollowerThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose fetching the follower throttles (follower.replication.throttled.rate) while they are out of the ISR"},
@@ -115,6 +123,19 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 }()
 
 var errInvalidConfig = errors.New("broker: invalid config")
+
+// validateGzipLevel accepts what Kafka's gzip level validator does: 1 to 9,
+// or -1 (the codec's default level).
+func validateGzipLevel(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	if n != -1 && (n < 1 || n > 9) {
+		return errors.New("must be in [1, 9] or -1")
+	}
+	return nil
+}
 
 // validateTopicConfig checks one name/value pair.
 func validateTopicConfig(name string, value *string) error {
