@@ -106,6 +106,10 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "min.compaction.lag.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.cleaner.min.compaction.lag.ms"},
 		{name: "min.insync.replicas", typ: cfgInt, min: 1, max: math.MaxInt32, def: constDef("1"), brokerName: "min.insync.replicas"},
 		{name: "preallocate", typ: cfgBool, def: constDef("false"), brokerName: "log.preallocate"},
+		// KIP-950. Like remote.storage.enable, no broker-level default
+		// (Kafka's LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS).
+		{name: "remote.log.copy.disable", typ: cfgBool, def: constDef("false"), doc: "stop uploading new segments; the remote log stays readable and retention keeps deleting from it"},
+		{name: "remote.log.delete.on.disable", typ: cfgBool, def: constDef("false"), doc: "delete the remote log when remote.storage.enable turns false (required to turn it false)"},
 		{name: "remote.storage.enable", typ: cfgBool, def: constDef("false"), doc: "tier sealed segments to the object store"},
 		{name: "retention.bytes", typ: cfgLong, min: -1, max: maxLong, def: constDef("-1"), brokerName: "log.retention.bytes"},
 		{name: "retention.ms", typ: cfgLong, min: -1, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) }, brokerName: "log.retention.ms", brokerUnset: "604800000"},
@@ -189,6 +193,48 @@ func validateTopicConfig(name string, value *string) error {
 		}
 	}
 	return nil
+}
+
+// validateTopicConfigSet checks the rules between a topic's configs that
+// Kafka's LogConfig.validateTopicLogConfigValues applies to the whole set a
+// create or an alter leaves (broker defaults for what the topic does not
+// set): old holds the topic's overrides before (nil on create), next after.
+// Each value is already valid on its own (validateTopicConfig).
+func (b *Broker) validateTopicConfigSet(old, next map[string]string) error {
+	isTrue := func(set map[string]string, name string) bool {
+		v, _ := b.topicConfigValue(set, name)
+		return v == "true"
+	}
+	if isTrue(next, "remote.storage.enable") {
+		// KIP-950: with copying off, nothing more reaches the bucket, so
+		// local retention must be the total one.
+		if isTrue(next, "remote.log.copy.disable") {
+			for _, unit := range []string{"bytes", "ms"} {
+				local, total := configInt(b, next, "local.retention."+unit), configInt(b, next, "retention."+unit)
+				if local != -2 && local != total {
+					return fmt.Errorf("%w: When `remote.log.copy.disable` is set to true, the `local.retention.%s` and `retention.%s` must be set to the identical value because there will be no more logs copied to the remote storage", errInvalidConfig, unit, unit)
+				}
+			}
+		}
+		return nil
+	}
+	// Turning remote storage off (Kafka 3.9+, KRaft): only together with
+	// remote.log.delete.on.disable=true. Kafka compares with the topic's
+	// own previous value only, as here (there is no broker default).
+	if old["remote.storage.enable"] != "true" {
+		return nil
+	}
+	if !isTrue(next, "remote.log.delete.on.disable") {
+		return fmt.Errorf("%w: It is invalid to disable remote storage without deleting remote data. "+
+			"If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "+
+			"If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`", errInvalidConfig)
+	}
+	// Kafka then deletes the remote log and the partitions go on from the
+	// local log start; Sediment does not yet (the remote log's end offset
+	// may not go back in the metadata log, and re-enabling would have to
+	// upload the local segments below it again).
+	return fmt.Errorf("%w: disabling remote storage with `remote.log.delete.on.disable=true` (deleting the remote data) is not supported by Sediment yet. "+
+		"To keep the remote data and turn to read only, set `remote.storage.enable=true,remote.log.copy.disable=true`; to remove the data, delete the topic", errInvalidConfig)
 }
 
 // canonicalTopicConfig is the form a validated topic config value is

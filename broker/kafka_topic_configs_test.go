@@ -2,6 +2,8 @@ package broker
 
 import (
 	"errors"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -124,4 +126,137 @@ func TestCompressionLevelConfigs(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantInvalidConfig(t, "broker compression.lz4.level=18", rs[0].Err)
+}
+
+// TestRemoteLogCopyAndDeleteOnDisableConfigs: KIP-950's
+// remote.log.copy.disable and remote.log.delete.on.disable (bool, false, no
+// broker default), Kafka's rule that local retention equal total retention
+// while copying is off, and its rule for turning remote.storage.enable from
+// true to false: only with remote.log.delete.on.disable=true, which Sediment
+// does not support yet and refuses too.
+func TestRemoteLogCopyAndDeleteOnDisableConfigs(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	on := "true"
+
+	createTopic(t, b, "readonly", 1, map[string]*string{"remote.storage.enable": &on, "remote.log.copy.disable": &on, "remote.log.delete.on.disable": &on})
+	checkDescribed(t, adm, "readonly", "remote.log.copy.disable", "true", kmsg.ConfigSourceDynamicTopicConfig)
+	checkDescribed(t, adm, "readonly", "remote.log.delete.on.disable", "true", kmsg.ConfigSourceDynamicTopicConfig)
+	createTopic(t, b, "tiered", 1, map[string]*string{"remote.storage.enable": &on, "retention.ms": ptr("86400000"), "local.retention.ms": ptr("3600000")})
+	checkDescribed(t, adm, "tiered", "remote.log.copy.disable", "false", kmsg.ConfigSourceDefaultConfig)
+	checkDescribed(t, adm, "tiered", "remote.log.delete.on.disable", "false", kmsg.ConfigSourceDefaultConfig)
+
+	for _, bad := range []kadm.AlterConfig{set("remote.log.copy.disable", "yes"), set("remote.log.delete.on.disable", "1")} {
+		inc, legacy := alterTopicBoth(t, adm, "tiered", bad)
+		wantInvalidConfig(t, bad.Name+"="+*bad.Value, inc, legacy)
+	}
+	// No broker-level default, as in Kafka: a broker resource's
+	// remote.log.copy.disable is stored as any unknown name is, and is no
+	// topic's default.
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true")})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("broker-level remote.log.copy.disable: %v %v", err, rs)
+	}
+	checkDescribed(t, adm, "tiered", "remote.log.copy.disable", "false", kmsg.ConfigSourceDefaultConfig)
+	if _, ok := dynamicLogConfigs["remote.log.copy.disable"]; ok {
+		t.Fatal("remote.log.copy.disable is a broker-level default")
+	}
+	rs, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "remote.log.copy.disable"}})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("delete broker-level remote.log.copy.disable: %v %v", err, rs)
+	}
+
+	// Copying off: local retention must be -2 or the total value.
+	inc, _ := alterTopicBoth(t, adm, "tiered", set("remote.log.copy.disable", "true"))
+	wantInvalidConfig(t, "copy disabled with local.retention.ms below retention.ms", inc)
+	rsi, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true"), set("local.retention.ms", "-2")}, "tiered")
+	if err != nil || rsi[0].Err != nil {
+		t.Fatalf("copy disabled with local.retention.ms=-2: %v %v", err, rsi)
+	}
+	checkDescribed(t, adm, "tiered", "remote.log.copy.disable", "true", kmsg.ConfigSourceDynamicTopicConfig)
+	inc, _ = alterTopicBoth(t, adm, "tiered", set("local.retention.bytes", "1000"))
+	wantInvalidConfig(t, "local.retention.bytes with copying off", inc)
+	resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"remote.storage.enable": &on, "remote.log.copy.disable": &on, "local.retention.bytes": ptr("0")}, "never")
+	if err == nil {
+		err = resp.Err
+	}
+	wantInvalidConfig(t, "create with copying off and local.retention.bytes=0", err)
+	// The rule is for tiered topics only.
+	createTopic(t, b, "local", 1, map[string]*string{"remote.log.copy.disable": &on, "local.retention.bytes": ptr("0")})
+
+	// Turning remote storage off: by SET, by DELETE (back to the default
+	// false) and by a legacy AlterConfigs that does not list it.
+	const kafkaMsg = "It is invalid to disable remote storage without deleting remote data"
+	for _, how := range []struct {
+		name string
+		do   func() error
+	}{
+		{"set false", func() error {
+			rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false")}, "tiered")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0].Err
+		}},
+		{"delete", func() error {
+			rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.DeleteConfig, Name: "remote.storage.enable"}}, "tiered")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0].Err
+		}},
+		{"legacy replace", func() error {
+			rs, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{set("retention.ms", "1000")}, "tiered")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return rs[0].Err
+		}},
+	} {
+		err := how.do()
+		wantInvalidConfig(t, "disable remote storage by "+how.name, err)
+		var ke *kerr.Error
+		if !errors.As(err, &ke) {
+			t.Fatalf("%s: %v", how.name, err)
+		}
+	}
+	rd, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false")}, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rd[0].ErrMessage == "" || !strings.Contains(rd[0].ErrMessage, kafkaMsg) {
+		t.Fatalf("disable without delete.on.disable: message %q, want Kafka's (%q)", rd[0].ErrMessage, kafkaMsg)
+	}
+	// With remote.log.delete.on.disable=true Kafka deletes the remote log;
+	// Sediment cannot yet, and refuses.
+	rd, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false"), set("remote.log.delete.on.disable", "true")}, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, "disable with delete.on.disable", rd[0].Err)
+	checkDescribed(t, adm, "tiered", "remote.storage.enable", "true", kmsg.ConfigSourceDynamicTopicConfig)
+
+	// A topic that never had remote storage on may set it false.
+	rd, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false")}, "local")
+	if err != nil || rd[0].Err != nil {
+		t.Fatalf("remote.storage.enable=false on a local topic: %v %v", err, rd)
+	}
+}
+
+// TestRemoteLogCopyDisableReachesTiering: the broker hands
+// remote.log.copy.disable to tiering (whose rounds then upload nothing:
+// tiering.TestRemoteLogCopyDisable).
+func TestRemoteLogCopyDisableReachesTiering(t *testing.T) {
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	defer store.Close()
+	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	g := b.tier()
+	if cfg := g.topicConfig(map[string]string{"remote.storage.enable": "true"}); !cfg.RemoteStorageEnable || cfg.RemoteLogCopyDisable {
+		t.Fatalf("default: %+v", cfg)
+	}
+	if cfg := g.topicConfig(map[string]string{"remote.storage.enable": "true", "remote.log.copy.disable": "true"}); !cfg.RemoteLogCopyDisable {
+		t.Fatalf("remote.log.copy.disable=true: %+v", cfg)
+	}
 }
