@@ -99,6 +99,11 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "local.retention.ms", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.ms", doc: "local time kept once tiered (-2: retention.ms)"},
 		{name: "max.compaction.lag.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.cleaner.max.compaction.lag.ms"},
 		{name: "max.message.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: func(c *Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }, brokerName: "message.max.bytes", doc: "largest record batch the topic accepts"},
+		// Kafka 4.0 kept it as a deprecated no-op (KAFKA-18269: no
+		// record down-conversion since KIP-724), for removal in 5.0;
+		// message.format.version and message.timestamp.difference.max.ms
+		// it removed, and they are unknown here too.
+		{name: "message.downconversion.enable", typ: cfgBool, def: constDef("true"), brokerName: "log.message.downconversion.enable", doc: "no-op, as in Kafka 4.0+: records are never down-converted"},
 		{name: "message.timestamp.after.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.after.max.ms"},
 		{name: "message.timestamp.before.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.before.max.ms"},
 		{name: "message.timestamp.type", typ: cfgString, enum: []string{"CreateTime", "LogAppendTime"}, def: constDef("CreateTime"), brokerName: "log.message.timestamp.type"},

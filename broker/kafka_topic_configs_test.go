@@ -260,3 +260,45 @@ func TestRemoteLogCopyDisableReachesTiering(t *testing.T) {
 		t.Fatalf("remote.log.copy.disable=true: %+v", cfg)
 	}
 }
+
+// TestMessageDownconversionEnableConfig: Kafka 4.x still takes
+// message.downconversion.enable (bool, default true, broker default
+// log.message.downconversion.enable), a deprecated no-op; the configs it
+// removed (message.format.version, message.timestamp.difference.max.ms)
+// stay INVALID_CONFIG.
+func TestMessageDownconversionEnableConfig(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	off := "false"
+	createTopic(t, b, "noconv", 1, map[string]*string{"message.downconversion.enable": &off})
+	checkDescribed(t, adm, "noconv", "message.downconversion.enable", "false", kmsg.ConfigSourceDynamicTopicConfig)
+	createTopic(t, b, "plain", 1, nil)
+	checkDescribed(t, adm, "plain", "message.downconversion.enable", "true", kmsg.ConfigSourceDefaultConfig)
+	inc, legacy := alterTopicBoth(t, adm, "plain", set("message.downconversion.enable", "no"))
+	wantInvalidConfig(t, "message.downconversion.enable=no", inc, legacy)
+	inc, legacy = alterTopicBoth(t, adm, "plain", set("message.downconversion.enable", "FALSE"))
+	if inc != nil || legacy != nil {
+		t.Fatalf("message.downconversion.enable=FALSE: %v, %v", inc, legacy)
+	}
+	checkDescribed(t, adm, "plain", "message.downconversion.enable", "false", kmsg.ConfigSourceDynamicTopicConfig)
+
+	rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{set("log.message.downconversion.enable", "false")})
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("log.message.downconversion.enable: %v %v", err, rs)
+	}
+	createTopic(t, b, "fresh", 1, nil)
+	checkDescribed(t, adm, "fresh", "message.downconversion.enable", "false", kmsg.ConfigSourceDynamicDefaultBrokerConfig)
+
+	for _, removed := range []string{"message.format.version", "message.timestamp.difference.max.ms"} {
+		v := "3.0"
+		if removed != "message.format.version" {
+			v = "1000"
+		}
+		resp, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{removed: &v}, "never")
+		if err == nil {
+			err = resp.Err
+		}
+		wantInvalidConfig(t, "create with "+removed, err)
+	}
+}
