@@ -203,14 +203,33 @@ func validateTopicConfig(name string, value *string) error {
 // validateTopicConfigSet checks the rules between a topic's configs that
 // Kafka's LogConfig.validateTopicLogConfigValues applies to the whole set a
 // create or an alter leaves (broker defaults for what the topic does not
-// set): old holds the topic's overrides before (nil on create), next after.
-// Each value is already valid on its own (validateTopicConfig).
+// set): min.compaction.lag.ms ≤ max.compaction.lag.ms; for tiered topics
+// local retention within the total one, and equal to it while copying is
+// off; remote storage turned off only with remote.log.delete.on.disable.
+// old holds the topic's overrides before (nil on create), next after. Each
+// value is already valid on its own (validateTopicConfig).
 func (b *Broker) validateTopicConfigSet(old, next map[string]string) error {
 	isTrue := func(set map[string]string, name string) bool {
 		v, _ := b.topicConfigValue(set, name)
 		return v == "true"
 	}
+	if lo, hi := configInt(b, next, "min.compaction.lag.ms"), configInt(b, next, "max.compaction.lag.ms"); lo > hi {
+		return fmt.Errorf("%w: conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", errInvalidConfig, lo, hi)
+	}
 	if isTrue(next, "remote.storage.enable") {
+		// KIP-405: local retention is within the total one.
+		for _, unit := range []string{"bytes", "ms"} {
+			local, total := configInt(b, next, "local.retention."+unit), configInt(b, next, "retention."+unit)
+			if total == -1 || local == -2 {
+				continue
+			}
+			if local == -1 {
+				return fmt.Errorf("%w: invalid value -1 for local.retention.%s: Value must not be -1 as retention.%s value is set as %d", errInvalidConfig, unit, unit, total)
+			}
+			if local > total {
+				return fmt.Errorf("%w: invalid value %d for local.retention.%s: Value must not be more than retention.%s property value: %d", errInvalidConfig, local, unit, unit, total)
+			}
+		}
 		// KIP-950: with copying off, nothing more reaches the bucket, so
 		// local retention must be the total one.
 		if isTrue(next, "remote.log.copy.disable") {

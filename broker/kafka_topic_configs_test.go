@@ -302,3 +302,52 @@ func TestMessageDownconversionEnableConfig(t *testing.T) {
 		wantInvalidConfig(t, "create with "+removed, err)
 	}
 }
+
+// TestTopicConfigSetRules: the rules Kafka checks between a topic's configs
+// on create and on both alter paths: min.compaction.lag.ms ≤
+// max.compaction.lag.ms, and on tiered topics local.retention.* -2, or not
+// -1 and within retention.* when that is not -1.
+func TestTopicConfigSetRules(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	createBad := func(what string, configs map[string]*string) {
+		t.Helper()
+		resp, err := adm.CreateTopic(ctx, 1, 1, configs, "never")
+		if err == nil {
+			err = resp.Err
+		}
+		wantInvalidConfig(t, what, err)
+	}
+	on := "true"
+
+	createBad("min.compaction.lag.ms above max", map[string]*string{"min.compaction.lag.ms": ptr("2000"), "max.compaction.lag.ms": ptr("1000")})
+	createTopic(t, b, "compacted", 1, map[string]*string{"cleanup.policy": ptr("compact"), "max.compaction.lag.ms": ptr("1000")})
+	inc, legacy := alterTopicBoth(t, adm, "compacted", set("min.compaction.lag.ms", "1001"))
+	wantInvalidConfig(t, "min.compaction.lag.ms above the topic's max", inc)
+	if legacy != nil { // the legacy replace drops max.compaction.lag.ms: back to its default
+		t.Fatalf("legacy min.compaction.lag.ms=1001 without max: %v", legacy)
+	}
+
+	createBad("local.retention.ms above retention.ms", map[string]*string{"remote.storage.enable": &on, "retention.ms": ptr("1000"), "local.retention.ms": ptr("2000")})
+	createBad("local.retention.ms -1 with retention.ms set", map[string]*string{"remote.storage.enable": &on, "local.retention.ms": ptr("-1")})
+	createBad("local.retention.bytes above retention.bytes", map[string]*string{"remote.storage.enable": &on, "retention.bytes": ptr("1000"), "local.retention.bytes": ptr("1001")})
+	createTopic(t, b, "unbounded", 1, map[string]*string{"remote.storage.enable": &on, "retention.ms": ptr("-1"), "local.retention.ms": ptr("-1")})
+	createTopic(t, b, "tiered", 1, map[string]*string{"remote.storage.enable": &on, "retention.bytes": ptr("1000"), "local.retention.bytes": ptr("1000")})
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("retention.bytes", "999")}, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, "retention.bytes below the topic's local.retention.bytes", rs[0].Err)
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("local.retention.bytes", "-1")}, "tiered")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, "local.retention.bytes -1 with retention.bytes set", rs[0].Err)
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("retention.bytes", "999"), set("local.retention.bytes", "0")}, "tiered")
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("retention.bytes 999, local 0: %v %v", err, rs)
+	}
+	// Local topics: no such rule, as in Kafka.
+	createTopic(t, b, "local", 1, map[string]*string{"retention.ms": ptr("1000"), "local.retention.ms": ptr("2000")})
+}
