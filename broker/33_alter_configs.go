@@ -66,7 +66,7 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 					next[op.Key] = op.Value
 				}
 				if t, ok := b.meta.State().Topic(res.ResourceName); ok {
-					err = b.validateTopicConfigSet(t.Configs, next)
+					err = b.validateTopicConfigSet(t, next)
 				} else {
 					err = errUnknownTopicOrPartition
 				}

@@ -119,7 +119,7 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 			next[op.Key] = op.Value
 		}
 	}
-	if err := b.validateTopicConfigSet(t.Configs, next); err != nil {
+	if err := b.validateTopicConfigSet(t, next); err != nil {
 		return err
 	}
 	if validateOnly || len(cmd.Ops) == 0 {

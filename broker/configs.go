@@ -206,9 +206,9 @@ func validateTopicConfig(name string, value *string) error {
 // set): min.compaction.lag.ms ≤ max.compaction.lag.ms; for tiered topics
 // local retention within the total one, and equal to it while copying is
 // off; remote storage turned off only with remote.log.delete.on.disable.
-// old holds the topic's overrides before (nil on create), next after. Each
+// t is the topic before (nil on create), next its overrides after. Each
 // value is already valid on its own (validateTopicConfig).
-func (b *Broker) validateTopicConfigSet(old, next map[string]string) error {
+func (b *Broker) validateTopicConfigSet(t *metadata.Topic, next map[string]string) error {
 	isTrue := func(set map[string]string, name string) bool {
 		v, _ := b.topicConfigValue(set, name)
 		return v == "true"
@@ -245,7 +245,7 @@ func (b *Broker) validateTopicConfigSet(old, next map[string]string) error {
 	// Turning remote storage off (Kafka 3.9+, KRaft): only together with
 	// remote.log.delete.on.disable=true. Kafka compares with the topic's
 	// own previous value only, as here (there is no broker default).
-	if old["remote.storage.enable"] != "true" {
+	if t == nil || t.Configs["remote.storage.enable"] != "true" {
 		return nil
 	}
 	if !isTrue(next, "remote.log.delete.on.disable") {
@@ -254,10 +254,20 @@ func (b *Broker) validateTopicConfigSet(old, next map[string]string) error {
 			"If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`", errInvalidConfig)
 	}
 	// Kafka then deletes the remote log and the partitions go on from the
-	// local log start; Sediment does not yet (the remote log's end offset
+	// local log start. Sediment does not yet (the remote log's end offset
 	// may not go back in the metadata log, and re-enabling would have to
-	// upload the local segments below it again).
-	return fmt.Errorf("%w: disabling remote storage with `remote.log.delete.on.disable=true` (deleting the remote data) is not supported by Sediment yet. "+
+	// upload the local segments below it again): it accepts the disable
+	// only while no partition has committed a remote log, which leaves
+	// nothing to delete. (An upload that commits meanwhile stays readable,
+	// uploads stop, and the topic's deletion deletes it.)
+	committed := false
+	for _, p := range t.Partitions {
+		committed = committed || p.Remote.ManifestVersion > 0
+	}
+	if !committed {
+		return nil
+	}
+	return fmt.Errorf("%w: disabling remote storage with `remote.log.delete.on.disable=true` on a topic with data in the bucket (deleting it) is not supported by Sediment yet. "+
 		"To keep the remote data and turn to read only, set `remote.storage.enable=true,remote.log.copy.disable=true`; to remove the data, delete the topic", errInvalidConfig)
 }
 

@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -228,13 +230,6 @@ func TestRemoteLogCopyAndDeleteOnDisableConfigs(t *testing.T) {
 	if rd[0].ErrMessage == "" || !strings.Contains(rd[0].ErrMessage, kafkaMsg) {
 		t.Fatalf("disable without delete.on.disable: message %q, want Kafka's (%q)", rd[0].ErrMessage, kafkaMsg)
 	}
-	// With remote.log.delete.on.disable=true Kafka deletes the remote log;
-	// Sediment cannot yet, and refuses.
-	rd, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false"), set("remote.log.delete.on.disable", "true")}, "tiered")
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantInvalidConfig(t, "disable with delete.on.disable", rd[0].Err)
 	checkDescribed(t, adm, "tiered", "remote.storage.enable", "true", kmsg.ConfigSourceDynamicTopicConfig)
 
 	// A topic that never had remote storage on may set it false.
@@ -242,6 +237,80 @@ func TestRemoteLogCopyAndDeleteOnDisableConfigs(t *testing.T) {
 	if err != nil || rd[0].Err != nil {
 		t.Fatalf("remote.storage.enable=false on a local topic: %v %v", err, rd)
 	}
+	// With remote.log.delete.on.disable=true, as in Kafka, when there is
+	// nothing in the bucket to delete (this broker does not tier; see
+	// TestRemoteLogCopyDisableTiered for a topic with remote data).
+	rd, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false"), set("remote.log.delete.on.disable", "true")}, "tiered")
+	if err != nil || rd[0].Err != nil {
+		t.Fatalf("disable with delete.on.disable and no remote data: %v %v", err, rd)
+	}
+	checkDescribed(t, adm, "tiered", "remote.storage.enable", "false", kmsg.ConfigSourceDynamicTopicConfig)
+}
+
+// TestRemoteLogCopyDisableTiered: on a tiering broker, a topic with data in
+// the bucket. remote.log.copy.disable stops uploads (the latest tiered
+// offset stays while sealed segments pile up locally) and remote reads go
+// on; set back to false, uploads resume. Turning remote storage off is
+// refused, also with remote.log.delete.on.disable=true (Sediment does not
+// delete the remote log on disable yet).
+func TestRemoteLogCopyDisableTiered(t *testing.T) {
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	defer store.Close()
+	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	ctx := testCtx(t)
+	adm := kadm.NewClient(newClient(t, b))
+	const topic = "readonly"
+	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
+		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
+	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	produceAll(t, cl, makeRecords(topic, 2000, "before"))
+	waitTiered(t, "segments in the bucket", func() bool { return listOffset(t, b, topic, -5) > 0 })
+
+	for _, disable := range [][]kadm.AlterConfig{{set("remote.storage.enable", "false")},
+		{set("remote.storage.enable", "false"), set("remote.log.delete.on.disable", "true")}} {
+		rs, err := adm.AlterTopicConfigs(ctx, disable, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantInvalidConfig(t, "disable remote storage with data in the bucket", rs[0].Err)
+	}
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true")}, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantInvalidConfig(t, "copy disabled with local.retention.bytes 0, retention.bytes -1", rs[0].Err)
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true"), set("local.retention.bytes", "-2")}, topic)
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("copy disable: %v %v", err, rs)
+	}
+	// The glue hands the config over within its sync interval (20 ms);
+	// a round that started before may still commit: let it.
+	time.Sleep(500 * time.Millisecond)
+	tiered := listOffset(t, b, topic, -5)
+	produceAll(t, cl, makeRecords(topic, 2000, "after"))
+	time.Sleep(time.Second) // some fifty rounds
+	if now := listOffset(t, b, topic, -5); now != tiered {
+		t.Fatalf("latest tiered offset %d, was %d: uploaded with remote.log.copy.disable", now, tiered)
+	}
+	if end := listOffset(t, b, topic, -1); end < tiered+1000 {
+		t.Fatalf("log end %d, tiered %d: nothing to hold back", end, tiered)
+	}
+	if earliest := listOffset(t, b, topic, -2); earliest != 0 {
+		t.Fatalf("earliest %d, want 0", earliest)
+	}
+	if local := listOffset(t, b, topic, -4); local == 0 || local > tiered+1 {
+		t.Fatalf("earliest local %d, latest tiered %d", local, tiered)
+	}
+	if rp := fetchAt(t, b, topic, 0); rp.ErrorCode != 0 || firstBatchOffset(t, rp) != 0 {
+		t.Fatalf("remote read at 0 with copying off: %v", kerr.ErrorForCode(rp.ErrorCode))
+	}
+
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "false")}, topic)
+	if err != nil || rs[0].Err != nil {
+		t.Fatalf("copy enable: %v %v", err, rs)
+	}
+	waitTiered(t, "uploads resumed", func() bool { return listOffset(t, b, topic, -5) > tiered+1000 })
 }
 
 // TestRemoteLogCopyDisableReachesTiering: the broker hands
