@@ -60,6 +60,17 @@ func handleAlterConfigs(ctx context.Context, b *Broker, r *Request) (*Reply, err
 					}
 				}
 			}
+			if err == nil {
+				next := make(map[string]string, len(cmd.Ops))
+				for _, op := range cmd.Ops {
+					next[op.Key] = op.Value
+				}
+				if t, ok := b.meta.State().Topic(res.ResourceName); ok {
+					err = b.validateTopicConfigSet(t, next)
+				} else {
+					err = errUnknownTopicOrPartition
+				}
+			}
 			if err == nil && !req.ValidateOnly {
 				_, _, err = b.store.propose(ctx, cmd)
 			}

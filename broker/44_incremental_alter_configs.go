@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -106,6 +107,20 @@ func (b *Broker) incrementalAlterTopic(ctx context.Context, res kmsg.Incremental
 		default:
 			return fmt.Errorf("%w: unknown operation %d", errInvalidConfig, c.Op)
 		}
+	}
+	next := maps.Clone(t.Configs)
+	if next == nil {
+		next = map[string]string{}
+	}
+	for _, op := range cmd.Ops {
+		if op.Delete {
+			delete(next, op.Key)
+		} else {
+			next[op.Key] = op.Value
+		}
+	}
+	if err := b.validateTopicConfigSet(t, next); err != nil {
+		return err
 	}
 	if validateOnly || len(cmd.Ops) == 0 {
 		return nil

@@ -80,6 +80,14 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 	defs := []*topicConfigDef{
 		{name: "cleanup.policy", typ: cfgList, enum: []string{"delete", "compact"}, def: constDef("delete"), brokerName: "log.cleanup.policy", doc: "delete and/or compact old segments"},
 		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
+		// KIP-390. Sediment keeps batches as the producer compressed them
+		// and does not recompress for compression.type; the log cleaner
+		// rewrites a batch with its own codec at the codec's default level,
+		// as Kafka's (MemoryRecords.filterTo). The levels are validated,
+		// stored and described.
+		{name: "compression.gzip.level", typ: cfgInt, def: constDef("-1"), brokerName: "compression.gzip.level", check: validateGzipLevel, doc: "gzip level where the broker compresses with gzip (1-9, -1: the codec's default)"},
+		{name: "compression.lz4.level", typ: cfgInt, min: 1, max: 17, def: constDef("9"), brokerName: "compression.lz4.level", doc: "lz4 level where the broker compresses with lz4"},
+		{name: "compression.zstd.level", typ: cfgInt, min: -131072, max: 22, def: constDef("3"), brokerName: "compression.zstd.level", doc: "zstd level where the broker compresses with zstd"},
 		{name: "delete.retention.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("86400000"), brokerName: "log.cleaner.delete.retention.ms", doc: "how long tombstones are kept in compacted topics"},
 		{name: "file.delete.delay.ms", typ: cfgLong, min: 0, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(max(c.LogSegmentDeleteDelay, 0).Milliseconds(), 10) }, brokerName: "log.segment.delete.delay.ms", doc: "how long a deleted segment's files stay before they are removed"},
 		{name: cfgFollowerThrottledReplicas, typ: cfgList, def: constDef(""), check: validateThrottledReplicas, doc: "replicas (partition:broker, or *) whose fetching the follower throttles (follower.replication.throttled.rate) while they are out of the ISR"},
@@ -91,6 +99,11 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "local.retention.ms", typ: cfgLong, min: -2, max: maxLong, def: constDef("-2"), brokerName: "log.local.retention.ms", doc: "local time kept once tiered (-2: retention.ms)"},
 		{name: "max.compaction.lag.ms", typ: cfgLong, min: 1, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.cleaner.max.compaction.lag.ms"},
 		{name: "max.message.bytes", typ: cfgInt, min: 0, max: math.MaxInt32, def: func(c *Config) string { return strconv.Itoa(int(c.MessageMaxBytes)) }, brokerName: "message.max.bytes", doc: "largest record batch the topic accepts"},
+		// Kafka 4.0 kept it as a deprecated no-op (KAFKA-18269: no
+		// record down-conversion since KIP-724), for removal in 5.0;
+		// message.format.version and message.timestamp.difference.max.ms
+		// it removed, and they are unknown here too.
+		{name: "message.downconversion.enable", typ: cfgBool, def: constDef("true"), brokerName: "log.message.downconversion.enable", doc: "no-op, as in Kafka 4.0+: records are never down-converted"},
 		{name: "message.timestamp.after.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.after.max.ms"},
 		{name: "message.timestamp.before.max.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("9223372036854775807"), brokerName: "log.message.timestamp.before.max.ms"},
 		{name: "message.timestamp.type", typ: cfgString, enum: []string{"CreateTime", "LogAppendTime"}, def: constDef("CreateTime"), brokerName: "log.message.timestamp.type"},
@@ -98,6 +111,10 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 		{name: "min.compaction.lag.ms", typ: cfgLong, min: 0, max: maxLong, def: constDef("0"), brokerName: "log.cleaner.min.compaction.lag.ms"},
 		{name: "min.insync.replicas", typ: cfgInt, min: 1, max: math.MaxInt32, def: constDef("1"), brokerName: "min.insync.replicas"},
 		{name: "preallocate", typ: cfgBool, def: constDef("false"), brokerName: "log.preallocate"},
+		// KIP-950. Like remote.storage.enable, no broker-level default
+		// (Kafka's LogConfig.CONFIGS_WITH_NO_SERVER_DEFAULTS).
+		{name: "remote.log.copy.disable", typ: cfgBool, def: constDef("false"), doc: "stop uploading new segments; the remote log stays readable and retention keeps deleting from it"},
+		{name: "remote.log.delete.on.disable", typ: cfgBool, def: constDef("false"), doc: "delete the remote log when remote.storage.enable turns false (required to turn it false)"},
 		{name: "remote.storage.enable", typ: cfgBool, def: constDef("false"), doc: "tier sealed segments to the object store"},
 		{name: "retention.bytes", typ: cfgLong, min: -1, max: maxLong, def: constDef("-1"), brokerName: "log.retention.bytes"},
 		{name: "retention.ms", typ: cfgLong, min: -1, max: maxLong, def: func(c *Config) string { return strconv.FormatInt(c.LogRetentionMs, 10) }, brokerName: "log.retention.ms", brokerUnset: "604800000"},
@@ -115,6 +132,19 @@ var topicConfigDefs = func() map[string]*topicConfigDef {
 }()
 
 var errInvalidConfig = errors.New("broker: invalid config")
+
+// validateGzipLevel accepts what Kafka's gzip level validator does: 1 to 9,
+// or -1 (the codec's default level).
+func validateGzipLevel(v string) error {
+	n, err := strconv.ParseInt(v, 10, 32)
+	if err != nil {
+		return errors.New("not an integer")
+	}
+	if n != -1 && (n < 1 || n > 9) {
+		return errors.New("must be in [1, 9] or -1")
+	}
+	return nil
+}
 
 // validateTopicConfig checks one name/value pair.
 func validateTopicConfig(name string, value *string) error {
@@ -168,6 +198,77 @@ func validateTopicConfig(name string, value *string) error {
 		}
 	}
 	return nil
+}
+
+// validateTopicConfigSet checks the rules between a topic's configs that
+// Kafka's LogConfig.validateTopicLogConfigValues applies to the whole set a
+// create or an alter leaves (broker defaults for what the topic does not
+// set): min.compaction.lag.ms ≤ max.compaction.lag.ms; for tiered topics
+// local retention within the total one, and equal to it while copying is
+// off; remote storage turned off only with remote.log.delete.on.disable.
+// t is the topic before (nil on create), next its overrides after. Each
+// value is already valid on its own (validateTopicConfig).
+func (b *Broker) validateTopicConfigSet(t *metadata.Topic, next map[string]string) error {
+	isTrue := func(set map[string]string, name string) bool {
+		v, _ := b.topicConfigValue(set, name)
+		return v == "true"
+	}
+	if lo, hi := configInt(b, next, "min.compaction.lag.ms"), configInt(b, next, "max.compaction.lag.ms"); lo > hi {
+		return fmt.Errorf("%w: conflict topic config setting min.compaction.lag.ms (%d) > max.compaction.lag.ms (%d)", errInvalidConfig, lo, hi)
+	}
+	if isTrue(next, "remote.storage.enable") {
+		// KIP-405: local retention is within the total one.
+		for _, unit := range []string{"bytes", "ms"} {
+			local, total := configInt(b, next, "local.retention."+unit), configInt(b, next, "retention."+unit)
+			if total == -1 || local == -2 {
+				continue
+			}
+			if local == -1 {
+				return fmt.Errorf("%w: invalid value -1 for local.retention.%s: Value must not be -1 as retention.%s value is set as %d", errInvalidConfig, unit, unit, total)
+			}
+			if local > total {
+				return fmt.Errorf("%w: invalid value %d for local.retention.%s: Value must not be more than retention.%s property value: %d", errInvalidConfig, local, unit, unit, total)
+			}
+		}
+		// KIP-950: with copying off, nothing more reaches the bucket, so
+		// local retention must be the total one.
+		if isTrue(next, "remote.log.copy.disable") {
+			for _, unit := range []string{"bytes", "ms"} {
+				local, total := configInt(b, next, "local.retention."+unit), configInt(b, next, "retention."+unit)
+				if local != -2 && local != total {
+					return fmt.Errorf("%w: When `remote.log.copy.disable` is set to true, the `local.retention.%s` and `retention.%s` must be set to the identical value because there will be no more logs copied to the remote storage", errInvalidConfig, unit, unit)
+				}
+			}
+		}
+		return nil
+	}
+	// Turning remote storage off (Kafka 3.9+, KRaft): only together with
+	// remote.log.delete.on.disable=true. Kafka compares with the topic's
+	// own previous value only, as here (there is no broker default).
+	if t == nil || t.Configs["remote.storage.enable"] != "true" {
+		return nil
+	}
+	if !isTrue(next, "remote.log.delete.on.disable") {
+		return fmt.Errorf("%w: It is invalid to disable remote storage without deleting remote data. "+
+			"If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "+
+			"If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`", errInvalidConfig)
+	}
+	// Kafka then deletes the remote log and the partitions go on from the
+	// local log start. Sediment does not yet (the remote log's end offset
+	// may not go back in the metadata log, and re-enabling would have to
+	// upload the local segments below it again): it accepts the disable
+	// only while no partition has committed a remote log, which leaves
+	// nothing to delete. (An upload that commits meanwhile stays readable,
+	// uploads stop, and the topic's deletion deletes it.)
+	committed := false
+	for _, p := range t.Partitions {
+		committed = committed || p.Remote.ManifestVersion > 0
+	}
+	if !committed {
+		return nil
+	}
+	return fmt.Errorf("%w: disabling remote storage with `remote.log.delete.on.disable=true` on a topic with data in the bucket (deleting it) is not supported by Sediment yet. "+
+		"To keep the remote data and turn to read only, set `remote.storage.enable=true,remote.log.copy.disable=true`; to remove the data, delete the topic", errInvalidConfig)
 }
 
 // canonicalTopicConfig is the form a validated topic config value is

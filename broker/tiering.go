@@ -288,12 +288,14 @@ func (g *tierGlue) sync(ctx context.Context) {
 func (g *tierGlue) topicConfig(set map[string]string) tiering.TopicConfig {
 	b := g.b
 	enable, _ := b.topicConfigValue(set, "remote.storage.enable")
+	copyDisable, _ := b.topicConfigValue(set, "remote.log.copy.disable")
 	return tiering.TopicConfig{
-		RemoteStorageEnable: strings.EqualFold(enable, "true"),
-		RetentionMs:         configInt(b, set, "retention.ms"),
-		RetentionBytes:      configInt(b, set, "retention.bytes"),
-		LocalRetentionMs:    configInt(b, set, "local.retention.ms"),
-		LocalRetentionBytes: configInt(b, set, "local.retention.bytes"),
+		RemoteStorageEnable:  strings.EqualFold(enable, "true"),
+		RemoteLogCopyDisable: strings.EqualFold(copyDisable, "true"),
+		RetentionMs:          configInt(b, set, "retention.ms"),
+		RetentionBytes:       configInt(b, set, "retention.bytes"),
+		LocalRetentionMs:     configInt(b, set, "local.retention.ms"),
+		LocalRetentionBytes:  configInt(b, set, "local.retention.bytes"),
 	}
 }
 

@@ -31,6 +31,9 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 		}
 		spec.configs[k] = canonicalTopicConfig(k, v)
 	}
+	if err := b.validateTopicConfigSet(nil, spec.configs); err != nil {
+		return err
+	}
 	if len(spec.assignment) > 0 {
 		// A manual assignment: checked now as the metadata log will
 		// (validate_only answers what creating would), and it gives

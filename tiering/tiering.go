@@ -60,11 +60,19 @@ type Leadership interface {
 // -1 means unlimited; -2 (the local settings only) means "the same as the
 // total one", as in Kafka.
 type TopicConfig struct {
-	RemoteStorageEnable bool  // remote.storage.enable
-	RetentionMs         int64 // retention.ms
-	RetentionBytes      int64 // retention.bytes
-	LocalRetentionMs    int64 // local.retention.ms
-	LocalRetentionBytes int64 // local.retention.bytes
+	RemoteStorageEnable bool // remote.storage.enable
+	// RemoteLogCopyDisable (remote.log.copy.disable, KIP-950) stops
+	// uploads while remote storage stays enabled: the remote log stays
+	// readable, total retention keeps expiring it (and the local segments
+	// past its end), and local retention keeps deleting only below its
+	// end, so no local segment that is not in the bucket is deleted but by
+	// total retention. The broker requires local.retention.* to be -2 or
+	// the total values meanwhile, as Kafka does.
+	RemoteLogCopyDisable bool
+	RetentionMs          int64 // retention.ms
+	RetentionBytes       int64 // retention.bytes
+	LocalRetentionMs     int64 // local.retention.ms
+	LocalRetentionBytes  int64 // local.retention.bytes
 }
 
 // DefaultTopicConfig is Kafka's defaults with remote storage on.
@@ -510,7 +518,8 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 }
 
 // RunOnce runs one round for the partition. On the leader: upload the
-// sealed segments below the high watermark (when remote storage is enabled),
+// sealed segments below the high watermark (when remote storage is enabled
+// and copying is not disabled),
 // commit a new manifest, then apply total and local retention. On a follower:
 // local retention below the committed remote end only, then ErrNotLeader.
 // Safe to call concurrently with reads; rounds of one partition serialise.
@@ -534,7 +543,7 @@ func (p *Partition) RunOnce(ctx context.Context) error {
 	}
 	cfg := p.Config()
 	var uploadErr error
-	if cfg.RemoteStorageEnable {
+	if cfg.RemoteStorageEnable && !cfg.RemoteLogCopyDisable {
 		st, uploadErr = p.upload(ctx, epoch, st)
 	}
 	p.updateLag(st)
@@ -685,8 +694,8 @@ func (p *Partition) updateLag(st *remoteState) {
 		}
 	}
 	lag := p.log.HighWatermark() - max(st.ptr.EndOffset, p.log.LogStartOffset())
-	if !p.Config().RemoteStorageEnable {
-		bytes, lag = 0, 0
+	if cfg := p.Config(); !cfg.RemoteStorageEnable || cfg.RemoteLogCopyDisable {
+		bytes, lag = 0, 0 // nothing is to be uploaded
 	}
 	p.lagBytes.Store(bytes)
 	p.lagOffsets.Store(max(lag, 0))

@@ -458,6 +458,75 @@ func TestRemoteStorageToggle(t *testing.T) {
 	}
 }
 
+// TestRemoteLogCopyDisable (KIP-950): with remote.log.copy.disable no new
+// segment is uploaded, the remote log stays readable, local retention
+// deletes nothing above the remote end (the new segments are in no bucket),
+// total retention still expires remote and local data; turning copying back
+// on uploads from the remote end without a gap.
+func TestRemoteLogCopyDisable(t *testing.T) {
+	cfg := *localOnlyTail(0)
+	e := newEnv(t, envOptions{cfg: &cfg})
+	e.produce(300, 5, 40)
+	e.run()
+	before := e.p.Status()
+	if before.RemoteSegments < 3 {
+		t.Fatalf("nothing uploaded: %+v", before)
+	}
+	objects := len(e.objects())
+	cfg.RemoteLogCopyDisable = true
+	e.p.SetConfig(cfg)
+	e.produce(100, 5, 40)
+	localStart := e.log.LogStartOffset()
+	for i := 0; i < 3; i++ {
+		e.run()
+	}
+	after := e.p.Status()
+	if after.RemoteEndOffset != before.RemoteEndOffset || after.RemoteSegments != before.RemoteSegments || len(e.objects()) != objects {
+		t.Fatalf("uploaded with remote.log.copy.disable: before %+v after %+v, %d objects, %d before", before, after, len(e.objects()), objects)
+	}
+	if sealed := e.log.Segments(); len(sealed) < 3 || !sealed[len(sealed)-2].Sealed || sealed[len(sealed)-2].NextOffset <= before.RemoteEndOffset {
+		t.Fatalf("no sealed segment past the remote end to hold back: %+v", sealed)
+	}
+	if e.log.LogStartOffset() != localStart || localStart > before.RemoteEndOffset {
+		t.Fatalf("local log start %d (was %d), remote end %d: local retention deleted what is in no bucket", e.log.LogStartOffset(), localStart, before.RemoteEndOffset)
+	}
+	if after.UploadLagBytes != 0 || after.UploadLagOffsets != 0 {
+		t.Fatalf("upload lag %d bytes, %d offsets with copying off", after.UploadLagBytes, after.UploadLagOffsets)
+	}
+	got, err := e.readAll(0, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(0)) {
+		t.Fatalf("read across tiers with copying off: %v", err)
+	}
+
+	// Total retention still applies to both tiers.
+	cfg.RetentionBytes = after.LocalBytes + after.RemoteBytes/2
+	cfg.LocalRetentionBytes = -2
+	e.p.SetConfig(cfg)
+	e.run()
+	if st := e.p.Status(); st.RemoteStartOffset <= before.RemoteStartOffset || st.RemoteEndOffset != before.RemoteEndOffset || len(e.objects()) >= objects || e.log.LogStartOffset() != localStart {
+		t.Fatalf("total retention with copying off: %+v (remote start was %d, %d objects, %d before)", st, before.RemoteStartOffset, len(e.objects()), objects)
+	}
+	assertManifestMatchesBucket(t, e)
+
+	cfg.RemoteLogCopyDisable, cfg.RetentionBytes = false, -1
+	e.p.SetConfig(cfg)
+	e.run()
+	st := e.p.Status()
+	if st.RemoteEndOffset <= before.RemoteEndOffset {
+		t.Fatalf("copying back on uploaded nothing: %+v", st)
+	}
+	m := assertManifestMatchesBucket(t, e)
+	for i := 1; i < len(m.Segments); i++ {
+		if m.Segments[i].BaseOffset != m.Segments[i-1].EndOffset {
+			t.Fatalf("gap between %d and %d", m.Segments[i-1].EndOffset, m.Segments[i].BaseOffset)
+		}
+	}
+	got, err = e.readAll(st.RemoteStartOffset, e.log.HighWatermark(), 1<<20)
+	if err != nil || !bytes.Equal(got, e.stampedFrom(st.RemoteStartOffset)) {
+		t.Fatalf("read after copying resumed: %v", err)
+	}
+}
+
 func TestDeleteTopic(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
 	e.produce(100, 5, 40)
