@@ -188,7 +188,8 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 		return err
 	}
 	lat := configString(b, topic, "message.timestamp.type") == "LogAppendTime"
-	if err := b.checkProducedRecords(topic, pt.Records); err != nil { // cleaner.go
+	records, err := b.checkProducedRecords(topic, pt.Records) // cleaner.go
+	if err != nil {
 		return err
 	}
 	// acks=1 and acks=0 are answered once the batch is written, before its
@@ -196,7 +197,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// durable copies (the high watermark, which counts only fsynced ends).
 	// (A ListOffsets or DeleteRecords right after acks=1 to a partition
 	// whose ISR is the leader alone waits for that fsync: awaitLoneWrites.)
-	res, err := p.appendProduced(pt.Records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, verified, ordered)
+	res, err := p.appendProduced(records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, verified, ordered)
 	if err != nil {
 		return err
 	}

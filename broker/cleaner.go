@@ -255,28 +255,45 @@ const maxCheckedBatchBytes = 64 << 20
 // A payload that does not decompress or parse, or holds other than the
 // header's count of records at offset deltas 0..n-1, is CORRUPT_MESSAGE. A
 // batch whose header does not parse is left to appendBatch's validation.
-func (b *Broker) checkProducedRecords(set map[string]string, records []byte) error {
+//
+// It returns the batch to append: the one produced, or, when the topic's
+// compression.type names a codec other than the batch's, the batch
+// rewritten with that codec at the topic's compression.<codec>.level, as
+// Kafka's LogValidator does (the producer's bytes are kept as they are
+// only with compression.type producer, the default).
+func (b *Broker) checkProducedRecords(set map[string]string, records []byte) ([]byte, error) {
 	h, err := hotlog.ParseBatchHeader(records)
 	if err != nil {
-		return nil
+		return records, nil
 	}
 	compacted := strings.Contains(configString(b, set, "cleanup.policy"), "compact")
-	switch {
-	case compacted:
-		err = compaction.CheckKeys(records, maxCheckedBatchBytes)
-	case h.Compression() != 0:
-		err = compaction.CheckRecords(records, maxCheckedBatchBytes)
-	default:
-		return nil
+	out := records
+	if codec, ok := compaction.TopicCodec(configString(b, set, "compression.type")); ok && codec != h.Compression() && !h.IsControl() {
+		level := -1
+		if name := compressionLevelConfig[codec]; name != "" {
+			level = int(configInt(b, set, name))
+		}
+		out, err = compaction.RecompressBatch(records, codec, level, maxCheckedBatchBytes, compacted)
+	} else {
+		switch {
+		case compacted:
+			err = compaction.CheckKeys(records, maxCheckedBatchBytes)
+		case h.Compression() != 0:
+			err = compaction.CheckRecords(records, maxCheckedBatchBytes)
+		}
 	}
 	switch {
 	case errors.Is(err, compaction.ErrMissingKey):
-		return &recordErrors{err: fmt.Errorf("%w: compacted topic cannot accept a record without a key", hotlog.ErrInvalidRecord), indexes: missingKeyIndexes(err)}
+		return nil, &recordErrors{err: fmt.Errorf("%w: compacted topic cannot accept a record without a key", hotlog.ErrInvalidRecord), indexes: missingKeyIndexes(err)}
 	case err != nil:
-		return fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
+		return nil, fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
 	}
-	return nil
+	return out, nil
 }
+
+// compressionLevelConfig names the topic config that sets a codec's level
+// (KIP-390), by codec number.
+var compressionLevelConfig = map[int]string{1: "compression.gzip.level", 3: "compression.lz4.level", 4: "compression.zstd.level"}
 
 // recordErrors is a Produce error naming the records at fault by their index
 // in the batch (the response's record errors, KIP-467); clients fail those

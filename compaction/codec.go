@@ -49,6 +49,12 @@ type codecs struct {
 	src  bytes.Reader
 	buf  bytes.Buffer
 	out  []byte // CheckRecords' reused output
+	// level, if leveled, is the Kafka compression level (KIP-390's
+	// compression.<codec>.level) its compressors are made with; else each
+	// codec's library default (the cleaner's: it rewrites a batch with its
+	// own codec, as Kafka's cleaner does, at the default level).
+	level   int
+	leveled bool
 }
 
 // decompress appends the decompressed payload of a batch with codec to
@@ -180,7 +186,15 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 	case codecGzip:
 		c.buf.Reset()
 		if c.gzw == nil {
-			c.gzw = gzip.NewWriter(&c.buf)
+			level := gzip.DefaultCompression
+			if c.leveled && c.level >= 1 && c.level <= 9 {
+				level = c.level // Kafka's gzip levels; -1 is the default
+			}
+			w, err := gzip.NewWriterLevel(&c.buf, level)
+			if err != nil {
+				return nil, err
+			}
+			c.gzw = w
 		} else {
 			c.gzw.Reset(&c.buf)
 		}
@@ -212,7 +226,13 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 			// 64 KiB blocks, as the Java producer writes (the default 4 MiB
 			// would hold 4 MiB buffers for small batches).
 			c.lzw = lz4.NewWriter(&c.buf)
-			if err := c.lzw.Apply(lz4.BlockSizeOption(lz4.Block64Kb)); err != nil {
+			opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb)}
+			if c.leveled {
+				// Kafka's levels 1-17 are LZ4HC's; the library's
+				// high-compression levels stop at 9.
+				opts = append(opts, lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+min(max(c.level, 1), 9)))))
+			}
+			if err := c.lzw.Apply(opts...); err != nil {
 				return nil, err
 			}
 		} else {
@@ -227,7 +247,11 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 		return append(dst, c.buf.Bytes()...), nil
 	case codecZstd:
 		if c.zenc == nil {
-			e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
+			opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1 << 20)}
+			if c.leveled {
+				opts = append(opts, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)))
+			}
+			e, err := zstd.NewWriter(nil, opts...)
 			if err != nil {
 				return nil, err
 			}

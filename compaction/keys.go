@@ -76,6 +76,12 @@ func checkBatch(batch []byte, maxBytes int, needKeys bool) error {
 		c.out = buf[:0]
 		payload = buf
 	}
+	return checkRecordsOf(&h, payload, needKeys)
+}
+
+// checkRecordsOf checks the records of a batch with header h, decompressed
+// (checkBatch).
+func checkRecordsOf(h *hotlog.BatchHeader, payload []byte, needKeys bool) error {
 	var missing []int32
 	var i int32
 	gap := false // an offset delta other than the record's index
