@@ -296,21 +296,7 @@ func (p *partition) loadProducers() error {
 		if len(b) == 0 {
 			break
 		}
-		next := from
-		for len(b) >= hotlog.BatchHeaderSize {
-			h, err := hotlog.ParseBatchHeader(b)
-			if err != nil || int64(len(b)) < h.Size() {
-				break
-			}
-			if info, ok := batchInfoOf(b[:h.Size()], h); ok {
-				if a, ok := st.aborts(info, h.BaseOffset); ok {
-					rebuilt = append(rebuilt, a)
-				}
-				st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-			}
-			next = h.LastOffset() + 1
-			b = b[h.Size():]
-		}
+		next := applyBatches(st, b, from, func(a hotlog.AbortedTxn) { rebuilt = append(rebuilt, a) })
 		if next <= from {
 			break
 		}
@@ -333,6 +319,29 @@ func (p *partition) loadProducers() error {
 	p.mu.rebuilding = false
 	p.mu.Unlock()
 	return nil
+}
+
+// applyBatches applies the whole batches at the start of b, read from
+// offset from, to the producer state st, as a replay of the log does,
+// handing each abort marker's aborted transaction to onAbort; it returns
+// the offset after the last batch (from if there was none).
+func applyBatches(st *producerState, b []byte, from int64, onAbort func(hotlog.AbortedTxn)) int64 {
+	next := from
+	for len(b) >= hotlog.BatchHeaderSize {
+		h, err := hotlog.ParseBatchHeader(b)
+		if err != nil || int64(len(b)) < h.Size() {
+			break
+		}
+		if info, ok := batchInfoOf(b[:h.Size()], h); ok {
+			if a, ok := st.aborts(info, h.BaseOffset); ok && onAbort != nil {
+				onAbort(a)
+			}
+			st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
+		}
+		next = h.LastOffset() + 1
+		b = b[h.Size():]
+	}
+	return next
 }
 
 // topicConfigs returns the topic's config overrides in st.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/tiering"
 )
 
@@ -75,8 +74,8 @@ func (p *partition) startAtRemoteEnd(ctx context.Context, tp *tiering.Partition,
 	return tail.End, firstErr
 }
 
-// replayRemote applies the remote batches [from, to) to st, as
-// loadProducers replays the local log after its snapshot.
+// replayRemote applies the remote batches [from, to) to st (applyBatches,
+// as loadProducers replays the local log after its snapshot).
 func replayRemote(ctx context.Context, tp *tiering.Partition, st *producerState, from, to int64) error {
 	for from < to {
 		res, err := tp.Read(ctx, from, 1<<20, to)
@@ -89,20 +88,9 @@ func replayRemote(ctx context.Context, tp *tiering.Partition, st *producerState,
 		if err != nil {
 			return fmt.Errorf("broker: replaying the producer state from the bucket at %d: %w", from, err)
 		}
-		for len(b) >= hotlog.BatchHeaderSize {
-			h, err := hotlog.ParseBatchHeader(b)
-			if err != nil || int64(len(b)) < h.Size() {
-				break
-			}
-			if h.LastOffset() >= to {
-				break
-			}
-			if info, ok := batchInfoOf(b[:h.Size()], h); ok {
-				st.apply(info, h.BaseOffset, h.LastOffset(), h.MaxTimestamp)
-			}
-			next = max(next, h.LastOffset()+1)
-			b = b[h.Size():]
-		}
+		// The remote end is a segment end: no batch read here passes it.
+		// The aborted transactions stay in the bucket's indexes.
+		next = max(next, applyBatches(st, b, from, nil))
 		if next <= from {
 			return fmt.Errorf("broker: replaying the producer state from the bucket: no progress at %d", from)
 		}
