@@ -47,21 +47,7 @@ func TestTxnVerifiedWriteAfterAbort(t *testing.T) {
 	createTopic(t, b, "guard", 1, nil)
 	ctx := testCtx(t)
 	const id = "guard"
-	owner := txnClient(t, b, id)
-	pid, epoch, err := owner.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())) // classic flow: AddPartitionsToTxn v3, Produce v9
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = "guard", []int32{0}
-	add.Topics = append(add.Topics, at)
-	ar, err := add.RequestWith(ctx, raw)
-	if err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
-	}
+	raw, pid, epoch := classicTxnOn(t, b, id, "guard")
 	var once sync.Once
 	b.testHooks.txnWriteVerified = func() {
 		once.Do(func() {
@@ -412,20 +398,7 @@ func TestProduceNonTransactionalInOpenTxn(t *testing.T) {
 	createTopic(t, b, "mixed", 1, nil)
 	ctx := testCtx(t)
 	const id = "mixed"
-	owner := txnClient(t, b, id)
-	pid, epoch, err := owner.ProducerID(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw := newClient(t, b, kgo.MaxVersions(kversion.V3_0_0())) // classic flow: AddPartitionsToTxn v3, Produce v9
-	add := kmsg.NewPtrAddPartitionsToTxnRequest()
-	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
-	at := kmsg.NewAddPartitionsToTxnRequestTopic()
-	at.Topic, at.Partitions = "mixed", []int32{0}
-	add.Topics = append(add.Topics, at)
-	if ar, err := add.RequestWith(ctx, raw); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
-		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
-	}
+	raw, pid, epoch := classicTxnOn(t, b, id, "mixed")
 	produce := func(txnID *string, batch []byte) int16 {
 		t.Helper()
 		req := kmsg.NewPtrProduceRequest()
@@ -464,4 +437,28 @@ func TestProduceNonTransactionalInOpenTxn(t *testing.T) {
 	if code := produce(nil, buildBatch(pid, epoch, 1, 1, 8)); code != 0 {
 		t.Errorf("non-transactional write after the commit: %v", kerr.ErrorForCode(code))
 	}
+}
+
+// classicTxnOn initializes transactional id id with a franz-go client and
+// adds partition 0 of topic to its transaction through a client limited to
+// Kafka 3.0's versions (the classic flow: AddPartitionsToTxn v3, Produce
+// v9), which it returns for the test's raw requests with the producer id
+// and epoch.
+func classicTxnOn(t *testing.T, b *Broker, id, topic string) (raw *kgo.Client, pid int64, epoch int16) {
+	t.Helper()
+	ctx := testCtx(t)
+	pid, epoch, err := txnClient(t, b, id).ProducerID(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = newClient(t, b, kgo.MaxVersions(kversion.V3_0_0()))
+	add := kmsg.NewPtrAddPartitionsToTxnRequest()
+	add.TransactionalID, add.ProducerID, add.ProducerEpoch = id, pid, epoch
+	at := kmsg.NewAddPartitionsToTxnRequestTopic()
+	at.Topic, at.Partitions = topic, []int32{0}
+	add.Topics = append(add.Topics, at)
+	if ar, err := add.RequestWith(ctx, raw); err != nil || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v %+v", err, ar)
+	}
+	return raw, pid, epoch
 }

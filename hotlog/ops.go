@@ -339,18 +339,7 @@ func (l *Log) LatestProducerSnapshot() (offset int64, data []byte, err error) {
 // renamed away newest first, then the empty segment at offset is created; a
 // crash in between leaves a prefix of the old log or the empty new one.
 func (l *Log) TruncateFullyAndStartAt(offset int64) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.closed.Load() {
-		return ErrClosed
-	}
-	if err := l.failure(); err != nil {
-		return err
-	}
-	if offset < 0 {
-		return fmt.Errorf("%w: start at %d", ErrOffsetOutOfRange, offset)
-	}
-	return l.truncateFullyLocked(offset, -1, nil)
+	return l.StartAt(offset, -1, nil)
 }
 
 // StartAt is TruncateFullyAndStartAt for a log that begins where another
@@ -358,11 +347,10 @@ func (l *Log) TruncateFullyAndStartAt(offset int64) error {
 // of the batch before offset (epoch; -1: none) as its first epoch entry,
 // and snapshot (nil: none) as its producer snapshot at offset, so that the
 // producer state and the epochs answered to OffsetForLeaderEpoch go on from
-// what the log below offset held. The snapshot and the epoch are written
-// before the log start checkpoint names offset: a crash in between leaves
-// the log empty at offset with the snapshot there or a prefix of the old log
-// (whose later snapshots the reopen drops), never the old log's snapshot
-// taken as the new one's.
+// what the log below offset held. The snapshot and the epoch checkpoint are
+// written before the segment at offset is created: a crash leaves a prefix
+// of the old log (whose snapshots past its end the reopen drops), or the
+// empty log at offset with the snapshot there, never without it.
 func (l *Log) StartAt(offset int64, epoch int32, snapshot []byte) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
