@@ -10,6 +10,10 @@ type prepareContext struct {
 	st       *State
 	nowMs    int64
 	rotation int // varies the tie-breaking between calls, so equal brokers share load
+	// renewedWithin reports whether this node (the leader) applied a
+	// renewal of the broker's session (its registration or a heartbeat)
+	// less than ms ago on its monotonic clock (sessionClock); nil: unknown.
+	renewedWithin func(id int32, ms int64) bool
 }
 
 // assignReplicas places count new partitions (numbered from first, after

@@ -102,6 +102,16 @@ func (c *RegisterBroker) prepare(p *prepareContext) error {
 	if c.NowMs == 0 {
 		c.NowMs = p.nowMs
 	}
+	// The live-session check of apply compares wall clocks (the only
+	// time a command carries); the leader first checks it on its
+	// monotonic clock, as Kafka's controller does with its in-memory
+	// sessions: with the leader's wall clock stepped forward past the
+	// session timeout, apply would take the old session for expired and
+	// let a second broker register under a live one's id.
+	if old, ok := p.st.Broker(c.BrokerID); ok && p.renewedWithin != nil && !old.Fenced && !old.InControlledShutdown &&
+		old.IncarnationID != c.IncarnationID && c.PreviousBrokerEpoch != old.Epoch && p.renewedWithin(c.BrokerID, sessionTimeoutMs(p.st)) {
+		return reject(ErrDuplicateBroker, "broker %d has a live session (incarnation %s, epoch %d)", c.BrokerID, old.IncarnationID, old.Epoch)
+	}
 	return nil
 }
 

@@ -437,7 +437,8 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 			}
 			n.barrierTerm.Store(term)
 		}
-		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex())}
+		pc := prepareContext{st: n.fsm.current(), nowMs: n.cfg.Now().UnixMilli(), rotation: int(n.raft.LastIndex()),
+			renewedWithin: n.sessions.renewedWithin}
 		if err := p.prepare(&pc); err != nil {
 			return Result{}, err
 		}

@@ -77,6 +77,16 @@ func (s *sessionClock) renewals() map[int32]int64 {
 	return out
 }
 
+// renewedWithin reports whether the broker's session was renewed less than
+// ms ago (a broker not renewed since this node started, or since a
+// snapshot was installed, was not).
+func (s *sessionClock) renewedWithin(id int32, ms int64) bool {
+	s.mu.Lock()
+	at, ok := s.mu.renewed[id]
+	s.mu.Unlock()
+	return ok && (s.now()-at).Milliseconds() < ms
+}
+
 // monotonicSince returns a monotonic clock that reads 0 at start.
 func monotonicSince(start time.Time) func() time.Duration {
 	return func() time.Duration { return time.Since(start) }

@@ -1,6 +1,7 @@
 package metadata
 
 import (
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -193,5 +194,27 @@ func TestControllerRebalanceIgnoresWallClockJumps(t *testing.T) {
 	c.tick()
 	if leader() != 2 {
 		t.Fatalf("at the due check: leader %d, want 2 (preferred)", leader())
+	}
+}
+
+// TestRegisterRefusesLiveSessionAfterWallClockStep: a second broker
+// registering under the id of a broker whose session is live (another
+// incarnation, not naming its epoch) is refused, also when the leader's
+// wall clock has stepped forward past the session timeout, which made the
+// wall-clock check of apply take the session for expired; once the session
+// has really expired on the monotonic clock, the registration is taken.
+func TestRegisterRefusesLiveSessionAfterWallClockStep(t *testing.T) {
+	cn := openClocked(t, nil)
+	n, clk := cn.n, cn.clk
+	cn.heartbeat(2)
+	clk.stepWall(time.Hour)
+	ctx := testContext(t, 10*time.Second)
+	_, err := n.Propose(ctx, &RegisterBroker{BrokerID: 2, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1})
+	if !errors.Is(err, ErrDuplicateBroker) {
+		t.Fatalf("a second broker 2 while the first heartbeats, the wall clock an hour ahead: %v, want ErrDuplicateBroker", err)
+	}
+	clk.advance(time.Duration(defaultSessionTimeoutMs) * time.Millisecond)
+	if _, err := n.Propose(ctx, &RegisterBroker{BrokerID: 2, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1}); err != nil {
+		t.Fatalf("broker 2 registering after its session expired: %v", err)
 	}
 }
