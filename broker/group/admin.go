@@ -168,6 +168,15 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 			for _, tp := range g.sortedOffsets() {
 				records = append(records, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
 			}
+			// A commit still being written (an admin or standalone
+			// consumer's, on the empty group) lands in the log before
+			// these records: its partition gets a tombstone too, or a
+			// reload would bring the deleted group back with its offset.
+			for _, tp := range sortedTPs(g.pendingCommits) {
+				if _, ok := g.offsets[tp]; !ok {
+					records = append(records, Record{Key: offsetKey(g.id, tp.topic, tp.partition)})
+				}
+			}
 			records = append(records, Record{Key: groupKey(g.id)})
 			if g.cg != nil {
 				records = append(records, Record{Key: consumerKey(g.id)})
@@ -187,9 +196,12 @@ func (c *Coordinator) DeleteGroups(ctx context.Context, req *kmsg.DeleteGroupsRe
 	})
 }
 
-func (g *group) sortedOffsets() []topicPartition {
-	tps := make([]topicPartition, 0, len(g.offsets))
-	for tp := range g.offsets {
+func (g *group) sortedOffsets() []topicPartition { return sortedTPs(g.offsets) }
+
+// sortedTPs returns the keys of m by topic, then partition.
+func sortedTPs[V any](m map[topicPartition]V) []topicPartition {
+	tps := make([]topicPartition, 0, len(m))
+	for tp := range m {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool {

@@ -560,3 +560,74 @@ func TestRequireStable(t *testing.T) {
 		t.Fatalf("fetch after the commit: %+v", p)
 	}
 }
+
+// TestDeleteGroupWithCommitInFlight: a group deleted while its first commit
+// (a standalone consumer's, on the empty group) is still being written stays
+// deleted after a reload: the deletion writes a tombstone for the commit's
+// partition too, after the commit in the log. Without it the replay brought
+// the group back with the offset.
+func TestDeleteGroupWithCommitInFlight(t *testing.T) {
+	ctx := testCtx(t)
+	log := &gatedLog{gate: make(chan error)}
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
+	if err := <-c.Load(0, log); err != nil {
+		t.Fatal(err)
+	}
+	committed := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() {
+		r, err := c.OffsetCommit(ctx, commitReq("g", "t", 0, 9))
+		if err != nil {
+			t.Error(err)
+		}
+		committed <- r
+	}()
+	waitFor(t, func() bool {
+		var n int
+		c.inLoop(func() {
+			if g := c.partitions[0].groups["g"]; g != nil {
+				n = g.pendingCommits[topicPartition{"t", 0}]
+			}
+		})
+		return n == 1
+	})
+	deleted := make(chan *kmsg.DeleteGroupsResponse, 1)
+	go func() {
+		req := kmsg.NewPtrDeleteGroupsRequest()
+		req.Groups = []string{"g"}
+		r, err := c.DeleteGroups(ctx, req)
+		if err != nil {
+			t.Error(err)
+		}
+		deleted <- r
+	}()
+	log.gate <- nil // the commit
+	log.gate <- nil // the deletion
+	if r := <-committed; r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("commit: %s", errName(r.Topics[0].Partitions[0].ErrorCode))
+	}
+	if r := <-deleted; r.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete: %s", errName(r.Groups[0].ErrorCode))
+	}
+	c.Close()
+
+	// Another coordinator replays the log.
+	c2 := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
+	defer c2.Close()
+	if err := <-c2.Load(0, &log.memLog); err != nil {
+		t.Fatal(err)
+	}
+	fr, err := c2.OffsetFetch(ctx, fetchReq("g", 7, "t", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := fr.Topics[0].Partitions[0]; p.Offset != -1 {
+		t.Fatalf("after the reload the deleted group has offset %d for t-0", p.Offset)
+	}
+	lr, err := c2.ListGroups(ctx, kmsg.NewPtrListGroupsRequest())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lr.Groups) != 0 {
+		t.Fatalf("after the reload the groups are %+v", lr.Groups)
+	}
+}
