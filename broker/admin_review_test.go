@@ -414,3 +414,42 @@ func TestDescribeConfigsInvalidTopicName(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateTopicNameCollision: a topic whose name is an existing one's but
+// for '.' and '_' swapped is INVALID_TOPIC_EXCEPTION, with validate_only
+// too, as Kafka's controller answers ("collides with existing topic"); the
+// same name is TOPIC_ALREADY_EXISTS, other names are created.
+func TestCreateTopicNameCollision(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	cl := newClient(t, b)
+	createTopic(t, b, "orders_eu.v1", 1, nil)
+	create := func(name string, validateOnly bool) int16 {
+		t.Helper()
+		req := kmsg.NewPtrCreateTopicsRequest()
+		req.ValidateOnly, req.TimeoutMillis = validateOnly, 10000
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].ErrorCode
+	}
+	for _, name := range []string{"orders.eu.v1", "orders_eu_v1", "orders.eu_v1"} {
+		for _, vo := range []bool{true, false} {
+			if code := create(name, vo); code != kerr.InvalidTopicException.Code {
+				t.Errorf("%s (validate_only %v) beside orders_eu.v1: %v, want INVALID_TOPIC_EXCEPTION", name, vo, kerr.ErrorForCode(code))
+			}
+		}
+	}
+	if code := create("orders_eu.v1", false); code != kerr.TopicAlreadyExists.Code {
+		t.Errorf("orders_eu.v1 again: %v, want TOPIC_ALREADY_EXISTS", kerr.ErrorForCode(code))
+	}
+	for _, name := range []string{"orders-eu.v1", "orders_eu.v2", "orders_eu.v1x"} {
+		if code := create(name, false); code != 0 {
+			t.Errorf("%s: %v", name, kerr.ErrorForCode(code))
+		}
+	}
+}

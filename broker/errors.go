@@ -48,6 +48,7 @@ var errorTable = []struct {
 	{metadata.ErrUnknownBroker, kerr.BrokerNotAvailable},
 	{metadata.ErrStaleEpoch, kerr.FencedLeaderEpoch},
 	{metadata.ErrInvalidRequest, kerr.InvalidRequest},
+	{metadata.ErrInvalidTopic, kerr.InvalidTopicException},
 	{metadata.ErrNoReassignment, kerr.NoReassignmentInProgress},
 	{metadata.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
 	{metadata.ErrNotLeader, kerr.NotController},

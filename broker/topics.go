@@ -66,6 +66,13 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 			return fmt.Errorf("%w: replication factor %d is larger than the %d available brokers", metadata.ErrInvalidReplicationFactor, spec.replicationFactor, n)
 		}
 	}
+	// Also here for validate_only (the leader checks it again when it
+	// prepares the creation).
+	if _, exists := b.meta.State().Topic(spec.name); !exists {
+		if other, ok := b.meta.State().TopicCollision(spec.name); ok {
+			return fmt.Errorf("%w: topic %q collides with existing topic %q", errInvalidTopic, spec.name, other)
+		}
+	}
 	return nil
 }
 

@@ -105,6 +105,12 @@ func (c *CreateTopic) prepare(p *prepareContext) error {
 	if _, ok := p.st.Topic(c.Name); ok {
 		return reject(ErrTopicExists, "topic %q", c.Name)
 	}
+	// Checked when the leader prepares the creation, as Kafka's
+	// controller does, not in apply: a log written before the check
+	// replays as it was.
+	if other, ok := p.st.TopicCollision(c.Name); ok {
+		return reject(ErrInvalidTopic, "topic %q collides with existing topic %q", c.Name, other)
+	}
 	if c.TopicID.IsZero() {
 		c.TopicID = NewUUID()
 	}

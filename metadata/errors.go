@@ -22,6 +22,7 @@ var (
 	ErrStaleEpoch               = errors.New("metadata: stale leader or partition epoch") // FENCED_LEADER_EPOCH / INVALID_UPDATE_VERSION
 	ErrIneligibleReplica        = errors.New("metadata: replica not eligible")            // INELIGIBLE_REPLICA
 	ErrInvalidRequest           = errors.New("metadata: invalid request")                 // INVALID_REQUEST
+	ErrInvalidTopic             = errors.New("metadata: invalid topic")                   // INVALID_TOPIC_EXCEPTION
 	ErrNoReassignment           = errors.New("metadata: no reassignment in progress")     // NO_REASSIGNMENT_IN_PROGRESS
 	ErrInvalidUpdateVersion     = errors.New("metadata: invalid feature update")          // INVALID_UPDATE_VERSION
 	ErrManifestConflict         = errors.New("metadata: remote log manifest version conflict")

@@ -275,3 +275,22 @@ func TestUnknownEntryStopsNode(t *testing.T) {
 		t.Fatalf("state changed after stop:\n%s\nvs\n%s", got, before)
 	}
 }
+
+// TestCreateTopicCollision: the leader refuses a topic whose name differs
+// from an existing one's only by '.' and '_' (ErrInvalidTopic), when it
+// prepares the creation; the state machine itself does not check it, so a
+// log written before the check replays as it was.
+func TestCreateTopicCollision(t *testing.T) {
+	n := openSingle(t)
+	ctx := testContext(t, 10*time.Second)
+	reg := mustPropose(t, n, &RegisterBroker{BrokerID: 1, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1})
+	mustPropose(t, n, &BrokerHeartbeat{BrokerID: 1, BrokerEpoch: reg.BrokerEpoch})
+	mustPropose(t, n, &CreateTopic{Name: "a_b.c", NumPartitions: 1, ReplicationFactor: 1})
+	if _, err := n.Propose(ctx, &CreateTopic{Name: "a.b_c", NumPartitions: 1, ReplicationFactor: 1}); !errors.Is(err, ErrInvalidTopic) {
+		t.Fatalf("a.b_c beside a_b.c: %v, want ErrInvalidTopic", err)
+	}
+	st := n.State()
+	if _, err := (&CreateTopic{Name: "a.b_c", TopicID: NewUUID(), Assignment: [][]int32{{1}}}).apply(st.clone(), 99); err != nil {
+		t.Fatalf("apply refused a colliding name: %v", err)
+	}
+}

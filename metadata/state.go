@@ -271,6 +271,24 @@ func (s *State) Topics() []*Topic {
 	return out
 }
 
+// TopicCollision returns an existing topic whose name is name's but for
+// '.' and '_' in the same places (Kafka refuses to create such a topic:
+// metric names turn '.' into '_', so the two would share theirs), and
+// whether there is one. A name without '.' or '_' collides with nothing.
+func (s *State) TopicCollision(name string) (string, bool) {
+	if !strings.ContainsAny(name, "._") {
+		return "", false
+	}
+	norm := strings.ReplaceAll(name, ".", "_")
+	for it := s.names.Iterator(); !it.Done(); {
+		other, _, _ := it.Next()
+		if other != name && len(other) == len(name) && strings.ReplaceAll(other, ".", "_") == norm {
+			return other, true
+		}
+	}
+	return "", false
+}
+
 // NumTopics and NumPartitions count the topics and partitions.
 func (s *State) NumTopics() int     { return s.topics.Len() }
 func (s *State) NumPartitions() int { return s.partitions }
