@@ -79,12 +79,12 @@ const maxLong = math.MaxInt64
 var topicConfigDefs = func() map[string]*topicConfigDef {
 	defs := []*topicConfigDef{
 		{name: "cleanup.policy", typ: cfgList, enum: []string{"delete", "compact"}, def: constDef("delete"), brokerName: "log.cleanup.policy", doc: "delete and/or compact old segments"},
-		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data (producer: as sent)"},
-		// KIP-390. Sediment keeps batches as the producer compressed them
-		// and does not recompress for compression.type; the log cleaner
-		// rewrites a batch with its own codec at the codec's default level,
-		// as Kafka's (MemoryRecords.filterTo). The levels are validated,
-		// stored and described.
+		{name: "compression.type", typ: cfgString, enum: []string{"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"}, def: constDef("producer"), brokerName: "compression.type", doc: "final compression of the topic's data: a codec recompresses batches in another one (producer: kept as sent)"},
+		// KIP-390: the level of the rewrite a compression.type naming the
+		// codec makes of a produced batch in another codec
+		// (checkProducedRecords); the log cleaner rewrites a batch with
+		// its own codec at the codec's default level, as Kafka's
+		// (MemoryRecords.filterTo).
 		{name: "compression.gzip.level", typ: cfgInt, def: constDef("-1"), brokerName: "compression.gzip.level", check: validateGzipLevel, doc: "gzip level where the broker compresses with gzip (1-9, -1: the codec's default)"},
 		{name: "compression.lz4.level", typ: cfgInt, min: 1, max: 17, def: constDef("9"), brokerName: "compression.lz4.level", doc: "lz4 level where the broker compresses with lz4"},
 		{name: "compression.zstd.level", typ: cfgInt, min: -131072, max: 22, def: constDef("3"), brokerName: "compression.zstd.level", doc: "zstd level where the broker compresses with zstd"},
