@@ -77,8 +77,10 @@ func TestReplicationTieredNewReplica(t *testing.T) {
 	if st3.LocalStartOffset < leaderStart {
 		t.Fatalf("broker 3's local log starts at %d, below the leader's %d when it joined: it copied the bucket's records", st3.LocalStartOffset, leaderStart)
 	}
-	if !strings.Contains(scrape(c.Broker(3)), "sediment_replica_remote_starts_total 1") {
-		t.Fatalf("broker 3 did not start at the remote log end (metric):\n%s", grepLines(scrape(c.Broker(3)), "remote_starts"))
+	// At least once (again if it fell behind the leader's local start
+	// while catching up, on a loaded machine).
+	if line := grepLines(scrape(c.Broker(3)), "sediment_replica_remote_starts_total "); line == "" || strings.HasSuffix(line, " 0") {
+		t.Fatalf("broker 3 did not start at the remote log end (metric): %q", line)
 	}
 
 	// Broker 3 leads (its preferred replica): it knows the early producer.
