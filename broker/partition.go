@@ -62,6 +62,11 @@ type partition struct {
 		// moment before it counts as open: the last stable offset never
 		// passes stateEnd.
 		stateEnd int64
+		// snapshotEnd is the offset of a producer snapshot on disk that
+		// holds producers exactly (loaded with nothing replayed after
+		// it, or written since), -1 if none is known: a snapshot
+		// at stateEnd is then not written again (snapshotProducers).
+		snapshotEnd int64
 		// rebuilding is set while a truncation cuts the log and the
 		// producer state is rebuilt from what is left (truncateTo): the
 		// state still has the cut tail's markers, so a transaction
@@ -239,12 +244,28 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 // lock (as by RollSnapshot): a follower's truncation cannot come between
 // reading it and writing it, which would store the cut tail's producers at
 // an offset the log reaches again.
+//
+// A state already on disk as the snapshot at stateEnd (nothing applied or
+// expired since it was loaded or written) is not written again: a broker
+// with thousands of idle partitions would otherwise write and fsync a
+// snapshot of each at every shutdown and at the periodic loop's first pass.
 func (p *partition) snapshotProducers() error {
-	return p.log.WriteProducerSnapshotFunc(func() (int64, []byte) {
+	written := int64(-1)
+	err := p.log.WriteProducerSnapshotFunc(func() (int64, []byte) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
+		if p.mu.snapshotEnd == p.mu.stateEnd && p.log.HasProducerSnapshot(p.mu.stateEnd) {
+			return -1, nil
+		}
+		written = p.mu.stateEnd
 		return p.mu.stateEnd, p.mu.producers.marshal()
 	})
+	if err == nil && written >= 0 {
+		p.mu.Lock()
+		p.mu.snapshotEnd = written
+		p.mu.Unlock()
+	}
+	return err
 }
 
 // batchInfoOf describes one whole batch for the producer state; ok is
@@ -280,9 +301,10 @@ func (p *partition) loadProducers() error {
 	st := newProducerState()
 	from := p.log.LogStartOffset()
 	off, data, err := p.log.LatestProducerSnapshot()
+	snapshotEnd := int64(-1)
 	if err == nil && data != nil {
 		if s, derr := unmarshalProducerState(data); derr == nil && off >= from {
-			st, from = s, off
+			st, from, snapshotEnd = s, off, off
 		}
 	}
 	rebuilt := st.legacyAborted
@@ -310,12 +332,16 @@ func (p *partition) loadProducers() error {
 			return fmt.Errorf("broker: rebuilding the transaction index of %s-%d: %w", p.topic, p.id, err)
 		}
 	}
-	if p.producerIDExpiration > 0 {
-		st.expire(time.Now().Add(-p.producerIDExpiration).UnixMilli())
+	if p.producerIDExpiration > 0 && st.expire(time.Now().Add(-p.producerIDExpiration).UnixMilli()) > 0 {
+		snapshotEnd = -1
+	}
+	if snapshotEnd != end || len(rebuilt) > 0 {
+		snapshotEnd = -1 // batches replayed after it, or a version 2 snapshot's aborts moved out
 	}
 	p.mu.Lock()
 	p.mu.producers = st
 	p.mu.stateEnd = end
+	p.mu.snapshotEnd = snapshotEnd
 	p.mu.rebuilding = false
 	p.mu.Unlock()
 	return nil

@@ -1150,24 +1150,38 @@ func (s *store) reconcileReplicas(st *metadata.State) {
 		return
 	}
 	me := s.b.cfg.NodeID
-	follow := map[*partition]followTarget{}
+	type replica struct {
+		t   *metadata.Topic
+		idx int32
+	}
+	var mine []replica
 	for _, t := range st.Topics() {
 		for idx, mp := range t.Partitions {
-			if !slices.Contains(mp.Replicas, me) {
-				continue
-			}
-			p, err := s.openReplica(t, int32(idx), st.Version)
-			if err != nil {
-				if !errors.Is(err, errUnknownTopicOrPartition) && !errors.Is(err, errNotLeader) {
-					s.b.log.Warn("opening replica", "topic", t.Name, "partition", idx, "err", err)
-				}
-				continue
-			}
-			if mp.Leader != me && mp.Leader != metadata.NoLeader {
-				follow[p] = followTarget{leader: mp.Leader, epoch: mp.LeaderEpoch}
+			if slices.Contains(mp.Replicas, me) {
+				mine = append(mine, replica{t, int32(idx)})
 			}
 		}
 	}
+	// Partitions not open yet (all of them at startup) open in parallel
+	// (store.openLocked opens outside the store's lock).
+	var mu sync.Mutex
+	follow := map[*partition]followTarget{}
+	parallelDo(len(mine), partitionIOWorkers, func(i int) {
+		t, idx := mine[i].t, mine[i].idx
+		mp := t.Partitions[idx]
+		p, err := s.openReplica(t, idx, st.Version)
+		if err != nil {
+			if !errors.Is(err, errUnknownTopicOrPartition) && !errors.Is(err, errNotLeader) {
+				s.b.log.Warn("opening replica", "topic", t.Name, "partition", idx, "err", err)
+			}
+			return
+		}
+		if mp.Leader != me && mp.Leader != metadata.NoLeader {
+			mu.Lock()
+			follow[p] = followTarget{leader: mp.Leader, epoch: mp.LeaderEpoch}
+			mu.Unlock()
+		}
+	})
 	s.repl.assign(follow)
 }
 

@@ -55,6 +55,10 @@ type store struct {
 		// free. A partition of a topic re-created under the same name
 		// waits on it before it opens (openLocked).
 		dirs map[string]chan struct{}
+		// opening has an entry per partition directory a log is being
+		// opened on (outside the lock: partitions open in parallel);
+		// the channel is closed when the attempt ends.
+		opening map[string]chan struct{}
 	}
 	// deleting remembers the directories this process renamed for
 	// deletion (<topic>-<n>.<ms>-delete, dir_delete.go) and when each is
@@ -85,6 +89,7 @@ func openStore(b *Broker) (*store, error) {
 	}
 	s.mu.parts = make(map[metadata.UUID]map[int32]*partition)
 	s.mu.dirs = make(map[string]chan struct{})
+	s.mu.opening = make(map[string]chan struct{})
 	s.deleting.due = make(map[string]time.Time)
 	s.deleteKick = make(chan struct{}, 1)
 	if err := os.MkdirAll(s.logsDir, 0o755); err != nil {
@@ -349,6 +354,9 @@ func (s *store) snapshotLoop(ctx context.Context) {
 			if expire {
 				p.mu.Lock()
 				expired := p.mu.producers.expire(cutoff)
+				if expired > 0 {
+					p.mu.snapshotEnd = -1
+				}
 				p.mu.Unlock()
 				if expired == 0 {
 					continue
@@ -566,6 +574,16 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		if _, ok := s.meta.State().TopicByID(t.ID); !ok {
 			return nil, errUnknownTopicOrPartition
 		}
+		if opening := s.mu.opening[dir]; opening != nil {
+			// Another goroutine opens it: take what it opened.
+			s.mu.Unlock()
+			select {
+			case <-opening:
+			case <-s.b.stopping:
+			}
+			s.mu.Lock()
+			continue
+		}
 		busy := s.mu.dirs[dir]
 		if busy == nil {
 			break
@@ -581,8 +599,46 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		}
 		s.mu.Lock()
 	}
+	// The log opens outside the lock (its recovery, the producer state's
+	// replay and the files' fsyncs), so that partitions open in parallel
+	// (reconcileReplicas) and lookups of open ones do not wait.
+	opening := make(chan struct{})
+	s.mu.opening[dir] = opening
+	s.mu.Unlock()
+	p, err := s.openDir(t, idx, dir)
+	s.mu.Lock()
+	delete(s.mu.opening, dir)
+	close(opening)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := s.meta.State().TopicByID(t.ID); !ok || s.b.isStopping() {
+		// Deleted, or the broker stops, while it opened (reconcile or
+		// close has looked at the open partitions without it).
+		if err := p.log.Close(); err != nil {
+			s.b.log.Warn("closing partition log", "topic", p.topic, "partition", p.id, "err", err)
+		}
+		if s.b.isStopping() {
+			return nil, errNotLeader
+		}
+		return nil, errUnknownTopicOrPartition
+	}
+	if s.mu.parts[t.ID] == nil {
+		s.mu.parts[t.ID] = make(map[int32]*partition)
+	}
+	s.mu.parts[t.ID][idx] = p
+	s.mu.dirs[dir] = make(chan struct{})
+	s.b.cleaner.register(p, p.topicConfigs(s.meta.State())) // compaction and retention
+	return p, nil
+}
+
+// openDir opens partition idx of t on dir (free: openLocked reserved it).
+func (s *store) openDir(t *metadata.Topic, idx int32, dir string) (*partition, error) {
+	mp := t.Partitions[idx]
 	idFile := filepath.Join(dir, "topic_id")
-	if raw, err := os.ReadFile(idFile); err == nil && strings.TrimSpace(string(raw)) != t.ID.String() {
+	want := t.ID.String() + "\n"
+	raw, err := os.ReadFile(idFile)
+	if err == nil && strings.TrimSpace(string(raw)) != t.ID.String() {
 		// A directory left by an older topic of the same name, not open
 		// when that topic was deleted.
 		if err := s.renameForDelete(dir, "topic re-created with another id", time.Now()); err != nil {
@@ -595,8 +651,13 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	if err := writeFileSync(idFile, []byte(t.ID.String()+"\n")); err != nil {
-		return nil, err
+	if string(raw) != want {
+		// Written once (a restart finds it and writes nothing: a
+		// broker with thousands of partitions started with an fsync
+		// each).
+		if err := writeFileSync(idFile, []byte(want)); err != nil {
+			return nil, err
+		}
 	}
 	logCfg := s.b.hotlogConfig(t.Configs)
 	var p *partition
@@ -642,12 +703,6 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		// A single replica: everything in the log is committed.
 		l.SetHighWatermark(l.LogEndOffset())
 	}
-	if s.mu.parts[t.ID] == nil {
-		s.mu.parts[t.ID] = make(map[int32]*partition)
-	}
-	s.mu.parts[t.ID][idx] = p
-	s.mu.dirs[dir] = make(chan struct{})
-	s.b.cleaner.register(p, p.topicConfigs(s.meta.State())) // compaction and retention
 	return p, nil
 }
 
@@ -758,6 +813,20 @@ func (s *store) close() error {
 	if s.repl != nil {
 		s.repl.close()
 	}
+	// Opens in flight see the broker stopping and close what they open.
+	for {
+		s.mu.Lock()
+		var opening chan struct{}
+		for _, ch := range s.mu.opening {
+			opening = ch
+			break
+		}
+		s.mu.Unlock()
+		if opening == nil {
+			break
+		}
+		<-opening
+	}
 	s.mu.Lock()
 	var ps []*partition
 	for _, m := range s.mu.parts {
@@ -767,10 +836,38 @@ func (s *store) close() error {
 	}
 	s.mu.parts = map[metadata.UUID]map[int32]*partition{}
 	s.mu.Unlock()
-	for _, p := range ps {
-		s.closePartition(p, "")
-	}
+	// Each close seals the active segment and writes the producer
+	// snapshot and the clean-shutdown marker, with their fsyncs: in
+	// parallel, as Kafka's num.recovery.threads.per.data.dir does, or a
+	// broker with thousands of partitions takes minutes to stop on a disk
+	// whose fsync takes milliseconds.
+	parallelDo(len(ps), partitionIOWorkers, func(i int) { s.closePartition(ps[i], "") })
 	return s.meta.Close()
+}
+
+// partitionIOWorkers bounds the partitions opened or closed at once at
+// startup and shutdown: their work is mostly waiting for fsyncs.
+const partitionIOWorkers = 8
+
+// parallelDo calls f(0..n-1) on at most workers goroutines and returns
+// when all calls have.
+func parallelDo(n, workers int, f func(i int)) {
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range min(n, workers) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				f(i)
+			}
+		}()
+	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
 }
 
 // waitToJoin waits until the quorum's leader contacts this node (after a voter

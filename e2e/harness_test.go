@@ -445,9 +445,16 @@ func (b *Broker) signal(sig syscall.Signal, timeout time.Duration) error {
 	select {
 	case <-exited:
 	case <-time.After(timeout):
-		b.t.Errorf("broker %d did not exit within %v of %v; sending SIGKILL", b.NodeID, timeout, sig)
-		cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
-		<-exited
+		b.t.Errorf("broker %d did not exit within %v of %v; SIGQUIT for its goroutines (in its log), then SIGKILL", b.NodeID, timeout, sig)
+		// The Go runtime prints every goroutine's stack on SIGQUIT and
+		// exits: what the broker was stuck in.
+		cmd.Process.Signal(syscall.SIGQUIT) //nolint:errcheck // it may have exited meanwhile
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			cmd.Process.Kill() //nolint:errcheck // it may have exited meanwhile
+			<-exited
+		}
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -275,6 +275,9 @@ func (l *Log) WriteProducerSnapshot(offset int64, data []byte) error {
 // follower's tail is cut never describes the cut tail (an offset past the
 // new log end is refused with ErrOffsetOutOfRange, and the log grows past it
 // again only after the owner reloaded its state).
+//
+// A negative offset from state writes nothing (the owner's state is on
+// disk already).
 func (l *Log) WriteProducerSnapshotFunc(state func() (offset int64, data []byte)) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -282,7 +285,18 @@ func (l *Log) WriteProducerSnapshotFunc(state func() (offset int64, data []byte)
 		return ErrClosed
 	}
 	offset, data := state()
+	if offset < 0 {
+		return nil
+	}
 	return l.writeSnapshotLocked(offset, data)
+}
+
+// HasProducerSnapshot reports whether a producer snapshot file exists at
+// offset (it is not read; the caller may hold the log's lock, as state
+// does in WriteProducerSnapshotFunc).
+func (l *Log) HasProducerSnapshot(offset int64) bool {
+	_, err := l.fs.Stat(l.snapshotPath(offset))
+	return err == nil
 }
 
 func (l *Log) writeSnapshotLocked(offset int64, data []byte) error {
