@@ -349,16 +349,8 @@ func TestInjectedErrors(t *testing.T) {
 }
 
 func TestTruncateFullyAndStartAt(t *testing.T) {
-	mem := vfs.NewMem()
 	cfg := Config{SegmentBytes: 1000}
-	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(5, 5))}
-	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
-	var all []byte
-	for i := range 20 {
-		b := simpleBatch(2, 100, int64(i))
-		l.Append(b, AppendOptions{LeaderEpoch: 2})
-		all = append(all, b...)
-	}
+	mem, rec, l, all := twentyBatchLog(t, cfg, 5)
 	l.WriteProducerSnapshot(10, []byte("x"))
 	rec.on.Store(true)
 	if err := l.TruncateFullyAndStartAt(1000); err != nil {
@@ -651,16 +643,8 @@ func TestCrashIndexRebuildKeepsMaxTimestamp(t *testing.T) {
 // empty log at the new start with the new snapshot and epoch, never the
 // empty log without them.
 func TestStartAt(t *testing.T) {
-	mem := vfs.NewMem()
 	cfg := Config{SegmentBytes: 1000}
-	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(6, 6))}
-	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
-	var all []byte
-	for i := range 20 {
-		b := simpleBatch(2, 100, int64(i))
-		l.Append(b, AppendOptions{LeaderEpoch: 2})
-		all = append(all, b...)
-	}
+	mem, rec, l, all := twentyBatchLog(t, cfg, 6)
 	l.WriteProducerSnapshot(10, []byte("old"))
 	rec.on.Store(true)
 	if err := l.StartAt(1000, 7, []byte("state at 1000")); err != nil {
@@ -704,4 +688,21 @@ func TestStartAt(t *testing.T) {
 		}
 		l.Close()
 	}
+}
+
+// twentyBatchLog opens a log on a MemFS recorded for crash points (off
+// until the test turns rec.on) and appends 20 batches of two records at
+// leader epoch 2; all is their bytes.
+func twentyBatchLog(t *testing.T, cfg Config, seed uint64) (*vfs.MemFS, *crashRecorder, *Log, []byte) {
+	t.Helper()
+	mem := vfs.NewMem()
+	rec := &crashRecorder{mem: mem, rng: rand.New(rand.NewPCG(seed, seed))}
+	l := openMem(t, errorfs.Wrap(mem, rec), cfg)
+	var all []byte
+	for i := range 20 {
+		b := simpleBatch(2, 100, int64(i))
+		l.Append(b, AppendOptions{LeaderEpoch: 2})
+		all = append(all, b...)
+	}
+	return mem, rec, l, all
 }

@@ -518,29 +518,8 @@ func (l *gatedLog) Append(ctx context.Context, records []Record) error {
 // it, the last written offset.
 func TestRequireStable(t *testing.T) {
 	ctx := testCtx(t)
-	log := &gatedLog{gate: make(chan error)}
-	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
+	c, log, done := commitInFlight(t)
 	defer c.Close()
-	if err := <-c.Load(0, log); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan *kmsg.OffsetCommitResponse, 1)
-	go func() {
-		r, err := c.OffsetCommit(ctx, commitReq("g", "t", 0, 9))
-		if err != nil {
-			t.Error(err)
-		}
-		done <- r
-	}()
-	waitFor(t, func() bool {
-		var n int
-		c.inLoop(func() {
-			if g := c.partitions[0].groups["g"]; g != nil {
-				n = g.pendingCommits[topicPartition{"t", 0}]
-			}
-		})
-		return n == 1
-	})
 	stable := fetchReq("g", 7, "t", 0, 1)
 	stable.RequireStable = true
 	fr, _ := c.OffsetFetch(ctx, stable)
@@ -568,28 +547,7 @@ func TestRequireStable(t *testing.T) {
 // the group back with the offset.
 func TestDeleteGroupWithCommitInFlight(t *testing.T) {
 	ctx := testCtx(t)
-	log := &gatedLog{gate: make(chan error)}
-	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
-	if err := <-c.Load(0, log); err != nil {
-		t.Fatal(err)
-	}
-	committed := make(chan *kmsg.OffsetCommitResponse, 1)
-	go func() {
-		r, err := c.OffsetCommit(ctx, commitReq("g", "t", 0, 9))
-		if err != nil {
-			t.Error(err)
-		}
-		committed <- r
-	}()
-	waitFor(t, func() bool {
-		var n int
-		c.inLoop(func() {
-			if g := c.partitions[0].groups["g"]; g != nil {
-				n = g.pendingCommits[topicPartition{"t", 0}]
-			}
-		})
-		return n == 1
-	})
+	c, log, committed := commitInFlight(t)
 	deleted := make(chan *kmsg.DeleteGroupsResponse, 1)
 	go func() {
 		req := kmsg.NewPtrDeleteGroupsRequest()
@@ -630,4 +588,35 @@ func TestDeleteGroupWithCommitInFlight(t *testing.T) {
 	if len(lr.Groups) != 0 {
 		t.Fatalf("after the reload the groups are %+v", lr.Groups)
 	}
+}
+
+// commitInFlight loads a coordinator of one partition on a gatedLog and
+// starts a commit of offset 9 for t-0 by group g (generation -1), which it
+// returns once the commit is being written (held at the gate); the commit's
+// answer comes on the channel after the test opens the gate.
+func commitInFlight(t *testing.T) (*Coordinator, *gatedLog, <-chan *kmsg.OffsetCommitResponse) {
+	t.Helper()
+	log := &gatedLog{gate: make(chan error)}
+	c := New(Config{Logger: quiet, Partitions: 1, Clock: newFakeClock()})
+	if err := <-c.Load(0, log); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *kmsg.OffsetCommitResponse, 1)
+	go func() {
+		r, err := c.OffsetCommit(testCtx(t), commitReq("g", "t", 0, 9))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- r
+	}()
+	waitFor(t, func() bool {
+		var n int
+		c.inLoop(func() {
+			if g := c.partitions[0].groups["g"]; g != nil {
+				n = g.pendingCommits[topicPartition{"t", 0}]
+			}
+		})
+		return n == 1
+	})
+	return c, log, done
 }
