@@ -44,17 +44,7 @@ func TestDynamicLogConfigs(t *testing.T) {
 	}
 	topicConfig := func(topic, name string) kadm.Config {
 		t.Helper()
-		rc, err := adm.DescribeTopicConfigs(ctx, topic)
-		if err != nil || rc[0].Err != nil {
-			t.Fatalf("describe %s: %v %v", topic, err, rc)
-		}
-		for _, c := range rc[0].Configs {
-			if c.Key == name {
-				return c
-			}
-		}
-		t.Fatalf("%s: no %s", topic, name)
-		return kadm.Config{}
+		return describedConfig(t, adm, topic, name)
 	}
 	check := func(topic, name, want string, src kmsg.ConfigSource, synonyms ...kmsg.ConfigSource) {
 		t.Helper()
