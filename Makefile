@@ -5,6 +5,8 @@ PKGS      ?= ./...
 FUZZTIME  ?= 5s
 TIMEOUT   ?= 25m
 GOBIN     := $(shell $(GO) env GOPATH)/bin
+TESTLOG   ?= $(or $(TMPDIR),/tmp)/sediment-make-test.log
+SHELL     := /bin/bash
 
 .PHONY: all build run cluster chaos compaction-kills pipeline compat-franz compat-kafkago compat-sarama compat-confluent-go compat-librdkafka compat-kafkajs tier-e2e test testrace test-short bench lint fuzz fuzz-short generate stress clean
 
@@ -63,7 +65,8 @@ compat-confluent-go:
 
 ## test: every test, with the race detector, then a short run of every fuzz target.
 test: lint-vet
-	$(GO) test -race -count=1 -timeout $(TIMEOUT) $(if $(TAGS),-tags $(TAGS)) $(PKGS)
+	@set -o pipefail; $(GO) test -race -count=1 -timeout $(TIMEOUT) $(if $(TAGS),-tags $(TAGS)) $(PKGS) 2>&1 | tee $(TESTLOG) \
+		|| { rc=$$?; ./scripts/test-summary.sh $(TESTLOG); exit $$rc; }
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 testrace: test
