@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/metadata"
 )
 
@@ -119,23 +120,28 @@ func TestShareGroupConsumers(t *testing.T) {
 		mu.Lock()
 		t.Fatalf("share consumers read %d of %d records", len(got), n)
 	}
-	// Both members in the group, the partitions shared out.
-	describe := kmsg.NewPtrShareGroupDescribeRequest()
-	describe.GroupIDs = []string{group}
-	dresp, err := describe.RequestWith(testCtx(t), admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := dresp.Groups[0]
-	assigned := 0
-	for _, m := range g.Members {
-		for _, tp := range m.Assignment.TopicPartitions {
-			assigned += len(tp.Partitions)
+	// Both members in the group, the partitions shared out. One consumer
+	// may have read everything before the other's first heartbeat joined
+	// it: the two are in the group soon after, as both keep heartbeating.
+	testutil.WaitFor(t, 30*time.Second, "both share consumers in the group, the partitions shared out", func() bool {
+		describe := kmsg.NewPtrShareGroupDescribeRequest()
+		describe.GroupIDs = []string{group}
+		dresp, err := describe.RequestWith(testCtx(t), admin)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if g.ErrorCode != 0 || g.GroupState != "Stable" || len(g.Members) != 2 || assigned != 3 || g.Assignor != "simple" {
-		t.Errorf("ShareGroupDescribe: %+v", g)
-	}
+		g := dresp.Groups[0]
+		assigned := 0
+		for _, m := range g.Members {
+			for _, tp := range m.Assignment.TopicPartitions {
+				assigned += len(tp.Partitions)
+			}
+		}
+		if g.ErrorCode != 0 || g.Assignor != "simple" {
+			t.Fatalf("ShareGroupDescribe: %+v", g)
+		}
+		return g.GroupState == "Stable" && len(g.Members) == 2 && assigned == 3
+	})
 	list := kmsg.NewPtrListGroupsRequest()
 	list.TypesFilter = []string{"share"}
 	lresp, err := list.RequestWith(testCtx(t), admin)
