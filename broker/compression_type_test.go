@@ -70,7 +70,9 @@ func TestCompressionTypeRecompresses(t *testing.T) {
 			}
 			got, _ := storedCodecs(t, b, topic, from)
 			for _, codec := range got {
-				if codec != wantCodec {
+				// As sent, under "producer": kgo sends a batch that its
+				// codec would not shrink uncompressed.
+				if codec != wantCodec && (target.num >= 0 || codec != 0) {
 					t.Errorf("%s: the %s producer's batches stored with codecs %v, want %d", topic, c.name, got, wantCodec)
 					break
 				}

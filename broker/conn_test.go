@@ -17,6 +17,9 @@ import (
 )
 
 func testLogger(t testing.TB) *slog.Logger {
+	if os.Getenv("SEDIMENT_TEST_LOG") != "" { // to read what a test's brokers did
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name())
+	}
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 

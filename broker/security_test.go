@@ -584,14 +584,36 @@ func startPair(t *testing.T, mod func(*Config)) []*Broker {
 			errs <- err
 		}()
 	}
+	var err error
 	for range brokers {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
+		err = errors.Join(err, <-errs)
+	}
+	if err != nil {
+		for _, b := range brokers {
+			if b != nil {
+				b.Close()
+			}
 		}
+		t.Fatal(err)
 	}
-	for _, b := range brokers {
-		t.Cleanup(func() { b.Close() })
-	}
+	t.Cleanup(func() {
+		// The metadata quorum's follower first: its controlled shutdown
+		// (fencing itself) is applied at once by the leader, which then
+		// sees no other live broker and stops at once. The other way
+		// round, the follower may not have applied the leader's fence
+		// when the leader is gone, and its controlled shutdown waits out
+		// ControlledShutdownTimeout for a quorum that cannot form.
+		last := brokers[1]
+		if brokers[0].store.meta.IsLeader() {
+			last = brokers[0]
+		}
+		for _, b := range brokers {
+			if b != last {
+				b.Close()
+			}
+		}
+		last.Close()
+	})
 	return brokers
 }
 
