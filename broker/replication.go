@@ -1200,6 +1200,16 @@ func (b *Broker) controlledShutdown() {
 	if !others {
 		return
 	}
+	// This node's state may list a broker that has stopped: its fence,
+	// committed as it left, reaches a follower only with the leader's
+	// next heartbeat, which a leader that left never sends. Waiting out
+	// the timeout for a quorum whose voters refuse connections helps
+	// nobody (every broker of a cluster stopped one after the other met
+	// it at the last one).
+	if !s.meta.QuorumReachable(time.Second) {
+		b.log.Warn("controlled shutdown skipped: too few metadata voters accept connections for a quorum")
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.ControlledShutdownTimeout)
 	defer cancel()
 	if _, err := s.meta.Propose(ctx, &metadata.ControlledShutdown{BrokerID: b.cfg.NodeID, BrokerEpoch: s.brokerEpoch}); err != nil {

@@ -761,3 +761,33 @@ func TestTLSPrincipalMapping(t *testing.T) {
 		t.Fatalf("the broker after a refused subject: %v", err)
 	}
 }
+
+// TestShutdownSkipsControlledShutdownWithoutQuorum: a broker whose only
+// peer has crashed (its metadata voter gone, never fenced) stops without
+// waiting for a controlled shutdown that no quorum could commit.
+func TestShutdownSkipsControlledShutdownWithoutQuorum(t *testing.T) {
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
+		c.ControlledShutdownTimeout = time.Hour
+	})
+	waitCond(t, func() bool {
+		st := brokers[0].meta.State()
+		return len(st.Brokers()) == 2 && brokers[1].meta.State().Version >= st.Version &&
+			(brokers[0].meta.IsLeader() || brokers[1].meta.IsLeader())
+	})
+	// The quorum's leader "crashes": its Raft port closes, nothing is
+	// fenced. (Were the survivor the leader, it would step down at once
+	// and its proposal fail fast; a follower waits for a leader.)
+	leader, survivor := brokers[0], brokers[1]
+	if !leader.store.meta.IsLeader() {
+		leader, survivor = survivor, leader
+	}
+	leader.store.meta.Close()
+	closed := make(chan error, 1)
+	go func() { closed <- survivor.Close() }()
+	select {
+	case <-closed:
+	case <-testCtx(t).Done():
+		t.Fatal("Close waited for a controlled shutdown with no quorum possible")
+	}
+}

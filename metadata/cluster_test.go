@@ -408,3 +408,25 @@ func TestFollowersLearnCommitsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestQuorumReachable: with three voters, the quorum is reachable while two
+// listen (one stopped), and not once two of the three are stopped (their
+// Raft ports refuse connections).
+func TestQuorumReachable(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	for id, n := range c.nodes {
+		if !n.QuorumReachable(time.Second) {
+			t.Fatalf("node %d: quorum unreachable with every voter up", id)
+		}
+	}
+	c.stop(3)
+	for id, n := range c.nodes {
+		if !n.QuorumReachable(time.Second) {
+			t.Fatalf("node %d: quorum unreachable with two voters of three up", id)
+		}
+	}
+	c.stop(2)
+	if c.nodes[1].QuorumReachable(time.Second) {
+		t.Fatal("node 1: quorum reachable with two voters of three stopped")
+	}
+}

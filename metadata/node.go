@@ -17,6 +17,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -606,6 +607,41 @@ func (n *Node) Voters() ([]Peer, error) {
 		out = append(out, Peer{ID: int32(id), Addr: string(s.Address)})
 	}
 	return out, nil
+}
+
+// QuorumReachable reports whether a majority of the voters may be up: this
+// node, when it is a voter, and every other voter whose Raft address does
+// not refuse a connection within timeout. A refused dial means no process
+// listens there (stopped, or not yet started); a timeout or another error may
+// be a slow or partitioned network, and counts as reachable. A broker
+// shutting down asks this before waiting for a controlled shutdown that no
+// quorum could commit.
+func (n *Node) QuorumReachable(timeout time.Duration) bool {
+	voters, err := n.Voters()
+	if err != nil {
+		return false
+	}
+	up := make(chan bool, len(voters))
+	for _, v := range voters {
+		if v.ID == n.cfg.NodeID {
+			up <- true
+			continue
+		}
+		go func() {
+			conn, err := n.cfg.Dial(v.Addr, timeout)
+			if err == nil {
+				conn.Close()
+			}
+			up <- !errors.Is(err, syscall.ECONNREFUSED)
+		}()
+	}
+	count := 0
+	for range voters {
+		if <-up {
+			count++
+		}
+	}
+	return count > len(voters)/2
 }
 
 // RaftStatus is this node's view of the Raft log: the current term, the
