@@ -16,11 +16,9 @@ import (
 // which test forgot to close what.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if code == 0 {
-		if leaked := leakedBrokerGoroutines(5 * time.Second); leaked != "" {
-			fmt.Fprintf(os.Stderr, "broker goroutines left running after every test ended:\n%s", leaked)
-			code = 1
-		}
+	if leaked := leakedBrokerGoroutines(5 * time.Second); leaked != "" {
+		fmt.Fprintf(os.Stderr, "FAIL: broker goroutines left running after every test ended:\n%s", leaked)
+		code = 1
 	}
 	os.Exit(code)
 }
