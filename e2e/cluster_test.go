@@ -664,11 +664,18 @@ func checkLeaderHint(t *testing.T, c *Cluster, adm *kadm.Client, topic string, p
 	if outsider == nil {
 		t.Fatalf("every broker holds a replica of %s", topic)
 	}
-	// The follower serves it (KIP-392).
-	fresp, err := freq.RequestWith(ctx, cl.Broker(follower.NodeID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The follower serves it (KIP-392), once it has started its replica:
+	// between applying the topic and opening the replica's log it answers
+	// the retriable NOT_LEADER_OR_FOLLOWER, as Kafka's brokers do between
+	// publishing a metadata image and applying its delta.
+	var fresp *kmsg.FetchResponse
+	waitFor(t, 10*time.Second, "the follower to serve a consumer fetch", func() bool {
+		fresp, err = freq.RequestWith(ctx, cl.Broker(follower.NodeID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fresp.Topics[0].Partitions[0].ErrorCode != kerr.NotLeaderForPartition.Code
+	})
 	if fr := fresp.Topics[0].Partitions[0]; fr.ErrorCode != 0 {
 		t.Fatalf("a consumer fetch from a follower: error %d, want it served", fr.ErrorCode)
 	}
