@@ -348,10 +348,19 @@ func checkAcked(t testing.TB, c *Cluster, topic string, kp *keyedProducer) {
 	seen := map[string]ackedRecord{}
 	lastByKey := map[string]int{}
 	dups := 0
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Read until every acknowledged record is seen, or until reading makes
+	// no progress for 30 s (a loaded machine reads tens of thousands of
+	// records, many from the bucket, slowly, but steadily), or 5 minutes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	for len(seen) < len(acked) && ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
+		pctx, pcancel := context.WithTimeout(ctx, 30*time.Second)
+		fs := cl.PollFetches(pctx)
+		stalled := pctx.Err() != nil
+		pcancel()
+		if stalled {
+			break
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			v := string(r.Value)
 			if _, ok := seen[v]; ok {
@@ -380,6 +389,9 @@ func checkAcked(t testing.TB, c *Cluster, topic string, kp *keyedProducer) {
 	}
 	if missing > 0 {
 		t.Errorf("%d of %d acknowledged records missing or moved", missing, len(acked))
+		ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+		t.Logf("the topic's end offsets now: %+v (%v)", ends, err)
+		return
 	}
 	t.Logf("%d acknowledged records all present once, in order", len(acked))
 }
