@@ -415,6 +415,12 @@ func TestFollowersLearnCommitsAtOnce(t *testing.T) {
 func TestQuorumReachable(t *testing.T) {
 	c := newCluster(t, 3, nil)
 	for id, n := range c.nodes {
+		eventually(t, 20*time.Second, fmt.Sprintf("node %d to know the three voters", id), func() error {
+			if v, err := n.Voters(); err != nil || len(v) != 3 {
+				return fmt.Errorf("voters %v, %v", v, err)
+			}
+			return nil
+		})
 		if !n.QuorumReachable(time.Second) {
 			t.Fatalf("node %d: quorum unreachable with every voter up", id)
 		}

@@ -125,7 +125,7 @@ func (c *controller) tick() {
 		c.balanceDue = 0 // a new controller schedules its first check afresh, as Kafka's does
 		c.probeAll = true
 		// Make sure our state includes everything committed by earlier leaders.
-		if err := n.raft.Barrier(5 * time.Second).Error(); err != nil {
+		if err := n.wait(n.ctx, n.raft.Barrier(5*time.Second)); err != nil {
 			c.leading = false
 			return
 		}

@@ -446,25 +446,18 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 	}
 	data := EncodeCommand(cmd)
 	f := n.raft.Apply(data, forwardTimeout(ctx))
-	done := make(chan struct{})
-	if !n.goTracked("", func() { _ = f.Error(); close(done) }) {
-		return Result{}, ErrClosed
-	}
-	select {
-	case <-done:
-	case <-ctx.Done():
-		return Result{}, fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
-	}
-	if err := f.Error(); err != nil {
+	if err := n.wait(ctx, f); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader):
 			return Result{}, err
 		case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrLeadershipTransferInProgress):
 			return Result{}, fmt.Errorf("%w: %v (outcome unknown)", ErrNotLeader, err)
-		case errors.Is(err, raft.ErrRaftShutdown):
+		case errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, ErrClosed):
 			return Result{}, ErrClosed
 		case errors.Is(err, raft.ErrEnqueueTimeout):
 			return Result{}, fmt.Errorf("%w: %v", ErrNoQuorum, err)
+		case errors.Is(err, ErrNoQuorum):
+			return Result{}, err
 		default:
 			return Result{}, fmt.Errorf("metadata: %w", err)
 		}
@@ -504,7 +497,7 @@ func (n *Node) nudgeLoop() {
 			return
 		}
 		if n.raft.State() == raft.Leader && len(n.raft.GetConfiguration().Configuration().Servers) > 1 {
-			_ = n.raft.Barrier(time.Second).Error() // best effort: CommitTimeout still bounds the delay
+			_ = n.wait(n.ctx, n.raft.Barrier(time.Second)) // best effort: CommitTimeout still bounds the delay
 		}
 	}
 }
@@ -575,8 +568,12 @@ func (n *Node) Sync(ctx context.Context) (*State, error) {
 // readIndexLocal, on the leader, applies everything committed so far (a
 // barrier also confirms leadership with a quorum) and returns the version.
 func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
-	if err := n.raft.Barrier(timeout).Error(); err != nil {
+	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	defer cancel()
+	if err := n.wait(ctx, n.raft.Barrier(timeout)); err != nil {
 		switch {
+		case errors.Is(err, ErrClosed), errors.Is(err, ErrNoQuorum):
+			return 0, err
 		case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost):
 			return 0, fmt.Errorf("%w: %v", errNotSent, err) // a read: safe to retry
 		case errors.Is(err, raft.ErrEnqueueTimeout):
@@ -620,6 +617,9 @@ func (n *Node) QuorumReachable(timeout time.Duration) bool {
 	voters, err := n.Voters()
 	if err != nil {
 		return false
+	}
+	if len(voters) == 0 {
+		return true // no configuration yet: not known to be unreachable
 	}
 	up := make(chan bool, len(voters))
 	for _, v := range voters {
@@ -703,7 +703,7 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 	} else {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
-	if err := f.Error(); err != nil {
+	if err := n.wait(n.ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			// Adding or removing the same voter again is harmless: retry.
 			return fmt.Errorf("%w: %v", errNotSent, err)
@@ -713,9 +713,30 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 	return nil
 }
 
+// wait returns f's error; or, first, ErrClosed once the node closes, or
+// ErrNoQuorum when ctx ends. hashicorp/raft may never answer a future
+// whose entry was appended but neither committed nor failed when the
+// node shut down or the configuration changed under it
+// (hashicorp/raft#498): a goroutine blocked in f.Error() held Close's wait
+// for the node's goroutines for ever (a broker that never exited after
+// SIGTERM). The goroutine reading f.Error() is not tracked: it ends when
+// raft answers, or stays parked on a future nothing else holds.
+func (n *Node) wait(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.ctx.Done():
+		return ErrClosed
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %w", ErrNoQuorum, ctx.Err())
+	}
+}
+
 // Snapshot forces a snapshot now (and log truncation past it).
 func (n *Node) Snapshot() error {
-	if err := n.raft.Snapshot().Error(); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
+	if err := n.wait(n.ctx, n.raft.Snapshot()); err != nil && !errors.Is(err, raft.ErrNothingNewToSnapshot) {
 		return fmt.Errorf("metadata: snapshot: %w", err)
 	}
 	return nil

@@ -294,3 +294,44 @@ func TestCreateTopicCollision(t *testing.T) {
 		t.Fatalf("apply refused a colliding name: %v", err)
 	}
 }
+
+// unansweredFuture is a raft future that raft never answers, as
+// hashicorp/raft#498 leaves an entry appended around a shutdown.
+type unansweredFuture struct{ block chan struct{} }
+
+func (f unansweredFuture) Error() error { <-f.block; return nil }
+
+// TestCloseDoesNotWaitForUnansweredFutures: a proposal (or barrier) whose
+// future raft never answers ends with ErrClosed when the node closes, and
+// Close returns; before, Close waited for the goroutine reading the future
+// for ever (a broker that never exited after SIGTERM).
+func TestCloseDoesNotWaitForUnansweredFutures(t *testing.T) {
+	n := openSingle(t)
+	f := unansweredFuture{block: make(chan struct{})}
+	defer close(f.block)
+	waited := make(chan error, 1)
+	go func() { waited <- n.wait(context.Background(), f) }()
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close() }()
+	ctx := testContext(t, 30*time.Second)
+	select {
+	case err := <-waited:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("wait on an unanswered future at Close: %v, want ErrClosed", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("wait on an unanswered future did not end at Close")
+	}
+	select {
+	case <-closed:
+	case <-ctx.Done():
+		t.Fatal("Close did not return")
+	}
+	// A wait bounded by its context ends with ErrNoQuorum.
+	m := openSingle(t)
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := m.wait(short, f); !errors.Is(err, ErrNoQuorum) {
+		t.Errorf("wait past its context: %v, want ErrNoQuorum", err)
+	}
+}
