@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -333,5 +335,50 @@ func TestCloseDoesNotWaitForUnansweredFutures(t *testing.T) {
 	defer cancel()
 	if err := m.wait(short, f); !errors.Is(err, ErrNoQuorum) {
 		t.Errorf("wait past its context: %v, want ErrNoQuorum", err)
+	}
+}
+
+// TestCloseWithProposalsInFlight: Close returns while proposals are being
+// committed, however the shutdown falls among them (raft may leave the
+// future of an entry committed at that moment unanswered).
+func TestCloseWithProposalsInFlight(t *testing.T) {
+	for round := range 30 {
+		cfg := fastConfig(t, 1, t.TempDir())
+		cfg.Bootstrap = true
+		n, err := Open(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := testContext(t, 30*time.Second)
+		if err := n.WaitForLeader(ctx); err != nil {
+			t.Fatal(err)
+		}
+		reg := mustPropose(t, n, &RegisterBroker{BrokerID: 1, IncarnationID: NewUUID(), PreviousBrokerEpoch: -1})
+		var proposers sync.WaitGroup
+		var committed atomic.Int64
+		for range 4 {
+			proposers.Add(1)
+			go func() {
+				defer proposers.Done()
+				for {
+					_, err := n.Propose(ctx, &BrokerHeartbeat{BrokerID: 1, BrokerEpoch: reg.BrokerEpoch})
+					if err != nil {
+						return // ErrClosed (or refused as the node stops)
+					}
+					committed.Add(1)
+				}
+			}()
+		}
+		for committed.Load() < int64(round%7) && ctx.Err() == nil {
+			waitABit()
+		}
+		closed := make(chan error, 1)
+		go func() { closed <- n.Close() }()
+		select {
+		case <-closed:
+		case <-ctx.Done():
+			t.Fatalf("round %d: Close did not return with proposals in flight", round)
+		}
+		proposers.Wait()
 	}
 }
