@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -346,11 +345,7 @@ func (c *controller) probeStale(st *State, now int64, renewed func(id int32) int
 		r := probeResult{id: b.ID, epoch: b.Epoch}
 		dial := c.n.cfg.Dial
 		started := c.n.goTracked("", func() {
-			conn, err := dial(addr, probeDialLimit)
-			if err == nil {
-				conn.Close()
-			}
-			r.refused = errors.Is(err, syscall.ECONNREFUSED)
+			r.refused = refusesConnections(dial, addr, probeDialLimit)
 			select {
 			case c.probes <- r:
 			case <-c.n.ctx.Done():

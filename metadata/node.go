@@ -627,13 +627,7 @@ func (n *Node) QuorumReachable(timeout time.Duration) bool {
 			up <- true
 			continue
 		}
-		go func() {
-			conn, err := n.cfg.Dial(v.Addr, timeout)
-			if err == nil {
-				conn.Close()
-			}
-			up <- !errors.Is(err, syscall.ECONNREFUSED)
-		}()
+		go func() { up <- !refusesConnections(n.cfg.Dial, v.Addr, timeout) }()
 	}
 	count := 0
 	for range voters {
@@ -642,6 +636,17 @@ func (n *Node) QuorumReachable(timeout time.Duration) bool {
 		}
 	}
 	return count > len(voters)/2
+}
+
+// refusesConnections dials addr once: true when the dial is refused (no
+// process listens there), false when it connects or fails otherwise (a
+// timeout may be a slow network or a paused process).
+func refusesConnections(dial func(string, time.Duration) (net.Conn, error), addr string, timeout time.Duration) bool {
+	conn, err := dial(addr, timeout)
+	if err == nil {
+		conn.Close()
+	}
+	return errors.Is(err, syscall.ECONNREFUSED)
 }
 
 // RaftStatus is this node's view of the Raft log: the current term, the
