@@ -59,7 +59,7 @@ func handleSaslHandshake(_ context.Context, b *Broker, r *Request) (*Reply, erro
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.done.Load() && !sc.reauth {
+	if sc.done.Load() && !sc.reauth.Load() {
 		now := time.Now()
 		if sc.expiry.Load() == 0 || (!sc.lastReauth.IsZero() && now.Sub(sc.lastReauth) < minReauthInterval) {
 			// Not a re-authentication (Kafka's
@@ -94,7 +94,8 @@ func handleSaslHandshake(_ context.Context, b *Broker, r *Request) (*Reply, erro
 		if err != nil {
 			return nil, err
 		}
-		sc.exchange, sc.reauth = x, true
+		sc.exchange = x
+		sc.reauth.Store(true)
 		return &Reply{Msg: resp}, nil
 	}
 	if sc.mechanism != "" {

@@ -33,7 +33,10 @@ import (
 // principals during re-authentication", and closes, as Kafka's
 // ensurePrincipalUnchanged). The credential may change (a password, then a
 // delegation token of the same owner): the token APIs follow the current
-// login (tokenAuth), as Kafka's channel takes the new login's principal. A connection used for anything else after it is closed
+// login (tokenAuth), as Kafka's channel takes the new login's principal.
+// Between a re-authentication's handshake and its SaslAuthenticate any
+// other request closes the connection (conn.decode), as Kafka's
+// SaslServerAuthenticator takes it for an illegal SASL state. A connection used for anything else after it is closed
 // (conn.go), whatever the version it logged in with, as Kafka's
 // SocketServer. With neither the lifetime is 0 and the session does not
 // end, Kafka's default. v2 flexible. Serial: in request order.
@@ -61,7 +64,7 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 	}
 	sc.mu.Lock()
 	defer sc.mu.Unlock()
-	if sc.done.Load() && !sc.reauth {
+	if sc.done.Load() && !sc.reauth.Load() {
 		if sc.sessionExpired(time.Now()) {
 			// Kafka's SocketServer closes an expired session on
 			// anything but a re-authentication's handshake.
@@ -77,7 +80,7 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 		r.Conn.logAuthFailure(b, sc.mechanism, err)
 		resp.ErrorCode = kerr.SaslAuthenticationFailed.Code
 		during := "authentication"
-		if sc.reauth {
+		if sc.reauth.Load() {
 			during = "re-authentication"
 		}
 		msg := fmt.Sprintf("Authentication failed during %s due to invalid credentials with SASL mechanism %s", during, sc.mechanism)
@@ -97,7 +100,7 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 		return &Reply{Msg: resp}, nil
 	}
 	now := time.Now()
-	if sc.reauth {
+	if sc.reauth.Load() {
 		if user != r.Conn.Principal {
 			// Kafka's ReauthInfo.ensurePrincipalUnchanged: the
 			// principal (type and name) must stay; its message.
@@ -110,7 +113,7 @@ func handleSaslAuthenticate(_ context.Context, b *Broker, r *Request) (*Reply, e
 		// principal with its tokenAuthenticated flag, the token
 		// APIs follow the login that is current.
 		sc.tokenAuth.Store(isTokenLogin(sc.exchange))
-		sc.reauth = false
+		sc.reauth.Store(false)
 		b.metrics.saslReauths.Inc()
 	} else {
 		r.Conn.authenticated(b, user)

@@ -297,6 +297,15 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		// succeeded closes the connection.
 		c.log.Info("closing connection: request before SASL authentication", "api", kmsg.NameForKey(hdr.key))
 		return nil, nil, false
+	} else if sc != nil && hdr.key != 17 && hdr.key != 36 && sc.reauth.Load() {
+		// As Kafka's SaslServerAuthenticator: after a
+		// re-authentication's handshake only its SaslAuthenticate may
+		// come; anything else is an illegal SASL state, which closes
+		// (Kafka answers the request with ILLEGAL_SASL_STATE first,
+		// as the SaslHandshake handler does here; other APIs close
+		// unanswered).
+		c.log.Info("closing connection: request during SASL re-authentication", "api", kmsg.NameForKey(hdr.key), "principal", c.info.Principal)
+		return nil, nil, false
 	} else if sc != nil && hdr.key != 17 && hdr.key != 36 && sc.sessionExpired(time.Now()) {
 		// KIP-368: the session ended and the client did not log in
 		// again.

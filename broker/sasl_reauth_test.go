@@ -468,3 +468,45 @@ func TestSASLLoginLiftsHandshakeDeadline(t *testing.T) {
 		}
 	}
 }
+
+// TestSASLRequestDuringReauthentication: after a re-authentication's
+// SaslHandshake, a request other than its SaslAuthenticate closes the
+// connection (Kafka's authenticator: illegal SASL state); the same
+// sequence with the SaslAuthenticate first goes on.
+func TestSASLRequestDuringReauthentication(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.Listeners = []Listener{
+			{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
+			{Name: "SASL_PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLPlaintext},
+		}
+		c.ConnectionsMaxReauth = time.Hour
+	})
+	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
+	for _, authenticateFirst := range []bool{true, false} {
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
+			t.Fatalf("login: %+v", au)
+		}
+		hs := kmsg.NewPtrSASLHandshakeRequest()
+		hs.Version, hs.Mechanism = 1, MechanismPlain
+		if hr := rawRequest(t, nc, hs, 3).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+			t.Fatalf("re-authentication handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
+		}
+		if authenticateFirst {
+			au := kmsg.NewPtrSASLAuthenticateRequest()
+			au.Version, au.SASLAuthBytes = 1, plainMsg("alice", "alice-pw")
+			if ar := rawRequest(t, nc, au, 4).(*kmsg.SASLAuthenticateResponse); ar.ErrorCode != 0 {
+				t.Fatalf("re-authentication: %v", kerr.ErrorForCode(ar.ErrorCode))
+			}
+			if connClosed(nc, kmsg.NewPtrMetadataRequest(), 5) {
+				t.Fatal("closed after the re-authentication completed")
+			}
+		} else if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 4) {
+			t.Fatal("a Metadata request between the re-authentication's handshake and its SaslAuthenticate was answered")
+		}
+	}
+}

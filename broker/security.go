@@ -134,7 +134,10 @@ type saslConn struct {
 	mu        sync.Mutex
 	mechanism string // chosen by SaslHandshake; "" before
 	exchange  saslExchange
-	reauth    bool // a re-authentication is in progress
+	// reauth: a re-authentication is in progress (its handshake was
+	// answered): only its SaslAuthenticate may come (conn.decode).
+	// Written under mu.
+	reauth atomic.Bool
 	// lastReauth is when the last re-authentication started (zero:
 	// none), for minReauthInterval.
 	lastReauth time.Time
