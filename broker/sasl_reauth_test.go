@@ -31,6 +31,21 @@ func saslLogin(t *testing.T, nc net.Conn, mech string, msg []byte, corr int32) (
 
 func plainMsg(user, pass string) []byte { return []byte("\x00" + user + "\x00" + pass) }
 
+// dialAsAlice connects to b's SASL_PLAINTEXT listener and logs in as alice
+// with PLAIN (correlation ids 1 and 2); the connection closes at cleanup.
+func dialAsAlice(t *testing.T, b *Broker) net.Conn {
+	t.Helper()
+	nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nc.Close() })
+	if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
+		t.Fatalf("login: %+v", au)
+	}
+	return nc
+}
+
 // connClosed reports whether the broker closed nc after a request.
 func connClosed(nc net.Conn, req kmsg.Request, corr int32) bool {
 	_, err := roundTrip(nc, req, corr, 10*time.Second)
@@ -451,15 +466,7 @@ func TestSASLLoginLiftsHandshakeDeadline(t *testing.T) {
 		})
 		setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
 		connected = time.Now()
-		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
-			t.Fatalf("login: %+v", au)
-		}
-		conns = append(conns, nc)
+		conns = append(conns, dialAsAlice(t, b))
 	}
 	waitCond(t, func() bool { return time.Since(connected) > handshakeTimeout+time.Second })
 	for i, nc := range conns {
@@ -483,14 +490,7 @@ func TestSASLRequestDuringReauthentication(t *testing.T) {
 	})
 	setUser(t, b, "alice", "alice-pw", kadm.ScramSha256)
 	for _, authenticateFirst := range []bool{true, false} {
-		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer nc.Close()
-		if _, au := saslLogin(t, nc, MechanismPlain, plainMsg("alice", "alice-pw"), 1); au == nil || au.ErrorCode != 0 {
-			t.Fatalf("login: %+v", au)
-		}
+		nc := dialAsAlice(t, b)
 		hs := kmsg.NewPtrSASLHandshakeRequest()
 		hs.Version, hs.Mechanism = 1, MechanismPlain
 		if hr := rawRequest(t, nc, hs, 3).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
