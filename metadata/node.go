@@ -568,7 +568,7 @@ func (n *Node) Sync(ctx context.Context) (*State, error) {
 // readIndexLocal, on the leader, applies everything committed so far (a
 // barrier also confirms leadership with a quorum) and returns the version.
 func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
-	ctx, cancel := context.WithTimeout(n.ctx, timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout) // not n.ctx: a close is ErrClosed (wait), never ErrNoQuorum
 	defer cancel()
 	if err := n.wait(ctx, n.raft.Barrier(timeout)); err != nil {
 		switch {
