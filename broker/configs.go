@@ -253,22 +253,9 @@ func (b *Broker) validateTopicConfigSet(t *metadata.Topic, next map[string]strin
 			"If you want to keep the remote data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. "+
 			"If you want to disable remote storage and delete all remote data, please set `remote.storage.enable=false,remote.log.delete.on.disable=true`", errInvalidConfig)
 	}
-	// Kafka then deletes the remote log and the partitions go on from the
-	// local log start. Sediment does not yet (the remote log's end offset
-	// may not go back in the metadata log, and re-enabling would have to
-	// upload the local segments below it again): it accepts the disable
-	// only while no partition has committed a remote log, which leaves
-	// nothing to delete. (An upload that commits meanwhile stays readable,
-	// uploads stop, and the topic's deletion deletes it.)
-	committed := false
-	for _, p := range t.Partitions {
-		committed = committed || p.Remote.ManifestVersion > 0
-	}
-	if !committed {
-		return nil
-	}
-	return fmt.Errorf("%w: disabling remote storage with `remote.log.delete.on.disable=true` on a topic with data in the bucket (deleting it) is not supported by Sediment yet. "+
-		"To keep the remote data and turn to read only, set `remote.storage.enable=true,remote.log.copy.disable=true`; to remove the data, delete the topic", errInvalidConfig)
+	// Each partition's leader then deletes its remote log and the
+	// partition goes on from its local log start (tiering/disable.go).
+	return nil
 }
 
 // canonicalTopicConfig is the form a validated topic config value is

@@ -250,9 +250,9 @@ func TestRemoteLogCopyAndDeleteOnDisableConfigs(t *testing.T) {
 // TestRemoteLogCopyDisableTiered: on a tiering broker, a topic with data in
 // the bucket. remote.log.copy.disable stops uploads (the latest tiered
 // offset stays while sealed segments pile up locally) and remote reads go
-// on; set back to false, uploads resume. Turning remote storage off is
-// refused, also with remote.log.delete.on.disable=true (Sediment does not
-// delete the remote log on disable yet).
+// on; set back to false, uploads resume. Turning remote storage off
+// without remote.log.delete.on.disable=true is refused
+// (TestRemoteStorageDisableDeletesRemoteLog for with).
 func TestRemoteLogCopyDisableTiered(t *testing.T) {
 	dir := t.TempDir()
 	store := fsBucket(t, dir)
@@ -267,15 +267,12 @@ func TestRemoteLogCopyDisableTiered(t *testing.T) {
 	produceAll(t, cl, makeRecords(topic, 2000, "before"))
 	waitTiered(t, "segments in the bucket", func() bool { return listOffset(t, b, topic, -5) > 0 })
 
-	for _, disable := range [][]kadm.AlterConfig{{set("remote.storage.enable", "false")},
-		{set("remote.storage.enable", "false"), set("remote.log.delete.on.disable", "true")}} {
-		rs, err := adm.AlterTopicConfigs(ctx, disable, topic)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantInvalidConfig(t, "disable remote storage with data in the bucket", rs[0].Err)
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "false")}, topic)
+	if err != nil {
+		t.Fatal(err)
 	}
-	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true")}, topic)
+	wantInvalidConfig(t, "disable remote storage with data in the bucket", rs[0].Err)
+	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.log.copy.disable", "true")}, topic)
 	if err != nil {
 		t.Fatal(err)
 	}

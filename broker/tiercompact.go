@@ -87,18 +87,9 @@ func fenceOf(l compaction.Lease) tiering.Fence {
 // CommitRemoteLogFenced implements tiering.FencedCommitter.
 func (g *tierGlue) CommitRemoteLogFenced(ctx context.Context, tp tiering.TopicPartition, epoch int32, expected int64, key string,
 	start, end int64, fence tiering.Fence) error {
-	_, _, err := g.b.store.propose(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
+	return g.commitRemoteLog(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
 		LeaderEpoch: epoch, ExpectedManifestVersion: expected, ManifestKey: key, StartOffset: start, EndOffset: end,
 		Lease: metadata.LeaseFence{Kind: fence.Kind, Resource: fence.Resource, Holder: fence.Holder, Token: fence.Token}})
-	switch {
-	case errors.Is(err, metadata.ErrLeaseLost):
-		return fmt.Errorf("%w: %w", tiering.ErrLeaseLost, err)
-	case errors.Is(err, metadata.ErrStaleEpoch):
-		return fmt.Errorf("%w: %w", tiering.ErrFenced, err)
-	case errors.Is(err, metadata.ErrManifestConflict):
-		return fmt.Errorf("%w: %w", tiering.ErrConflict, err)
-	}
-	return err
 }
 
 // RunLeased implements tiering.JobLeases: the remote part of retention runs

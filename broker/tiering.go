@@ -190,9 +190,24 @@ func (g *tierGlue) RemoteLog(_ context.Context, tp tiering.TopicPartition) (tier
 
 // CommitRemoteLog implements tiering.Committer through the metadata log.
 func (g *tierGlue) CommitRemoteLog(ctx context.Context, tp tiering.TopicPartition, epoch int32, expected int64, key string, start, end int64) error {
-	_, _, err := g.b.store.propose(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
+	return g.commitRemoteLog(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
 		LeaderEpoch: epoch, ExpectedManifestVersion: expected, ManifestKey: key, StartOffset: start, EndOffset: end})
+}
+
+// CommitRemoteLogDeleted implements tiering.RemoteLogDeleter (KIP-950).
+func (g *tierGlue) CommitRemoteLogDeleted(ctx context.Context, tp tiering.TopicPartition, epoch int32, expected int64, key string,
+	start int64, fence tiering.Fence) error {
+	return g.commitRemoteLog(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
+		LeaderEpoch: epoch, ExpectedManifestVersion: expected, ManifestKey: key, StartOffset: start, EndOffset: start,
+		Lease: metadata.LeaseFence{Kind: fence.Kind, Resource: fence.Resource, Holder: fence.Holder, Token: fence.Token}, DeleteRemoteLog: true})
+}
+
+// commitRemoteLog proposes cmd, with its refusals as tiering's errors.
+func (g *tierGlue) commitRemoteLog(ctx context.Context, cmd *metadata.CommitRemoteLog) error {
+	_, _, err := g.b.store.propose(ctx, cmd)
 	switch {
+	case errors.Is(err, metadata.ErrLeaseLost):
+		return fmt.Errorf("%w: %w", tiering.ErrLeaseLost, err)
 	case errors.Is(err, metadata.ErrStaleEpoch):
 		return fmt.Errorf("%w: %w", tiering.ErrFenced, err)
 	case errors.Is(err, metadata.ErrManifestConflict):
@@ -289,13 +304,15 @@ func (g *tierGlue) topicConfig(set map[string]string) tiering.TopicConfig {
 	b := g.b
 	enable, _ := b.topicConfigValue(set, "remote.storage.enable")
 	copyDisable, _ := b.topicConfigValue(set, "remote.log.copy.disable")
+	deleteOnDisable, _ := b.topicConfigValue(set, "remote.log.delete.on.disable")
 	return tiering.TopicConfig{
-		RemoteStorageEnable:  strings.EqualFold(enable, "true"),
-		RemoteLogCopyDisable: strings.EqualFold(copyDisable, "true"),
-		RetentionMs:          configInt(b, set, "retention.ms"),
-		RetentionBytes:       configInt(b, set, "retention.bytes"),
-		LocalRetentionMs:     configInt(b, set, "local.retention.ms"),
-		LocalRetentionBytes:  configInt(b, set, "local.retention.bytes"),
+		RemoteStorageEnable:      strings.EqualFold(enable, "true"),
+		RemoteLogCopyDisable:     strings.EqualFold(copyDisable, "true"),
+		RemoteLogDeleteOnDisable: strings.EqualFold(deleteOnDisable, "true"),
+		RetentionMs:              configInt(b, set, "retention.ms"),
+		RetentionBytes:           configInt(b, set, "retention.bytes"),
+		LocalRetentionMs:         configInt(b, set, "local.retention.ms"),
+		LocalRetentionBytes:      configInt(b, set, "local.retention.bytes"),
 	}
 }
 
@@ -463,7 +480,8 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, v := range map[string]int64{
 		"segments_uploaded": m.SegmentsUploaded, "bytes_uploaded": m.BytesUploaded, "upload_errors": m.UploadErrors,
 		"commits": m.Commits, "segments_expired": m.SegmentsExpired, "local_deletions": m.LocalSegmentsDeleted,
-		"orphans_deleted": m.OrphansDeleted, "remote_reads": m.RemoteReads, "remote_read_errors": m.ReadErrors,
+		"segments_deleted_on_disable": m.SegmentsDeletedOnDisable,
+		"orphans_deleted":             m.OrphansDeleted, "remote_reads": m.RemoteReads, "remote_read_errors": m.ReadErrors,
 		"bytes_served": m.BytesServed, "bytes_downloaded": m.BytesDownloaded, "cache_hits": m.CacheHits,
 		"cache_misses": m.CacheMisses, "cache_evictions": m.CacheEvictions, "prefetches": m.Prefetches,
 		"corrupt_chunks": m.CorruptChunks, "corrupt_reads": m.CorruptReads,

@@ -35,3 +35,32 @@ func TestChangeLeaderAndISRVersions(t *testing.T) {
 		}
 	}
 }
+
+// TestCommitRemoteLogVersions: a commit that does not delete the remote log
+// is written at version 2, which binaries from before KIP-950's deletion
+// decode; a deletion at version 3. Both decode back to what was encoded.
+func TestCommitRemoteLogVersions(t *testing.T) {
+	id := UUID{1, 2, 3}
+	for _, tc := range []struct {
+		cmd     *CommitRemoteLog
+		version uint8
+	}{
+		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 4, EndOffset: 9}, 2},
+		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 4, EndOffset: 9,
+			Lease: LeaseFence{Kind: "retention", Resource: "t-1", Holder: "b1", Token: 7}, NowMs: 11}, 2},
+		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 6, EndOffset: 6,
+			Lease: LeaseFence{Kind: "retention", Resource: "t-1", Holder: "b1", Token: 7}, NowMs: 11, DeleteRemoteLog: true}, 3},
+	} {
+		b := EncodeCommand(tc.cmd)
+		if got := b[1] &^ flagIgnorable; got != tc.version {
+			t.Fatalf("%+v written at version %d, want %d", tc.cmd, got, tc.version)
+		}
+		back, err := DecodeCommand(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(back, Command(tc.cmd)) {
+			t.Fatalf("round trip: %+v, want %+v", back, tc.cmd)
+		}
+	}
+}

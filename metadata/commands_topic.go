@@ -48,12 +48,15 @@ func init() {
 		}
 		return c
 	}})
-	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 2, decode: func(v uint8, d *decoder) Command {
+	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 3, decode: func(v uint8, d *decoder) Command {
 		c := &CommitRemoteLog{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), ExpectedManifestVersion: d.varint(),
 			ManifestKey: d.str(), StartOffset: d.varint(), EndOffset: d.varint()}
 		if v >= 2 {
 			c.Lease = LeaseFence{Kind: d.str(), Resource: d.str(), Holder: d.str(), Token: d.uvarint()}
 			c.NowMs = d.varint()
+		}
+		if v >= 3 {
+			c.DeleteRemoteLog = d.bool()
 		}
 		return c
 	}})
@@ -634,6 +637,12 @@ type CommitRemoteLog struct {
 	// Version 2.
 	Lease LeaseFence // zero: not under a lease
 	NowMs int64      // set by the proposer when zero and Lease is set
+	// Version 3. DeleteRemoteLog: the remote log was deleted (KIP-950,
+	// remote.storage.enable turned off with remote.log.delete.on.disable):
+	// the new range is empty (StartOffset == EndOffset, the leader's local
+	// log start), and may end below the current end; it still never starts
+	// below the current start.
+	DeleteRemoteLog bool
 }
 
 // LeaseFence names the lease a command is made under.
@@ -656,6 +665,18 @@ func (c *CommitRemoteLog) encode(e *encoder) {
 	e.str(c.Lease.Holder)
 	e.uvarint(c.Lease.Token)
 	e.varint(c.NowMs)
+	if c.encodeVersion() >= 3 {
+		e.bool(c.DeleteRemoteLog)
+	}
+}
+
+// encodeVersion is 2 (what binaries before KIP-950's remote log deletion
+// decode) unless DeleteRemoteLog is set.
+func (c *CommitRemoteLog) encodeVersion() uint8 {
+	if c.DeleteRemoteLog {
+		return 3
+	}
+	return 2
 }
 
 func (c *CommitRemoteLog) prepare(p *prepareContext) error {
@@ -685,7 +706,14 @@ func (c *CommitRemoteLog) apply(s *State, _ uint64) (Result, error) {
 	if c.ExpectedManifestVersion != p.Remote.ManifestVersion {
 		return Result{}, reject(ErrManifestConflict, "%s-%d: expected manifest version %d, current %d", t.Name, p.Index, c.ExpectedManifestVersion, p.Remote.ManifestVersion)
 	}
-	if c.StartOffset < 0 || c.StartOffset > c.EndOffset || c.StartOffset < p.Remote.StartOffset || c.EndOffset < p.Remote.EndOffset {
+	backwards := c.EndOffset < p.Remote.EndOffset
+	if c.DeleteRemoteLog {
+		if c.StartOffset != c.EndOffset {
+			return Result{}, reject(ErrInvalidRequest, "%s-%d: a deleted remote log's range [%d,%d) is not empty", t.Name, p.Index, c.StartOffset, c.EndOffset)
+		}
+		backwards = false
+	}
+	if c.StartOffset < 0 || c.StartOffset > c.EndOffset || c.StartOffset < p.Remote.StartOffset || backwards {
 		return Result{}, reject(ErrInvalidRequest, "%s-%d: remote offsets [%d,%d) after [%d,%d)", t.Name, p.Index, c.StartOffset, c.EndOffset, p.Remote.StartOffset, p.Remote.EndOffset)
 	}
 	np := p.clone()

@@ -25,6 +25,7 @@ func seedCommands() []Command {
 		&ChangeLeaderAndISR{TopicID: id, Partition: 0, LeaderEpoch: 2, PartitionEpoch: 3, Leader: 1, ISR: []int32{1, 2}, BrokerEpochs: []int64{-1, 7}},
 		&ChangeLeaderAndISR{TopicID: id, Partition: 1, LeaderEpoch: 0, PartitionEpoch: 0, Leader: 1, ISR: []int32{1}, Unclean: true},
 		&CommitRemoteLog{TopicID: id, Partition: 0, ExpectedManifestVersion: 0, ManifestKey: "m", StartOffset: 0, EndOffset: 10},
+		&CommitRemoteLog{TopicID: id, Partition: 0, ExpectedManifestVersion: 1, ManifestKey: "m2", StartOffset: 5, EndOffset: 5, DeleteRemoteLog: true},
 		&AllocateProducerIDs{BrokerID: 1, BrokerEpoch: 1, Count: 10},
 		&AcquireLease{Kind: "k", Resource: "r", Holder: "h", NowMs: 1, TTLMs: 10},
 		&RenewLease{Kind: "k", Resource: "r", Holder: "h", Token: 1, NowMs: 2, TTLMs: 10},

@@ -14,6 +14,9 @@ import (
 type Metrics struct {
 	SegmentsUploaded, BytesUploaded, UploadErrors, Commits atomic.Int64
 	SegmentsExpired, LocalSegmentsDeleted, OrphansDeleted  atomic.Int64
+	// SegmentsDeletedOnDisable: remote segments deleted with their
+	// partition's remote log (KIP-950, remote storage turned off).
+	SegmentsDeletedOnDisable atomic.Int64
 
 	RemoteReads, ReadErrors, BytesServed, BytesDownloaded atomic.Int64
 	CacheHits, CacheMisses, CacheEvictions, Prefetches    atomic.Int64
@@ -29,6 +32,7 @@ type Metrics struct {
 type MetricsSnapshot struct {
 	SegmentsUploaded, BytesUploaded, UploadErrors, Commits int64
 	SegmentsExpired, LocalSegmentsDeleted, OrphansDeleted  int64
+	SegmentsDeletedOnDisable                               int64
 	RemoteReads, ReadErrors, BytesServed, BytesDownloaded  int64
 	CacheHits, CacheMisses, CacheEvictions, Prefetches     int64
 	CorruptChunks, CorruptReads                            int64
@@ -44,7 +48,7 @@ func (m *Manager) Metrics() MetricsSnapshot {
 	s := MetricsSnapshot{
 		SegmentsUploaded: c.SegmentsUploaded.Load(), BytesUploaded: c.BytesUploaded.Load(), UploadErrors: c.UploadErrors.Load(),
 		Commits: c.Commits.Load(), SegmentsExpired: c.SegmentsExpired.Load(), LocalSegmentsDeleted: c.LocalSegmentsDeleted.Load(),
-		OrphansDeleted: c.OrphansDeleted.Load(), RemoteReads: c.RemoteReads.Load(), ReadErrors: c.ReadErrors.Load(),
+		OrphansDeleted: c.OrphansDeleted.Load(), SegmentsDeletedOnDisable: c.SegmentsDeletedOnDisable.Load(), RemoteReads: c.RemoteReads.Load(), ReadErrors: c.ReadErrors.Load(),
 		BytesServed: c.BytesServed.Load(), BytesDownloaded: c.BytesDownloaded.Load(), CacheHits: c.CacheHits.Load(),
 		CacheMisses: c.CacheMisses.Load(), CacheEvictions: c.CacheEvictions.Load(), Prefetches: c.Prefetches.Load(),
 		CorruptChunks: c.CorruptChunks.Load(), CorruptReads: c.CorruptReads.Load(),

@@ -55,7 +55,11 @@ func (p *Partition) retention(ctx context.Context, epoch int32, st *remoteState,
 			}
 		}
 		if newStart >= 0 {
-			if newStart > st.manifest.StartOffset && (st.ptr.ManifestVersion > 0 || len(st.manifest.Segments) > 0) {
+			// A remote log deleted when remote storage turned off
+			// (empty, remote storage off) is not moved along: the
+			// local log start is the log start.
+			keep := cfg.RemoteStorageEnable || len(st.manifest.Segments) > 0
+			if newStart > st.manifest.StartOffset && (st.ptr.ManifestVersion > 0 || len(st.manifest.Segments) > 0) && keep {
 				nm := st.manifest.clone()
 				dropped := append([]SegmentMeta(nil), nm.Segments[:dropRemote]...)
 				nm.Segments = nm.Segments[dropRemote:]

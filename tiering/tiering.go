@@ -69,10 +69,16 @@ type TopicConfig struct {
 	// total retention. The broker requires local.retention.* to be -2 or
 	// the total values meanwhile, as Kafka does.
 	RemoteLogCopyDisable bool
-	RetentionMs          int64 // retention.ms
-	RetentionBytes       int64 // retention.bytes
-	LocalRetentionMs     int64 // local.retention.ms
-	LocalRetentionBytes  int64 // local.retention.bytes
+	// RemoteLogDeleteOnDisable (remote.log.delete.on.disable, KIP-950):
+	// while RemoteStorageEnable is off, the leader deletes the remote log
+	// (one commit of an empty range at its local log start, then the
+	// objects), so the partition goes on from its local log. Without it
+	// a remote log left when remote storage turned off is kept.
+	RemoteLogDeleteOnDisable bool
+	RetentionMs              int64 // retention.ms
+	RetentionBytes           int64 // retention.bytes
+	LocalRetentionMs         int64 // local.retention.ms
+	LocalRetentionBytes      int64 // local.retention.bytes
 }
 
 // DefaultTopicConfig is Kafka's defaults with remote storage on.
@@ -542,6 +548,12 @@ func (p *Partition) RunOnce(ctx context.Context) error {
 		return err
 	}
 	cfg := p.Config()
+	if !cfg.RemoteStorageEnable && cfg.RemoteLogDeleteOnDisable && !st.empty() {
+		if st, err = p.deleteRemoteLog(ctx, epoch, st); err != nil {
+			p.setErr(err)
+			return err
+		}
+	}
 	var uploadErr error
 	if cfg.RemoteStorageEnable && !cfg.RemoteLogCopyDisable {
 		st, uploadErr = p.upload(ctx, epoch, st)
