@@ -105,6 +105,26 @@ func (c *memCommitter) CommitRemoteLog(_ context.Context, tp TopicPartition, epo
 	return injected
 }
 
+// CommitRemoteLogDeleted is CommitRemoteLog of the empty range [start,
+// start), which may end below the current end (metadata's DeleteRemoteLog).
+func (c *memCommitter) CommitRemoteLogDeleted(_ context.Context, tp TopicPartition, epoch int32, expected int64, key string, start int64, _ Fence) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epochs[tp] {
+		return fmt.Errorf("mem: epoch %d, current %d: %w", epoch, c.epochs[tp], ErrFenced)
+	}
+	cur := c.ptrs[tp]
+	if expected != cur.ManifestVersion {
+		return fmt.Errorf("mem: version %d, current %d: %w", expected, cur.ManifestVersion, ErrConflict)
+	}
+	if start < cur.StartOffset {
+		return fmt.Errorf("mem: deleted at %d, below [%d, %d)", start, cur.StartOffset, cur.EndOffset)
+	}
+	c.ptrs[tp] = RemoteLog{ManifestKey: key, ManifestVersion: expected + 1, StartOffset: start, EndOffset: start, LeaderEpoch: epoch}
+	c.commits++
+	return nil
+}
+
 func (c *memCommitter) LeaderEpoch(tp TopicPartition) (int32, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -158,11 +158,13 @@ func (p *Partition) localRetention(st *remoteState, cfg TopicConfig, now int64) 
 // but applies local retention below the remote end the leader committed in
 // the metadata log, as Kafka's followers do. It returns ErrNotLeader when it
 // did its work, so that callers that need the leader still see it.
+//
+// It re-reads the pointer also while remote storage is off: a follower
+// serving consumers (KIP-392) answers their log start and remote reads
+// from that state, which must not outlive the leader's deletion of the
+// remote log (disable.go).
 func (p *Partition) followerRound(ctx context.Context) error {
 	cfg := p.Config()
-	if !cfg.RemoteStorageEnable {
-		return ErrNotLeader
-	}
 	st, err := p.refresh(ctx)
 	if err != nil {
 		return err
