@@ -258,6 +258,7 @@ func BenchmarkConsume(b *testing.B) {
 			wg.Wait()
 			var lim limits
 			var elapsed, cpu time.Duration
+			var ft fetchTimes
 			b.SetBytes(benchVolume)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
@@ -266,7 +267,7 @@ func BenchmarkConsume(b *testing.B) {
 				b.StartTimer()
 				cpu0 := processCPU()
 				start := time.Now()
-				cl := newClient(b, br, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+				cl := newClient(b, br, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(&ft))
 				got := 0
 				for got < n {
 					fs := cl.PollFetches(context.Background())
@@ -283,8 +284,44 @@ func BenchmarkConsume(b *testing.B) {
 			b.ReportMetric(mbs/lim.loopbackMBs(), "ratio-of-loopback")
 			b.ReportMetric(lim.loopbackMBs(), "loopback-MB/s")
 			lim.reportCPU(b, benchVolume*int64(b.N), cpu)
+			ft.report(b, elapsed)
 		})
 	}
+}
+
+// fetchTimes splits a consumer's wall time between waiting on its Fetch
+// requests and everything else, from franz-go's broker read hook: wait-share
+// is the time from a Fetch request written to its response read whole (the
+// broker's handling, sendfile and the socket copy), client-share the rest
+// (decoding the batches, handing records to PollFetches, the gap before the
+// next request: franz-go sends a broker's next Fetch only once the previous
+// one's records were polled).
+type fetchTimes struct {
+	mu             sync.Mutex
+	wait           time.Duration
+	fetches, bytes int64
+}
+
+func (f *fetchTimes) OnBrokerRead(_ kgo.BrokerMetadata, key int16, n int, readWait, timeToRead time.Duration, err error) {
+	if key != 1 || err != nil {
+		return
+	}
+	f.mu.Lock()
+	f.wait += readWait + timeToRead
+	f.fetches++
+	f.bytes += int64(n)
+	f.mu.Unlock()
+}
+
+func (f *fetchTimes) report(b *testing.B, elapsed time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.fetches == 0 || elapsed <= 0 {
+		return
+	}
+	b.ReportMetric(f.wait.Seconds()/elapsed.Seconds(), "wait-share")
+	b.ReportMetric(1-f.wait.Seconds()/elapsed.Seconds(), "client-share")
+	b.ReportMetric(float64(f.bytes)/float64(f.fetches)/(1<<10), "KiB/fetch")
 }
 
 func ptr(s string) *string { return &s }
@@ -293,9 +330,22 @@ func ptr(s string) *string { return &s }
 // one connection and does not decode records: the broker's serving speed
 // (sendfile from the page cache) against the loopback copy, without the
 // client's record decoding that BenchmarkConsume includes. Its requests are
-// shaped as a consumer's at the defaults (1 MiB per partition) and, like the
-// loopback copy's reader, it reads every response into one reused buffer.
+// shaped as a consumer's at the defaults (1 MiB per partition). With
+// buffer=reused it reads every response into one reused buffer, as the
+// loopback copy's reader does; with buffer=per-response into a new one each
+// time, as franz-go does (its records point into the response, so it cannot
+// reuse it): the difference is the client's memory, not the broker.
 func BenchmarkFetchRaw(b *testing.B) {
+	for _, fresh := range []bool{false, true} {
+		name := "buffer=reused"
+		if fresh {
+			name = "buffer=per-response"
+		}
+		b.Run(name, func(b *testing.B) { benchFetchRaw(b, fresh) })
+	}
+}
+
+func benchFetchRaw(b *testing.B, fresh bool) {
 	br := benchBroker(b)
 	topic := "bench"
 	createTopic(b, br, topic, 1, map[string]*string{"max.message.bytes": ptr("2097152")})
@@ -342,6 +392,9 @@ func BenchmarkFetchRaw(b *testing.B) {
 			req.Topics = append(req.Topics, ft)
 			corr++
 			var body []byte
+			if fresh {
+				buf = nil
+			}
 			body, buf = fetchInto(b, nc, &f, req, corr, buf)
 			resp := req.ResponseKind().(*kmsg.FetchResponse)
 			if err := resp.ReadFrom(body); err != nil {
