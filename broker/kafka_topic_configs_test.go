@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -263,7 +262,7 @@ func TestRemoteLogCopyDisableTiered(t *testing.T) {
 	const topic = "readonly"
 	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
 		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, b)
 	produceAll(t, cl, makeRecords(topic, 2000, "before"))
 	waitTiered(t, "segments in the bucket", func() bool { return listOffset(t, b, topic, -5) > 0 })
 

@@ -51,7 +51,7 @@ func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
 	// the bucket, part in both tiers.
 	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("65536"),
 		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, b)
 	produced := produceAll(t, cl, makeRecords(topic, 3000, "before"))[0]
 	waitTiered(t, "the oldest segments only in the bucket", func() bool { return listOffset(t, b, topic, -4) > 500 })
 	if earliest := listOffset(t, b, topic, -2); earliest != 0 {
@@ -89,7 +89,7 @@ func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
 	}
 
 	// Turned on again: uploads go on from the local log start.
-	cl = newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl = smallBatchClient(t, b)
 	more := produceAll(t, cl, makeRecords(topic, 2000, "after"))[0]
 	rs, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{set("remote.storage.enable", "true")}, topic)
 	if err != nil || rs[0].Err != nil {

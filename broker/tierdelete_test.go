@@ -80,7 +80,7 @@ func TestTieredDeleteTopicBucket(t *testing.T) {
 		}
 		return false
 	})
-	cl := newClient(t, other, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, other)
 	ctx := testCtx(t)
 	create := func() metadata.UUID {
 		waitTiered(t, "topic created on the non-leader", func() bool {
@@ -133,7 +133,7 @@ func TestTieredDeleteTopicBucket(t *testing.T) {
 		t.Fatal("re-created topic has the old id")
 	}
 	// A new client: the old one keeps the old id in its metadata cache.
-	cl2 := newClient(t, other, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl2 := smallBatchClient(t, other)
 	want := produceAll(t, cl2, makeRecords("leak", 2000, "new"))
 	waitTiered(t, "every object of the deleted topic gone, and its record", func() bool {
 		return topicObjects(t, store, oldID) == 0 && len(leader.meta.State().RemoteDeletions()) == 0 &&
@@ -231,7 +231,7 @@ func tieredTopicInBucket(t *testing.T, b *Broker, store objectstore.Store, topic
 	}
 	createTopic(t, b, topic, 1, configs)
 	tp, _ := b.meta.State().Topic(topic)
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, b)
 	produceAll(t, cl, makeRecords(topic, 3000, topic))
 	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, store, tp.ID) > 5 })
 	return tp.ID, cl

@@ -82,12 +82,7 @@ func tieredEndToEnd(t *testing.T, dir string, store objectstore.Store) {
 	segBytes, localBytes, enable := "32768", "0", "true"
 	createTopic(t, b, "history", 1, map[string]*string{"segment.bytes": &segBytes, "local.retention.bytes": &localBytes,
 		"remote.storage.enable": &enable, "retention.ms": ptr("-1"), "min.insync.replicas": &one})
-	// Small uncompressed batches: ProduceSync hands kgo all records at
-	// once, and how many it packs into a batch depends on timing (on a
-	// loaded machine all 5000, 155 KB, went into one batch, one segment
-	// that never sealed: nothing would be tiered). Uncompressed, so that
-	// the 155 KB make several segments whatever the codec would save.
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, b) // 5000 records, 155 KB, several segments
 	const n = 5000
 	produced := produceAll(t, cl, makeRecords("history", n, "tiered"))[0]
 	if len(produced) != n {
@@ -202,6 +197,15 @@ func tierCounterVec(t *testing.T, b *Broker, kind string) prometheus.Collector {
 		}
 	}
 	return c
+}
+
+// smallBatchClient is a client to b that produces small uncompressed
+// batches at once: a tiered test's records make several segments whatever
+// the timing (ProduceSync hands kgo every record at once, and on a loaded
+// machine all of them went into one batch, one segment that never sealed)
+// and whatever a codec would save.
+func smallBatchClient(t *testing.T, b *Broker) *kgo.Client {
+	return newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 }
 
 // fsBucket is a local-folder bucket under dir/bucket.
@@ -327,7 +331,7 @@ func TestTieredLogStartBucketDown(t *testing.T) {
 	const topic = "down"
 	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
 		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "min.insync.replicas": ptr("1")})
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	cl := smallBatchClient(t, b)
 	produced := produceAll(t, cl, makeRecords(topic, 2000, "down"))[0]
 	waitTiered(t, "old segments only in the bucket", func() bool { return listOffset(t, b, topic, -4) > 500 })
 	if got := listOffset(t, b, topic, -2); got != 0 {

@@ -22,17 +22,7 @@ func TestChangeLeaderAndISRVersions(t *testing.T) {
 		{&ChangeLeaderAndISR{TopicID: id, Partition: 2, LeaderEpoch: 3, PartitionEpoch: 4, Leader: 1, ISR: []int32{1},
 			BrokerEpochs: []int64{-1}, Unclean: true}, 3},
 	} {
-		b := EncodeCommand(tc.cmd)
-		if got := b[1] &^ flagIgnorable; got != tc.version {
-			t.Fatalf("%+v written at version %d, want %d", tc.cmd, got, tc.version)
-		}
-		back, err := DecodeCommand(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(back, Command(tc.cmd)) {
-			t.Fatalf("round trip: %+v, want %+v", back, tc.cmd)
-		}
+		checkVersionRoundTrip(t, tc.cmd, tc.version)
 	}
 }
 
@@ -51,16 +41,23 @@ func TestCommitRemoteLogVersions(t *testing.T) {
 		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 6, EndOffset: 6,
 			Lease: LeaseFence{Kind: "retention", Resource: "t-1", Holder: "b1", Token: 7}, NowMs: 11, DeleteRemoteLog: true}, 3},
 	} {
-		b := EncodeCommand(tc.cmd)
-		if got := b[1] &^ flagIgnorable; got != tc.version {
-			t.Fatalf("%+v written at version %d, want %d", tc.cmd, got, tc.version)
-		}
-		back, err := DecodeCommand(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !reflect.DeepEqual(back, Command(tc.cmd)) {
-			t.Fatalf("round trip: %+v, want %+v", back, tc.cmd)
-		}
+		checkVersionRoundTrip(t, tc.cmd, tc.version)
+	}
+}
+
+// checkVersionRoundTrip: cmd is written at version and decodes back to
+// itself.
+func checkVersionRoundTrip(t *testing.T, cmd Command, version uint8) {
+	t.Helper()
+	b := EncodeCommand(cmd)
+	if got := b[1] &^ flagIgnorable; got != version {
+		t.Fatalf("%+v written at version %d, want %d", cmd, got, version)
+	}
+	back, err := DecodeCommand(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, cmd) {
+		t.Fatalf("round trip: %+v, want %+v", back, cmd)
 	}
 }
