@@ -222,6 +222,83 @@ func TestReplicationTiered(t *testing.T) {
 	checkAcked(t, c, topic, kp)
 	t.Logf("%d remote segments [%d, %d), manifest v%d; %d uncommitted rounds left out; %.1f s", len(m.Segments), m.StartOffset,
 		m.EndOffset, m.Version, len(orphans), time.Since(start).Seconds())
+
+	tc.disableDeletesRemoteLog(adm, store, m, kp)
+	t.Logf("remote storage off, remote log deleted, a new leader checked; %.1f s", time.Since(start).Seconds())
+}
+
+// disableDeletesRemoteLog (KIP-950) turns remote storage off with
+// remote.log.delete.on.disable on the replicated partition whose manifest
+// was m: the leader deletes the remote log, so the bucket keeps none of the
+// partition's objects but the new (empty) manifest, and the log start is
+// the leader's local log start. The leader is then SIGKILLed: the new
+// leader's log start is no lower (it never reads the deleted objects), and
+// every acknowledged record from it on reads back once, in order.
+func (tc *tierCheck) disableDeletesRemoteLog(adm *kadm.Client, store *fs.Store, m *tiering.Manifest, kp *keyedProducer) {
+	t := tc.t
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	before := tc.committed()
+	rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "remote.storage.enable", Value: kadm.StringPtr("false")},
+		{Name: "remote.log.delete.on.disable", Value: kadm.StringPtr("true")}}, tc.topic)
+	if err == nil {
+		err = rs[0].Err
+	}
+	if err != nil {
+		t.Fatalf("disable remote storage with remote.log.delete.on.disable: %v", err)
+	}
+	var deleted broker.TierPartitionStatus
+	waitFor(t, 60*time.Second, "the remote log deleted: no segment left, only the new manifest in the bucket", func() bool {
+		deleted = tc.committed()
+		return deleted.ManifestVersion > before.ManifestVersion && deleted.RemoteSegments == 0 && tc.objects(store, m) == 1
+	})
+	leader := tc.leaderBroker()
+	if leader == nil {
+		t.Fatal("no leader every broker agrees on")
+	}
+	lst, ok := tc.status(leader)
+	start := tc.startOffset(adm)
+	if !ok || start != lst.LocalStartOffset || start <= 0 || lst.RemoteStorageEnable {
+		t.Fatalf("after the deletion: log start %d, the leader's status %+v", start, lst)
+	}
+	leader.Kill()
+	waitFor(t, 60*time.Second, "another leader", func() bool {
+		l := tc.leaderBroker()
+		return l != nil && l != leader
+	})
+	var after int64
+	waitFor(t, 30*time.Second, "the new leader's log start", func() bool {
+		after = tc.startOffset(adm)
+		return after >= 0
+	})
+	if after < start {
+		t.Fatalf("log start %d after the leader moved, %d before: below it the records are deleted", after, start)
+	}
+	kp.mu.Lock()
+	from := &keyedProducer{acked: map[string]ackedRecord{}, failed: kp.failed, lastErr: kp.lastErr}
+	for v, where := range kp.acked {
+		if where.offset >= after {
+			from.acked[v] = where
+		}
+	}
+	kp.mu.Unlock()
+	t.Logf("log start %d (leader %d), %d after it moved; %d acknowledged records from there", start, leader.NodeID, after, len(from.acked))
+	checkAcked(t, tc.c, tc.topic, from)
+}
+
+// startOffset is ListOffsets earliest of the partition (-1 on an error).
+func (tc *tierCheck) startOffset(adm *kadm.Client) int64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offs, err := adm.ListStartOffsets(ctx, tc.topic)
+	if err != nil {
+		return -1
+	}
+	o, ok := offs.Lookup(tc.topic, 0)
+	if !ok || o.Err != nil {
+		return -1
+	}
+	return o.Offset
 }
 
 // tierCheck observes one tiered partition (partition 0 of topic) across the
