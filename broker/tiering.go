@@ -480,11 +480,10 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	for kind, v := range map[string]int64{
 		"segments_uploaded": m.SegmentsUploaded, "bytes_uploaded": m.BytesUploaded, "upload_errors": m.UploadErrors,
 		"commits": m.Commits, "segments_expired": m.SegmentsExpired, "local_deletions": m.LocalSegmentsDeleted,
-		"segments_deleted_on_disable": m.SegmentsDeletedOnDisable,
-		"orphans_deleted":             m.OrphansDeleted, "remote_reads": m.RemoteReads, "remote_read_errors": m.ReadErrors,
+		"orphans_deleted": m.OrphansDeleted, "remote_reads": m.RemoteReads, "remote_read_errors": m.ReadErrors,
 		"bytes_served": m.BytesServed, "bytes_downloaded": m.BytesDownloaded, "cache_hits": m.CacheHits,
 		"cache_misses": m.CacheMisses, "cache_evictions": m.CacheEvictions, "prefetches": m.Prefetches,
-		"corrupt_chunks": m.CorruptChunks, "corrupt_reads": m.CorruptReads,
+		"corrupt_chunks": m.CorruptChunks, "corrupt_reads": m.CorruptReads, "segments_deleted_on_disable": m.SegmentsDeletedOnDisable,
 	} {
 		ch <- prometheus.MustNewConstMetric(tierCounterDesc, prometheus.CounterValue, float64(v), kind)
 	}

@@ -98,12 +98,21 @@ func TestRemoteLogDeleteOnDisable(t *testing.T) {
 		t.Fatalf("follower's earliest after the deletion %d %v, want %d", got, err, localStart)
 	}
 
-	// Nothing more to do, also when retention moves the log start.
+	// Nothing more to commit, also when total retention (local only now)
+	// moves the log start.
+	off.RetentionBytes = 20 << 10
+	e.p.SetConfig(off)
 	e.produce(100, 5, 40)
 	e.clock.Advance(time.Minute)
 	commits = e.com.commits
 	e.run()
 	e.run()
+	if e.log.LogStartOffset() <= localStart {
+		t.Fatalf("retention.bytes did not move the log start (%d)", e.log.LogStartOffset())
+	}
+	if got, err := e.p.EarliestOffset(context.Background()); err != nil || got != e.log.LogStartOffset() {
+		t.Fatalf("earliest %d %v after retention, the local start %d", got, err, e.log.LogStartOffset())
+	}
 	if e.com.commits != commits {
 		t.Fatalf("%d commits after the deletion", e.com.commits-commits)
 	}
