@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"net"
-	"path/filepath"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -145,10 +144,7 @@ func TestFetchSizeLimits(t *testing.T) {
 // first batch does not fit, or that finds the budget spent, is empty, not
 // OFFSET_OUT_OF_RANGE.
 func TestFetchSizeLimitsTiered(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, _, _ := startFolderTieredBroker(t)
 	const topic, parts, perPart = "kip74tiered", 3, 3
 	// Each 20 KB batch fills a 16 KiB segment: the first two seal and
 	// leave the local log.

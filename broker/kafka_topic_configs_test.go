@@ -2,7 +2,6 @@ package broker
 
 import (
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -253,10 +252,7 @@ func TestRemoteLogCopyAndDeleteOnDisableConfigs(t *testing.T) {
 // without remote.log.delete.on.disable=true is refused
 // (TestRemoteStorageDisableDeletesRemoteLog for with).
 func TestRemoteLogCopyDisableTiered(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, _, _ := startFolderTieredBroker(t)
 	ctx := testCtx(t)
 	adm := kadm.NewClient(newClient(t, b))
 	const topic = "readonly"
@@ -313,10 +309,7 @@ func TestRemoteLogCopyDisableTiered(t *testing.T) {
 // remote.log.copy.disable to tiering (whose rounds then upload nothing:
 // tiering.TestRemoteLogCopyDisable).
 func TestRemoteLogCopyDisableReachesTiering(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, _, _ := startFolderTieredBroker(t)
 	g := b.tier()
 	if cfg := g.topicConfig(map[string]string{"remote.storage.enable": "true"}); !cfg.RemoteStorageEnable || cfg.RemoteLogCopyDisable {
 		t.Fatalf("default: %+v", cfg)

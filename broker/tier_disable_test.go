@@ -40,10 +40,7 @@ func segmentObjects(t *testing.T, store objectstore.Store) []string {
 // back exactly, also after a restart. Turned on again, uploads go on from
 // the local log start, and the log reads back from there.
 func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, store, dir := startFolderTieredBroker(t)
 	ctx := testCtx(t)
 	adm := kadm.NewClient(newClient(t, b))
 	const topic = "switched"

@@ -208,6 +208,17 @@ func smallBatchClient(t *testing.T, b *Broker) *kgo.Client {
 	return newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 }
 
+// startFolderTieredBroker starts a tiering broker under a new temporary
+// dir, on a local-folder bucket there (closed at the end of the test); it
+// returns the dir so that the test can restart the broker on the same data.
+func startFolderTieredBroker(t *testing.T) (*Broker, *fs.Store, string) {
+	t.Helper()
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	t.Cleanup(func() { store.Close() })
+	return startTieredBroker(t, filepath.Join(dir, "broker"), store), store, dir
+}
+
 // fsBucket is a local-folder bucket under dir/bucket.
 func fsBucket(t *testing.T, dir string) *fs.Store {
 	t.Helper()
@@ -225,10 +236,7 @@ func waitTiered(t *testing.T, what string, cond func() bool) {
 
 // TestTieredDeleteRecords: DeleteRecords moves the start of both tiers.
 func TestTieredDeleteRecords(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, _, _ := startFolderTieredBroker(t)
 	createTopic(t, b, "cut", 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
 		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1")})
 	cl := newClient(t, b, kgo.ProducerLinger(0))
@@ -385,10 +393,7 @@ func TestTieredLogStartBucketDown(t *testing.T) {
 // before the read: the records are read from the bucket, as Kafka reads
 // them, not answered OFFSET_OUT_OF_RANGE (which resets a consumer).
 func TestTieredFetchRacesLocalRetention(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredBroker(t, filepath.Join(dir, "broker"), store)
+	b, _, _ := startFolderTieredBroker(t)
 	const topic = "race"
 	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("-1"),
 		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1")})

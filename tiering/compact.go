@@ -55,16 +55,30 @@ const (
 // commitLeased is commit under the partition's lease of kind, when
 // Options.Leases is set.
 func (p *Partition) commitLeased(ctx context.Context, epoch int32, st *remoteState, nm *Manifest, kind string) (*remoteState, error) {
-	fc, ok := p.m.opts.Committer.(FencedCommitter)
-	if p.m.opts.Leases == nil || !ok {
-		return p.commit(ctx, epoch, st, nm)
+	fc, _ := p.m.opts.Committer.(FencedCommitter)
+	return p.underLease(ctx, st, kind, fc != nil, func(ctx context.Context, fence Fence) (*remoteState, error) {
+		if fence == (Fence{}) {
+			return p.commit(ctx, epoch, st, nm)
+		}
+		return p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
+			return fc.CommitRemoteLogFenced(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset, fence)
+		})
+	})
+}
+
+// underLease runs commit under the partition's lease of kind with its
+// fence, when Options.Leases is set and the committer can carry a fence
+// (fenced); otherwise with the zero Fence. It returns commit's state (st
+// if commit did not run).
+func (p *Partition) underLease(ctx context.Context, st *remoteState, kind string, fenced bool,
+	commit func(ctx context.Context, fence Fence) (*remoteState, error)) (*remoteState, error) {
+	if p.m.opts.Leases == nil || !fenced {
+		return commit(ctx, Fence{})
 	}
 	ns := st
 	err := p.m.opts.Leases.RunLeased(ctx, p.tp, kind, func(ctx context.Context, fence Fence) error {
 		var err error
-		ns, err = p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
-			return fc.CommitRemoteLogFenced(ctx, p.tp, epoch, expected, key, nm.StartOffset, nm.EndOffset, fence)
-		})
+		ns, err = commit(ctx, fence)
 		return err
 	})
 	return ns, err

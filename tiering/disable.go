@@ -58,22 +58,12 @@ func (p *Partition) deleteRemoteLog(ctx context.Context, epoch int32, st *remote
 	nm.Segments = nil
 	nm.StartOffset, nm.EndOffset = start, start
 	nm.CleanedUpTo = 0 // the compaction checkpoint was of the deleted data
-	commit := func(ctx context.Context, fence Fence) (*remoteState, error) {
+	_, fenced := d.(FencedCommitter)
+	ns, err := p.underLease(ctx, st, LeaseRetention, fenced, func(ctx context.Context, fence Fence) (*remoteState, error) {
 		return p.commitWith(ctx, epoch, st, nm, func(key string, expected int64) error {
 			return d.CommitRemoteLogDeleted(ctx, p.tp, epoch, expected, key, start, fence)
 		})
-	}
-	var ns *remoteState
-	var err error
-	if _, fenced := d.(FencedCommitter); p.m.opts.Leases != nil && fenced {
-		err = p.m.opts.Leases.RunLeased(ctx, p.tp, LeaseRetention, func(ctx context.Context, fence Fence) error {
-			var err error
-			ns, err = commit(ctx, fence)
-			return err
-		})
-	} else {
-		ns, err = commit(ctx, Fence{})
-	}
+	})
 	if err != nil {
 		return st, err // nothing deleted
 	}
