@@ -141,14 +141,31 @@ func (c *controller) tick() {
 	}
 	cmds := planFenceDead(st, c.dead)
 	balancing := false // this pass runs a leader imbalance check
-	if len(cmds) == 0 {
+	sessionFences := len(cmds) == 0
+	if sessionFences {
 		balancing = c.balanceDue != 0 && now >= c.balanceDue
 		cmds, c.balanceDue = c.plan(st, now, renewed, c.balanceDue)
 	}
 	c.probeStale(st, now, renewed)
+	timeout := sessionTimeoutMs(st)
 	for _, cmd := range cmds {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		_, err := n.Propose(ctx, cmd)
+		var err error
+		if f, ok := cmd.(*FenceBroker); ok && sessionFences {
+			// st may not show a heartbeat already in the log: fence only
+			// if the session has still lapsed when the fence is appended.
+			_, err = n.proposeLocalIf(ctx, cmd, func() error {
+				if !n.sessions.lapsed(f.BrokerID, c.since, timeout) {
+					return errNotDue
+				}
+				return nil
+			})
+			if errors.Is(err, raft.ErrNotLeader) {
+				err = ErrNotLeader
+			}
+		} else {
+			_, err = n.Propose(ctx, cmd)
+		}
 		cancel()
 		if err != nil {
 			if n.ctx.Err() != nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoQuorum) {

@@ -102,6 +102,11 @@ type Config struct {
 	// WatchBuffer is how many recent changes are kept for watchers that lag;
 	// default 4096.
 	WatchBuffer int
+
+	// beforeObserve, for tests, is called on raft's FSM goroutine with each
+	// batch's changes before the session clock sees them (it may block:
+	// entries then stay in the log, not yet applied).
+	beforeObserve func([]Change)
 }
 
 // Node is one metadata voter: the Raft node, its state machine, the
@@ -121,6 +126,9 @@ type Node struct {
 	trans     *raft.NetworkTransport
 	mux       *muxLayer
 	fwd       forwarder
+	// renewals orders the Raft appends of session renewals against the
+	// controller's session fences (proposeLocalIf).
+	renewals sync.Mutex
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -165,6 +173,12 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm = newFSM(n.logger, n.publish)
 	n.sessions = newSessionClock(cfg.Monotonic)
 	n.fsm.observe = n.sessions.observe
+	if hook := cfg.beforeObserve; hook != nil {
+		n.fsm.observe = func(changes []Change, restored bool) {
+			hook(changes)
+			n.sessions.observe(changes, restored)
+		}
+	}
 
 	ok := false
 	defer func() {
@@ -417,6 +431,21 @@ func forwardTimeout(ctx context.Context) time.Duration {
 // proposeLocal prepares and applies cmd on this node, which should be the
 // leader. raft.ErrNotLeader means nothing was appended.
 func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
+	return n.proposeLocalIf(ctx, cmd, nil)
+}
+
+// errNotDue is the controller's own: a fence whose session was renewed
+// meanwhile (proposeLocalIf's check), nothing appended.
+var errNotDue = errors.New("metadata: session renewed meanwhile; not fenced")
+
+// proposeLocalIf is proposeLocal with a check made just before cmd is
+// appended, in order with the appends of session renewals (heartbeats and
+// registrations, counted in flight by the session clock from then until
+// they are applied): a session fence is appended only if the check, run
+// then, still finds the session lapsed, so a renewal either shows in the
+// check or lands in the log after the fence (and unfences the broker, as a
+// late heartbeat does). A check error is returned, nothing appended.
+func (n *Node) proposeLocalIf(ctx context.Context, cmd Command, check func() error) (Result, error) {
 	if err := n.fsm.err(); err != nil {
 		return Result{}, err
 	}
@@ -445,8 +474,37 @@ func (n *Node) proposeLocal(ctx context.Context, cmd Command) (Result, error) {
 		}
 	}
 	data := EncodeCommand(cmd)
-	f := n.raft.Apply(data, forwardTimeout(ctx))
-	if err := n.wait(ctx, f); err != nil {
+	renewing := int32(-1)
+	switch c := cmd.(type) {
+	case *BrokerHeartbeat:
+		renewing = c.BrokerID
+	case *RegisterBroker:
+		renewing = c.BrokerID
+	}
+	var (
+		f       raft.ApplyFuture
+		applied func() // after the outcome is known
+	)
+	if renewing < 0 && check == nil {
+		f = n.raft.Apply(data, forwardTimeout(ctx))
+	} else {
+		n.renewals.Lock()
+		if check != nil {
+			if err := check(); err != nil {
+				n.renewals.Unlock()
+				return Result{}, err
+			}
+		}
+		if renewing >= 0 {
+			// In flight until the outcome is known, also if ctx ends
+			// first: the entry may still be applied.
+			n.sessions.begin(renewing)
+			applied = func() { n.sessions.end(renewing) }
+		}
+		f = n.raft.Apply(data, forwardTimeout(ctx))
+		n.renewals.Unlock()
+	}
+	if err := n.waitThen(ctx, f, applied); err != nil {
 		switch {
 		case errors.Is(err, raft.ErrNotLeader):
 			return Result{}, err
@@ -727,8 +785,20 @@ func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
 // SIGTERM). The goroutine reading f.Error() is not tracked: it ends when
 // raft answers, or stays parked on a future nothing else holds.
 func (n *Node) wait(ctx context.Context, f raft.Future) error {
+	return n.waitThen(ctx, f, nil)
+}
+
+// waitThen is wait, and then, when set, calls after once f's outcome is
+// known, also when wait returned before (its context ended).
+func (n *Node) waitThen(ctx context.Context, f raft.Future, then func()) error {
 	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
+	go func() {
+		err := f.Error()
+		if then != nil {
+			then()
+		}
+		done <- err
+	}()
 	select {
 	case err := <-done:
 		return err

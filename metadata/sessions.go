@@ -18,18 +18,80 @@ import (
 // observe runs on raft's FSM goroutine before a batch's state becomes
 // current, so a heartbeat the controller sees in a State has its renewal
 // recorded; renewals is called by the controller.
+//
+// A renewal this node proposed is also counted from the moment it is
+// appended to the Raft log until it is applied (begin, end): the controller
+// plans a session fence on a State that may not show a heartbeat already in
+// the log ahead of the fence, and such a fence would apply after the
+// heartbeat and fence a live broker. So the fence is appended only if, at
+// that moment, no renewal of the broker is in flight and its session still
+// has lapsed (lapsed); Node.proposeLocal orders the check and the appends.
+// Kafka's controller has no such window: it handles heartbeats and session
+// expiry on one thread.
 type sessionClock struct {
 	now func() time.Duration
 	mu  struct {
 		sync.Mutex
-		renewed map[int32]time.Duration // broker id → when its session was last renewed
+		renewed  map[int32]time.Duration // broker id → when its session was last renewed
+		inFlight map[int32]pendingRenewals
 	}
+}
+
+// pendingRenewals are a broker's renewals appended here and not yet applied.
+type pendingRenewals struct {
+	n    int
+	last time.Duration // when the last of them was appended
 }
 
 func newSessionClock(now func() time.Duration) *sessionClock {
 	s := &sessionClock{now: now}
 	s.mu.renewed = map[int32]time.Duration{}
+	s.mu.inFlight = map[int32]pendingRenewals{}
 	return s
+}
+
+// begin counts a renewal of broker id about to be appended to the log; end,
+// once it is applied (or its outcome is known to be no append, or never to
+// come: leadership lost, shut down).
+func (s *sessionClock) begin(id int32) {
+	s.mu.Lock()
+	p := s.mu.inFlight[id]
+	p.n++
+	p.last = s.now()
+	s.mu.inFlight[id] = p
+	s.mu.Unlock()
+}
+
+func (s *sessionClock) end(id int32) {
+	s.mu.Lock()
+	p := s.mu.inFlight[id]
+	if p.n--; p.n <= 0 {
+		delete(s.mu.inFlight, id)
+	} else {
+		s.mu.inFlight[id] = p
+	}
+	s.mu.Unlock()
+}
+
+// lapsed reports whether broker id's session has expired: no renewal of it
+// in flight, and none applied within timeoutMs, counting from sinceMs at the
+// earliest (when the controller took over; ms on the monotonic clock). A
+// renewal appended more than timeoutMs ago and still unanswered no longer
+// counts: hashicorp/raft may never answer an entry appended just before a
+// configuration change (hashicorp/raft#498, see Node.wait), and that must
+// not spare the broker for ever.
+func (s *sessionClock) lapsed(id int32, sinceMs, timeoutMs int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	if p, ok := s.mu.inFlight[id]; ok && (now-p.last).Milliseconds() <= timeoutMs {
+		return false
+	}
+	last := sinceMs
+	if at, ok := s.mu.renewed[id]; ok && at.Milliseconds() > last {
+		last = at.Milliseconds()
+	}
+	return last+timeoutMs < now.Milliseconds()
 }
 
 // observe records the renewals among changes (applied commands); restored

@@ -218,3 +218,118 @@ func TestRegisterRefusesLiveSessionAfterWallClockStep(t *testing.T) {
 		t.Fatalf("broker 2 registering after its session expired: %v", err)
 	}
 }
+
+// TestControllerSparesHeartbeatInFlight: the controller plans a session
+// fence on a State that does not show a heartbeat already appended to the
+// log (here held before the FSM applies it). The fence must not land after
+// that heartbeat: the broker would be fenced although it renewed its
+// session in time. Once the heartbeat is applied, a tick fences nothing;
+// a session that really lapses is fenced; a renewal whose outcome never
+// comes spares the broker for one session timeout at most.
+func TestControllerSparesHeartbeatInFlight(t *testing.T) {
+	var gate struct {
+		armed   atomic.Bool
+		held    chan struct{}
+		release chan struct{}
+	}
+	gate.held, gate.release = make(chan struct{}), make(chan struct{})
+	cn := openClocked(t, func(cfg *Config) {
+		cfg.beforeObserve = func(changes []Change) {
+			for _, c := range changes {
+				if hb, ok := c.Command.(*BrokerHeartbeat); ok && hb.BrokerID == 3 && gate.armed.CompareAndSwap(true, false) {
+					close(gate.held)
+					<-gate.release
+				}
+			}
+		}
+	})
+	n, clk := cn.n, cn.clk
+	timeout := time.Duration(defaultSessionTimeoutMs) * time.Millisecond
+	cn.heartbeat(2, 3)
+	c := newController(n)
+	c.tick()
+
+	// Broker 3's next heartbeat comes just as its session ends: appended,
+	// held before it is applied.
+	clk.advance(timeout + time.Millisecond)
+	cn.heartbeat(2)
+	gate.armed.Store(true)
+	hb := make(chan error, 1)
+	go func() {
+		res, err := n.Propose(testContext(t, 30*time.Second), &BrokerHeartbeat{BrokerID: 3, BrokerEpoch: cn.epochs[3]})
+		if err == nil && res.Fenced {
+			err = errors.New("still fenced after its heartbeat")
+		}
+		hb <- err
+	}()
+	<-gate.held
+	if cn.fenced(3) {
+		t.Fatal("broker 3 fenced before the tick")
+	}
+	c.tick() // plans a fence of broker 3: its State shows no renewal
+	close(gate.release)
+	if err := <-hb; err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	if _, err := n.WaitForVersion(testContext(t, 10*time.Second), n.raft.LastIndex()); err != nil {
+		t.Fatal(err)
+	}
+	if cn.fenced(3) {
+		t.Fatal("broker 3 fenced by a fence appended after its heartbeat")
+	}
+	c.tick()
+	if cn.fenced(2) || cn.fenced(3) {
+		t.Fatal("a broker fenced within its session")
+	}
+
+	// Broker 3 stops: fenced once its session lapses.
+	clk.advance(timeout + time.Millisecond)
+	cn.heartbeat(2)
+	c.tick()
+	if !cn.fenced(3) || cn.fenced(2) {
+		t.Fatalf("fenced: broker 2 %v (heartbeating), broker 3 %v (silent for %v)", cn.fenced(2), cn.fenced(3), timeout)
+	}
+}
+
+// TestSessionClockLapsed: a renewal in flight keeps a session alive until it
+// is applied, but not longer than a session timeout after it was appended.
+func TestSessionClockLapsed(t *testing.T) {
+	var mono atomic.Int64
+	s := newSessionClock(func() time.Duration { return time.Duration(mono.Load()) * time.Millisecond })
+	const timeout = 1000
+	mono.Store(5000)
+	s.observe([]Change{{Command: &BrokerHeartbeat{BrokerID: 1}}}, false)
+	for _, c := range []struct {
+		at       int64
+		begin    bool
+		end      bool
+		want     bool
+		whatWhen string
+	}{
+		{at: 6000, want: false, whatWhen: "a session timeout after the renewal"},
+		{at: 6001, want: true, whatWhen: "past it"},
+		{at: 6001, begin: true, want: false, whatWhen: "a renewal appended, not applied"},
+		{at: 7001, want: false, whatWhen: "a session timeout after it was appended"},
+		{at: 7002, want: true, whatWhen: "past it, still unanswered"},
+		{at: 7002, begin: true, want: false, whatWhen: "a second one appended"},
+		{at: 7002, end: true, want: false, whatWhen: "one of two answered, without a renewal"},
+		{at: 7002, end: true, want: true, whatWhen: "both answered, without a renewal"},
+	} {
+		mono.Store(c.at)
+		if c.begin {
+			s.begin(1)
+		}
+		if c.end {
+			s.end(1)
+		}
+		if got := s.lapsed(1, 0, timeout); got != c.want {
+			t.Fatalf("%s (at %d ms): lapsed %v, want %v", c.whatWhen, c.at, got, c.want)
+		}
+	}
+	if s.lapsed(2, 7000, timeout) {
+		t.Fatal("a broker never renewed, within a session timeout of the takeover: lapsed")
+	}
+	if !s.lapsed(2, 6000, timeout) {
+		t.Fatal("a broker never renewed, a session timeout after the takeover: not lapsed")
+	}
+}
