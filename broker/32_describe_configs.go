@@ -35,10 +35,8 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 		rr := kmsg.NewDescribeConfigsResponseResource()
 		rr.ResourceType, rr.ResourceName = res.ResourceType, res.ResourceName
 		want := func(name string) bool {
-			if res.ConfigNames == nil {
-				return true
-			}
-			return containsStr(res.ConfigNames, name)
+			// Null or empty: all (Kafka's ConfigHelper).
+			return len(res.ConfigNames) == 0 || containsStr(res.ConfigNames, name)
 		}
 		switch res.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
@@ -91,6 +89,8 @@ func handleDescribeConfigs(_ context.Context, b *Broker, r *Request) (*Reply, er
 			}
 		case kmsg.ConfigResourceTypeGroupConfig:
 			b.describeGroupConfigs(st, res, req.IncludeDocumentation, &rr) // group_configs.go
+		case kmsg.ConfigResourceTypeBrokerLogger:
+			b.describeBrokerLoggers(res, &rr) // broker_loggers.go
 		default:
 			rr.ErrorCode = kerr.InvalidRequest.Code
 			rr.ErrorMessage = kmsg.StringPtr("unsupported resource type")

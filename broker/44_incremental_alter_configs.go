@@ -55,8 +55,10 @@ func handleIncrementalAlterConfigs(ctx context.Context, b *Broker, r *Request) (
 			err = b.incrementalAlterBroker(ctx, res, req.ValidateOnly)
 		case res.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
 			err = b.incrementalAlterGroup(ctx, res, req.ValidateOnly)
+		case res.ResourceType == kmsg.ConfigResourceTypeBrokerLogger:
+			err = b.alterBrokerLoggers(res, req.ValidateOnly) // broker_loggers.go
 		default:
-			err = fmt.Errorf("%w: unsupported resource type %d (topics, brokers and groups only)", kerr.InvalidRequest, res.ResourceType)
+			err = fmt.Errorf("%w: unsupported resource type %d (topics, brokers, broker loggers and groups only)", kerr.InvalidRequest, res.ResourceType)
 		}
 		if err != nil {
 			rr.ErrorCode = errCode(err)

@@ -104,8 +104,9 @@ var authzRules = map[int16]authzRule{
 	90: authzDescribeShareGroupOffsets,
 	91: authzAlterShareGroupOffsets,
 	92: authzDeleteShareGroupOffsets,
-	80: clusterRule(kmsg.ACLOperationAlter), // AddRaftVoter
-	81: clusterRule(kmsg.ACLOperationAlter), // RemoveRaftVoter
+	74: clusterRule(kmsg.ACLOperationDescribeConfigs), // ListConfigResources
+	80: clusterRule(kmsg.ACLOperationAlter),           // AddRaftVoter
+	81: clusterRule(kmsg.ACLOperationAlter),           // RemoveRaftVoter
 }
 
 // authzMiddleware applies the API's rule; nil when the authorizer is off.

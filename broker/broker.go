@@ -245,6 +245,11 @@ type Config struct {
 	// ListenFn opens listeners (tests may pass an in-memory network).
 	ListenFn func(network, addr string) (net.Listener, error)
 	Logger   *slog.Logger
+	// LogLevel, when set, is the level of Logger's handler: the broker's
+	// BROKER_LOGGER config (broker_loggers.go, Kafka's broker loggers)
+	// reads and changes it at run time. Nil: the level is fixed (describe
+	// shows the finest level Logger takes; a change is INVALID_CONFIG).
+	LogLevel *slog.LevelVar
 }
 
 func (c *Config) setDefaults() {

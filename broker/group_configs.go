@@ -277,7 +277,7 @@ func (b *Broker) alterGroupConfigs(ctx context.Context, groupID string, replace 
 func (b *Broker) describeGroupConfigs(st *metadata.State, res kmsg.DescribeConfigsRequestResource, includeDocs bool, rr *kmsg.DescribeConfigsResponseResource) {
 	set := st.GroupConfigs(res.ResourceName)
 	for _, d := range groupConfigDefs {
-		if res.ConfigNames != nil && !containsStr(res.ConfigNames, d.name) {
+		if len(res.ConfigNames) > 0 && !containsStr(res.ConfigNames, d.name) {
 			continue
 		}
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()

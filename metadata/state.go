@@ -312,6 +312,17 @@ func (s *State) GroupConfigs(group string) map[string]string {
 	return s.brokerConfigs[groupConfigKey(group)]
 }
 
+// ConfiguredGroups returns the groups that have configs set, sorted.
+func (s *State) ConfiguredGroups() []string {
+	var out []string
+	for _, k := range sortedKeys(s.brokerConfigs) {
+		if name, ok := strings.CutPrefix(k, groupConfigKey("")); ok && len(s.brokerConfigs[k]) > 0 {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
 // ShareState returns a share group's share-partition start offsets
 // (ResourceShareState). The map must not be modified.
 func (s *State) ShareState(group string) map[string]string {

@@ -186,19 +186,21 @@ func parseListeners(s string) ([]broker.Listener, error) {
 	return out, nil
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
-	var lv slog.Level
+// newLogger returns the broker's logger on stderr and its level, which the
+// broker's BROKER_LOGGER config changes at run time.
+func newLogger(level, format string) (*slog.Logger, *slog.LevelVar, error) {
+	lv := new(slog.LevelVar)
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, fmt.Errorf("log-level: %w", err)
+		return nil, nil, fmt.Errorf("log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), lv, nil
 	case "text", "":
-		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), lv, nil
 	}
-	return nil, fmt.Errorf("log-format %q: want text or json", format)
+	return nil, nil, fmt.Errorf("log-format %q: want text or json", format)
 }
 
 func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
@@ -345,7 +347,7 @@ func noDelayIsNegative(d time.Duration) time.Duration {
 }
 
 func runBroker(ctx context.Context, v *viper.Viper) error {
-	log, err := newLogger(v.GetString("log-level"), v.GetString("log-format"))
+	log, level, err := newLogger(v.GetString("log-level"), v.GetString("log-format"))
 	if err != nil {
 		return err
 	}
@@ -353,6 +355,7 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 	if err != nil {
 		return err
 	}
+	cfg.LogLevel = level
 	if ctx == nil {
 		ctx = context.Background()
 	}
