@@ -141,7 +141,7 @@ func (b *Broker) alterBrokerLoggers(res kmsg.IncrementalAlterConfigsRequestResou
 		return fmt.Errorf("%w: this broker's log level is fixed (it was started without a settable level)", errInvalidConfig)
 	}
 	b.cfg.LogLevel.Set(level)
-	b.log.Warn("updated the log level of root", "level", logLevelName(level))
+	b.log.Warn("updated the log level of root", "to", logLevelName(level))
 	return nil
 }
 

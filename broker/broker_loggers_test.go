@@ -171,6 +171,7 @@ func TestBrokerLoggers(t *testing.T) {
 	if err := cl2.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
+	t.Log(out.String())
 	if !strings.Contains(out.String(), "level=DEBUG") {
 		t.Fatalf("no debug line after the root logger was set to DEBUG:\n%s", out.String())
 	}

@@ -326,11 +326,17 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 			return nil, nil, false
 		}
 		// ApiVersions newer than we know: the v0-shaped answer with
-		// UNSUPPORTED_VERSION and our ranges, so the client can retry.
+		// UNSUPPORTED_VERSION and, as Kafka's (KIP-511), only our
+		// ApiVersions range, so the client retries at the version it
+		// names. (All our ranges were answered before; franz-go then
+		// took them as the answer, without the v3+ fields: no finalized
+		// features, so it never saw transaction.version.)
 		resp := kmsg.NewPtrApiVersionsResponse()
 		resp.Version = 0
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
-		resp.ApiKeys = supportedAPIs()
+		k := kmsg.NewApiVersionsResponseApiKey()
+		k.ApiKey, k.MinVersion, k.MaxVersion = 18, e.min, e.max
+		resp.ApiKeys = []kmsg.ApiVersionsResponseApiKey{k}
 		s.hdr.version = 0
 		s.reply = &Reply{Msg: resp}
 		close(s.done)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,13 +111,16 @@ func roundTripAs(nc net.Conn, clientID string, req kmsg.Request, corr int32, tim
 }
 
 func TestApiVersions(t *testing.T) {
-	b := startBroker(t, "")
+	var out syncBuffer
+	b := startBroker(t, "", func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	nc, err := net.Dial("tcp", b.Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	for v := int16(0); v <= 4; v++ {
+	for v := int16(0); v <= 5; v++ {
 		req := kmsg.NewPtrApiVersionsRequest()
 		req.Version = v
 		req.ClientSoftwareName, req.ClientSoftwareVersion = "test", "1.0"
@@ -126,7 +130,7 @@ func TestApiVersions(t *testing.T) {
 		}
 		found := false
 		for _, k := range resp.ApiKeys {
-			if k.ApiKey == 18 && k.MinVersion == 0 && k.MaxVersion == 4 {
+			if k.ApiKey == 18 && k.MinVersion == 0 && k.MaxVersion == 5 {
 				found = true
 			}
 		}
@@ -134,9 +138,33 @@ func TestApiVersions(t *testing.T) {
 			t.Fatalf("v%d: ApiVersions range missing: %+v", v, resp.ApiKeys)
 		}
 	}
-	// v5 is newer than we serve: a v0-shaped UNSUPPORTED_VERSION reply.
+	// v5 (KIP-1242): the cluster and node the client expects. This
+	// broker's: answered; another cluster or node: REBOOTSTRAP_REQUIRED;
+	// a node without a cluster: INVALID_REQUEST; both without keys.
+	cluster := b.meta.State().ClusterID
+	for i, c := range []struct {
+		cluster *string
+		node    int32
+		code    int16
+	}{
+		{&cluster, b.cfg.NodeID, 0},
+		{nil, -1, 0},
+		{kmsg.StringPtr("another-cluster"), b.cfg.NodeID, kerr.RebootstrapRequired.Code},
+		{&cluster, b.cfg.NodeID + 1, kerr.RebootstrapRequired.Code},
+		{&cluster, -1, kerr.RebootstrapRequired.Code},
+		{nil, b.cfg.NodeID, kerr.InvalidRequest.Code},
+	} {
+		req := kmsg.NewPtrApiVersionsRequest()
+		req.Version, req.ClusterID, req.NodeID = 5, c.cluster, c.node
+		resp := rawRequest(t, nc, req, int32(100+i)).(*kmsg.ApiVersionsResponse)
+		if resp.ErrorCode != c.code || (c.code == 0) != (len(resp.ApiKeys) > 0) {
+			t.Fatalf("v5 for cluster %v node %d: error %d with %d keys, want error %d", c.cluster, c.node, resp.ErrorCode, len(resp.ApiKeys), c.code)
+		}
+	}
+	// v6 is newer than we serve: a v0-shaped UNSUPPORTED_VERSION reply
+	// naming the ApiVersions range alone, as Kafka's (KIP-511).
 	req := kmsg.NewPtrApiVersionsRequest()
-	req.Version = 5
+	req.Version = 6
 	var f kmsg.RequestFormatter
 	nc.Write(f.AppendRequest(nil, req, 77))
 	var sz [4]byte
@@ -148,11 +176,11 @@ func TestApiVersions(t *testing.T) {
 	if err := v0.ReadFrom(body[4:]); err != nil {
 		t.Fatal(err)
 	}
-	if v0.ErrorCode != kerr.UnsupportedVersion.Code || len(v0.ApiKeys) == 0 {
-		t.Fatalf("v5: got error %d with %d keys", v0.ErrorCode, len(v0.ApiKeys))
+	if v0.ErrorCode != kerr.UnsupportedVersion.Code || len(v0.ApiKeys) != 1 || v0.ApiKeys[0].ApiKey != 18 || v0.ApiKeys[0].MaxVersion != 5 {
+		t.Fatalf("v6: got error %d with keys %+v, want UNSUPPORTED_VERSION with ApiVersions 0-5 alone", v0.ErrorCode, v0.ApiKeys)
 	}
 
-	// kgo negotiates (first v5, then v4 after the v0-shaped answer).
+	// kgo negotiates at v5 and sees the finalized features (v3+).
 	cl := newClient(t, b)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -162,6 +190,11 @@ func TestApiVersions(t *testing.T) {
 	}
 	if kresp.ErrorCode != 0 {
 		t.Fatal(kerr.ErrorForCode(kresp.ErrorCode))
+	}
+	// The connection's own ApiVersions was v3+ (software name, features),
+	// not v0 after an UNSUPPORTED_VERSION.
+	if !strings.Contains(out.String(), `msg="client software" node=0 name=kgo`) {
+		t.Fatalf("kgo's connections did not negotiate ApiVersions v3+:\n%s", out.String())
 	}
 }
 

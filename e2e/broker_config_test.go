@@ -97,3 +97,41 @@ func TestDynamicBrokerConfigsCLI(t *testing.T) {
 		t.Fatalf("after delete:\n%s", out)
 	}
 }
+
+// TestBrokerLogLevelCLI: `sediment cluster log-level` shows a broker
+// process's log level and sets it while it runs (its BROKER_LOGGER config,
+// KIP-412): at DEBUG the broker writes debug lines at once; a level Kafka
+// does not name is refused with the broker's reason; a restart goes back
+// to the --log-level it was started with, as Kafka forgets broker logger
+// changes.
+func TestBrokerLogLevelCLI(t *testing.T) {
+	t.Parallel() // see TestMain
+	b := StartBroker(t, BrokerOptions{})
+	level := func() string {
+		t.Helper()
+		return strings.TrimSpace(b.sediment(t, "", "cluster", "log-level", "--broker", "1").Stdout)
+	}
+	if got := level(); got != "broker 1: root INFO" {
+		t.Fatalf("log-level: %q, want broker 1: root INFO", got)
+	}
+	if r := b.sedimentMayFail(t, "", "cluster", "log-level", "--broker", "1", "verbose"); r.Err == nil || !strings.Contains(r.Stderr, "not a supported log level") {
+		t.Fatalf("an unknown level: err %v, stderr %q", r.Err, r.Stderr)
+	}
+	if strings.Contains(b.Log(), "level=DEBUG") {
+		t.Fatal("debug lines at INFO")
+	}
+	if out := b.sediment(t, "", "cluster", "log-level", "--broker", "1", "debug").Stdout; !strings.Contains(out, "broker 1: root DEBUG") {
+		t.Fatalf("set debug: %q", out)
+	}
+	// A new client: the broker logs its ApiVersions at debug.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Client(t).Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "a debug line", func() bool { return strings.Contains(b.Log(), "level=DEBUG") })
+	b.Restart(true)
+	if got := level(); got != "broker 1: root INFO" {
+		t.Fatalf("after a restart: %q, want INFO (broker logger levels are not kept)", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -182,4 +183,78 @@ func alterBrokerConfigs(cmd *cobra.Command, opts *clientOptions, bf *brokerFlag,
 		fmt.Fprintf(cmd.OutOrStdout(), "%s: %s %s\n", bf, done, strings.Join(names, ", "))
 		return nil
 	})
+}
+
+// newClusterLogLevelCmd reads and sets one broker's log level: its
+// BROKER_LOGGER config resource, the "root" logger (KIP-412, as
+// kafka-configs.sh --entity-type broker-loggers). The change applies at
+// once, to that broker alone, until it restarts.
+func newClusterLogLevelCmd(opts *clientOptions) *cobra.Command {
+	var id int32
+	var validate bool
+	cmd := &cobra.Command{
+		Use:   "log-level --broker N [LEVEL]",
+		Short: "Show or set one broker's log level while it runs (TRACE, DEBUG, INFO, WARN, ERROR, FATAL; back to its --log-level at restart)",
+		Example: `  sediment cluster log-level --broker 1
+  sediment cluster log-level --broker 1 debug`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if id < 0 {
+				return errors.New("--broker is needed: each broker has its own log level")
+			}
+			name := fmt.Sprint(id)
+			return withClient(cmd, opts, func(ctx context.Context, cl *kgo.Client) error {
+				if len(args) == 1 {
+					req := kmsg.NewPtrIncrementalAlterConfigsRequest()
+					req.ValidateOnly = validate
+					res := kmsg.NewIncrementalAlterConfigsRequestResource()
+					res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
+					c := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
+					c.Name, c.Value = "root", kmsg.StringPtr(strings.ToUpper(args[0]))
+					res.Configs = append(res.Configs, c)
+					req.Resources = append(req.Resources, res)
+					resp, err := cl.Broker(int(id)).Request(ctx, req)
+					if err != nil {
+						return fmt.Errorf("IncrementalAlterConfigs to broker %d: %w", id, err)
+					}
+					r := resp.(*kmsg.IncrementalAlterConfigsResponse)
+					if len(r.Resources) != 1 {
+						return fmt.Errorf("IncrementalAlterConfigs: %d resources in the answer, want 1", len(r.Resources))
+					}
+					if err := responseError(r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage); err != nil {
+						return err
+					}
+				}
+				req := kmsg.NewPtrDescribeConfigsRequest()
+				res := kmsg.NewDescribeConfigsRequestResource()
+				res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeBrokerLogger, name
+				req.Resources = append(req.Resources, res)
+				resp, err := cl.Broker(int(id)).Request(ctx, req)
+				if err != nil {
+					return fmt.Errorf("DescribeConfigs to broker %d: %w", id, err)
+				}
+				r := resp.(*kmsg.DescribeConfigsResponse)
+				if len(r.Resources) != 1 {
+					return fmt.Errorf("DescribeConfigs: %d resources in the answer, want 1", len(r.Resources))
+				}
+				if err := responseError(r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage); err != nil {
+					return err
+				}
+				for _, c := range r.Resources[0].Configs {
+					v := "(null)"
+					if c.Value != nil {
+						v = *c.Value
+					}
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: %s %s\n", id, c.Name, v)
+				}
+				if validate && len(args) == 1 {
+					fmt.Fprintf(cmd.OutOrStdout(), "broker %d: %s is valid (not applied)\n", id, strings.ToUpper(args[0]))
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().Int32Var(&id, "broker", -1, "the broker's id")
+	cmd.Flags().BoolVar(&validate, "validate-only", false, "check the level without applying it")
+	return cmd
 }

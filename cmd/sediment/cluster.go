@@ -17,11 +17,11 @@ import (
 func newClusterCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cluster",
-		Short: "Inspect the cluster, its metadata voters, dynamic broker configs and feature levels",
+		Short: "Inspect the cluster, its metadata voters, dynamic broker configs, feature levels and log levels",
 	}
 	opts := addClientFlags(cmd)
 	cmd.AddCommand(newClusterStatusCmd(opts), newClusterVotersCmd(opts), newClusterConfigCmd(opts), newClusterFeaturesCmd(opts),
-		newClusterUnregisterCmd(opts))
+		newClusterUnregisterCmd(opts), newClusterLogLevelCmd(opts))
 	return cmd
 }
 
