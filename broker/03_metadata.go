@@ -112,7 +112,12 @@ func handleMetadata(ctx context.Context, b *Broker, r *Request) (*Reply, error) 
 	}
 	resp.Topics = topics
 	resp.Brokers = brokerList(b, st, r.Conn.Listener)
-	resp.ClusterID = kmsg.StringPtr(st.ClusterID)
+	if st.ClusterID != "" {
+		// Null until the controller has recorded it, as Kafka's: a
+		// client that kept an empty id would name it in ApiVersions v5
+		// and be told to rebootstrap once the id is set (KIP-1242).
+		resp.ClusterID = kmsg.StringPtr(st.ClusterID)
+	}
 	resp.ControllerID = b.controllerID(st)
 	resp.AuthorizedOperations = authorizedOpsUnknown
 	if req.IncludeClusterAuthorizedOperations {
