@@ -185,11 +185,18 @@ type txnMeta struct {
 	producerID int64
 	epoch      int16
 	lastEpoch  int16 // the epoch before the last bump (-1): an InitProducerId retry
-	timeoutMs  int32
-	state      kmsg.TransactionState
-	parts      []TopicPartition
-	startMs    int64 // -1 when no transaction is open
-	updateMs   int64
+	// prevProducerID is the id this one replaced when the producer's own
+	// KIP-360 InitProducerId found its epoch exhausted; lastEpoch is then
+	// the epoch it had at that id, and a retry of that request (its answer
+	// lost) gets the new id, as Kafka's (TransactionMetadata's
+	// prevProducerId and lastProducerEpoch). -1: none. Not logged, as
+	// lastEpoch: after a takeover such a retry is refused.
+	prevProducerID int64
+	timeoutMs      int32
+	state          kmsg.TransactionState
+	parts          []TopicPartition
+	startMs        int64 // -1 when no transaction is open
+	updateMs       int64
 
 	// endBumped: the last epoch bump was an EndTxn's (transaction.version
 	// 2), so an EndTxn of the same kind at lastEpoch is a retry whose
@@ -609,6 +616,7 @@ func (c *Coordinator) sendMarkers(p *partition, t *txnMeta) {
 			// The epoch was exhausted: the producer goes on with the
 			// id it was handed at EndTxn (transaction.version 2).
 			next.producerID, next.epoch, next.lastEpoch, next.nextProducerID = t.nextProducerID, 0, -1, 0
+			next.prevProducerID = -1
 		}
 		c.write(p, t, next, func(err error) {
 			if err != nil {
@@ -663,6 +671,7 @@ func (c *Coordinator) checkTimeouts() {
 func (c *Coordinator) fenceAbort(p *partition, t *txnMeta, done func(error)) {
 	next := *t
 	next.lastEpoch = -1 // the fenced epoch is no retry (Kafka's prepareFenceProducerEpoch)
+	next.prevProducerID = -1
 	next.epoch = bumpEpoch(t.epoch)
 	next.endBumped = false
 	next.state = kmsg.TransactionStatePrepareAbort

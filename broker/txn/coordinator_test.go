@@ -961,3 +961,49 @@ func TestFenceAtLargestEpoch(t *testing.T) {
 		t.Fatalf("InitProducerId after the largest epoch: %+v", n)
 	}
 }
+
+// TestInitProducerIDRotationRetry: a producer's own InitProducerId (KIP-360:
+// its id and epoch) at the last epoch gets a new producer id at epoch 0; a
+// retry of that request (its answer lost) gets the same new id again, as
+// Kafka's coordinator answers it (prevProducerId, lastProducerEpoch),
+// instead of INVALID_PRODUCER_ID_MAPPING, which is fatal to the producer.
+// The old id at another exhausted epoch is fenced, at any other epoch
+// unknown; once the new id begins a transaction, or another instance takes
+// over, the old request is no retry any more.
+func TestInitProducerIDRotationRetry(t *testing.T) {
+	e := newEnv(t)
+	e.c.Close()
+	log := &memLog{}
+	last := int16(math.MaxInt16 - 1)
+	log.Append(ctx, []Record{{Key: encodeKey("o"), Value: encodeValue(&txnMeta{id: "o", producerID: 77, epoch: last,
+		timeoutMs: 60000, state: kmsg.TransactionStateCompleteAbort, startMs: -1})}})
+	e.log = log
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, Logger: quiet, MarkerRetry: time.Millisecond})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+
+	rotated := e.init("o", 77, last)
+	if rotated.ErrorCode != 0 || rotated.ProducerID == 77 || rotated.Epoch != 0 {
+		t.Fatalf("InitProducerId at the last epoch: %+v, want a new id at epoch 0", rotated)
+	}
+	if again := e.init("o", 77, last); again != rotated {
+		t.Fatalf("its retry: %+v, want %+v", again, rotated)
+	}
+	wantCode(t, e.init("o", 77, math.MaxInt16).ErrorCode, kerr.ProducerFenced)
+	wantCode(t, e.init("o", 77, 5).ErrorCode, kerr.InvalidProducerIDMapping)
+	wantCode(t, e.init("o", 78, last).ErrorCode, kerr.InvalidProducerIDMapping)
+
+	// The new id goes on; a retry of the rotation is then fenced.
+	wantCode(t, e.add("o", rotated, TopicPartition{"t", 0}), nil)
+	wantCode(t, e.init("o", 77, last).ErrorCode, kerr.ProducerFenced)
+	if _, err := e.c.EndTxn(ctx, "o", rotated.ProducerID, rotated.Epoch, false, false); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(e.c, "o", kmsg.TransactionStateCompleteAbort)
+	// Another instance (no id): a bump of the new id; the old id is unknown.
+	other := e.init("o", -1, -1)
+	if other.ErrorCode != 0 || other.ProducerID != rotated.ProducerID || other.Epoch != 1 {
+		t.Fatalf("a new instance: %+v, want producer %d epoch 1", other, rotated.ProducerID)
+	}
+	wantCode(t, e.init("o", 77, last).ErrorCode, kerr.InvalidProducerIDMapping)
+}

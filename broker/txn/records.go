@@ -77,7 +77,7 @@ func decodeRecord(key, value []byte) (id string, meta *txnMeta, err error) {
 		return "", nil, fmt.Errorf("%w: value of %q", errBadRecord, k.TransactionalID)
 	}
 	t := &txnMeta{
-		id: k.TransactionalID, producerID: v.ProducerID, epoch: v.ProducerEpoch, lastEpoch: -1,
+		id: k.TransactionalID, producerID: v.ProducerID, epoch: v.ProducerEpoch, lastEpoch: -1, prevProducerID: -1,
 		timeoutMs: v.TimeoutMillis, state: v.State, startMs: v.StartTimestamp, updateMs: v.LastUpdateTimestamp,
 	}
 	if v.Version >= 1 {

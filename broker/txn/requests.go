@@ -73,9 +73,9 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 		return
 	}
 	if t == nil {
-		t = &txnMeta{id: id, producerID: -1, epoch: -1, lastEpoch: -1, state: kmsg.TransactionStateEmpty, startMs: -1}
+		t = &txnMeta{id: id, producerID: -1, epoch: -1, lastEpoch: -1, prevProducerID: -1, state: kmsg.TransactionStateEmpty, startMs: -1}
 		p.txns[id] = t
-		c.newProducerID(p, t, timeoutMs, reply)
+		c.newProducerID(p, t, timeoutMs, false, reply)
 		return
 	}
 	if t.pending {
@@ -83,11 +83,25 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 		return
 	}
 	if producerID >= 0 {
+		rotated := t.prevProducerID >= 0
 		switch {
+		case rotated && producerID == t.prevProducerID:
+			// The id this one replaced (Kafka's isValidProducerId: a
+			// previous id is valid with an exhausted epoch).
+			switch {
+			case epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
+				// A retry of the rotation whose answer was lost.
+				reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
+			case epoch >= math.MaxInt16-1:
+				fail(kerr.ProducerFenced.Code)
+			default:
+				fail(kerr.InvalidProducerIDMapping.Code)
+			}
+			return
 		case producerID != t.producerID:
 			fail(kerr.InvalidProducerIDMapping.Code)
 			return
-		case epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
+		case !rotated && epoch == t.lastEpoch && t.state != kmsg.TransactionStateOngoing:
 			// A retry whose answer was lost: the bump happened.
 			reply(InitResult{ProducerID: t.producerID, Epoch: t.epoch})
 			return
@@ -111,7 +125,9 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 		})
 	default:
 		if t.epoch >= math.MaxInt16-1 {
-			c.newProducerID(p, t, timeoutMs, reply)
+			// The producer's own request (its id and epoch) may be
+			// retried at the id and epoch it had.
+			c.newProducerID(p, t, timeoutMs, producerID >= 0, reply)
 			return
 		}
 		next := *t
@@ -121,7 +137,7 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 		// no expected epoch sets the last epoch to -1): otherwise the
 		// fenced instance's KIP-360 InitProducerId would be answered with
 		// the new instance's epoch.
-		next.lastEpoch = -1
+		next.lastEpoch, next.prevProducerID = -1, -1
 		if producerID >= 0 {
 			next.lastEpoch = t.epoch
 		}
@@ -143,8 +159,9 @@ func (c *Coordinator) initProducerID(id string, timeoutMs int32, producerID int6
 }
 
 // newProducerID gives t a fresh producer id at epoch 0 (a new id, or an
-// epoch about to overflow).
-func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, reply func(InitResult)) {
+// epoch about to overflow). retryable: the producer asked for it with its
+// id and epoch (KIP-360), so a retry of that request gets the new id.
+func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, retryable bool, reply func(InitResult)) {
 	t.pending = true
 	var pid int64
 	c.goAsync(p, "txn-producer-id", func(ctx context.Context) error {
@@ -162,7 +179,10 @@ func (c *Coordinator) newProducerID(p *partition, t *txnMeta, timeoutMs int32, r
 			return
 		}
 		next := *t
-		next.producerID, next.epoch, next.lastEpoch = pid, 0, -1
+		next.producerID, next.epoch, next.lastEpoch, next.prevProducerID = pid, 0, -1, -1
+		if retryable && t.producerID >= 0 {
+			next.lastEpoch, next.prevProducerID = t.epoch, t.producerID
+		}
 		next.endBumped, next.nextProducerID = false, 0
 		next.timeoutMs = timeoutMs
 		next.state = kmsg.TransactionStateEmpty
@@ -381,7 +401,7 @@ func (c *Coordinator) endTxnBump(p *partition, t *txnMeta, commit bool, reply fu
 	}
 	prepare := func(nextPID int64) {
 		next := *t
-		next.lastEpoch = t.epoch
+		next.lastEpoch, next.prevProducerID = t.epoch, -1
 		next.epoch = bumpEpoch(t.epoch)
 		next.endBumped = true
 		next.nextProducerID = nextPID
