@@ -2,6 +2,7 @@ package broker
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"reflect"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -294,17 +296,23 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 	s = &slot{hdr: hdr, done: make(chan struct{})}
 	if sc := c.info.sasl; sc != nil && !sc.done.Load() && !saslPreAuthAPI(hdr.key) {
 		// As Kafka: anything but the SASL exchange before it has
-		// succeeded closes the connection.
+		// succeeded closes the connection; once the handshake has
+		// chosen a mechanism, after the request's own answer with
+		// ILLEGAL_SASL_STATE (illegalSASLState).
 		c.log.Info("closing connection: request before SASL authentication", "api", kmsg.NameForKey(hdr.key))
+		if sc.handshaken() && c.illegalSASLState(s, frame) {
+			return s, nil, true
+		}
 		return nil, nil, false
 	} else if sc != nil && hdr.key != 17 && hdr.key != 36 && sc.reauth.Load() {
 		// As Kafka's SaslServerAuthenticator: after a
 		// re-authentication's handshake only its SaslAuthenticate may
-		// come; anything else is an illegal SASL state, which closes
-		// (Kafka answers the request with ILLEGAL_SASL_STATE first,
-		// as the SaslHandshake handler does here; other APIs close
-		// unanswered).
+		// come; anything else is an illegal SASL state, answered so
+		// and then closed (illegalSASLState).
 		c.log.Info("closing connection: request during SASL re-authentication", "api", kmsg.NameForKey(hdr.key), "principal", c.info.Principal)
+		if c.illegalSASLState(s, frame) {
+			return s, nil, true
+		}
 		return nil, nil, false
 	} else if sc != nil && hdr.key != 17 && hdr.key != 36 && sc.sessionExpired(time.Now()) {
 		// KIP-368: the session ended and the client did not log in
@@ -482,6 +490,48 @@ func (c *conn) writeReply(w *bufio.Writer, buf []byte, s *slot) ([]byte, int64, 
 
 // decodeBody decodes the rest of the header and the body of a request
 // whose key and version were checked against the registry.
+// illegalSASLState answers a request that came where only SaslAuthenticate
+// may (after a SASL handshake) as Kafka's SaslServerAuthenticator does:
+// the request's error response with ILLEGAL_SASL_STATE, then the connection
+// closes. Kafka's error responses set every item's code; here the code goes
+// into the response's top-level ErrorCode, so a request whose response has
+// none (of a version that has none), or that does not decode, is closed
+// unanswered. It reports whether s now holds that answer.
+func (c *conn) illegalSASLState(s *slot, frame []byte) bool {
+	e := apis[s.hdr.key]
+	if e == nil || e.handler == nil || s.hdr.version < e.min || s.hdr.version > e.max {
+		return false
+	}
+	req, err := decodeBody(&s.hdr, frame)
+	if err != nil {
+		return false
+	}
+	resp := req.ResponseKind()
+	resp.SetVersion(s.hdr.version)
+	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+	if !f.IsValid() || f.Kind() != reflect.Int16 || !versionHasErrorCode(resp) {
+		return false
+	}
+	f.SetInt(int64(kerr.IllegalSaslState.Code))
+	s.flexible = req.IsFlexible()
+	s.reply = &Reply{Msg: resp, Close: true}
+	close(s.done)
+	return true
+}
+
+// versionHasErrorCode reports whether resp, at its version, writes its
+// top-level ErrorCode: the encoding with a code of 1 differs from the one
+// with 0.
+func versionHasErrorCode(resp kmsg.Response) bool {
+	f := reflect.ValueOf(resp).Elem().FieldByName("ErrorCode")
+	old := f.Int()
+	defer f.SetInt(old)
+	f.SetInt(0)
+	a := resp.AppendTo(nil)
+	f.SetInt(1)
+	return !bytes.Equal(a, resp.AppendTo(nil))
+}
+
 func decodeBody(h *reqHeader, frame []byte) (kmsg.Request, error) {
 	req := kmsg.RequestForKey(h.key)
 	if req == nil || h.version < 0 || h.version > req.MaxVersion() {

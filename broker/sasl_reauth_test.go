@@ -478,8 +478,11 @@ func TestSASLLoginLiftsHandshakeDeadline(t *testing.T) {
 
 // TestSASLRequestDuringReauthentication: after a re-authentication's
 // SaslHandshake, a request other than its SaslAuthenticate closes the
-// connection (Kafka's authenticator: illegal SASL state); the same
-// sequence with the SaslAuthenticate first goes on.
+// connection (Kafka's authenticator: illegal SASL state), after its answer
+// with ILLEGAL_SASL_STATE where the response has a top-level error code
+// (illegalSASLState); the same sequence with the SaslAuthenticate first goes
+// on. The same holds between a first login's handshake and its
+// SaslAuthenticate.
 func TestSASLRequestDuringReauthentication(t *testing.T) {
 	b := startBroker(t, "", func(c *Config) {
 		c.Listeners = []Listener{
@@ -508,5 +511,50 @@ func TestSASLRequestDuringReauthentication(t *testing.T) {
 		} else if !connClosed(nc, kmsg.NewPtrMetadataRequest(), 4) {
 			t.Fatal("a Metadata request between the re-authentication's handshake and its SaslAuthenticate was answered")
 		}
+	}
+	answeredThenClosed := func(nc net.Conn, what string) {
+		t.Helper()
+		dc := kmsg.NewPtrDescribeClusterRequest()
+		dc.Version = 1
+		resp, err := roundTrip(nc, dc, 9, 10*time.Second)
+		if err != nil {
+			t.Fatalf("%s: DescribeCluster not answered: %v", what, err)
+		}
+		if code := resp.(*kmsg.DescribeClusterResponse).ErrorCode; code != kerr.IllegalSaslState.Code {
+			t.Fatalf("%s: DescribeCluster answered %v, want ILLEGAL_SASL_STATE", what, kerr.ErrorForCode(code))
+		}
+		if !connClosed(nc, kmsg.NewPtrApiVersionsRequest(), 10) {
+			t.Fatalf("%s: the connection stayed open after ILLEGAL_SASL_STATE", what)
+		}
+	}
+	// A re-authentication's handshake, then a request with a top-level
+	// error code.
+	nc := dialAsAlice(t, b)
+	hs := kmsg.NewPtrSASLHandshakeRequest()
+	hs.Version, hs.Mechanism = 1, MechanismPlain
+	if hr := rawRequest(t, nc, hs, 3).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("re-authentication handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
+	}
+	answeredThenClosed(nc, "during a re-authentication")
+	// A first login's handshake, then the same.
+	nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
+		t.Fatalf("handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
+	}
+	answeredThenClosed(nc, "before the first SaslAuthenticate")
+	// Before any handshake: closed unanswered, as Kafka.
+	nc2, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc2.Close()
+	dc := kmsg.NewPtrDescribeClusterRequest()
+	dc.Version = 1
+	if !connClosed(nc2, dc, 1) {
+		t.Fatal("a DescribeCluster before any SASL handshake was answered")
 	}
 }

@@ -146,6 +146,14 @@ type saslConn struct {
 	loggedIn func()
 }
 
+// handshaken reports whether a SaslHandshake has chosen the mechanism of a
+// SASL exchange with SaslAuthenticate requests (not raw tokens).
+func (sc *saslConn) handshaken() bool {
+	sc.mu.Lock()
+	defer sc.mu.Unlock()
+	return sc.mechanism != "" && !sc.raw.Load()
+}
+
 // sessionExpired reports whether the connection's SASL session has ended:
 // only SaslHandshake and SaslAuthenticate may come then.
 func (sc *saslConn) sessionExpired(now time.Time) bool {
