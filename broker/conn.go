@@ -336,9 +336,8 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 		// ApiVersions newer than we know: the v0-shaped answer with
 		// UNSUPPORTED_VERSION and, as Kafka's (KIP-511), only our
 		// ApiVersions range, so the client retries at the version it
-		// names. (All our ranges were answered before; franz-go then
-		// took them as the answer, without the v3+ fields: no finalized
-		// features, so it never saw transaction.version.)
+		// names (franz-go takes a list of every range as the answer
+		// itself, without the v3+ fields: no finalized features).
 		resp := kmsg.NewPtrApiVersionsResponse()
 		resp.Version = 0
 		resp.ErrorCode = kerr.UnsupportedVersion.Code
@@ -488,8 +487,6 @@ func (c *conn) writeReply(w *bufio.Writer, buf []byte, s *slot) ([]byte, int64, 
 	return c.writeZeroCopy(w, buf, r, flexible)
 }
 
-// decodeBody decodes the rest of the header and the body of a request
-// whose key and version were checked against the registry.
 // illegalSASLState answers a request that came where only SaslAuthenticate
 // may (after a SASL handshake) as Kafka's SaslServerAuthenticator does:
 // the request's error response with ILLEGAL_SASL_STATE, then the connection
@@ -532,6 +529,8 @@ func versionHasErrorCode(resp kmsg.Response) bool {
 	return !bytes.Equal(a, resp.AppendTo(nil))
 }
 
+// decodeBody decodes the rest of the header and the body of a request
+// whose key and version were checked against the registry.
 func decodeBody(h *reqHeader, frame []byte) (kmsg.Request, error) {
 	req := kmsg.RequestForKey(h.key)
 	if req == nil || h.version < 0 || h.version > req.MaxVersion() {

@@ -788,7 +788,7 @@ func (n *Node) wait(ctx context.Context, f raft.Future) error {
 	return n.waitThen(ctx, f, nil)
 }
 
-// waitThen is wait, and then, when set, calls after once f's outcome is
+// waitThen is wait, and then, when set, calls then once f's outcome is
 // known, also when wait returned before (its context ended).
 func (n *Node) waitThen(ctx context.Context, f raft.Future, then func()) error {
 	done := make(chan error, 1)
