@@ -1,34 +1,14 @@
 package broker
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
-
-// syncBuffer is a bytes.Buffer safe for the broker's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestBrokerLoggers: the BROKER_LOGGER config resource (Kafka's broker
 // loggers, kafka-configs.sh --entity-type broker-loggers) shows the root
@@ -38,7 +18,7 @@ func (s *syncBuffer) String() string {
 // of root, APPEND, SUBTRACT, another broker's id, an empty name and the
 // legacy AlterConfigs are INVALID_REQUEST, as in Kafka.
 func TestBrokerLoggers(t *testing.T) {
-	var out syncBuffer
+	var out logLines
 	level := new(slog.LevelVar)
 	b := startBroker(t, "", func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: level}))
@@ -171,7 +151,6 @@ func TestBrokerLoggers(t *testing.T) {
 	if err := cl2.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Log(out.String())
 	if !strings.Contains(out.String(), "level=DEBUG") {
 		t.Fatalf("no debug line after the root logger was set to DEBUG:\n%s", out.String())
 	}
@@ -186,7 +165,7 @@ func TestBrokerLoggers(t *testing.T) {
 // shows the finest level its logger takes and refuses a change.
 func TestBrokerLoggersFixedLevel(t *testing.T) {
 	b := startBroker(t, "", func(c *Config) {
-		c.Logger = slog.New(slog.NewTextHandler(&syncBuffer{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		c.Logger = slog.New(slog.NewTextHandler(&logLines{}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	cl := newClient(t, b)
 	req := kmsg.NewPtrDescribeConfigsRequest()

@@ -111,7 +111,7 @@ func roundTripAs(nc net.Conn, clientID string, req kmsg.Request, corr int32, tim
 }
 
 func TestApiVersions(t *testing.T) {
-	var out syncBuffer
+	var out logLines
 	b := startBroker(t, "", func(c *Config) {
 		c.Logger = slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})

@@ -181,6 +181,13 @@ func (l *logLines) Write(p []byte) (int, error) {
 	return l.buf.Write(p)
 }
 
+// String returns the whole log.
+func (l *logLines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
 // with returns the lines that contain every one of parts.
 func (l *logLines) with(parts ...string) []string {
 	l.mu.Lock()

@@ -536,25 +536,25 @@ func TestSASLRequestDuringReauthentication(t *testing.T) {
 		t.Fatalf("re-authentication handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
 	}
 	answeredThenClosed(nc, "during a re-authentication")
-	// A first login's handshake, then the same.
-	nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
-	if err != nil {
-		t.Fatal(err)
+	dial := func() net.Conn {
+		t.Helper()
+		nc, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		return nc
 	}
-	defer nc.Close()
+	// A first login's handshake, then the same.
+	nc = dial()
 	if hr := rawRequest(t, nc, hs, 1).(*kmsg.SASLHandshakeResponse); hr.ErrorCode != 0 {
 		t.Fatalf("handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
 	}
 	answeredThenClosed(nc, "before the first SaslAuthenticate")
 	// Before any handshake: closed unanswered, as Kafka.
-	nc2, err := net.Dial("tcp", b.listenerAddr("SASL_PLAINTEXT"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc2.Close()
 	dc := kmsg.NewPtrDescribeClusterRequest()
 	dc.Version = 1
-	if !connClosed(nc2, dc, 1) {
+	if !connClosed(dial(), dc, 1) {
 		t.Fatal("a DescribeCluster before any SASL handshake was answered")
 	}
 }
