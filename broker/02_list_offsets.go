@@ -7,19 +7,27 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets: v1-10
+// ListOffsets: v1-11
 //
 // Timestamps: -1 latest (the high watermark; the last stable offset for
 // read_committed), -2 earliest (log start),
 // -3 (v7+) the record with the largest timestamp, -4 (v8+) earliest local
-// (the same as -2 until tiering), anything else: the first offset whose
-// timestamp is at or after it, or -1 when none is. v4+ reports the leader
+// (the same as -2 until tiering), -5 (v9+) the last offset in the bucket,
+// -6 (v11+, KIP-1023) the earliest offset not yet in the bucket, anything
+// else: the first offset whose timestamp is at or after it, or -1 when
+// none is. A negative timestamp that is none of these, or one sent below
+// the version that brought it, is UNSUPPORTED_VERSION for its partition, as
+// Kafka's (timestampMinSupportedVersion). v4+ reports the leader
 // epoch and fences with the current leader epoch; v10 adds a timeout that a
 // single-replica leader never needs. Offsets at or below the high watermark
 // (latest, max timestamp, by time) of a partition whose ISR is the leader
 // alone wait for its pending fsync first (awaitLoneWrites).
 
-func init() { regKey(2, 1, 10).handler = handleListOffsets }
+func init() { regKey(2, 1, 11).handler = handleListOffsets }
+
+// sentinelMinVersion is the first ListOffsets version of each negative
+// timestamp (Kafka's ListOffsetsRequest.timestampMinSupportedVersion).
+var sentinelMinVersion = map[int64]int16{-1: 0, -2: 0, -3: 7, -4: 8, -5: 9, -6: 11}
 
 func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
@@ -40,6 +48,9 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 					err = kerr.UnknownLeaderEpoch
 				}
 			}
+			if first, ok := sentinelMinVersion[pt.Timestamp]; err == nil && pt.Timestamp < 0 && (!ok || r.Version < first) {
+				err = kerr.UnsupportedVersion
+			}
 			if err == nil {
 				if pt.Timestamp == -1 || pt.Timestamp == -3 || pt.Timestamp >= 0 {
 					b.awaitLoneWrites(ctx, p) // read your acks=1 writes (replication.go)
@@ -58,13 +69,11 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 					rp.Offset = l.LogStartOffset()
 				case -5:
 					rp.Offset, err = b.latestTieredOffset(ctx, p)
+				case -6:
+					rp.Offset, err = b.earliestPendingUploadOffset(ctx, st, p)
 				case -3:
 					rp.Offset, rp.Timestamp, err = p.maxTimestampOffset()
 				default:
-					if pt.Timestamp < 0 {
-						err = kerr.InvalidRequest
-						break
-					}
 					var off, ts int64
 					if off, ts, err = b.offsetForTime(ctx, p, pt.Timestamp); off >= 0 {
 						rp.Offset, rp.Timestamp = off, ts

@@ -351,6 +351,43 @@ func TestListOffsetsByTime(t *testing.T) {
 	if p := resp.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.Offset != 19 || p.Timestamp != base.Add(19*time.Second).UnixMilli() {
 		t.Fatalf("max timestamp: %+v", p)
 	}
+
+	// The other sentinels, each from the version that brought it (Kafka's
+	// timestampMinSupportedVersion: UNSUPPORTED_VERSION below it, and for
+	// a negative timestamp that is none of them). Without remote storage
+	// -4 is the log start, and -5 and -6 (KIP-1023) are -1.
+	nc, err := net.Dial("tcp", b.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i, c := range []struct {
+		ts      int64
+		version int16
+		code    int16
+		offset  int64
+	}{
+		{-4, 8, 0, 0}, {-4, 7, kerr.UnsupportedVersion.Code, -1},
+		{-5, 9, 0, -1}, {-5, 8, kerr.UnsupportedVersion.Code, -1},
+		{-6, 11, 0, -1}, {-6, 10, kerr.UnsupportedVersion.Code, -1},
+		{-3, 6, kerr.UnsupportedVersion.Code, -1},
+		{-7, 11, kerr.UnsupportedVersion.Code, -1},
+		{-1, 1, 0, 20},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = c.version
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "times"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = c.ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		p := rawRequest(t, nc, req, int32(i)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != c.code || p.Offset != c.offset {
+			t.Errorf("timestamp %d at v%d: %v offset %d, want %v offset %d", c.ts, c.version,
+				kerr.ErrorForCode(p.ErrorCode), p.Offset, kerr.ErrorForCode(c.code), c.offset)
+		}
+	}
 }
 
 func TestAdminTopics(t *testing.T) {

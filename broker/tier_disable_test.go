@@ -51,6 +51,13 @@ func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
 	cl := smallBatchClient(t, b)
 	produced := produceAll(t, cl, makeRecords(topic, 3000, "before"))[0]
 	waitTiered(t, "the oldest segments only in the bucket", func() bool { return listOffset(t, b, topic, -4) > 500 })
+	// KIP-1023's earliest pending upload (-6): the offset after the last
+	// tiered one, once uploads have caught up.
+	pendingAfterTiered := func() bool {
+		last := listOffset(t, b, topic, -5)
+		return last >= 0 && listOffset(t, b, topic, -6) == last+1 && listOffset(t, b, topic, -5) == last
+	}
+	waitTiered(t, "the earliest pending upload after the last tiered offset", pendingAfterTiered)
 	if earliest := listOffset(t, b, topic, -2); earliest != 0 {
 		t.Fatalf("earliest %d before the disable, want 0", earliest)
 	}
@@ -66,6 +73,9 @@ func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
 	local := listOffset(t, b, topic, -4)
 	if earliest := listOffset(t, b, topic, -2); earliest != local || local <= 0 || local >= int64(len(produced)) {
 		t.Fatalf("earliest %d, earliest local %d, %d produced", earliest, local, len(produced))
+	}
+	if pending := listOffset(t, b, topic, -6); pending != -1 {
+		t.Fatalf("earliest pending upload %d with remote storage off, want -1 (as Kafka)", pending)
 	}
 	if rp := fetchAt(t, b, topic, 0); rp.ErrorCode != kerr.OffsetOutOfRange.Code || rp.LogStartOffset != local {
 		t.Fatalf("fetch at 0 after the deletion: %v, log start %d (want OFFSET_OUT_OF_RANGE, %d)", kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset, local)
@@ -98,6 +108,7 @@ func TestRemoteStorageDisableDeletesRemoteLog(t *testing.T) {
 	if earliest := listOffset(t, b, topic, -2); earliest != local {
 		t.Fatalf("earliest %d after re-enabling, want %d", earliest, local)
 	}
+	waitTiered(t, "the earliest pending upload after the last tiered offset, re-enabled", pendingAfterTiered)
 	all := append(append([]*kgo.Record(nil), produced[local:]...), more...)
 	if got := consumeN(t, b, topic, len(all))[0]; digest(got) != digest(all) {
 		t.Fatalf("consumed %d records from %d after re-enabling: another digest", len(got), got[0].Offset)

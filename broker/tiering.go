@@ -363,6 +363,37 @@ func (b *Broker) latestTieredOffset(ctx context.Context, p *partition) (int64, e
 	return -1, nil
 }
 
+// earliestPendingUploadOffset answers ListOffsets -6 (KIP-1023), as Kafka's
+// UnifiedLog: for a topic with remote storage on, the first offset not yet
+// in the bucket (the last tiered offset + 1, at least the log start); with
+// nothing in the bucket, the log start while the local log still starts
+// there, else -1 (this replica does not know the uploaded segments yet);
+// -1 for a topic without remote storage.
+func (b *Broker) earliestPendingUploadOffset(ctx context.Context, st *metadata.State, p *partition) (int64, error) {
+	t, ok := st.Topic(p.topic)
+	if !ok {
+		return -1, nil
+	}
+	if on, _ := b.topicConfigValue(t.Configs, "remote.storage.enable"); !strings.EqualFold(on, "true") || b.tier() == nil {
+		return -1, nil
+	}
+	last, err := b.latestTieredOffset(ctx, p)
+	if err != nil {
+		return -1, err
+	}
+	start, err := b.logStartOffset(ctx, p)
+	if err != nil {
+		return -1, err
+	}
+	if last < 0 {
+		if p.log.LogStartOffset() == start {
+			return start, nil
+		}
+		return -1, nil
+	}
+	return max(last+1, start), nil
+}
+
 // remoteOffsetForTimestamp answers ListOffsets by timestamp from the bucket
 // first (older data); -1 when the bucket has no such record.
 func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts int64) (int64, int64, error) {
