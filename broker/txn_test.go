@@ -353,6 +353,28 @@ func TestTxnTimeoutAborts(t *testing.T) {
 	if _, ok := ls["stalls"]; !ok || len(ls) != 1 {
 		t.Fatalf("list: %+v", ls)
 	}
+	// v2's pattern (KIP-1152) must match the whole id; a pattern that
+	// does not compile is INVALID_REGULAR_EXPRESSION.
+	for _, c := range []struct {
+		pattern string
+		code    int16
+		ids     int
+	}{
+		{"st.*s", 0, 1}, {"stall", 0, 0}, {"", 0, 1}, {"(st", kerr.InvalidRegularExpression.Code, 0},
+	} {
+		req := kmsg.NewPtrListTransactionsRequest()
+		req.Version = 2
+		req.StateFilters = []string{"CompleteAbort"}
+		req.TransactionalIDPattern = kmsg.StringPtr(c.pattern)
+		resp, err := req.RequestWith(ctx, newClient(t, b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.ErrorCode != c.code || len(resp.TransactionStates) != c.ids {
+			t.Errorf("pattern %q: %v with %d transactions, want %v with %d", c.pattern,
+				kerr.ErrorForCode(resp.ErrorCode), len(resp.TransactionStates), kerr.ErrorForCode(c.code), c.ids)
+		}
+	}
 }
 
 // TestTxnConsumeTransformProduce copies a topic with two GroupTransactSession
