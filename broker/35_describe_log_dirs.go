@@ -11,13 +11,15 @@ import (
 	"github.com/sediment-io/sediment/metadata"
 )
 
-// DescribeLogDirs: v0-4
+// DescribeLogDirs: v0-5
 //
 // One log directory (<data>/logs) with the size of every partition replica
 // this broker holds, led or followed (all of them when topics is null). v2+ flexible, v3+
-// top-level error code, v4+ total and usable bytes of the file system.
+// top-level error code, v4+ total and usable bytes of the file system, v5+
+// whether the directory is cordoned (KIP-1066): never, Sediment has one
+// log directory and no cordoning.
 
-func init() { regKey(35, 0, 4).handler = handleDescribeLogDirs }
+func init() { regKey(35, 0, 5).handler = handleDescribeLogDirs }
 
 func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.DescribeLogDirsRequest)
