@@ -218,10 +218,7 @@ func newClusterLogLevelCmd(opts *clientOptions) *cobra.Command {
 						return fmt.Errorf("IncrementalAlterConfigs to broker %d: %w", id, err)
 					}
 					r := resp.(*kmsg.IncrementalAlterConfigsResponse)
-					if len(r.Resources) != 1 {
-						return fmt.Errorf("IncrementalAlterConfigs: %d resources in the answer, want 1", len(r.Resources))
-					}
-					if err := responseError(r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage); err != nil {
+					if err := oneResource(req, len(r.Resources), func() (int16, *string) { return r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage }); err != nil {
 						return err
 					}
 				}
@@ -234,10 +231,7 @@ func newClusterLogLevelCmd(opts *clientOptions) *cobra.Command {
 					return fmt.Errorf("DescribeConfigs to broker %d: %w", id, err)
 				}
 				r := resp.(*kmsg.DescribeConfigsResponse)
-				if len(r.Resources) != 1 {
-					return fmt.Errorf("DescribeConfigs: %d resources in the answer, want 1", len(r.Resources))
-				}
-				if err := responseError(r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage); err != nil {
+				if err := oneResource(req, len(r.Resources), func() (int16, *string) { return r.Resources[0].ErrorCode, r.Resources[0].ErrorMessage }); err != nil {
 					return err
 				}
 				for _, c := range r.Resources[0].Configs {
@@ -257,4 +251,14 @@ func newClusterLogLevelCmd(opts *clientOptions) *cobra.Command {
 	cmd.Flags().Int32Var(&id, "broker", -1, "the broker's id")
 	cmd.Flags().BoolVar(&validate, "validate-only", false, "check the level without applying it")
 	return cmd
+}
+
+// oneResource checks the answer to a request about one config resource: n
+// resources in it, and the first one's error code and message (read only
+// when there is one).
+func oneResource(req kmsg.Request, n int, first func() (int16, *string)) error {
+	if n != 1 {
+		return fmt.Errorf("%s: %d resources in the answer, want 1", kmsg.NameForKey(req.Key()), n)
+	}
+	return responseError(first())
 }
