@@ -24,7 +24,12 @@ import (
 // have one Raft address). The directory id is not used: hashicorp/raft has no
 // notion of it. A cluster id that is not ours is INCONSISTENT_CLUSTER_ID; a
 // voter already in the quorum at that address is DUPLICATE_VOTER (at another
-// address: the address is updated, as hashicorp/raft's AddVoter does).
+// address: the address is updated, as hashicorp/raft's AddVoter does). The
+// Raft leader first asks the node at the address who it is: nobody answering
+// is REQUEST_TIMED_OUT (Kafka's answer for a new voter that is not fetching),
+// another node id or cluster INVALID_REQUEST, and the quorum is unchanged
+// (metadata.Node.checkNewVoter: a voter that never answers would stall a
+// quorum of one or two for good).
 
 func init() { regKey(80, 0, 1).handler = handleAddRaftVoter }
 

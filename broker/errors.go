@@ -53,6 +53,7 @@ var errorTable = []struct {
 	{metadata.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
 	{metadata.ErrNotLeader, kerr.NotController},
 	{metadata.ErrNoQuorum, kerr.RequestTimedOut},
+	{metadata.ErrVoterUnreachable, kerr.RequestTimedOut},
 	{metadata.ErrClosed, kerr.NotController},
 	// broker
 	{errUnknownTopicOrPartition, kerr.UnknownTopicOrPartition},

@@ -18,7 +18,9 @@ import (
 // in --voters joins (it bootstraps nothing and waits), `voters add` makes it a
 // voter, it registers and learns the metadata (a topic created afterwards);
 // DescribeQuorum on every broker then lists four voters. Adding it again is
-// DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND; `voters remove`
+// DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND, adding an
+// address nobody answers at REQUEST_TIMED_OUT and a node under another id
+// INVALID_REQUEST (the quorum unchanged); `voters remove`
 // takes it out again and the quorum is back to three.
 func TestClusterVoters(t *testing.T) {
 	t.Parallel() // see TestMain
@@ -111,6 +113,20 @@ func TestClusterVoters(t *testing.T) {
 	}
 	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "remove", "9"); r.Err == nil || !strings.Contains(r.Stderr, "VOTER_NOT_FOUND") {
 		t.Errorf("removing voter 9: err %v, stderr %s", r.Err, r.Stderr)
+	}
+	// A voter nobody answers for (a typo), through every broker (followers
+	// forward to the leader), and a running node under another id: refused
+	// before the quorum changes, which stays at four.
+	for _, b := range c.Brokers {
+		if r := b.sedimentMayFail(t, "", "cluster", "voters", "add", "5", "127.0.0.1:1"); r.Err == nil || !strings.Contains(r.Stderr, "REQUEST_TIMED_OUT") {
+			t.Errorf("adding an unreachable voter through broker %d: err %v, stderr %s", b.NodeID, r.Err, r.Stderr)
+		}
+	}
+	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "add", "5", b4.RaftAddr); r.Err == nil || !strings.Contains(r.Stderr, "INVALID_REQUEST") {
+		t.Errorf("adding broker 4 as voter 5: err %v, stderr %s", r.Err, r.Stderr)
+	}
+	if vs := parseVoterList(list(c.Broker(1))); len(vs) != 4 || vs["5"] != "" {
+		t.Errorf("voters after the refused additions: %v", vs)
 	}
 
 	// Remove it again, through the new voter itself.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -435,4 +437,52 @@ func TestQuorumReachable(t *testing.T) {
 	if c.nodes[1].QuorumReachable(time.Second) {
 		t.Fatal("node 1: quorum reachable with two voters of three stopped")
 	}
+}
+
+// TestAddVoterChecksTheNewVoter: a voter is added only if the node at its
+// address answers as that node and is not a member of another cluster.
+// Before, AddVoter appended the configuration at once: a quorum of one that
+// was given an address nobody answered at counted two voters and never
+// committed anything again, its removal included.
+func TestAddVoterChecksTheNewVoter(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	n1 := c.nodes[1]
+	ctx := testContext(t, 30*time.Second)
+
+	// Nobody listens there (a port just closed).
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	if err := n1.AddVoter(ctx, Peer{ID: 2, Addr: dead}); !errors.Is(err, ErrVoterUnreachable) {
+		t.Fatalf("add an unreachable voter: %v, want ErrVoterUnreachable", err)
+	}
+	// The quorum of one still commits.
+	mustPropose(t, n1, &AcquireLease{Kind: "k", Resource: "after-unreachable", Holder: "h", TTLMs: 1000})
+
+	// Node 3 waits to be added: asked to add it as node 2, the leader refuses.
+	cfg := fastConfig(t, 3, t.TempDir())
+	c.cfgs[3] = cfg
+	n3 := c.open(3)
+	if err := n1.AddVoter(ctx, Peer{ID: 2, Addr: n3.Addr()}); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "is node 3") {
+		t.Fatalf("add node 3 as voter 2: %v, want ErrInvalidRequest naming node 3", err)
+	}
+
+	// A voter of another cluster (a quorum of one of its own) is refused.
+	other := newCluster(t, 1, func(cfg *Config) { cfg.NodeID = 4 })
+	if err := n1.AddVoter(ctx, Peer{ID: 4, Addr: other.nodes[1].Addr()}); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "cluster") {
+		t.Fatalf("add another cluster's voter: %v, want ErrInvalidRequest", err)
+	}
+	if v, err := n1.Voters(); err != nil || len(v) != 1 {
+		t.Fatalf("voters after the refusals: %v, %v", v, err)
+	}
+
+	// Node 3 as itself joins, and the two commit together.
+	if err := n1.AddVoter(ctx, Peer{ID: 3, Addr: n3.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	mustPropose(t, n1, &AcquireLease{Kind: "k", Resource: "after-join", Holder: "h", TTLMs: 1000})
+	c.converged()
 }

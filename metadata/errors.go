@@ -33,6 +33,10 @@ var (
 	ErrCorruptCommand           = errors.New("metadata: corrupt command encoding")
 	ErrCorruptSnapshot          = errors.New("metadata: corrupt snapshot")
 	ErrFSMStopped               = errors.New("metadata: state machine stopped")
+	// ErrVoterUnreachable: AddVoter found no node answering at the new
+	// voter's address (nothing was changed). Kafka's REQUEST_TIMED_OUT, its
+	// answer for a new voter that is not fetching from the leader.
+	ErrVoterUnreachable = errors.New("metadata: new voter unreachable")
 )
 
 // Availability errors: not a rejection of the command itself.
@@ -61,7 +65,7 @@ var errorCodes = []struct {
 	{18, ErrCorruptCommand}, {19, ErrCorruptSnapshot}, {20, ErrFSMStopped},
 	{21, ErrNotLeader}, {22, ErrNoQuorum}, {23, ErrClosed},
 	{24, errNotSent}, // the leader was deposed before appending: safe to retry
-	{25, ErrNoReassignment}, {26, ErrInvalidUpdateVersion},
+	{25, ErrNoReassignment}, {26, ErrInvalidUpdateVersion}, {27, ErrVoterUnreachable},
 }
 
 func codeOf(err error) uint16 {

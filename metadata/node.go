@@ -719,6 +719,38 @@ func (n *Node) AddVoter(ctx context.Context, p Peer) error {
 	return n.changeVoters(ctx, opAddVoter, p.ID, p.Addr)
 }
 
+// checkNewVoter asks the node at addr who it is before it becomes a voter:
+// it must answer, as node id, and not as a member of another cluster.
+// hashicorp/raft counts a new voter in the quorum from the moment its
+// configuration entry is appended, so a voter that never answers (a wrong
+// address, a node not started) takes a quorum of one or two out of service
+// for good: nothing commits any more, not even its removal. Kafka adds only
+// a voter that already fetches from the leader (KIP-853) and answers
+// REQUEST_TIMED_OUT otherwise; this is the same guard for a quorum whose
+// joining nodes wait, unreplicated, to be added. A node that answers op 5
+// with an error (an older version) counts as answering.
+func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
+	timeout := 5 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
+	}
+	got, cluster, err := identify(n.mux.dial, addr, timeout)
+	switch {
+	case errors.Is(err, errNoIdentity):
+		return nil
+	case err != nil:
+		return reject(ErrVoterUnreachable, "voter %d at %s did not answer: %v", id, addr, err)
+	case got != id:
+		return reject(ErrInvalidRequest, "the node at %s is node %d, not %d", addr, got, id)
+	case cluster != "" && cluster != n.State().ClusterID:
+		return reject(ErrInvalidRequest, "the node at %s is a member of cluster %s, not %s", addr, cluster, n.State().ClusterID)
+	}
+	return nil
+}
+
 // RemoveVoter removes a voter from the cluster.
 func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
 	return n.changeVoters(ctx, opRemoveVoter, id, "")
@@ -730,7 +762,7 @@ func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string)
 	for {
 		var err error
 		if n.raft.State() == raft.Leader {
-			err = n.changeVotersLocal(op, id, addr)
+			err = n.changeVotersLocal(ctx, op, id, addr)
 		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
 			e := encoder{}
 			e.u8(op)
@@ -755,18 +787,27 @@ func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string)
 	}
 }
 
-func (n *Node) changeVotersLocal(op byte, id int32, addr string) error {
+// voterChangeWait bounds a voter change forwarded by a follower (whose
+// request carries no deadline) on the leader.
+const voterChangeWait = 15 * time.Second
+
+// changeVotersLocal makes the change on the leader and waits for it to
+// commit until ctx ends (ErrNoQuorum then: the change may still commit).
+func (n *Node) changeVotersLocal(ctx context.Context, op byte, id int32, addr string) error {
 	sid := raft.ServerID(strconv.Itoa(int(id)))
 	var f raft.IndexFuture
 	if op == opAddVoter {
 		if addr == "" {
 			return reject(ErrInvalidRequest, "voter %d without address", id)
 		}
+		if err := n.checkNewVoter(ctx, id, addr); err != nil {
+			return err
+		}
 		f = n.raft.AddVoter(sid, raft.ServerAddress(addr), 0, 10*time.Second)
 	} else {
 		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
 	}
-	if err := n.wait(n.ctx, f); err != nil {
+	if err := n.wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 			// Adding or removing the same voter again is harmless: retry.
 			return fmt.Errorf("%w: %v", errNotSent, err)

@@ -28,8 +28,14 @@ import (
 //	          op 2 add voter: | varint id | string address      |
 //	          op 3 remove voter: | varint id |
 //	          op 4 read index: | u32 timeout ms |  (reply: Result with Version)
+//	          op 5 identify: (reply: | varint node id | string cluster id |)
 //	response: | u32 length | u8 status | body                  |
-//	          status 0: Result encoding; status 1: u16 error code, string message
+//	          status 0: Result encoding (identify: its own body);
+//	          status 1: u16 error code, string message
+//
+// Ops 2 and 3 are served by the leader; op 5 by any node, a node waiting to
+// be added included: the leader asks a new voter who it is before adding it
+// (Node.checkNewVoter). A node that does not know op 5 answers it status 1.
 const (
 	protoRaft    = 'R'
 	protoForward = 'F'
@@ -38,6 +44,7 @@ const (
 	opAddVoter    = 2
 	opRemoveVoter = 3
 	opReadIndex   = 4
+	opIdentify    = 5
 
 	maxFrame = 16 << 20
 )
@@ -195,6 +202,13 @@ func (n *Node) serveForward(c net.Conn) {
 func (n *Node) handleForward(req []byte) []byte {
 	d := decoder{buf: req}
 	op := d.u8()
+	if op == opIdentify {
+		e := encoder{}
+		e.u8(0)
+		e.varint(int64(n.cfg.NodeID))
+		e.str(n.State().ClusterID)
+		return e.buf
+	}
 	var (
 		res Result
 		err error
@@ -231,7 +245,11 @@ func (n *Node) handleForward(req []byte) []byte {
 			err = reject(ErrInvalidRequest, "forward: %v", d.err)
 			break
 		}
-		err = n.changeVotersLocal(op, id, addr)
+		// The follower's request carries no timeout: its own call gives up
+		// at its deadline; the change is bounded here the same way.
+		ctx, cancel := context.WithTimeout(n.ctx, voterChangeWait)
+		err = n.changeVotersLocal(ctx, op, id, addr)
+		cancel()
 	default:
 		err = reject(ErrInvalidRequest, "forward: op %d", op)
 	}
@@ -392,4 +410,36 @@ func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, 
 		msg := d.str()
 		return Result{}, errorFromCode(code, msg)
 	}
+}
+
+// errNoIdentity: the node answered op 5 with an error (it predates it).
+var errNoIdentity = errors.New("metadata: node does not tell its identity")
+
+// identify asks the node at addr for its node id and cluster id (op 5) on a
+// connection of its own, within timeout.
+func identify(dial dialFunc, addr string, timeout time.Duration) (int32, string, error) {
+	deadline := time.Now().Add(timeout)
+	c, err := dialProto(dial, addr, timeout, protoForward)
+	if err != nil {
+		return 0, "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(deadline)
+	if err := writeFrame(c, []byte{opIdentify}); err != nil {
+		return 0, "", err
+	}
+	resp, err := readFrame(bufio.NewReader(c))
+	if err != nil {
+		return 0, "", err
+	}
+	d := decoder{buf: resp}
+	if d.u8() != 0 {
+		return 0, "", errNoIdentity
+	}
+	id := d.int32()
+	cluster := d.str()
+	if d.err != nil {
+		return 0, "", fmt.Errorf("metadata: bad identify answer: %v", d.err)
+	}
+	return id, cluster, nil
 }
