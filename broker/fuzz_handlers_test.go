@@ -2,9 +2,12 @@ package broker
 
 import (
 	"encoding/binary"
+	"flag"
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
@@ -12,8 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"golang.org/x/sys/unix"
 
 	"github.com/sediment-io/sediment/broker/group"
 )
@@ -167,7 +172,7 @@ func (s *fuzzSource) string() string {
 // known names, a valid record batch among the byte strings, lists of up to
 // three elements), over a real connection to a running broker with a
 // topic, records and a group. A handler must not panic (there is no
-// recover: a panic would kill a broker), answer within 10 seconds
+// recover: a panic would kill a broker), answer within 7 seconds
 // (the request's own waits are bounded), keep the Go heap bounded, and
 // leave the broker answering a new connection. The seed corpus (every
 // API and version, empty and with a few choices) runs in make test.
@@ -182,10 +187,37 @@ func FuzzHandlersAuthorizer(f *testing.F) {
 }
 
 func fuzzHandlers(f *testing.F, mods ...func(*Config)) {
-	b := startBroker(f, "", append([]func(*Config){func(c *Config) {
-		c.Groups = group.Config{Partitions: 4, InitialRebalanceDelay: 0, MinSessionTimeout: time.Millisecond}
-	}}, mods...)...)
+	b := startBroker(f, "", append([]func(*Config){fuzzGroups}, mods...)...)
 	createTopic(f, b, "t", 3, nil)
+	fuzzBrokers(f, []*Broker{b})
+}
+
+// FuzzHandlersPair is FuzzHandlers against two brokers sharing a two-voter
+// metadata quorum and a topic replicated on both, each request sent to the
+// broker the fuzzer picks: forwarding to the controller and the
+// coordinators, follower fetches and leader epochs between real replicas.
+func FuzzHandlersPair(f *testing.F) {
+	brokers := startPair(f, func(c *Config) {
+		c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
+		c.AutoCreateTopics = true
+		fuzzGroups(c)
+	})
+	createPairTopic(f, kadm.NewClient(newClient(f, brokers[0])), "t", nil)
+	// Not RemoveRaftVoter: in a quorum of two it may remove a voter, which
+	// then no longer learns of the leader (as designed: docs/cli.md), and
+	// whose requests that change metadata wait out their timeouts.
+	fuzzBrokers(f, brokers, 81)
+}
+
+func fuzzGroups(c *Config) {
+	c.Groups = group.Config{Partitions: 4, InitialRebalanceDelay: 0, MinSessionTimeout: time.Millisecond}
+}
+
+// fuzzBrokers fuzzes brokers, which have a topic "t", with every API but
+// skip.
+func fuzzBrokers(f *testing.F, brokers []*Broker, skip ...int16) {
+	keepWorkerStderr(f)
+	b := brokers[0]
 	cl := newClient(f, b)
 	for i := range 20 {
 		r := &kgo.Record{Topic: "t", Key: []byte{byte(i)}, Value: []byte("v")}
@@ -204,7 +236,9 @@ func fuzzHandlers(f *testing.F, mods ...func(*Config)) {
 
 	keys := make([]int16, 0, len(apis))
 	for k := range apis {
-		keys = append(keys, k)
+		if !slices.Contains(skip, k) {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	for i, k := range keys {
@@ -215,9 +249,9 @@ func fuzzHandlers(f *testing.F, mods ...func(*Config)) {
 		}
 	}
 
-	var nc net.Conn
+	conns := make([]net.Conn, len(brokers))
 	corr := int32(0)
-	var history []string // the worker's last requests: the broker's state is theirs
+	var history []string // the worker's last requests: the brokers' state is theirs
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &fuzzSource{b: data}
 		key := keys[int(s.byte())%len(keys)]
@@ -226,41 +260,53 @@ func fuzzHandlers(f *testing.F, mods ...func(*Config)) {
 		req := kmsg.RequestForKey(key)
 		req.SetVersion(version)
 		fill(reflect.ValueOf(req).Elem(), s, "", 0, recs, ids)
+		to := 0
+		if len(brokers) > 1 {
+			to = int(s.byte()) % len(brokers)
+		}
+		b := brokers[to]
+		nc := conns[to]
 		if nc == nil {
 			var err error
-			if nc, err = net.DialTimeout("tcp", b.Addr(), 10*time.Second); err != nil {
+			if nc, err = net.DialTimeout("tcp", b.Addr(), time.Second); err != nil {
 				t.Fatal(err)
 			}
+			conns[to] = nc
 		}
 		corr++
-		history = append(history, fmt.Sprintf("%s v%d %+v", kmsg.NameForKey(key), version, req))
+		history = append(history, fmt.Sprintf("to broker %d: %s v%d %+v", b.cfg.NodeID, kmsg.NameForKey(key), version, req))
 		if len(history) > 30 {
 			history = history[1:]
 		}
 		dump := func() string { return strings.Join(history, "\n") }
 		// A request's own waits are bounded above; what may still take a
 		// few seconds is a lookup of a host name the fuzzer made up (an
-		// AddRaftVoter's address: at most 5 s).
-		if err := fuzzRoundTrip(nc, req, corr, 10*time.Second); err != nil {
+		// AddRaftVoter's address: at most 5 s). The whole call must end
+		// within 10 s: past that go test's fuzz worker panics
+		// ("deadlocked!", output discarded) instead of reporting.
+		if err := fuzzRoundTrip(nc, req, corr, 7*time.Second); err != nil {
 			if ne, ok := err.(net.Error); ok && ne.Timeout() {
-				t.Fatalf("no answer in 10 s: %s", dump())
+				t.Fatalf("no answer in 7 s (goroutines: %s): %s", saveStacks(), dump())
 			}
 			nc.Close() // the broker closed it (bad request), or it broke: a new one next time
-			nc = nil
+			conns[to] = nil
 		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		if ms.HeapAlloc > 2<<30 {
 			t.Fatalf("heap %d MB after %s", ms.HeapAlloc>>20, dump())
 		}
-		// The broker still answers a new connection.
-		check, err := net.DialTimeout("tcp", b.Addr(), 10*time.Second)
-		if err != nil {
-			t.Fatalf("dial after %s: %v", dump(), err)
-		}
-		defer check.Close()
-		if _, err := roundTrip(check, kmsg.NewPtrApiVersionsRequest(), 1, 5*time.Second); err != nil {
-			t.Fatalf("ApiVersions after %s: %v", dump(), err)
+		// Every broker still answers a new connection.
+		for _, b := range brokers {
+			check, err := net.DialTimeout("tcp", b.Addr(), time.Second)
+			if err != nil {
+				t.Fatalf("dial broker %d after %s: %v", b.cfg.NodeID, dump(), err)
+			}
+			_, err = roundTrip(check, kmsg.NewPtrApiVersionsRequest(), 1, time.Second)
+			check.Close()
+			if err != nil {
+				t.Fatalf("broker %d's ApiVersions after %s: %v", b.cfg.NodeID, dump(), err)
+			}
 		}
 	})
 }
@@ -289,4 +335,39 @@ func fuzzRoundTrip(nc net.Conn, req kmsg.Request, corr int32, timeout time.Durat
 	}
 	_, err := io.CopyN(io.Discard, nc, int64(n))
 	return err
+}
+
+// keepWorkerStderr: go test -fuzz runs the fuzz function in worker
+// processes whose output it discards, so a panic on a broker goroutine
+// (which kills the worker: "fuzzing process hung or terminated
+// unexpectedly: exit status 2") leaves no trace. With SEDIMENT_FUZZ_STDERR
+// set to a directory, a worker's stderr goes to worker-PID.log there.
+func keepWorkerStderr(f *testing.F) {
+	dir := os.Getenv("SEDIMENT_FUZZ_STDERR")
+	if fl := flag.Lookup("test.fuzzworker"); dir == "" || fl == nil || fl.Value.String() != "true" {
+		return
+	}
+	out, err := os.Create(filepath.Join(dir, fmt.Sprintf("worker-%d.log", os.Getpid())))
+	if err != nil {
+		f.Fatal(err)
+	}
+	if err := unix.Dup2(int(out.Fd()), 2); err != nil {
+		f.Fatal(err)
+	}
+}
+
+// saveStacks writes every goroutine's stack to a file and returns its name:
+// where a request that did not answer is held.
+func saveStacks() string {
+	buf := make([]byte, 32<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	f, err := os.CreateTemp("", "fuzzhandlers-stacks-*.txt")
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if _, err := f.Write(buf); err != nil {
+		return err.Error()
+	}
+	return f.Name()
 }

@@ -563,7 +563,7 @@ func startTLSPair(t *testing.T, pki *testPKI, peerCAs *x509.CertPool, lag time.D
 // startPair starts two brokers with a two-voter metadata quorum, each
 // configured by mod (which sets the listeners), started together (each
 // waits for the other's vote).
-func startPair(t *testing.T, mod func(*Config)) []*Broker {
+func startPair(t testing.TB, mod func(*Config)) []*Broker {
 	raftAddr := func() string {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -619,7 +619,7 @@ func startPair(t *testing.T, mod func(*Config)) []*Broker {
 
 // createPairTopic creates topic with two partitions on both brokers,
 // retrying until both have registered.
-func createPairTopic(t *testing.T, adm *kadm.Client, topic string, configs map[string]*string) {
+func createPairTopic(t testing.TB, adm *kadm.Client, topic string, configs map[string]*string) {
 	ctx := testCtx(t)
 	tick := time.NewTicker(50 * time.Millisecond) // polling interval, not synchronisation
 	defer tick.Stop()
