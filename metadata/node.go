@@ -720,7 +720,9 @@ func (n *Node) AddVoter(ctx context.Context, p Peer) error {
 }
 
 // checkNewVoter asks the node at addr who it is before it becomes a voter:
-// it must answer, as node id, and not as a member of another cluster.
+// it must answer, as node id, and not as a member of another cluster or
+// quorum (a Raft configuration that does not name this leader; a node
+// waiting to join has none).
 // hashicorp/raft counts a new voter in the quorum from the moment its
 // configuration entry is appended, so a voter that never answers (a wrong
 // address, a node not started) takes a quorum of one or two out of service
@@ -737,16 +739,18 @@ func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
 	if timeout <= 0 {
 		return fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
 	}
-	got, cluster, err := identify(n.mux.dial, addr, timeout)
+	who, err := identify(n.mux.dial, addr, n.cfg.NodeID, timeout)
 	switch {
 	case errors.Is(err, errNoIdentity):
 		return nil
 	case err != nil:
 		return reject(ErrVoterUnreachable, "voter %d at %s did not answer: %v", id, addr, err)
-	case got != id:
-		return reject(ErrInvalidRequest, "the node at %s is node %d, not %d", addr, got, id)
-	case cluster != "" && cluster != n.State().ClusterID:
-		return reject(ErrInvalidRequest, "the node at %s is a member of cluster %s, not %s", addr, cluster, n.State().ClusterID)
+	case who.id != id:
+		return reject(ErrInvalidRequest, "the node at %s is node %d, not %d", addr, who.id, id)
+	case who.cluster != "" && who.cluster != n.State().ClusterID:
+		return reject(ErrInvalidRequest, "the node at %s is a member of another cluster, %s, not %s", addr, who.cluster, n.State().ClusterID)
+	case who.membership == memberElsewhere:
+		return reject(ErrInvalidRequest, "the node at %s is a voter of another quorum (its Raft configuration does not name this leader, node %d)", addr, n.cfg.NodeID)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"sync"
 	"time"
 
@@ -28,7 +29,10 @@ import (
 //	          op 2 add voter: | varint id | string address      |
 //	          op 3 remove voter: | varint id |
 //	          op 4 read index: | u32 timeout ms |  (reply: Result with Version)
-//	          op 5 identify: (reply: | varint node id | string cluster id |)
+//	          op 5 identify: | varint asker id | (reply: | varint node id |
+//	              string cluster id | u8 membership |: 0 no Raft configuration
+//	              (a node waiting to join), 1 a configuration naming the
+//	              asker, 2 one without it (another quorum))
 //	response: | u32 length | u8 status | body                  |
 //	          status 0: Result encoding (identify: its own body);
 //	          status 1: u16 error code, string message
@@ -203,10 +207,12 @@ func (n *Node) handleForward(req []byte) []byte {
 	d := decoder{buf: req}
 	op := d.u8()
 	if op == opIdentify {
+		asker := d.int32()
 		e := encoder{}
 		e.u8(0)
 		e.varint(int64(n.cfg.NodeID))
 		e.str(n.State().ClusterID)
+		e.u8(n.membership(asker))
 		return e.buf
 	}
 	var (
@@ -415,31 +421,62 @@ func (f *forwarder) call(ctx context.Context, addr string, req []byte) (Result, 
 // errNoIdentity: the node answered op 5 with an error (it predates it).
 var errNoIdentity = errors.New("metadata: node does not tell its identity")
 
-// identify asks the node at addr for its node id and cluster id (op 5) on a
-// connection of its own, within timeout.
-func identify(dial dialFunc, addr string, timeout time.Duration) (int32, string, error) {
+// Answers of op 5 about the answering node's Raft configuration.
+const (
+	memberNone      = 0 // no configuration: a node waiting to join
+	memberOurs      = 1 // a configuration that names the asker
+	memberElsewhere = 2 // a configuration without the asker: another quorum
+)
+
+// membership tells how this node's Raft configuration relates to voter
+// asker.
+func (n *Node) membership(asker int32) byte {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil || len(f.Configuration().Servers) == 0 {
+		return memberNone
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == strconv.Itoa(int(asker)) {
+			return memberOurs
+		}
+	}
+	return memberElsewhere
+}
+
+// identity is a node's answer to op 5.
+type identity struct {
+	id         int32
+	cluster    string
+	membership byte
+}
+
+// identify asks the node at addr who it is (op 5) on a connection of its
+// own, within timeout; asker is the asking node's id.
+func identify(dial dialFunc, addr string, asker int32, timeout time.Duration) (identity, error) {
 	deadline := time.Now().Add(timeout)
 	c, err := dialProto(dial, addr, timeout, protoForward)
 	if err != nil {
-		return 0, "", err
+		return identity{}, err
 	}
 	defer c.Close()
 	_ = c.SetDeadline(deadline)
-	if err := writeFrame(c, []byte{opIdentify}); err != nil {
-		return 0, "", err
+	e := encoder{}
+	e.u8(opIdentify)
+	e.varint(int64(asker))
+	if err := writeFrame(c, e.buf); err != nil {
+		return identity{}, err
 	}
 	resp, err := readFrame(bufio.NewReader(c))
 	if err != nil {
-		return 0, "", err
+		return identity{}, err
 	}
 	d := decoder{buf: resp}
 	if d.u8() != 0 {
-		return 0, "", errNoIdentity
+		return identity{}, errNoIdentity
 	}
-	id := d.int32()
-	cluster := d.str()
+	who := identity{id: d.int32(), cluster: d.str(), membership: d.u8()}
 	if d.err != nil {
-		return 0, "", fmt.Errorf("metadata: bad identify answer: %v", d.err)
+		return identity{}, fmt.Errorf("metadata: bad identify answer: %v", d.err)
 	}
-	return id, cluster, nil
+	return who, nil
 }
