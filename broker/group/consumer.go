@@ -294,7 +294,9 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 	bumped := false
 	if req.MemberEpoch == 0 {
 		if inst := req.InstanceID; inst != nil {
-			if oldID, ok := cg.static[*inst]; ok && oldID != req.MemberID {
+			if oldID, ok := cg.static[*inst]; ok && oldID != req.MemberID && cg.members[oldID] == nil {
+				delete(cg.static, *inst) // no member holds it any more
+			} else if ok && oldID != req.MemberID {
 				old := cg.members[oldID]
 				if old.classic == nil && old.epoch != staticLeaveEpoch {
 					// Two consumer-protocol members: only one that left
@@ -358,8 +360,7 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 	// Member fields; nil and -1 mean "unchanged".
 	m.clientID, m.clientHost = client.ClientID, client.Host
 	if req.InstanceID != nil {
-		m.instanceID = req.InstanceID
-		cg.static[*req.InstanceID] = m.id
+		cg.setInstance(m, req.InstanceID)
 	}
 	if req.RackID != nil {
 		m.rackID = req.RackID
@@ -491,6 +492,18 @@ func (c *Coordinator) cgRename(g *group, m *cmember, to string) {
 	if m.instanceID != nil {
 		cg.static[*m.instanceID] = to
 	}
+}
+
+// setInstance gives m the instance id inst. An instance id m went by before
+// is free again: left mapped to m, it outlived m, and the next member to
+// claim it found no member behind it (a nil dereference that killed the
+// broker, found by broker.FuzzHandlersPair).
+func (cg *consumerGroup) setInstance(m *cmember, inst *string) {
+	if prev := m.instanceID; prev != nil && *prev != *inst && cg.static[*prev] == m.id {
+		delete(cg.static, *prev)
+	}
+	m.instanceID = inst
+	cg.static[*inst] = m.id
 }
 
 // cgRemove takes a member out (leave, session expiry, revocation timeout):

@@ -484,8 +484,7 @@ func (c *Coordinator) cgClassicJoin(g *group, client Client, req *kmsg.JoinGroup
 	m.classic = &classicMember{sessionTimeout: session, protocols: protos}
 	m.clientID, m.clientHost = client.ClientID, client.Host
 	if req.InstanceID != nil {
-		m.instanceID = req.InstanceID
-		cg.static[*req.InstanceID] = m.id
+		cg.setInstance(m, req.InstanceID)
 	}
 	if sub.Rack != nil {
 		m.rackID = sub.Rack
