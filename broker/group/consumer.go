@@ -325,6 +325,20 @@ func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHe
 			bumped = true
 		}
 	} else {
+		if inst := req.InstanceID; inst != nil {
+			// A static member past its first heartbeat must still hold
+			// its instance id (Kafka's throwIfStaticMemberIsUnknown and
+			// throwIfInstanceIdIsFenced): an id no member holds is
+			// unknown; an id another member took over fences this one.
+			switch id, ok := cg.static[*inst]; {
+			case !ok:
+				reply(cgError(req, kerr.UnknownMemberID.Code))
+				return
+			case id != req.MemberID:
+				reply(cgError(req, kerr.FencedInstanceID.Code))
+				return
+			}
+		}
 		if m == nil {
 			reply(cgError(req, kerr.UnknownMemberID.Code))
 			return
