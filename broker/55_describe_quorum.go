@@ -15,8 +15,9 @@ import (
 // hashicorp/raft: the leader epoch is the Raft term and the high watermark the
 // commit index, both as this broker sees them; the log end offset is known for
 // this broker's own voter only (hashicorp/raft does not expose the leader's
-// view of its followers), -1 for the others, as are the fetch timestamps. v2
-// adds the voters' Raft endpoints as nodes.
+// view of its followers), -1 for the others, as are the fetch timestamps.
+// Observers are the brokers that receive the log without a vote (Raft
+// non-voters). v2 adds the voters' Raft endpoints as nodes.
 
 func init() { regKey(55, 0, 2).handler = handleDescribeQuorum }
 
@@ -62,6 +63,15 @@ func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, err
 					}
 					resp.Nodes = append(resp.Nodes, n)
 				}
+			}
+			observers, _ := b.meta.Observers()
+			for _, o := range observers {
+				ro := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+				ro.ReplicaID, ro.LogEndOffset, ro.LastFetchTimestamp, ro.LastCaughtUpTimestamp = o.ID, -1, -1, -1
+				if o.ID == b.meta.ID() {
+					ro.LogEndOffset = int64(min(last, math.MaxInt64))
+				}
+				rp.Observers = append(rp.Observers, ro)
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

@@ -19,8 +19,10 @@ import (
 // no feature upgrade, DescribeCluster and Metadata no longer list it). It is
 // fenced first if it is not. Its partitions' replica lists are unchanged:
 // move them off it with a reassignment. A live broker unregistered by
-// mistake is out of the cluster until its next start. ALTER on CLUSTER; an
-// id that is not registered is BROKER_ID_NOT_REGISTERED.
+// mistake is out of the cluster until its next start. An observer of the
+// metadata quorum (a broker that is not a voter) also leaves the Raft
+// configuration. ALTER on CLUSTER; an id that is not registered is
+// BROKER_ID_NOT_REGISTERED.
 
 func init() { regKey(64, 0, 0).handler = handleUnregisterBroker }
 
@@ -37,6 +39,12 @@ func handleUnregisterBroker(ctx context.Context, b *Broker, r *Request) (*Reply,
 		resp.ErrorCode, resp.ErrorMessage = errCode(err), errMessage(err)
 	default:
 		b.log.Info("broker unregistered", "broker", req.BrokerID)
+		// An observer of the metadata quorum leaves the Raft
+		// configuration too, so the leader stops sending the log to a
+		// broker gone for good (a voter is removed with RemoveRaftVoter).
+		if err := b.meta.RemoveObserver(pctx, req.BrokerID); err != nil {
+			b.log.Warn("unregistered broker still an observer of the metadata quorum", "broker", req.BrokerID, "err", err)
+		}
 	}
 	return &Reply{Msg: resp}, nil
 }

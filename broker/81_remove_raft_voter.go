@@ -15,9 +15,11 @@ import (
 // the change is forwarded to the Raft leader and the reply waits until it is
 // committed (at most 15 s: the request has no timeout field). Removing the
 // leader makes it step down once the change commits. A voter not in the quorum
-// is VOTER_NOT_FOUND; the last voter cannot be removed (INVALID_REQUEST). The
-// removed node no longer receives the metadata log: in combined mode, stop
-// that broker (or add it back).
+// is VOTER_NOT_FOUND; the last voter cannot be removed (INVALID_REQUEST). A
+// removed voter that still answers at its Raft address stays an observer
+// (it receives the metadata log and votes in nothing, as Kafka's removed
+// controllers keep fetching): the broker goes on serving. One that does not
+// answer leaves the Raft configuration.
 
 func init() { regKey(81, 0, 0).handler = handleRemoveRaftVoter }
 

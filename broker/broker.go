@@ -186,7 +186,7 @@ type Config struct {
 	// tests, or a relay).
 	PeerAddresses map[string]string
 	// JoinTimeout: a broker whose id is not in a non-empty Voters list joins
-	// that quorum and waits this long for a voter to add it [5m].
+	// that quorum as an observer and waits this long to be added [5m].
 	JoinTimeout time.Duration
 	// ReplicaLagTimeMax drops a follower from the ISR when it has not
 	// caught up for this long (replica.lag.time.max.ms) [30s].

@@ -100,8 +100,10 @@ func openStore(b *Broker) (*store, error) {
 		raftAddr = "127.0.0.1:0"
 	}
 	// A broker that is not in a non-empty voter list joins an existing
-	// quorum: it bootstraps nothing and waits until a voter adds it
-	// (`sediment cluster voters add`), which is when it hears from the leader.
+	// quorum: it bootstraps nothing, asks the voters to add it as an
+	// observer (it receives the metadata log and votes in nothing, as a
+	// Kafka broker that is not a controller) and waits until it hears from
+	// the leader. `sediment cluster voters add` makes it a voter.
 	joining := len(cfg.Voters) > 0 && !slices.ContainsFunc(cfg.Voters, func(p metadata.Peer) bool { return p.ID == cfg.NodeID })
 	var raftTLS *tls.Config
 	if cfg.RaftTLS {
@@ -870,29 +872,46 @@ func parallelDo(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
-// waitToJoin waits until the quorum's leader contacts this node (after a voter
-// added it), logging how to add it every 10 s, for at most timeout [5m].
+// waitToJoin asks the quorum to add this node as an observer
+// (metadata.JoinAsObserver: any voter of Voters takes the request to the
+// leader) and waits until the leader contacts it. A quorum that refuses or
+// does not know the request (an older version) leaves the node waiting to be
+// added by hand (`sediment cluster voters add`), logged every 10 s. At most
+// timeout [5m].
 func waitToJoin(b *Broker, meta *metadata.Node, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = 5 * time.Minute
 	}
 	deadline := time.Now().Add(timeout)
+	addWith := fmt.Sprintf("sediment cluster voters add %d %s", b.cfg.NodeID, meta.Addr())
+	byHand := false
 	for {
 		if _, ok := meta.Leader(); ok {
 			return nil
 		}
-		b.log.Info("waiting to be added to the metadata quorum",
-			"add_with", fmt.Sprintf("sediment cluster voters add %d %s", b.cfg.NodeID, meta.Addr()))
-		wait := min(10*time.Second, time.Until(deadline))
-		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		ctx, cancel := context.WithTimeout(context.Background(), min(10*time.Second, time.Until(deadline)))
+		if !byHand {
+			switch err := meta.JoinAsObserver(ctx); {
+			case err == nil:
+				b.log.Info("added to the metadata quorum as an observer", "make_it_a_voter_with", addWith)
+			case errors.Is(err, metadata.ErrInvalidRequest):
+				byHand = true
+				b.log.Warn("the metadata quorum did not add this broker as an observer", "err", err)
+			default:
+				b.log.Info("asking the metadata quorum to add this broker as an observer", "err", err)
+			}
+		}
+		if byHand {
+			b.log.Info("waiting to be added to the metadata quorum", "add_with", addWith)
+		}
 		err := meta.WaitForLeader(ctx)
 		cancel()
 		if err == nil {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("broker: not added to the metadata quorum within %s (run `sediment cluster voters add %d %s` on the cluster): %w",
-				timeout, b.cfg.NodeID, meta.Addr(), err)
+			return fmt.Errorf("broker: not added to the metadata quorum within %s (run `%s` on the cluster): %w",
+				timeout, addWith, err)
 		}
 	}
 }

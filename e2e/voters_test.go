@@ -15,13 +15,16 @@ import (
 
 // TestClusterVoters changes the metadata quorum of a running 3-broker cluster
 // with `sediment cluster voters`: a 4th broker started with the three voters
-// in --voters joins (it bootstraps nothing and waits), `voters add` makes it a
-// voter, it registers and learns the metadata (a topic created afterwards);
-// DescribeQuorum on every broker then lists four voters. Adding it again is
-// DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND, adding an
-// address nobody answers at REQUEST_TIMED_OUT and a node under another id
-// INVALID_REQUEST (the quorum unchanged); `voters remove`
-// takes it out again and the quorum is back to three.
+// in --voters joins as an observer (it bootstraps nothing, asks the voters to
+// add it, receives the metadata log and serves without a vote): it learns a
+// topic created afterwards, and DescribeQuorum lists it among the observers.
+// `voters add` makes it a voter; every broker then lists four voters. Adding
+// it again is DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND, adding
+// an address nobody answers at REQUEST_TIMED_OUT and a node under another id
+// INVALID_REQUEST (the quorum unchanged). `voters remove` takes it out of the
+// quorum again, and it stays an observer that still learns new topics; once
+// stopped and unregistered it is no observer any more, and the three voters
+// commit.
 func TestClusterVoters(t *testing.T) {
 	t.Parallel() // see TestMain
 	c := StartCluster(t, 3)
@@ -34,11 +37,11 @@ func TestClusterVoters(t *testing.T) {
 		return via.sediment(t, "", "cluster", "voters", "list").Stdout
 	}
 	if out := list(c.Broker(1)); strings.Count(out, "true") != 1 || len(parseVoterList(out)) != 3 || parseVoterList(out)["3"] != c.Broker(3).RaftAddr ||
-		!strings.Contains(out, "commit index") {
-		t.Fatalf("voters list, three voters and one leader expected:\n%s", out)
+		!strings.Contains(out, "commit index") || !strings.Contains(out, "observers: []") {
+		t.Fatalf("voters list, three voters, one leader and no observer expected:\n%s", out)
 	}
 
-	// The joining broker.
+	// The joining broker comes up as an observer.
 	b4 := &Broker{t: t, NodeID: 4, DataDir: filepath.Join(t.TempDir(), "broker4", "data"), log: &syncBuffer{}}
 	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
 		b4.log.tee = os.Stderr
@@ -52,60 +55,59 @@ func TestClusterVoters(t *testing.T) {
 			t.Logf("broker 4 log (%s, data %s):\n%s", b4.Addr, b4.DataDir, b4.log.String())
 		}
 	})
-	started := make(chan error, 1)
-	go func() { started <- b4.start() }()
-	waitFor(t, 60*time.Second, "broker 4 waiting to be added", func() bool {
-		return strings.Contains(b4.log.String(), "waiting to be added to the metadata quorum")
-	})
-	select {
-	case err := <-started:
-		t.Fatalf("broker 4 finished starting before it was added: %v", err)
-	default:
+	if err := b4.start(); err != nil {
+		t.Fatalf("broker 4 did not come up as an observer: %v", err)
 	}
-
-	out := c.Broker(2).sediment(t, "", "cluster", "voters", "add", "4", b4.RaftAddr).Stdout
-	if !strings.Contains(out, "added voter 4") {
-		t.Fatalf("voters add: %s", out)
+	if !strings.Contains(b4.log.String(), "added to the metadata quorum as an observer") {
+		t.Errorf("broker 4's log does not say it joined as an observer")
 	}
-	select {
-	case err := <-started:
-		if err != nil {
-			t.Fatalf("broker 4 did not come up after it was added: %v", err)
-		}
-	case <-time.After(90 * time.Second):
-		t.Fatal("broker 4 did not come up within 90 s of being added")
-	}
-	// Every broker, the new one too, reports four voters.
 	for _, b := range append(c.Brokers, b4) {
-		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list four voters", b.NodeID), func() bool {
-			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
-			vs := parseVoterList(r.Stdout)
-			return r.Err == nil && len(vs) == 4 && vs["4"] == b4.RaftAddr
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list broker 4 as an observer", b.NodeID), func() bool {
+			r := b.sedimentMayFail(t, "", "cluster", "status")
+			return r.Err == nil && strings.Contains(r.Stdout, "voters: [1 2 3]\n") && strings.Contains(r.Stdout, "observers: [4]\n")
 		})
 	}
-	if status := b4.sediment(t, "", "cluster", "status").Stdout; !strings.Contains(status, "voters: [1 2 3 4]") {
-		t.Errorf("cluster status through broker 4:\n%s", status)
-	}
-	// The new voter has the metadata log: a topic created through broker 1
-	// shows up in broker 4's own Metadata answer.
 	adm := kadm.NewClient(c.Client(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "after-join"); err != nil || resp.Err != nil {
-		t.Fatalf("create topic: %v %v", err, resp.Err)
-	}
 	cl4, err := kgo.NewClient(kgo.SeedBrokers(b4.Addr))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl4.Close()
 	adm4 := kadm.NewClient(cl4)
-	waitFor(t, 30*time.Second, "broker 4 to know the new topic", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	// learns: a topic created through broker 1 shows up in broker 4's own
+	// Metadata answer.
+	learns := func(topic string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		md, err := adm4.Metadata(ctx, "after-join")
-		return err == nil && md.Topics["after-join"].Err == nil && len(md.Topics["after-join"].Partitions) == 1
-	})
+		if resp, err := adm.CreateTopic(ctx, 1, 1, nil, topic); err != nil || resp.Err != nil {
+			t.Fatalf("create topic %s: %v %v", topic, err, resp.Err)
+		}
+		waitFor(t, 30*time.Second, "broker 4 to know topic "+topic, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			md, err := adm4.Metadata(ctx, topic)
+			return err == nil && md.Topics[topic].Err == nil && len(md.Topics[topic].Partitions) == 1
+		})
+	}
+	learns("as-observer")
+
+	out := c.Broker(2).sediment(t, "", "cluster", "voters", "add", "4", b4.RaftAddr).Stdout
+	if !strings.Contains(out, "added voter 4") {
+		t.Fatalf("voters add: %s", out)
+	}
+	// Every broker, the new one too, reports four voters.
+	for _, b := range append(c.Brokers, b4) {
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list four voters", b.NodeID), func() bool {
+			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
+			vs := parseVoterList(r.Stdout)
+			return r.Err == nil && len(vs) == 4 && vs["4"] == b4.RaftAddr && strings.Contains(r.Stdout, "observers: []")
+		})
+	}
+	if status := b4.sediment(t, "", "cluster", "status").Stdout; !strings.Contains(status, "voters: [1 2 3 4]") {
+		t.Errorf("cluster status through broker 4:\n%s", status)
+	}
+	learns("after-join")
 
 	// Refusals.
 	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "add", "4", b4.RaftAddr); r.Err == nil || !strings.Contains(r.Stderr, "DUPLICATE_VOTER") {
@@ -129,24 +131,41 @@ func TestClusterVoters(t *testing.T) {
 		t.Errorf("voters after the refused additions: %v", vs)
 	}
 
-	// Remove it again, through the new voter itself.
+	// Remove it again, through the new voter itself: it stays an observer
+	// and still learns the metadata.
 	if out := b4.sediment(t, "", "cluster", "voters", "remove", "4").Stdout; !strings.Contains(out, "removed voter 4") {
 		t.Fatalf("voters remove: %s", out)
 	}
 	for _, b := range c.Brokers {
-		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list three voters", b.NodeID), func() bool {
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list three voters and observer 4", b.NodeID), func() bool {
 			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
 			vs := parseVoterList(r.Stdout)
-			return r.Err == nil && len(vs) == 3 && vs["4"] == ""
+			return r.Err == nil && len(vs) == 3 && vs["4"] == "" && strings.Contains(r.Stdout, "observers: [4]")
 		})
 	}
+	learns("after-remove")
+
+	// Decommissioned: stopped, then unregistered, it leaves the Raft
+	// configuration, and the three voters (two needed) commit.
 	if err := b4.Stop(); err != nil {
 		t.Errorf("stopping the removed broker: %v", err)
 	}
-	// Three voters, two needed: the quorum still commits.
+	waitFor(t, 30*time.Second, "broker 4 fenced", func() bool {
+		f := statusRow(c.Broker(1).sediment(t, "", "cluster", "status").Stdout, "4")
+		return f != nil && f[2] == "fenced"
+	})
+	if out := c.Broker(1).sediment(t, "", "cluster", "unregister", "--id", "4").Stdout; !strings.Contains(out, "broker 4 unregistered") {
+		t.Fatalf("unregister: %q", out)
+	}
+	for _, b := range c.Brokers {
+		waitFor(t, 30*time.Second, fmt.Sprintf("broker %d to list no observer", b.NodeID), func() bool {
+			r := b.sedimentMayFail(t, "", "cluster", "voters", "list")
+			return r.Err == nil && len(parseVoterList(r.Stdout)) == 3 && strings.Contains(r.Stdout, "observers: []")
+		})
+	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel2()
-	if resp, err := adm.CreateTopic(ctx2, 1, 1, nil, "after-remove"); err != nil || resp.Err != nil {
+	if resp, err := adm.CreateTopic(ctx2, 1, 1, nil, "after-unregister"); err != nil || resp.Err != nil {
 		t.Fatalf("create topic after the removal: %v %v", err, resp.Err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -487,4 +488,124 @@ func TestAddVoterChecksTheNewVoter(t *testing.T) {
 	}
 	mustPropose(t, n1, &AcquireLease{Kind: "k", Resource: "after-join", Holder: "h", TTLMs: 1000})
 	c.converged()
+}
+
+// TestObservers: a node that joins with the voters' addresses asks them to
+// add it as an observer (a Raft non-voter) and receives the log; AddVoter
+// makes it a voter and JoinAsObserver then leaves it one; RemoveVoter demotes
+// a voter that answers to observer (the leader too: it steps down and goes
+// on receiving the log) and removes one that does not; RemoveObserver takes
+// an observer out. Before, a node not in the voters waited to be added by
+// hand, and a removed voter stopped receiving the log for good.
+func TestObservers(t *testing.T) {
+	c := newCluster(t, 3, nil)
+	ctx := testContext(t, 90*time.Second)
+	idsOf := func(ps []Peer, err error) []int32 {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int32
+		for _, p := range ps {
+			ids = append(ids, p.ID)
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	membersAre := func(voters, observers []int32) {
+		t.Helper()
+		eventually(t, 20*time.Second, fmt.Sprintf("voters %v, observers %v", voters, observers), func() error {
+			for id, n := range c.nodes {
+				v, o := idsOf(n.Voters()), idsOf(n.Observers())
+				if !slices.Equal(v, voters) || !slices.Equal(o, observers) {
+					return fmt.Errorf("node %d: voters %v, observers %v", id, v, o)
+				}
+			}
+			return nil
+		})
+	}
+
+	// Node 4 is given the voters, a dead address first.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	cfg := fastConfig(t, 4, t.TempDir())
+	cfg.Peers = []Peer{{ID: 9, Addr: dead}}
+	for id := int32(1); id <= 3; id++ {
+		cfg.Peers = append(cfg.Peers, Peer{ID: id, Addr: c.nodes[id].Addr()})
+	}
+	c.cfgs[4] = cfg
+	n4 := c.open(4)
+	if err := n4.JoinAsObserver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := n4.WaitForLeader(ctx); err != nil {
+		t.Fatal(err)
+	}
+	membersAre([]int32{1, 2, 3}, []int32{4})
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "after-join", Holder: "h", TTLMs: 60000})
+	mustPropose(t, n4, &AcquireLease{Kind: "k", Resource: "through-observer", Holder: "h", TTLMs: 60000})
+	c.converged()
+	if err := n4.JoinAsObserver(ctx); err != nil { // again: nothing changes
+		t.Fatal(err)
+	}
+
+	// Promoted, it stays a voter when it asks to observe (a restart).
+	if err := c.nodes[2].AddVoter(ctx, Peer{ID: 4, Addr: n4.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	membersAre([]int32{1, 2, 3, 4}, nil)
+	if err := n4.JoinAsObserver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	membersAre([]int32{1, 2, 3, 4}, nil)
+
+	// A voter that does not answer is removed, not kept as an observer.
+	c.stop(3)
+	if err := c.nodes[1].RemoveVoter(ctx, 3); err != nil {
+		t.Fatal(err)
+	}
+	membersAre([]int32{1, 2, 4}, nil)
+
+	// A voter that answers is demoted to observer and keeps learning.
+	if err := c.nodes[1].RemoveVoter(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	membersAre([]int32{1, 2}, []int32{4})
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "after-demotion", Holder: "h", TTLMs: 60000})
+	c.converged()
+
+	// The leader demotes itself: it steps down, the other voter leads, and
+	// the old leader receives the log as an observer.
+	old := c.leader()
+	if err := old.RemoveVoter(ctx, old.ID()); err != nil {
+		t.Fatal(err)
+	}
+	others := []int32{1, 2}
+	others = slices.DeleteFunc(others, func(id int32) bool { return id == old.ID() })
+	observers := []int32{old.ID(), 4}
+	slices.Sort(observers)
+	membersAre(others, observers)
+	eventually(t, 20*time.Second, "the other voter leads", func() error {
+		if !c.nodes[others[0]].IsLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	mustPropose(t, old, &AcquireLease{Kind: "k", Resource: "after-leader-demotion", Holder: "h", TTLMs: 60000})
+	c.converged()
+
+	// An observer removed (its broker unregistered) leaves the configuration;
+	// RemoveObserver leaves a voter alone.
+	if err := c.nodes[others[0]].RemoveObserver(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[others[0]].RemoveObserver(ctx, others[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.stop(4)
+	membersAre(others, []int32{old.ID()})
 }

@@ -236,6 +236,9 @@ func Open(cfg Config) (*Node, error) {
 	// waiters. The leader loop batches whatever is waiting anyway.
 	rc.BatchApplyCh = false
 	rc.MaxAppendEntries = 512
+	// A leader that demotes itself to observer (RemoveVoter) steps down and
+	// goes on as a follower; raft's default shuts the node down.
+	rc.ShutdownOnRemove = false
 	if err := raft.ValidateConfig(rc); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
@@ -646,13 +649,17 @@ func (n *Node) readIndexLocal(timeout time.Duration) (uint64, error) {
 
 // Voters returns the current voters.
 func (n *Node) Voters() ([]Peer, error) {
+	return n.members(raft.Voter)
+}
+
+func (n *Node) members(suffrage raft.ServerSuffrage) ([]Peer, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
 	}
 	var out []Peer
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage != raft.Voter {
+		if s.Suffrage != suffrage {
 			continue
 		}
 		id, err := strconv.ParseInt(string(s.ID), 10, 32)
@@ -755,9 +762,101 @@ func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
 	return nil
 }
 
-// RemoveVoter removes a voter from the cluster.
+// RemoveVoter takes a voter out of the quorum. If the node still answers
+// at its address it stays as an observer (a Raft non-voter: it receives the
+// log and votes in nothing), as Kafka's removed controllers keep fetching;
+// otherwise it leaves the configuration. Removing the leader makes it step
+// down once the change commits.
 func (n *Node) RemoveVoter(ctx context.Context, id int32) error {
 	return n.changeVoters(ctx, opRemoveVoter, id, "")
+}
+
+// RemoveObserver takes node id out of the Raft configuration if it is an
+// observer (a broker unregistered for good); a voter is left alone.
+func (n *Node) RemoveObserver(ctx context.Context, id int32) error {
+	s, ok := n.server(raft.ServerID(strconv.Itoa(int(id))))
+	if !ok || s.Suffrage == raft.Voter {
+		return nil
+	}
+	return n.changeVoters(ctx, opRemoveObserver, id, "")
+}
+
+// server returns the latest configuration's entry for id.
+func (n *Node) server(id raft.ServerID) (raft.Server, bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return raft.Server{}, false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.ID == id {
+			return s, true
+		}
+	}
+	return raft.Server{}, false
+}
+
+// answers reports whether the node at addr answers op 5 as node id within
+// ctx's deadline and at most 2 s (a node of an older version answering it
+// with an error counts).
+func (n *Node) answers(ctx context.Context, id int32, addr string) bool {
+	if id == n.cfg.NodeID {
+		return true
+	}
+	timeout := 2 * time.Second
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return false
+	}
+	who, err := identify(n.mux.dial, addr, n.cfg.NodeID, timeout)
+	return errors.Is(err, errNoIdentity) || (err == nil && who.id == id)
+}
+
+// JoinAsObserver asks the quorum (Config.Peers, the voters this node was
+// told of) to add this node as an observer: a Raft non-voter, which receives
+// the log and votes in nothing, as a Kafka broker that is not a controller.
+// Any voter takes the request and forwards it to the leader, which first
+// asks this node who it is (op 5). A node already in the configuration,
+// voter or observer, stays as it is. ErrInvalidRequest: the quorum does not
+// know the request (an older version) or refused it (this id answers at
+// another address); the node then waits to be added by hand.
+func (n *Node) JoinAsObserver(ctx context.Context) error {
+	if len(n.cfg.Peers) == 0 {
+		return reject(ErrInvalidRequest, "no voters to ask")
+	}
+	e := encoder{}
+	e.u8(opAddObserver)
+	e.varint(int64(n.cfg.NodeID))
+	e.str(n.Addr())
+	var last error
+	for {
+		for _, p := range n.cfg.Peers {
+			if p.ID == n.cfg.NodeID {
+				continue
+			}
+			_, err := n.fwd.call(ctx, p.Addr, e.buf)
+			if err == nil || errors.Is(err, ErrInvalidRequest) {
+				return err
+			}
+			last = err
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w: %w (last: %v)", ErrNoQuorum, ctx.Err(), last)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w (last: %v)", ErrNoQuorum, ctx.Err(), last)
+		case <-n.ctx.Done():
+			return ErrClosed
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Observers returns the nodes that receive the log without a vote.
+func (n *Node) Observers() ([]Peer, error) {
+	return n.members(raft.Nonvoter)
 }
 
 func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string) error {
@@ -771,7 +870,7 @@ func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string)
 			e := encoder{}
 			e.u8(op)
 			e.varint(int64(id))
-			if op == opAddVoter {
+			if op == opAddVoter || op == opAddObserver {
 				e.str(addr)
 			}
 			_, err = n.fwd.call(ctx, leader.Addr, e.buf)
@@ -800,7 +899,8 @@ const voterChangeWait = 15 * time.Second
 func (n *Node) changeVotersLocal(ctx context.Context, op byte, id int32, addr string) error {
 	sid := raft.ServerID(strconv.Itoa(int(id)))
 	var f raft.IndexFuture
-	if op == opAddVoter {
+	switch op {
+	case opAddVoter:
 		if addr == "" {
 			return reject(ErrInvalidRequest, "voter %d without address", id)
 		}
@@ -808,8 +908,38 @@ func (n *Node) changeVotersLocal(ctx context.Context, op byte, id int32, addr st
 			return err
 		}
 		f = n.raft.AddVoter(sid, raft.ServerAddress(addr), 0, 10*time.Second)
-	} else {
-		f = n.raft.RemoveServer(sid, 0, 10*time.Second)
+	case opAddObserver:
+		if addr == "" {
+			return reject(ErrInvalidRequest, "observer %d without address", id)
+		}
+		switch s, ok := n.server(sid); {
+		case ok && s.Suffrage == raft.Voter:
+			// A voter that restarts with a joining configuration stays a
+			// voter: only RemoveVoter demotes one.
+			return nil
+		case ok && s.Address == raft.ServerAddress(addr):
+			return nil
+		}
+		if err := n.checkNewVoter(ctx, id, addr); err != nil {
+			return err
+		}
+		f = n.raft.AddNonvoter(sid, raft.ServerAddress(addr), 0, 10*time.Second)
+	default:
+		// A voter that still answers stays in the configuration as an
+		// observer and keeps receiving the log (Kafka's removed
+		// controllers keep fetching as observers); one that does not
+		// answer is removed. An observer is not a voter: VOTER_NOT_FOUND
+		// was answered before this (the broker checks), and removing it
+		// here is RemoveObserver's job.
+		s, ok := n.server(sid)
+		if !ok {
+			return nil
+		}
+		if op == opRemoveVoter && s.Suffrage == raft.Voter && n.answers(ctx, id, string(s.Address)) {
+			f = n.raft.DemoteVoter(sid, 0, 10*time.Second)
+		} else {
+			f = n.raft.RemoveServer(sid, 0, 10*time.Second)
+		}
 	}
 	if err := n.wait(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {

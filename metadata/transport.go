@@ -33,22 +33,29 @@ import (
 //	              string cluster id | u8 membership |: 0 no Raft configuration
 //	              (a node waiting to join), 1 a configuration naming the
 //	              asker, 2 one without it (another quorum))
+//	          op 6 add observer: | varint id | string address |
+//	          op 7 remove observer: | varint id |
 //	response: | u32 length | u8 status | body                  |
 //	          status 0: Result encoding (identify: its own body);
 //	          status 1: u16 error code, string message
 //
-// Ops 2 and 3 are served by the leader; op 5 by any node, a node waiting to
+// Ops 2, 3 and 7 are served by the leader; op 5 by any node, a node waiting to
 // be added included: the leader asks a new voter who it is before adding it
 // (Node.checkNewVoter). A node that does not know op 5 answers it status 1.
+// Op 6 is sent by a joining node to any voter it knows, which forwards it to
+// the leader; a node that does not know it answers status 1 (INVALID_REQUEST),
+// and the joining node then waits to be added by hand.
 const (
 	protoRaft    = 'R'
 	protoForward = 'F'
 
-	opPropose     = 1
-	opAddVoter    = 2
-	opRemoveVoter = 3
-	opReadIndex   = 4
-	opIdentify    = 5
+	opPropose        = 1
+	opAddVoter       = 2
+	opRemoveVoter    = 3
+	opReadIndex      = 4
+	opIdentify       = 5
+	opAddObserver    = 6
+	opRemoveObserver = 7
 
 	maxFrame = 16 << 20
 )
@@ -241,7 +248,7 @@ func (n *Node) handleForward(req []byte) []byte {
 			break
 		}
 		res.Version, err = n.readIndexLocal(timeout)
-	case opAddVoter, opRemoveVoter:
+	case opAddVoter, opRemoveVoter, opRemoveObserver:
 		id := d.int32()
 		addr := ""
 		if op == opAddVoter {
@@ -255,6 +262,17 @@ func (n *Node) handleForward(req []byte) []byte {
 		// at its deadline; the change is bounded here the same way.
 		ctx, cancel := context.WithTimeout(n.ctx, voterChangeWait)
 		err = n.changeVotersLocal(ctx, op, id, addr)
+		cancel()
+	case opAddObserver:
+		id, addr := d.int32(), d.str()
+		if d.err != nil {
+			err = reject(ErrInvalidRequest, "forward: %v", d.err)
+			break
+		}
+		// Sent to any voter by a node that does not know the leader: this
+		// one forwards it there (changeVoters), within the same bound.
+		ctx, cancel := context.WithTimeout(n.ctx, voterChangeWait)
+		err = n.changeVoters(ctx, opAddObserver, id, addr)
 		cancel()
 	default:
 		err = reject(ErrInvalidRequest, "forward: op %d", op)

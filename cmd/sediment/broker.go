@@ -46,7 +46,7 @@ var brokerSettings = []brokerSetting{
 	{"voters", "", "metadata quorum voters, comma-separated id@host:port Raft addresses (empty: this broker alone)"},
 	{"broker-rack", "", "broker.rack: this broker's rack or zone; consumers with the same client.rack fetch from it when it is an in-sync replica (KIP-392)"},
 	{"peer-addresses", "", "comma-separated advertised=dialed host:port pairs: reach a peer's Kafka listener or Raft address through another address (a relay or a fault proxy)"},
-	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum and waits this long to be added (sediment cluster voters add)"},
+	{"join-timeout", 5 * time.Minute, "a broker whose node-id is not in voters joins that quorum as an observer and waits this long to be added (an older quorum: until sediment cluster voters add)"},
 	{"replica-lag-time-max", 30 * time.Second, "replica.lag.time.max.ms: a follower not caught up for this long leaves the ISR"},
 	{"replica-fetch-wait-max", 500 * time.Millisecond, "replica.fetch.wait.max.ms: a follower fetch's long poll"},
 	{"auto-leader-rebalance-enable", true, "auto.leader.rebalance.enable: the controller moves leadership back to preferred replicas at leader imbalance checks"},

@@ -96,7 +96,7 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 			qp := kmsg.NewDescribeQuorumRequestTopicPartition()
 			qt.Partitions = append(qt.Partitions, qp)
 			dq.Topics = append(dq.Topics, qt)
-			var voters []int32
+			var voters, observers []int32
 			leader := int32(-1)
 			if qresp, err := dq.RequestWith(ctx, cl); err == nil {
 				for _, t := range qresp.Topics {
@@ -104,6 +104,9 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 						leader = p.LeaderID
 						for _, v := range p.CurrentVoters {
 							voters = append(voters, v.ReplicaID)
+						}
+						for _, o := range p.Observers {
+							observers = append(observers, o.ReplicaID)
 						}
 					}
 				}
@@ -120,7 +123,7 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 				}
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "cluster id: %s\ncontroller: %d\nvoters: %v\nunder-replicated partitions: %d\n\n", cresp.ClusterID, leader, voters, under)
+			fmt.Fprintf(out, "cluster id: %s\ncontroller: %d\nvoters: %v\nobservers: %v\nunder-replicated partitions: %d\n\n", cresp.ClusterID, leader, voters, observers, under)
 			tw := newTable(out)
 			fmt.Fprintln(tw, "BROKER\tADDRESS\tSTATE\tREACHABLE\tVOTER")
 			for _, b := range cresp.Brokers {

@@ -73,7 +73,7 @@ func newClusterVotersCmd(opts *clientOptions) *cobra.Command {
 				if err := tw.Flush(); err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "\nterm %d, commit index %d\n", q.term, q.commitIndex)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "\nobservers: %v\nterm %d, commit index %d\n", q.observers, q.term, q.commitIndex)
 				return err
 			})
 		},
@@ -82,8 +82,10 @@ func newClusterVotersCmd(opts *clientOptions) *cobra.Command {
 		Use:   "add ID HOST:PORT",
 		Short: "Add a voter: the node with this id, listening for Raft at HOST:PORT",
 		Long: `Add a voter to the metadata quorum. Start the new broker first with --voters set to the
-current voters (its own id not among them): it joins instead of bootstrapping and waits to be
-added. The new voter catches up from the leader's log or a snapshot.`,
+current voters (its own id not among them): it joins as an observer instead of bootstrapping
+(it receives the metadata log, votes in nothing, and serves as a broker). This command makes
+it a voter; an observer is already caught up, another node catches up from the leader's log
+or a snapshot. The node must answer at HOST:PORT as node ID.`,
 		Example: "  sediment cluster voters add 4 10.0.0.4:9093 -b localhost:9092",
 		Args:    cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -118,8 +120,10 @@ added. The new voter catches up from the leader's log or a snapshot.`,
 	cmd.AddCommand(&cobra.Command{
 		Use:   "remove ID",
 		Short: "Remove a voter",
-		Long: `Remove a voter from the metadata quorum. The removed node no longer receives the metadata
-log: stop that broker (or add it back). Removing the leader makes it step down.`,
+		Long: `Remove a voter from the metadata quorum. A removed node that still runs stays an observer:
+it receives the metadata log and votes in nothing, and the broker goes on serving (decommission
+it with "sediment cluster unregister" once it is stopped). One that does not answer leaves the
+quorum's configuration. Removing the leader makes it step down.`,
 		Example: "  sediment cluster voters remove 3 -b localhost:9092",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -181,6 +185,7 @@ type quorum struct {
 	term        int32           // the leader epoch: the Raft term
 	commitIndex int64           // the high watermark: the Raft commit index
 	voters      []metadata.Peer // Addr from v2's nodes, "" when not given
+	observers   []int32         // brokers that receive the log without a vote
 }
 
 func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
@@ -211,6 +216,9 @@ func describeQuorum(ctx context.Context, cl *kgo.Client) (quorum, error) {
 			q.leader, q.term, q.commitIndex = p.LeaderID, p.LeaderEpoch, p.HighWatermark
 			for _, v := range p.CurrentVoters {
 				q.voters = append(q.voters, metadata.Peer{ID: v.ReplicaID, Addr: addrs[v.ReplicaID]})
+			}
+			for _, o := range p.Observers {
+				q.observers = append(q.observers, o.ReplicaID)
 			}
 		}
 	}
