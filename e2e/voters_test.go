@@ -18,7 +18,8 @@ import (
 // in --voters joins as an observer (it bootstraps nothing, asks the voters to
 // add it, receives the metadata log and serves without a vote): it learns a
 // topic created afterwards, and DescribeQuorum lists it among the observers.
-// `voters add` makes it a voter; every broker then lists four voters. Adding
+// `voters add` makes it a voter; every broker then lists four voters, also
+// after broker 4 restarts with the same settings. Adding
 // it again is DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND, adding
 // an address nobody answers at REQUEST_TIMED_OUT and a node under another id
 // INVALID_REQUEST (the quorum unchanged). `voters remove` takes it out of the
@@ -108,6 +109,17 @@ func TestClusterVoters(t *testing.T) {
 		t.Errorf("cluster status through broker 4:\n%s", status)
 	}
 	learns("after-join")
+	// Restarted with the same settings (its id still not in --voters), it
+	// asks to observe again and stays a voter.
+	if err := b4.Stop(); err != nil {
+		t.Fatalf("stopping broker 4: %v", err)
+	}
+	if err := b4.start(); err != nil {
+		t.Fatalf("restarting broker 4: %v", err)
+	}
+	if r := b4.sediment(t, "", "cluster", "voters", "list").Stdout; len(parseVoterList(r)) != 4 || !strings.Contains(r, "observers: []") {
+		t.Fatalf("voters after broker 4's restart:\n%s", r)
+	}
 
 	// Refusals.
 	if r := c.Broker(1).sedimentMayFail(t, "", "cluster", "voters", "add", "4", b4.RaftAddr); r.Err == nil || !strings.Contains(r.Stderr, "DUPLICATE_VOTER") {
