@@ -609,3 +609,63 @@ func TestObservers(t *testing.T) {
 	c.stop(4)
 	membersAre(others, []int32{old.ID()})
 }
+
+// TestRemovedVoterRejoinsUnderANewLeader: a voter removed while it was down,
+// whose Raft configuration predates the current leader, rejoins as an
+// observer with its old state: it has recorded this cluster's id, so the
+// leader does not take it for another quorum's voter (before, it was refused
+// and had to start over with an empty directory).
+func TestRemovedVoterRejoinsUnderANewLeader(t *testing.T) {
+	c := newCluster(t, 2, nil)
+	ctx := testContext(t, 60*time.Second)
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "before", Holder: "h", TTLMs: 60000})
+	c.converged()
+	if c.nodes[2].IsLeader() {
+		if err := c.nodes[2].RemoveVoter(ctx, 2); err != nil { // demoted, then promoted back
+			t.Fatal(err)
+		}
+		if err := c.nodes[1].AddVoter(ctx, Peer{ID: 2, Addr: c.nodes[2].Addr()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop(2)
+	if err := c.nodes[1].RemoveVoter(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	// Node 3 joins and becomes the only voter, so it leads.
+	cfg := fastConfig(t, 3, t.TempDir())
+	c.cfgs[3] = cfg
+	n3 := c.open(3)
+	if err := c.nodes[1].AddVoter(ctx, Peer{ID: 3, Addr: n3.Addr()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.nodes[1].RemoveVoter(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "node 3 leads", func() error {
+		if !n3.IsLeader() {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	mustPropose(t, n3, &AcquireLease{Kind: "k", Resource: "under-3", Holder: "h", TTLMs: 60000})
+
+	// Node 2 restarts with its old state and asks node 3 to observe.
+	cfg2 := c.cfgs[2]
+	cfg2.Bootstrap = false
+	cfg2.Peers = []Peer{{ID: 3, Addr: n3.Addr()}}
+	c.cfgs[2] = cfg2
+	n2 := c.open(2)
+	if err := n2.JoinAsObserver(ctx); err != nil {
+		t.Fatalf("rejoin as observer: %v", err)
+	}
+	c.converged()
+	if _, ok := n2.State().Lease("k", "under-3"); !ok {
+		t.Fatal("the rejoined node did not learn what was committed without it")
+	}
+	if err := n3.AddVoter(ctx, Peer{ID: 2, Addr: n2.Addr()}); err != nil {
+		t.Fatalf("promote the rejoined node: %v", err)
+	}
+	mustPropose(t, n3, &AcquireLease{Kind: "k", Resource: "after-rejoin", Holder: "h", TTLMs: 60000})
+	c.converged()
+}

@@ -136,6 +136,9 @@ type Node struct {
 	// barrierTerm is the last term in which this node, as leader, applied
 	// everything committed before it proposed (see proposeLocal).
 	barrierTerm atomic.Uint64
+	// clusterIDKept: the cluster id is in the Raft stable store
+	// (recordClusterID).
+	clusterIDKept atomic.Bool
 	// nudges wakes nudgeLoop (one pending at most).
 	nudges chan struct{}
 	// goMu orders goroutine starts (read lock) before Close's wait (write
@@ -199,6 +202,9 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metadata: open raft log: %w", err)
 	}
 	n.wal, n.meta = w, meta
+	if id, err := w.Get(stableClusterID); err == nil && len(id) > 0 {
+		n.clusterIDKept.Store(true)
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.Dir, "snapshots"), 2, hlog)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: open snapshot store: %w", err)
@@ -756,7 +762,11 @@ func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
 		return reject(ErrInvalidRequest, "the node at %s is node %d, not %d", addr, who.id, id)
 	case who.cluster != "" && who.cluster != n.State().ClusterID:
 		return reject(ErrInvalidRequest, "the node at %s is a member of another cluster, %s, not %s", addr, who.cluster, n.State().ClusterID)
-	case who.membership == memberElsewhere:
+	case who.membership == memberElsewhere && (who.cluster == "" || who.cluster != n.State().ClusterID):
+		// A configuration without this leader is another quorum's, unless
+		// the node has recorded this cluster's id: then it is one of ours
+		// that was removed while this leader joined (its log is an old
+		// part of ours; the leader overwrites what it lacks).
 		return reject(ErrInvalidRequest, "the node at %s is a voter of another quorum (its Raft configuration does not name this leader, node %d)", addr, n.cfg.NodeID)
 	}
 	return nil

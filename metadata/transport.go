@@ -218,7 +218,7 @@ func (n *Node) handleForward(req []byte) []byte {
 		e := encoder{}
 		e.u8(0)
 		e.varint(int64(n.cfg.NodeID))
-		e.str(n.State().ClusterID)
+		e.str(n.clusterID())
 		e.u8(n.membership(asker))
 		return e.buf
 	}

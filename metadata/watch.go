@@ -7,6 +7,7 @@ import (
 // publish is called by the FSM (on raft's FSM goroutine) after each batch of
 // applied changes, or with restored after a snapshot was installed.
 func (n *Node) publish(changes []Change, restored *State) {
+	n.recordClusterID(changes, restored)
 	n.watch.Lock()
 	defer n.watch.Unlock()
 	if restored != nil {
@@ -80,4 +81,42 @@ func (n *Node) Watch(ctx context.Context, fromVersion uint64) <-chan Change {
 		close(out)
 	}
 	return out
+}
+
+// stableClusterID is the Raft stable store's key for the cluster id.
+var stableClusterID = []byte("sediment-cluster-id")
+
+// recordClusterID keeps the cluster id, once applied, in the Raft stable
+// store. After a restart the FSM applies nothing past its last snapshot
+// until a leader tells it the commit index, so State().ClusterID may be
+// empty then; identify (op 5) still tells this cluster's id, by which a
+// leader knows a voter removed while it was down from another quorum's.
+func (n *Node) recordClusterID(changes []Change, restored *State) {
+	if n.clusterIDKept.Load() {
+		return
+	}
+	st := restored
+	if len(changes) > 0 {
+		st = changes[len(changes)-1].State
+	}
+	if st == nil || st.ClusterID == "" {
+		return
+	}
+	if err := n.wal.Set(stableClusterID, []byte(st.ClusterID)); err != nil {
+		n.logger.Warn("cannot record the cluster id", "err", err)
+		return
+	}
+	n.clusterIDKept.Store(true)
+}
+
+// clusterID is the applied state's cluster id, or else the recorded one.
+func (n *Node) clusterID() string {
+	if id := n.State().ClusterID; id != "" {
+		return id
+	}
+	id, err := n.wal.Get(stableClusterID)
+	if err != nil {
+		return ""
+	}
+	return string(id)
 }
