@@ -552,6 +552,19 @@ func TestObservers(t *testing.T) {
 	if err := n4.JoinAsObserver(ctx); err != nil { // again: nothing changes
 		t.Fatal(err)
 	}
+	// A second node under id 4 is refused while the first answers.
+	dup := fastConfig(t, 4, t.TempDir())
+	dup.Peers = cfg.Peers
+	n4dup, err := Open(dup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n4dup.Close()
+	if err := n4dup.JoinAsObserver(ctx); !errors.Is(err, ErrInvalidRequest) || !strings.Contains(err.Error(), "still answers") {
+		t.Fatalf("a second node 4 asking to observe: %v, want ErrInvalidRequest", err)
+	}
+	n4dup.Close()
+	membersAre([]int32{1, 2, 3}, []int32{4})
 
 	// Promoted, it stays a voter when it asks to observe (a restart).
 	if err := c.nodes[2].AddVoter(ctx, Peer{ID: 4, Addr: n4.Addr()}); err != nil {

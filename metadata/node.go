@@ -929,6 +929,10 @@ func (n *Node) changeVotersLocal(ctx context.Context, op byte, id int32, addr st
 			return nil
 		case ok && s.Address == raft.ServerAddress(addr):
 			return nil
+		case ok && n.answers(ctx, id, string(s.Address)):
+			// A second process under the same id (a copied config) would
+			// take the log away from the one that observes now.
+			return reject(ErrInvalidRequest, "node %d observes from %s, which still answers", id, s.Address)
 		}
 		if err := n.checkNewVoter(ctx, id, addr); err != nil {
 			return err
