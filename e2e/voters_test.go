@@ -17,7 +17,9 @@ import (
 // with `sediment cluster voters`: a 4th broker started with the three voters
 // in --voters joins as an observer (it bootstraps nothing, asks the voters to
 // add it, receives the metadata log and serves without a vote): it learns a
-// topic created afterwards, and DescribeQuorum lists it among the observers.
+// topic created afterwards, leads a partition of a topic replicated on all
+// four and serves acks=all produce and consume, and DescribeQuorum lists it
+// among the observers.
 // `voters add` makes it a voter; every broker then lists four voters, also
 // after broker 4 restarts with the same settings. Adding
 // it again is DUPLICATE_VOTER, removing an unknown id VOTER_NOT_FOUND, adding
@@ -92,6 +94,51 @@ func TestClusterVoters(t *testing.T) {
 		})
 	}
 	learns("as-observer")
+	// An observer is a whole broker: replicas on all four brokers, the
+	// partition broker 4 leads among them, records produced with acks=all
+	// through broker 4 and read back through it.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if resp, err := adm.CreateTopic(ctx, 4, 4, nil, "replicated"); err != nil || resp.Err != nil {
+		t.Fatalf("create topic replicated: %v %v", err, resp.Err)
+	}
+	waitFor(t, 30*time.Second, "broker 4 to lead a partition of replicated with all four in its ISR", func() bool {
+		parts, err := c.Partitions(ctx, adm4, "replicated")
+		if err != nil || len(parts) != 4 {
+			return false
+		}
+		leads := false
+		for _, p := range parts {
+			if len(p.ISR) != 4 {
+				return false
+			}
+			leads = leads || p.Leader == 4
+		}
+		return leads
+	})
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(b4.Addr), kgo.RequiredAcks(kgo.AllISRAcks()), kgo.DefaultProduceTopic("replicated"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	for i := range 200 {
+		if err := pcl.ProduceSync(ctx, &kgo.Record{Key: []byte(fmt.Sprint(i)), Value: []byte(fmt.Sprint(i))}).FirstErr(); err != nil {
+			t.Fatalf("produce through the observer: %v", err)
+		}
+	}
+	ccl, err := kgo.NewClient(kgo.SeedBrokers(b4.Addr), kgo.ConsumeTopics("replicated"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ccl.Close()
+	seen := map[string]bool{}
+	for len(seen) < 200 && ctx.Err() == nil {
+		fs := ccl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if len(seen) != 200 {
+		t.Fatalf("read back %d of 200 records through the observer", len(seen))
+	}
 
 	out := c.Broker(2).sediment(t, "", "cluster", "voters", "add", "4", b4.RaftAddr).Stdout
 	if !strings.Contains(out, "added voter 4") {
