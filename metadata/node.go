@@ -409,11 +409,8 @@ func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
 		if n.raft.State() == raft.Leader {
 			res, err = n.proposeLocal(ctx, cmd)
 		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
-			e := encoder{}
-			e.u8(opPropose)
-			e.u32(uint32(forwardTimeout(ctx).Milliseconds()))
-			e.buf = append(e.buf, EncodeCommand(cmd)...)
-			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			req := forwardRequest{op: opPropose, timeout: forwardTimeout(ctx), command: EncodeCommand(cmd)}
+			res, err = n.fwd.call(ctx, leader.Addr, req.encode())
 		} else {
 			err = errNotSent
 		}
@@ -607,11 +604,9 @@ func (n *Node) Sync(ctx context.Context) (*State, error) {
 		if n.raft.State() == raft.Leader {
 			version, err = n.readIndexLocal(forwardTimeout(ctx))
 		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
-			e := encoder{}
-			e.u8(opReadIndex)
-			e.u32(uint32(min(forwardTimeout(ctx), time.Hour).Milliseconds()))
+			req := forwardRequest{op: opReadIndex, timeout: min(forwardTimeout(ctx), time.Hour)}
 			var res Result
-			res, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			res, err = n.fwd.call(ctx, leader.Addr, req.encode())
 			version = res.Version
 		} else {
 			err = errNotSent
@@ -835,17 +830,14 @@ func (n *Node) JoinAsObserver(ctx context.Context) error {
 	if len(n.cfg.Peers) == 0 {
 		return reject(ErrInvalidRequest, "no voters to ask")
 	}
-	e := encoder{}
-	e.u8(opAddObserver)
-	e.varint(int64(n.cfg.NodeID))
-	e.str(n.Addr())
+	req := forwardRequest{op: opAddObserver, id: n.cfg.NodeID, addr: n.Addr()}.encode()
 	var last error
 	for {
 		for _, p := range n.cfg.Peers {
 			if p.ID == n.cfg.NodeID {
 				continue
 			}
-			_, err := n.fwd.call(ctx, p.Addr, e.buf)
+			_, err := n.fwd.call(ctx, p.Addr, req)
 			if err == nil || errors.Is(err, ErrInvalidRequest) {
 				return err
 			}
@@ -877,13 +869,8 @@ func (n *Node) changeVoters(ctx context.Context, op byte, id int32, addr string)
 		if n.raft.State() == raft.Leader {
 			err = n.changeVotersLocal(ctx, op, id, addr)
 		} else if leader, ok := n.Leader(); ok && leader.ID != n.cfg.NodeID {
-			e := encoder{}
-			e.u8(op)
-			e.varint(int64(id))
-			if op == opAddVoter || op == opAddObserver {
-				e.str(addr)
-			}
-			_, err = n.fwd.call(ctx, leader.Addr, e.buf)
+			req := forwardRequest{op: op, id: id, addr: addr}
+			_, err = n.fwd.call(ctx, leader.Addr, req.encode())
 		} else {
 			err = errNotSent
 		}

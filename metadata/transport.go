@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"strconv"
 	"sync"
@@ -210,72 +211,92 @@ func (n *Node) serveForward(c net.Conn) {
 	}
 }
 
-func (n *Node) handleForward(req []byte) []byte {
+// forwardRequest is one request of the forward protocol, decoded.
+type forwardRequest struct {
+	op      byte
+	timeout time.Duration // ops 1 and 4, whole milliseconds
+	command []byte        // op 1: the encoded command
+	id      int32         // ops 2, 3, 6, 7: the node; op 5: the asker
+	addr    string        // ops 2 and 6
+}
+
+func (r forwardRequest) encode() []byte {
+	e := encoder{}
+	e.u8(r.op)
+	switch r.op {
+	case opPropose, opReadIndex:
+		e.u32(uint32(min(r.timeout.Milliseconds(), math.MaxUint32)))
+		e.buf = append(e.buf, r.command...)
+	case opAddVoter, opAddObserver:
+		e.varint(int64(r.id))
+		e.str(r.addr)
+	case opRemoveVoter, opRemoveObserver, opIdentify:
+		e.varint(int64(r.id))
+	}
+	return e.buf
+}
+
+// decodeForward decodes a request; an unknown op or a truncated body is an
+// error. Bytes after the fields an op has are ignored, as before (room for
+// fields a later version adds; op 1's command is the rest).
+func decodeForward(req []byte) (forwardRequest, error) {
 	d := decoder{buf: req}
-	op := d.u8()
-	if op == opIdentify {
-		asker := d.int32()
+	r := forwardRequest{op: d.u8()}
+	switch r.op {
+	case opPropose, opReadIndex:
+		r.timeout = time.Duration(d.u32()) * time.Millisecond
+		if r.op == opPropose {
+			r.command, d.buf = d.buf, nil
+		}
+	case opAddVoter, opAddObserver:
+		r.id, r.addr = d.int32(), d.str()
+	case opRemoveVoter, opRemoveObserver, opIdentify:
+		r.id = d.int32()
+	default:
+		if d.err == nil {
+			return r, fmt.Errorf("op %d", r.op)
+		}
+	}
+	return r, d.err
+}
+
+func (n *Node) handleForward(req []byte) []byte {
+	r, err := decodeForward(req)
+	if err == nil && r.op == opIdentify {
 		e := encoder{}
 		e.u8(0)
 		e.varint(int64(n.cfg.NodeID))
 		e.str(n.clusterID())
-		e.u8(n.membership(asker))
+		e.u8(n.membership(r.id))
 		return e.buf
 	}
-	var (
-		res Result
-		err error
-	)
-	switch op {
-	case opPropose:
-		timeout := time.Duration(d.u32()) * time.Millisecond
-		if d.err != nil {
-			err = reject(ErrInvalidRequest, "forward: %v", d.err)
-			break
-		}
+	var res Result
+	switch {
+	case err != nil:
+		err = reject(ErrInvalidRequest, "forward: %v", err)
+	case r.op == opPropose:
 		var cmd Command
-		cmd, err = DecodeCommand(d.buf)
+		cmd, err = DecodeCommand(r.command)
 		if err != nil {
 			break
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, timeout)
+		ctx, cancel := context.WithTimeout(n.ctx, r.timeout)
 		res, err = n.proposeLocal(ctx, cmd)
 		cancel()
-	case opReadIndex:
-		timeout := time.Duration(d.u32()) * time.Millisecond
-		if d.err != nil {
-			err = reject(ErrInvalidRequest, "forward: %v", d.err)
-			break
-		}
-		res.Version, err = n.readIndexLocal(timeout)
-	case opAddVoter, opRemoveVoter, opRemoveObserver:
-		id := d.int32()
-		addr := ""
-		if op == opAddVoter {
-			addr = d.str()
-		}
-		if d.err != nil {
-			err = reject(ErrInvalidRequest, "forward: %v", d.err)
-			break
-		}
+	case r.op == opReadIndex:
+		res.Version, err = n.readIndexLocal(r.timeout)
+	case r.op == opAddVoter, r.op == opRemoveVoter, r.op == opRemoveObserver:
 		// The follower's request carries no timeout: its own call gives up
 		// at its deadline; the change is bounded here the same way.
 		ctx, cancel := context.WithTimeout(n.ctx, voterChangeWait)
-		err = n.changeVotersLocal(ctx, op, id, addr)
+		err = n.changeVotersLocal(ctx, r.op, r.id, r.addr)
 		cancel()
-	case opAddObserver:
-		id, addr := d.int32(), d.str()
-		if d.err != nil {
-			err = reject(ErrInvalidRequest, "forward: %v", d.err)
-			break
-		}
+	case r.op == opAddObserver:
 		// Sent to any voter by a node that does not know the leader: this
 		// one forwards it there (changeVoters), within the same bound.
 		ctx, cancel := context.WithTimeout(n.ctx, voterChangeWait)
-		err = n.changeVoters(ctx, opAddObserver, id, addr)
+		err = n.changeVoters(ctx, opAddObserver, r.id, r.addr)
 		cancel()
-	default:
-		err = reject(ErrInvalidRequest, "forward: op %d", op)
 	}
 	if errors.Is(err, raft.ErrNotLeader) {
 		err = fmt.Errorf("%w: %v", errNotSent, err)
@@ -478,16 +499,18 @@ func identify(dial dialFunc, addr string, asker int32, timeout time.Duration) (i
 	}
 	defer c.Close()
 	_ = c.SetDeadline(deadline)
-	e := encoder{}
-	e.u8(opIdentify)
-	e.varint(int64(asker))
-	if err := writeFrame(c, e.buf); err != nil {
+	if err := writeFrame(c, forwardRequest{op: opIdentify, id: asker}.encode()); err != nil {
 		return identity{}, err
 	}
 	resp, err := readFrame(bufio.NewReader(c))
 	if err != nil {
 		return identity{}, err
 	}
+	return decodeIdentity(resp)
+}
+
+// decodeIdentity decodes an answer to op 5.
+func decodeIdentity(resp []byte) (identity, error) {
 	d := decoder{buf: resp}
 	if d.u8() != 0 {
 		return identity{}, errNoIdentity
