@@ -46,13 +46,18 @@ func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, err
 			if err != nil {
 				rp.ErrorCode = kerr.NotLeaderForPartition.Code
 			}
-			for _, v := range voters {
-				rv := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-				rv.ReplicaID, rv.LogEndOffset, rv.LastFetchTimestamp, rv.LastCaughtUpTimestamp = v.ID, -1, -1, -1
-				if v.ID == b.meta.ID() {
-					rv.LogEndOffset = int64(min(last, math.MaxInt64))
+			// replica is what this broker knows of a node's copy of the
+			// log: its own log end offset only.
+			replica := func(id int32) kmsg.DescribeQuorumResponseTopicPartitionReplicaState {
+				rs := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
+				rs.ReplicaID, rs.LogEndOffset, rs.LastFetchTimestamp, rs.LastCaughtUpTimestamp = id, -1, -1, -1
+				if id == b.meta.ID() {
+					rs.LogEndOffset = int64(min(last, math.MaxInt64))
 				}
-				rp.CurrentVoters = append(rp.CurrentVoters, rv)
+				return rs
+			}
+			for _, v := range voters {
+				rp.CurrentVoters = append(rp.CurrentVoters, replica(v.ID))
 				if r.Version >= 2 {
 					n := kmsg.NewDescribeQuorumResponseNode()
 					n.NodeID = v.ID
@@ -66,12 +71,7 @@ func handleDescribeQuorum(_ context.Context, b *Broker, r *Request) (*Reply, err
 			}
 			observers, _ := b.meta.Observers()
 			for _, o := range observers {
-				ro := kmsg.NewDescribeQuorumResponseTopicPartitionReplicaState()
-				ro.ReplicaID, ro.LogEndOffset, ro.LastFetchTimestamp, ro.LastCaughtUpTimestamp = o.ID, -1, -1, -1
-				if o.ID == b.meta.ID() {
-					ro.LogEndOffset = int64(min(last, math.MaxInt64))
-				}
-				rp.Observers = append(rp.Observers, ro)
+				rp.Observers = append(rp.Observers, replica(o.ID))
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}
