@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -681,4 +682,45 @@ func TestRemovedVoterRejoinsUnderANewLeader(t *testing.T) {
 	}
 	mustPropose(t, n3, &AcquireLease{Kind: "k", Resource: "after-rejoin", Holder: "h", TTLMs: 60000})
 	c.converged()
+}
+
+// TestJoinAsObserverOlderQuorum: a voter of a version without op 6 answers
+// it INVALID_REQUEST ("forward: op 6"); JoinAsObserver returns
+// ErrInvalidRequest at once, and the broker then waits to be added by hand.
+func TestJoinAsObserverOlderQuorum(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		var proto [1]byte
+		if _, err := c.Read(proto[:]); err != nil || proto[0] != protoForward {
+			return
+		}
+		if _, err := readFrame(c); err != nil {
+			return
+		}
+		e := encoder{}
+		e.u8(1)
+		e.buf = binary.BigEndian.AppendUint16(e.buf, codeOf(reject(ErrInvalidRequest, "forward: op 6")))
+		e.str("metadata: invalid request: forward: op 6")
+		_ = writeFrame(c, e.buf)
+	}()
+	cfg := fastConfig(t, 4, t.TempDir())
+	cfg.Peers = []Peer{{ID: 1, Addr: ln.Addr().String()}}
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := testContext(t, 20*time.Second)
+	if err := n.JoinAsObserver(ctx); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("JoinAsObserver against an older voter: %v, want ErrInvalidRequest", err)
+	}
 }
