@@ -724,3 +724,41 @@ func TestJoinAsObserverOlderQuorum(t *testing.T) {
 		t.Fatalf("JoinAsObserver against an older voter: %v, want ErrInvalidRequest", err)
 	}
 }
+
+// TestRemovedWhileDownRejoinsByItself: a voter removed while it was down,
+// restarted with its old settings, believes it is a voter and hears from no
+// leader; after rejoinAfter without one it asks the voters of its own
+// configuration to keep it, and comes back as an observer that learns the
+// log. (Every test of the package runs the loop every 300 ms: a node still
+// in the configuration that asks changes nothing.)
+func TestRemovedWhileDownRejoinsByItself(t *testing.T) {
+	c := newCluster(t, 3, nil) // rejoinAfter 300 ms (fastConfig)
+	ctx := testContext(t, 60*time.Second)
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "before", Holder: "h", TTLMs: 60000})
+	c.converged()
+	down := c.follower().ID()
+	c.stop(down)
+	var live *Node
+	for _, n := range c.nodes {
+		live = n
+	}
+	if err := live.RemoveVoter(ctx, down); err != nil {
+		t.Fatal(err)
+	}
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "while-down", Holder: "h", TTLMs: 60000})
+	n := c.open(down) // Peers empty: it asks the voters of its configuration
+	eventually(t, 30*time.Second, "the removed voter back as an observer", func() error {
+		o, err := c.leader().Observers()
+		if err != nil || len(o) != 1 || o[0].ID != down {
+			return fmt.Errorf("observers %v, %v", o, err)
+		}
+		return nil
+	})
+	c.converged()
+	if _, ok := n.State().Lease("k", "while-down"); !ok {
+		t.Fatal("the rejoined node did not learn what was committed while it was away")
+	}
+	if v, err := c.leader().Voters(); err != nil || len(v) != 2 {
+		t.Fatalf("voters %v, %v: want the two that stayed", v, err)
+	}
+}

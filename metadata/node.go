@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -107,6 +108,10 @@ type Config struct {
 	// batch's changes before the session clock sees them (it may block:
 	// entries then stay in the log, not yet applied).
 	beforeObserve func([]Change)
+	// rejoinAfter is how long a node with a Raft configuration goes
+	// without a leader before it asks to be kept as an observer
+	// (rejoinLoop); default 10s.
+	rejoinAfter time.Duration
 }
 
 // Node is one metadata voter: the Raft node, its state machine, the
@@ -276,6 +281,7 @@ func Open(cfg Config) (*Node, error) {
 	n.raft = r
 	close(n.raftReady)
 	n.goTracked("nudge", n.nudgeLoop)
+	n.goTracked("rejoin", n.rejoinLoop)
 	if !cfg.DisableController {
 		n.goTracked("controller", newController(n).run)
 	}
@@ -307,6 +313,7 @@ func setDefaults(c *Config) {
 	def(&c.CommitTimeout, 50*time.Millisecond)
 	def(&c.SnapshotInterval, 2*time.Minute)
 	def(&c.ControllerInterval, 250*time.Millisecond)
+	def(&c.rejoinAfter, 10*time.Second)
 	c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage = LeaderImbalanceDefaults(c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
@@ -827,13 +834,14 @@ func (n *Node) answers(ctx context.Context, id int32, addr string) bool {
 // know the request (an older version) or refused it (this id answers at
 // another address); the node then waits to be added by hand.
 func (n *Node) JoinAsObserver(ctx context.Context) error {
-	if len(n.cfg.Peers) == 0 {
+	peers := n.joinPeers()
+	if len(peers) == 0 {
 		return reject(ErrInvalidRequest, "no voters to ask")
 	}
 	req := forwardRequest{op: opAddObserver, id: n.cfg.NodeID, addr: n.Addr()}.encode()
 	var last error
 	for {
-		for _, p := range n.cfg.Peers {
+		for _, p := range peers {
 			if p.ID == n.cfg.NodeID {
 				continue
 			}
@@ -854,6 +862,62 @@ func (n *Node) JoinAsObserver(ctx context.Context) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// joinPeers is whom JoinAsObserver asks: Config.Peers, then the voters of
+// this node's own Raft configuration not among them.
+func (n *Node) joinPeers() []Peer {
+	peers := slices.Clone(n.cfg.Peers)
+	voters, _ := n.Voters()
+	for _, v := range voters {
+		if !slices.ContainsFunc(peers, func(p Peer) bool { return p.ID == v.ID && p.Addr == v.Addr }) {
+			peers = append(peers, v)
+		}
+	}
+	return peers
+}
+
+// rejoinLoop: a node that has a Raft configuration but has heard from no
+// leader for Config.rejoinAfter asks the voters it knows to add it as an
+// observer (JoinAsObserver), and again every rejoinAfter while that lasts.
+// Raft never tells a voter that it was removed while it was down or cut
+// off: it would wait for ever for a leader that sends it nothing (a broker
+// restarted with its old settings exited after 30 s without a leader, and
+// again at every restart). Asked, the leader adds it back as an observer; a
+// node still in the configuration, voter or observer, is left as it is (the
+// leader answers at once), so asking during an election or a quorum loss
+// changes nothing.
+func (n *Node) rejoinLoop() {
+	t := time.NewTicker(n.cfg.rejoinAfter / 4)
+	defer t.Stop()
+	var since time.Time // stale since, with a configuration
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if !n.Stale() || !n.hasConfiguration() {
+			since = time.Time{}
+			continue
+		}
+		if since.IsZero() {
+			since = time.Now()
+		}
+		if time.Since(since) < n.cfg.rejoinAfter {
+			continue
+		}
+		since = time.Now()
+		ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.rejoinAfter, 5*time.Second))
+		err := n.JoinAsObserver(ctx)
+		cancel()
+		n.logger.Info("no leader heard from: asked the voters to keep this node in the quorum's configuration", "err", err)
+	}
+}
+
+func (n *Node) hasConfiguration() bool {
+	f := n.raft.GetConfiguration()
+	return f.Error() == nil && len(f.Configuration().Servers) > 0
 }
 
 // Observers returns the nodes that receive the log without a vote.

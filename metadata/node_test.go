@@ -20,6 +20,9 @@ func fastConfig(t testing.TB, id int32, dir string) Config {
 		LeaderLeaseTimeout: 250 * time.Millisecond, CommitTimeout: 5 * time.Millisecond,
 		ControllerInterval: 20 * time.Millisecond,
 		Logger:             testLogger(t),
+		// Every test runs the rejoin loop often: asking to be kept while
+		// in the configuration must change nothing.
+		rejoinAfter: 300 * time.Millisecond,
 	}
 }
 
