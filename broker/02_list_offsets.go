@@ -7,7 +7,16 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// ListOffsets: v1-11
+// ListOffsets: v0-11
+//
+// v0 (removed by Kafka 4.0, KIP-896, and still sent by tools built on old
+// clients: Burrow up to 1.9.3, Debian's 1.2.1 among them, sends it whatever
+// its kafka-version, linkedin/Burrow#843) answers a list of offsets,
+// old_style_offsets, of at most max_num_offsets: latest the high
+// watermark, earliest the log start, a time the offset v1 gives (Kafka 3.x
+// answered segment base offsets before the time, by the files' modification
+// times; both are offsets from which a consumer reads what came at or after
+// it), none if no record is that recent: then the high watermark.
 //
 // Timestamps: -1 latest (the high watermark; the last stable offset for
 // read_committed), -2 earliest (log start),
@@ -23,7 +32,7 @@ import (
 // (latest, max timestamp, by time) of a partition whose ISR is the leader
 // alone wait for its pending fsync first (awaitLoneWrites).
 
-func init() { regKey(2, 1, 11).handler = handleListOffsets }
+func init() { regKey(2, 0, 11).handler = handleListOffsets }
 
 // sentinelMinVersion is the first ListOffsets version of each negative
 // timestamp (Kafka's ListOffsetsRequest.timestampMinSupportedVersion).
@@ -83,6 +92,13 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 			if err != nil {
 				rp.ErrorCode = errCode(err)
 				rp.Offset, rp.Timestamp = -1, -1
+			}
+			if r.Version == 0 && rp.ErrorCode == 0 && pt.MaxNumOffsets > 0 {
+				off := rp.Offset
+				if off < 0 {
+					off = p.log.HighWatermark()
+				}
+				rp.OldStyleOffsets = []int64{off}
 			}
 			rt.Partitions = append(rt.Partitions, rp)
 		}

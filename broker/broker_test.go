@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"net"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -386,6 +387,39 @@ func TestListOffsetsByTime(t *testing.T) {
 		if p.ErrorCode != c.code || p.Offset != c.offset {
 			t.Errorf("timestamp %d at v%d: %v offset %d, want %v offset %d", c.ts, c.version,
 				kerr.ErrorForCode(p.ErrorCode), p.Offset, kerr.ErrorForCode(c.code), c.offset)
+		}
+	}
+
+	// v0 (Kafka 3.x's; Burrow before 1.9.4 sends it): old_style_offsets, at
+	// most max_num_offsets of them; by time the offset v1 gives, or the
+	// high watermark when no record is that recent.
+	for i, c := range []struct {
+		ts   int64
+		max  int32
+		code int16
+		want []int64
+	}{
+		{-1, 1, 0, []int64{20}},
+		{-2, 1, 0, []int64{0}},
+		{-1, 5, 0, []int64{20}},
+		{-1, 0, 0, nil},
+		{base.Add(7500 * time.Millisecond).UnixMilli(), 1, 0, []int64{8}},
+		{base.Add(time.Hour).UnixMilli(), 1, 0, []int64{20}},
+		{-3, 1, kerr.UnsupportedVersion.Code, nil},
+	} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.Version = 0
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "times"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp, rp.MaxNumOffsets = c.ts, c.max
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		p := rawRequest(t, nc, req, int32(100+i)).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		if p.ErrorCode != c.code || !slices.Equal(p.OldStyleOffsets, c.want) {
+			t.Errorf("v0 timestamp %d max %d: %v offsets %v, want %v offsets %v", c.ts, c.max,
+				kerr.ErrorForCode(p.ErrorCode), p.OldStyleOffsets, kerr.ErrorForCode(c.code), c.want)
 		}
 	}
 }

@@ -185,6 +185,7 @@ func TestCompat(t *testing.T) {
 	t.Run("kafka-python-codecs", func(t *testing.T) { testKafkaPythonCodecs(t, b) })
 	t.Run("kafka-python-group", func(t *testing.T) { testKafkaPythonGroup(t, b) })
 	t.Run("platformatic", func(t *testing.T) { testPlatformatic(t, b) })
+	t.Run("burrow", func(t *testing.T) { testBurrow(t, b) })
 }
 
 // scriptRecord is a record as the client scripts (Python, JavaScript)
