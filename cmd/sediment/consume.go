@@ -378,6 +378,16 @@ func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, form
 		if err := cl.CommitMarkedOffsets(commitCtx); err != nil && loopErr == nil {
 			loopErr = fmt.Errorf("committing offsets of group %s: %w", cf.group, err)
 		}
+		// The loop may end right after a poll (interrupted, or -n reached)
+		// whose rebalance block (BlockRebalanceOnPoll) was never lifted:
+		// leaving waits for it, and Close then waited for ever (found with
+		// the broker stopped under a waiting consumer). Then leave within a
+		// bound: Close leaves with the client's own context, which never
+		// ends, retrying LeaveGroup while no broker answers.
+		cl.AllowRebalance()
+		leaveCtx, cancelLeave := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancelLeave()
+		_ = cl.LeaveGroupContext(leaveCtx)
 	}
 	return loopErr
 }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"log/slog"
 	"regexp"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -202,4 +204,90 @@ func cliRunner(t *testing.T, ctx context.Context, addr string, prefix ...string)
 		return out
 	}
 	return run, mustRun
+}
+
+// TestConsumeGroupExitsWithoutBroker: `sediment consume -g` interrupted
+// after its broker stopped exits. Before, the loop could end after a poll
+// whose rebalance block (BlockRebalanceOnPoll) was never lifted, and
+// leaving the group, in Close, waited for it for ever (found by a helper
+// trying Burrow by hand).
+func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
+	b, err := broker.New(broker.Config{
+		DataDir:          t.TempDir(),
+		Listeners:        []broker.Listener{{Addr: "127.0.0.1:0"}},
+		AutoCreateTopics: true,
+		Logger:           slog.New(slog.DiscardHandler),
+		Groups:           group.Config{Partitions: 2, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			b.Close()
+		}
+	}()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.DefaultProduceTopic("gone"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if _, err := kadm.NewClient(pcl).CreateTopic(context.Background(), 1, 1, nil, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	if err := pcl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("one")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.ConsumerGroup("gone-group"), kgo.ConsumeTopics("gone"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll())
+	if err != nil {
+		t.Fatal(err)
+	}
+	format, err := newRecordFormatter("value", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, interrupt := context.WithCancel(context.Background())
+	defer interrupt()
+	out := &syncWriter{}
+	done := make(chan error, 1)
+	go func() {
+		done <- consume(ctx, cl, out, io.Discard, format, &consumeFlags{group: "gone-group", partition: -1}, nil)
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(out.String(), "one") {
+		if time.Now().After(deadline) {
+			t.Fatal("the record was not consumed")
+		}
+		<-time.After(10 * time.Millisecond)
+	}
+	b.Close()
+	closed = true
+	interrupt()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		buf := make([]byte, 1<<20)
+		n := runtime.Stack(buf, true)
+		t.Fatalf("consume did not return within 30 s of the interrupt with its broker gone; goroutines:\n%s", buf[:n])
+	}
+}
+
+// syncWriter is a bytes.Buffer safe for one writer and one reader.
+type syncWriter struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *syncWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
