@@ -181,7 +181,7 @@ func (b *Broker) TieringManager() *tiering.Manager {
 func (g *tierGlue) RemoteLog(_ context.Context, tp tiering.TopicPartition) (tiering.RemoteLog, error) {
 	mp, ok := g.b.meta.State().Partition(metadata.UUID(tp.TopicID), tp.Partition)
 	if !ok {
-		return tiering.RemoteLog{}, fmt.Errorf("broker: %w: %s", errUnknownTopicOrPartition, tp)
+		return tiering.RemoteLog{}, fmt.Errorf("broker: %w (%w): %s", errUnknownTopicOrPartition, tiering.ErrUnknownPartition, tp)
 	}
 	r := mp.Remote
 	return tiering.RemoteLog{ManifestKey: r.ManifestKey, ManifestVersion: r.ManifestVersion, StartOffset: r.StartOffset,

@@ -28,4 +28,9 @@ var (
 	ErrNotLeader = errors.New("tiering: not the partition leader")
 	// ErrClosed: the Manager is closed or the partition was removed.
 	ErrClosed = errors.New("tiering: closed")
+	// ErrUnknownPartition: the Committer no longer knows the partition
+	// (its topic was deleted; the owner removes the Partition next). A
+	// background round that meets it stops quietly
+	// (UNKNOWN_TOPIC_OR_PARTITION).
+	ErrUnknownPartition = errors.New("tiering: unknown partition")
 )

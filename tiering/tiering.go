@@ -36,7 +36,8 @@ type RemoteLog struct {
 // different partitions, and must honour ctx.
 type Committer interface {
 	// RemoteLog returns the partition's committed pointer (the zero value
-	// when nothing was ever committed).
+	// when nothing was ever committed), or an error wrapping
+	// ErrUnknownPartition when the partition is gone (its topic deleted).
 	RemoteLog(ctx context.Context, tp TopicPartition) (RemoteLog, error)
 	// CommitRemoteLog atomically moves the pointer to newManifestKey with
 	// [remoteStart, remoteEnd), only if leaderEpoch is the partition's
@@ -502,7 +503,7 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 			_, err = p.CleanOrphans(ctx)
 		}
 	}
-	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) {
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownPartition) {
 		err = nil
 	}
 	p.runMu.Lock()

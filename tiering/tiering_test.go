@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -1440,4 +1442,60 @@ func TestTotalRetentionStraddlingSegment(t *testing.T) {
 	if int64(len(st.manifest.Segments)) != before.RemoteSegments-1 {
 		t.Fatalf("retention.bytes %d: %d of %d remote segments left, want one expired", cfg.RetentionBytes, len(st.manifest.Segments), before.RemoteSegments)
 	}
+}
+
+// goneCommitter answers that the partition is gone, as the broker's does
+// once its topic was deleted.
+type goneCommitter struct{ *memCommitter }
+
+func (goneCommitter) RemoteLog(_ context.Context, tp TopicPartition) (RemoteLog, error) {
+	return RemoteLog{}, fmt.Errorf("glue: unknown topic or partition (%w): %s", ErrUnknownPartition, tp)
+}
+
+// TestRoundOfADeletedPartitionIsQuiet: a background round that finds its
+// partition gone (a topic deleted under a round in flight) neither warns
+// nor backs off. Before, every broker logged "round failed; retrying" for
+// each partition of a deleted topic (seen in librdkafka's suite).
+func TestRoundOfADeletedPartitionIsQuiet(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	e.m.Close()
+	var logs lockedBuffer
+	com := goneCommitter{e.com}
+	m, err := New(Options{Store: e.store, Committer: com, Leadership: com, CacheDir: t.TempDir(),
+		Interval: time.Hour, ChunkSize: 8 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil)), BaseBackoff: time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	p, err := m.AddPartition(PartitionOptions{TopicPartition: testTP, Log: e.log, Config: *localOnlyTail(0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.p = p
+	e.produce(20, 5, 40)
+	for range 2 {
+		p.busy.Store(true)
+		p.backgroundRound(context.Background())
+	}
+	if strings.Contains(logs.String(), "round failed") || p.fails != 0 {
+		t.Fatalf("a round of a deleted partition warned or backed off (fails %d):\n%s", p.fails, logs.String())
+	}
+}
+
+// lockedBuffer is a bytes.Buffer for a logger and a reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (w *lockedBuffer) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *lockedBuffer) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
