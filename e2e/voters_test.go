@@ -239,3 +239,101 @@ func parseVoterList(out string) map[string]string {
 	}
 	return vs
 }
+
+// TestObserverKills: three voters and a fourth broker that is an observer of
+// the metadata quorum, all started at once (the observer asks to join while
+// the quorum is still electing its first leader). A topic replicated three
+// times over the four brokers, the observer among its leaders, takes an
+// idempotent acks=all producer while the observer is SIGKILLed and
+// restarted, and then the metadata quorum's leader; afterwards every
+// acknowledged record is there once, the replicas are identical, and the
+// observer is still an observer that learns the metadata.
+func TestObserverKills(t *testing.T) {
+	t.Parallel() // see TestMain
+	c := NewCluster(t, 4)
+	var voters []string
+	for _, b := range c.Brokers[:3] {
+		voters = append(voters, fmt.Sprintf("%d@%s", b.NodeID, b.RaftAddr))
+	}
+	for _, b := range c.Brokers {
+		for i, a := range b.extra {
+			if a == "--voters" {
+				b.extra[i+1] = strings.Join(voters, ",")
+			}
+		}
+	}
+	c.StartAll()
+	obs := c.Broker(4)
+	quorum := func() string {
+		t.Helper()
+		return c.Broker(1).sediment(t, "", "cluster", "status").Stdout
+	}
+	if q := quorum(); !strings.Contains(q, "voters: [1 2 3]\n") || !strings.Contains(q, "observers: [4]\n") {
+		t.Fatalf("cluster status, three voters and observer 4 expected:\n%s", q)
+	}
+	adm := kadm.NewClient(c.Client(t))
+	const topic = "observed"
+	const partitions = 4
+	createClusterTopic(t, adm, topic, partitions, 3, map[string]*string{"min.insync.replicas": kadm.StringPtr("2")})
+	ps := c.WaitFullISR(t, adm, topic, 60*time.Second)
+	leads := false
+	for _, p := range ps {
+		leads = leads || p.Leader == 4
+	}
+	if !leads {
+		t.Fatalf("the observer leads no partition: %v", ps)
+	}
+	kp := startKeyedProducer(t, c, topic)
+	defer kp.stop()
+	more := func(what string) {
+		t.Helper()
+		base := kp.count()
+		waitFor(t, 60*time.Second, what, func() bool { return kp.count() > base+200 })
+	}
+	more("acknowledged writes")
+	t.Logf("SIGKILL observer 4 (%d acknowledged so far)", kp.count())
+	obs.Kill()
+	more("writes acknowledged while the observer is down")
+	obs.Start()
+	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	more("writes acknowledged after the observer's restart")
+
+	var controller int32 = -1
+	for _, line := range strings.Split(quorum(), "\n") {
+		if v, ok := strings.CutPrefix(line, "controller: "); ok {
+			fmt.Sscan(v, &controller)
+		}
+	}
+	if controller < 1 || controller > 3 {
+		t.Fatalf("controller %d is not a voter", controller)
+	}
+	t.Logf("SIGKILL the metadata leader %d (%d acknowledged so far)", controller, kp.count())
+	c.Broker(controller).Kill()
+	more("writes acknowledged while the metadata leader is down")
+	// The observer follows the new metadata leader: a topic created now
+	// shows up in its own Metadata answer.
+	createClusterTopic(t, adm, "after-leader-kill", 1, 1, nil)
+	adm4 := kadm.NewClient(obs.Client(t))
+	waitFor(t, 30*time.Second, "the observer to learn a topic created under the new metadata leader", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		md, err := adm4.Metadata(ctx, "after-leader-kill")
+		return err == nil && md.Topics["after-leader-kill"].Err == nil
+	})
+	c.Broker(controller).Start()
+	more("writes acknowledged after the metadata leader's restart")
+	kp.stop()
+
+	ps = c.WaitFullISR(t, adm, topic, 60*time.Second)
+	for p, st := range ps {
+		var replicas []*Broker
+		for _, r := range st.Replicas {
+			replicas = append(replicas, c.Broker(r))
+		}
+		c.WaitIdenticalReplicasOf(t, topic, p, replicas, 60*time.Second)
+	}
+	checkAcked(t, c, topic, kp)
+	if q := quorum(); !strings.Contains(q, "voters: [1 2 3]\n") || !strings.Contains(q, "observers: [4]\n") {
+		t.Fatalf("cluster status after the kills:\n%s", q)
+	}
+}
