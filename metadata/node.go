@@ -911,7 +911,11 @@ func (n *Node) rejoinLoop() {
 		ctx, cancel := context.WithTimeout(n.ctx, min(n.cfg.rejoinAfter, 5*time.Second))
 		err := n.JoinAsObserver(ctx)
 		cancel()
-		n.logger.Info("no leader heard from: asked the voters to keep this node in the quorum's configuration", "err", err)
+		if err == nil {
+			n.logger.Info("no leader heard from: the voters keep this node in the quorum's configuration (an observer if it had been removed)")
+		} else {
+			n.logger.Debug("no leader heard from, and no voter answered the request to be kept", "err", err)
+		}
 	}
 }
 
