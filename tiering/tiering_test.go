@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/objectstore/faulty"
 	"github.com/sediment-io/sediment/objectstore/mem"
@@ -1459,7 +1460,7 @@ func (goneCommitter) RemoteLog(_ context.Context, tp TopicPartition) (RemoteLog,
 func TestRoundOfADeletedPartitionIsQuiet(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
 	e.m.Close()
-	var logs lockedBuffer
+	var logs testutil.Buffer
 	com := goneCommitter{e.com}
 	m, err := New(Options{Store: e.store, Committer: com, Leadership: com, CacheDir: t.TempDir(),
 		Interval: time.Hour, ChunkSize: 8 << 10, Logger: slog.New(slog.NewTextHandler(&logs, nil)), BaseBackoff: time.Millisecond})
@@ -1480,22 +1481,4 @@ func TestRoundOfADeletedPartitionIsQuiet(t *testing.T) {
 	if strings.Contains(logs.String(), "round failed") || p.fails != 0 {
 		t.Fatalf("a round of a deleted partition warned or backed off (fails %d):\n%s", p.fails, logs.String())
 	}
-}
-
-// lockedBuffer is a bytes.Buffer for a logger and a reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedBuffer) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *lockedBuffer) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
 }

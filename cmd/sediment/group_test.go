@@ -10,7 +10,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // TestGroupCommands runs `sediment group` in-process against an in-process
@@ -250,7 +250,7 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 	}
 	ctx, interrupt := context.WithCancel(context.Background())
 	defer interrupt()
-	out := &syncWriter{}
+	out := &testutil.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- consume(ctx, cl, out, io.Discard, format, &consumeFlags{group: "gone-group", partition: -1}, nil)
@@ -272,22 +272,4 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 		n := runtime.Stack(buf, true)
 		t.Fatalf("consume did not return within 30 s of the interrupt with its broker gone; goroutines:\n%s", buf[:n])
 	}
-}
-
-// syncWriter is a bytes.Buffer safe for one writer and one reader.
-type syncWriter struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
 }
