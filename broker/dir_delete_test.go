@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -9,7 +8,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -170,30 +168,12 @@ func renamedDirs(t *testing.T, logs, topic string) []string {
 }
 
 // logLines is a slog text log kept for a test to read.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns the whole log.
-func (l *logLines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type logLines struct{ testutil.Buffer }
 
 // with returns the lines that contain every one of parts.
 func (l *logLines) with(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for _, line := range strings.Split(l.buf.String(), "\n") {
+	for _, line := range strings.Split(l.String(), "\n") {
 		ok := true
 		for _, p := range parts {
 			ok = ok && strings.Contains(line, p)

@@ -32,6 +32,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // pendingKeys are settings the deployment files use that come with work not
@@ -787,22 +789,7 @@ type broker struct {
 
 // lockedBuffer collects the process's output, which exec copies in a
 // goroutine of its own while the test may print it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type lockedBuffer = testutil.Buffer
 
 // startBroker runs the binary with a config file, moved to free local ports
 // and dataDir through SEDIMENT_* variables (which override the file).

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,28 +21,14 @@ import (
 	"github.com/minio/minio-go/v7"
 
 	"github.com/sediment-io/sediment/internal/miniotest"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/objectstore/faulty"
 	"github.com/sediment-io/sediment/objectstore/objectstoretest"
 	"github.com/sediment-io/sediment/objectstore/s3"
 )
 
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = testutil.Buffer
 
 func crc32c(b []byte) string {
 	var sum [4]byte
