@@ -747,15 +747,10 @@ func (n *Node) AddVoter(ctx context.Context, p Peer) error {
 // joining nodes wait, unreplicated, to be added. A node that answers op 5
 // with an error (an older version) counts as answering.
 func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
-	timeout := 5 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	if timeout <= 0 {
-		return fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
-	}
-	who, err := identify(n.mux.dial, addr, n.cfg.NodeID, timeout)
+	who, err := n.identifyWithin(ctx, addr, 5*time.Second)
 	switch {
+	case errors.Is(err, errNoTimeLeft):
+		return fmt.Errorf("%w: %w", ErrNoQuorum, context.DeadlineExceeded)
 	case errors.Is(err, errNoIdentity):
 		return nil
 	case err != nil:
@@ -764,7 +759,7 @@ func (n *Node) checkNewVoter(ctx context.Context, id int32, addr string) error {
 		return reject(ErrInvalidRequest, "the node at %s is node %d, not %d", addr, who.id, id)
 	case who.cluster != "" && who.cluster != n.State().ClusterID:
 		return reject(ErrInvalidRequest, "the node at %s is a member of another cluster, %s, not %s", addr, who.cluster, n.State().ClusterID)
-	case who.membership == memberElsewhere && (who.cluster == "" || who.cluster != n.State().ClusterID):
+	case who.membership == memberElsewhere && who.cluster == "":
 		// A configuration without this leader is another quorum's, unless
 		// the node has recorded this cluster's id: then it is one of ours
 		// that was removed while this leader joined (its log is an old
@@ -814,15 +809,23 @@ func (n *Node) answers(ctx context.Context, id int32, addr string) bool {
 	if id == n.cfg.NodeID {
 		return true
 	}
-	timeout := 2 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(dl))
-	}
-	if timeout <= 0 {
-		return false
-	}
-	who, err := identify(n.mux.dial, addr, n.cfg.NodeID, timeout)
+	who, err := n.identifyWithin(ctx, addr, 2*time.Second)
 	return errors.Is(err, errNoIdentity) || (err == nil && who.id == id)
+}
+
+// errNoTimeLeft: ctx's deadline passed before identify could be asked.
+var errNoTimeLeft = errors.New("metadata: no time left to ask")
+
+// identifyWithin is identify (op 5) within ctx's deadline and at most
+// limit; errNoTimeLeft when no time is left.
+func (n *Node) identifyWithin(ctx context.Context, addr string, limit time.Duration) (identity, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		limit = min(limit, time.Until(dl))
+	}
+	if limit <= 0 {
+		return identity{}, errNoTimeLeft
+	}
+	return identify(n.mux.dial, addr, n.cfg.NodeID, limit)
 }
 
 // JoinAsObserver asks the quorum (Config.Peers, the voters this node was

@@ -470,14 +470,11 @@ const (
 // membership tells how this node's Raft configuration relates to voter
 // asker.
 func (n *Node) membership(asker int32) byte {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil || len(f.Configuration().Servers) == 0 {
+	if !n.hasConfiguration() {
 		return memberNone
 	}
-	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == strconv.Itoa(int(asker)) {
-			return memberOurs
-		}
+	if _, ok := n.server(raft.ServerID(strconv.Itoa(int(asker)))); ok {
+		return memberOurs
 	}
 	return memberElsewhere
 }

@@ -255,13 +255,7 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 	go func() {
 		done <- consume(ctx, cl, out, io.Discard, format, &consumeFlags{group: "gone-group", partition: -1}, nil)
 	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), "one") {
-		if time.Now().After(deadline) {
-			t.Fatal("the record was not consumed")
-		}
-		<-time.After(10 * time.Millisecond)
-	}
+	testutil.WaitFor(t, 30*time.Second, "the record to be consumed", func() bool { return strings.Contains(out.String(), "one") })
 	b.Close()
 	closed = true
 	interrupt()
