@@ -5,12 +5,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // testCluster is a set of voters on 127.0.0.1, each in its own directory.
@@ -760,5 +763,81 @@ func TestRemovedWhileDownRejoinsByItself(t *testing.T) {
 	}
 	if v, err := c.leader().Voters(); err != nil || len(v) != 2 {
 		t.Fatalf("voters %v, %v: want the two that stayed", v, err)
+	}
+}
+
+// TestUnreachableObserverRemoved: the leader takes an observer it has not
+// reached for ObserverTimeout out of the configuration (never a voter, even
+// one down longer), logging the failures to reach it once, not at every
+// heartbeat; started again, the observer asks to observe and is back, with
+// what was committed while it was away.
+func TestUnreachableObserverRemoved(t *testing.T) {
+	var logs testutil.Buffer
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.ObserverTimeout = time.Second
+		cfg.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	ctx := testContext(t, 60*time.Second)
+	cfg := fastConfig(t, 4, t.TempDir())
+	cfg.ObserverTimeout = time.Second
+	for id := int32(1); id <= 3; id++ {
+		cfg.Peers = append(cfg.Peers, Peer{ID: id, Addr: c.nodes[id].Addr()})
+	}
+	c.cfgs[4] = cfg
+	if err := c.open(4).JoinAsObserver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.converged()
+	addr4 := c.nodes[4].Addr()
+	leader := c.leader()
+	var voter int32
+	for id, n := range c.nodes {
+		if id != 4 && n != leader {
+			voter = id
+		}
+	}
+	// The voter is down first, so longer than the observer.
+	c.stop(voter)
+	c.stop(4)
+	eventually(t, 30*time.Second, "the unreachable observer removed", func() error {
+		for id, n := range c.nodes {
+			if o, err := n.Observers(); err != nil || len(o) != 0 {
+				return fmt.Errorf("node %d: observers %v, %v", id, o, err)
+			}
+		}
+		return nil
+	})
+	if v, err := c.leader().Voters(); err != nil || len(v) != 3 {
+		t.Fatalf("voters %v, %v: the voter that is down must stay one", v, err)
+	}
+	// Raft failed to heartbeat node 4 every 125 ms (half the heartbeat
+	// timeout) for more than a second: logged once per leader.
+	heartbeats := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, `"msg":"failed to heartbeat to"`) && strings.Contains(line, `"peer":"`+addr4+`"`) {
+			heartbeats++
+		}
+	}
+	if heartbeats == 0 || heartbeats > 2 {
+		t.Fatalf("%d lines of failed heartbeats to the observer, want 1 (2 if the leader changed):\n%s", heartbeats, logs.String())
+	}
+	if !strings.Contains(logs.String(), "removed an unreachable observer from the metadata quorum") {
+		t.Fatalf("the removal is not logged:\n%s", logs.String())
+	}
+
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "while-away", Holder: "h", TTLMs: 60000})
+	if err := c.open(4).JoinAsObserver(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 20*time.Second, "the observer back", func() error {
+		if o, err := c.leader().Observers(); err != nil || len(o) != 1 || o[0].ID != 4 {
+			return fmt.Errorf("observers %v, %v", o, err)
+		}
+		return nil
+	})
+	c.open(voter)
+	c.converged()
+	if _, ok := c.nodes[4].State().Lease("k", "while-away"); !ok {
+		t.Fatal("the observer did not learn what was committed while it was away")
 	}
 }

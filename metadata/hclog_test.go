@@ -3,8 +3,14 @@ package metadata
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
 )
 
 // TestHCLoggerToSlog: raft's hclog lines reach slog as records with their
@@ -40,5 +46,62 @@ func TestHCLoggerToSlog(t *testing.T) {
 		if r["level"] != want.level || r["msg"] != want.msg || r[want.key] != want.val || r["module"] != "raft" || r["node"] != 1.0 {
 			t.Errorf("record %d: %v; want level %s msg %q %s=%q module raft node 1", i, r, want.level, want.msg, want.key, want.val)
 		}
+	}
+}
+
+// TestPeerFailuresThrottled: raft's lines about a peer it cannot reach go
+// out once per kind and peer, then once a minute with how many were left
+// out, as warnings; a peer that answers again has its next failure logged
+// at once; other lines are not throttled.
+func TestPeerFailuresThrottled(t *testing.T) {
+	var buf bytes.Buffer
+	w := newSlogWriter(slog.New(slog.NewJSONHandler(&buf, nil)))
+	now := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	w.failures.now = func() time.Time { return now }
+	h := w.hclog()
+	server := func(id, addr string) raft.Server {
+		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr)}
+	}
+	for range 5 {
+		h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "backoff time", 500*time.Millisecond, "error", "refused")
+		h.Error("failed to appendEntries to", "peer", server("4", "127.0.0.1:4"), "error", "refused")
+		h.Error("failed to heartbeat to", "peer", "127.0.0.1:5", "error", "refused")
+		h.Error("failed to make requestVote RPC", "target", server("5", "127.0.0.1:5"), "error", "refused", "term", 3)
+		now = now.Add(time.Second)
+	}
+	h.Error("failed to commit logs", "error", "disk")
+	h.Error("failed to commit logs", "error", "disk")
+	now = now.Add(time.Minute)
+	h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "error", "refused")
+	if !w.failures.forget("127.0.0.1:5", "id 5") {
+		t.Fatal("forget found no failure of 127.0.0.1:5")
+	}
+	h.Error("failed to heartbeat to", "peer", "127.0.0.1:5", "error", "refused")
+
+	var got []string
+	dec := json.NewDecoder(&buf)
+	for dec.More() {
+		var r map[string]any
+		if err := dec.Decode(&r); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%s %s %v", r["level"], r["msg"], r["repeated"])
+		if p, ok := r["peer"].(string); ok {
+			line += " " + p
+		}
+		got = append(got, line)
+	}
+	want := []string{
+		"WARN failed to heartbeat to <nil> 127.0.0.1:4",
+		"WARN failed to appendEntries to <nil>",
+		"WARN failed to heartbeat to <nil> 127.0.0.1:5",
+		"WARN failed to make requestVote RPC <nil>",
+		"ERROR failed to commit logs <nil>",
+		"ERROR failed to commit logs <nil>",
+		"WARN failed to heartbeat to 4 127.0.0.1:4",
+		"WARN failed to heartbeat to <nil> 127.0.0.1:5",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

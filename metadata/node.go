@@ -112,6 +112,10 @@ type Config struct {
 	// without a leader before it asks to be kept as an observer
 	// (rejoinLoop); default 10s.
 	rejoinAfter time.Duration
+	// ObserverTimeout is how long the leader keeps in the configuration an
+	// observer it cannot reach (watchPeers); default
+	// DefaultObserverTimeout.
+	ObserverTimeout time.Duration
 }
 
 // Node is one metadata voter: the Raft node, its state machine, the
@@ -120,7 +124,10 @@ type Config struct {
 type Node struct {
 	cfg    Config
 	logger *slog.Logger
-	raft   *raft.Raft
+	// hcWriter carries raft's log lines to logger (and throttles the
+	// per-peer failures).
+	hcWriter *slogWriter
+	raft     *raft.Raft
 	// raftReady is closed once raft is set; forwarded requests that arrive
 	// while Open is still starting raft wait for it (transport.go).
 	raftReady chan struct{}
@@ -198,7 +205,8 @@ func Open(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.Dir, "wal"), 0o755); err != nil {
 		return nil, err
 	}
-	hlog := newHCLogger(n.logger)
+	n.hcWriter = newSlogWriter(n.logger)
+	hlog := n.hcWriter.hclog()
 	w, meta, err := openWAL(filepath.Join(cfg.Dir, "wal"), hlog, nil, 0)
 	if errors.Is(err, ErrLogDamaged) {
 		return nil, fmt.Errorf("%w; %s", err, logDamagedHelp(cfg.Dir))
@@ -282,6 +290,7 @@ func Open(cfg Config) (*Node, error) {
 	close(n.raftReady)
 	n.goTracked("nudge", n.nudgeLoop)
 	n.goTracked("rejoin", n.rejoinLoop)
+	n.goTracked("peers", n.watchPeers)
 	if !cfg.DisableController {
 		n.goTracked("controller", newController(n).run)
 	}
@@ -314,6 +323,7 @@ func setDefaults(c *Config) {
 	def(&c.SnapshotInterval, 2*time.Minute)
 	def(&c.ControllerInterval, 250*time.Millisecond)
 	def(&c.rejoinAfter, 10*time.Second)
+	def(&c.ObserverTimeout, DefaultObserverTimeout)
 	c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage = LeaderImbalanceDefaults(c.LeaderImbalanceCheckInterval, c.LeaderImbalancePerBrokerPercentage)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
@@ -1129,13 +1139,23 @@ func (n *Node) shutdown() error {
 // writes one JSON object per line, whose level, message and fields become
 // the slog record's (not hclog's "[WARN]  raft: ..." text inside a slog
 // message, which read as a doubled level).
-func newHCLogger(l *slog.Logger) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: slogWriter{l}, JSONFormat: true, DisableTime: true})
+// Raft's lines about a peer it cannot reach are throttled (peerFailureLog).
+func newHCLogger(l *slog.Logger) hclog.Logger { return newSlogWriter(l).hclog() }
+
+type slogWriter struct {
+	l        *slog.Logger
+	failures *peerFailureLog
 }
 
-type slogWriter struct{ l *slog.Logger }
+func newSlogWriter(l *slog.Logger) *slogWriter {
+	return &slogWriter{l: l, failures: newPeerFailureLog(time.Now)}
+}
 
-func (w slogWriter) Write(p []byte) (int, error) {
+func (w *slogWriter) hclog() hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{Name: "raft", Level: hclog.Warn, Output: w, JSONFormat: true, DisableTime: true})
+}
+
+func (w *slogWriter) Write(p []byte) (int, error) {
 	var rec map[string]any
 	if err := json.Unmarshal(p, &rec); err != nil {
 		w.l.Info(strings.TrimSpace(string(p)))
@@ -1157,7 +1177,18 @@ func (w slogWriter) Write(p []byte) (int, error) {
 	if msg == "heartbeat timeout reached, starting election" && rec["last-leader-id"] == "" {
 		lvl = slog.LevelInfo
 	}
-	attrs := make([]slog.Attr, 0, len(rec))
+	var omitted []slog.Attr
+	if peerFailureMsgs[msg] {
+		ok, n, since := w.failures.admit(msg, failurePeer(rec))
+		if !ok {
+			return len(p), nil
+		}
+		lvl = slog.LevelWarn
+		if n > 0 {
+			omitted = []slog.Attr{slog.Int("repeated", n), slog.Time("repeated_since", since)}
+		}
+	}
+	attrs := make([]slog.Attr, 0, len(rec)+len(omitted))
 	for k, v := range rec {
 		if strings.HasPrefix(k, "@") {
 			continue
@@ -1165,6 +1196,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		attrs = append(attrs, slog.Any(k, v))
 	}
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Key < attrs[j].Key })
+	attrs = append(attrs, omitted...)
 	if mod, _ := rec["@module"].(string); mod != "" {
 		attrs = append([]slog.Attr{slog.String("module", mod)}, attrs...)
 	}
