@@ -230,7 +230,55 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 	if err != nil {
 		return err
 	}
-	return consume(ctx, cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), format, cf, ends)
+	return consume(ctx, cl, cmd.OutOrStdout(), cmd.ErrOrStderr(), format, cf, ends, topicGone(adm, topic, td.ID))
+}
+
+// topicGone returns a check of whether topic is still the topic consumed
+// (its id when the command started): an error saying it was deleted, or
+// deleted and created again; nil while it is, or when the brokers cannot
+// tell now. franz-go never consumes a topic under another id than the one
+// it started with: it reports UNKNOWN_TOPIC_ID and fetches again at once,
+// for ever.
+func topicGone(adm *kadm.Client, topic string, id kadm.TopicID) func(context.Context) error {
+	return func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		details, err := adm.ListTopicsWithInternal(ctx, topic)
+		if err != nil {
+			return nil
+		}
+		switch td, ok := details[topic]; {
+		case !ok || isUnknownTopic(td.Err):
+			return fmt.Errorf("topic %s was deleted", topic)
+		case td.Err == nil && td.ID != id:
+			return fmt.Errorf("topic %s was deleted and created again (topic id %s, consumed: %s); consume it again to read the new one",
+				topic, topicID(td.ID), topicID(id))
+		}
+		return nil
+	}
+}
+
+// errorReporter prints a consumer's fetch errors to stderr, each distinct
+// one (partition and text) at most once per errorRepeatEvery: franz-go
+// hands the same error to every poll while it lasts, thousands a second
+// for a deleted topic.
+type errorReporter struct {
+	w       io.Writer
+	printed map[string]time.Time
+}
+
+const errorRepeatEvery = 10 * time.Second
+
+func (e *errorReporter) report(fe kgo.FetchError) {
+	line := fmt.Sprintf("sediment: consume %s[%d]: %v\n", fe.Topic, fe.Partition, fe.Err)
+	if last, ok := e.printed[line]; ok && time.Since(last) < errorRepeatEvery {
+		return
+	}
+	if e.printed == nil {
+		e.printed = make(map[string]time.Time)
+	}
+	e.printed[line] = time.Now()
+	io.WriteString(e.w, line)
 }
 
 // groupAPIs are the requests a classic consumer group member sends.
@@ -316,12 +364,16 @@ func resolveStarts(ctx context.Context, adm *kadm.Client, topic string, td kadm.
 }
 
 // consume polls cl and prints records until ctx ends, cf.count records were
-// printed, or (ends non-nil) every partition in ends reached its end offset.
-// It closes cl, committing the printed records' offsets first in a group.
-func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, format recordFormatter, cf *consumeFlags, ends map[int32]int64) error {
+// printed, or (ends non-nil) every partition in ends reached its end offset;
+// or, with an error, when gone (if not nil), asked after an unknown topic
+// error, says the topic is no longer the one consumed. It closes cl,
+// committing the printed records' offsets first in a group.
+func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, format recordFormatter, cf *consumeFlags, ends map[int32]int64, gone func(context.Context) error) error {
 	out := bufio.NewWriterSize(stdout, 64<<10)
 	printed := 0
-	var loopErr error
+	var loopErr, goneErr error
+	errs := errorReporter{w: stderr}
+	var goneAsked time.Time
 	defer cl.Close()
 	done := func() bool {
 		return (cf.count > 0 && printed >= cf.count) || (ends != nil && len(ends) == 0)
@@ -339,7 +391,11 @@ func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, form
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
 				continue
 			}
-			fmt.Fprintf(stderr, "sediment: consume %s[%d]: %v\n", fe.Topic, fe.Partition, fe.Err)
+			errs.report(fe)
+			if gone != nil && goneErr == nil && isUnknownTopic(fe.Err) && time.Since(goneAsked) >= time.Second {
+				goneAsked = time.Now()
+				goneErr = gone(ctx)
+			}
 		}
 		var toMark []*kgo.Record
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -366,6 +422,10 @@ func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, form
 			loopErr = err
 		}
 		if loopErr != nil {
+			break
+		}
+		if goneErr != nil {
+			loopErr = goneErr
 			break
 		}
 	}

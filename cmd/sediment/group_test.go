@@ -253,7 +253,7 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 	out := &testutil.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		done <- consume(ctx, cl, out, io.Discard, format, &consumeFlags{group: "gone-group", partition: -1}, nil)
+		done <- consume(ctx, cl, out, io.Discard, format, &consumeFlags{group: "gone-group", partition: -1}, nil, nil)
 	}()
 	testutil.WaitFor(t, 30*time.Second, "the record to be consumed", func() bool { return strings.Contains(out.String(), "one") })
 	b.Close()
@@ -265,5 +265,62 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		n := runtime.Stack(buf, true)
 		t.Fatalf("consume did not return within 30 s of the interrupt with its broker gone; goroutines:\n%s", buf[:n])
+	}
+}
+
+// TestConsumeEndsWhenTopicDeleted: `sediment consume` (by partition and in
+// a group) of a topic deleted under it exits with an error saying so, having
+// printed the fetch error a few times at most; before, franz-go's
+// UNKNOWN_TOPIC_ID was printed at every poll, thousands of lines a second,
+// with a Fetch each, for ever.
+func TestConsumeEndsWhenTopicDeleted(t *testing.T) {
+	b, err := broker.New(broker.Config{
+		DataDir:   t.TempDir(),
+		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
+		Logger:    slog.New(slog.DiscardHandler),
+		Groups:    group.Config{Partitions: 2, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	adm := kadm.NewClient(pcl)
+	for _, args := range [][]string{{}, {"-g", "deleted-group"}} {
+		topic := "deleted" + strings.Join(args, "")
+		if _, err := adm.CreateTopic(context.Background(), 2, 1, nil, topic); err != nil {
+			t.Fatal(err)
+		}
+		if err := pcl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: []byte("one")}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		cmd := newRootCmd()
+		out, stderr := &testutil.Buffer{}, &testutil.Buffer{}
+		cmd.SetOut(out)
+		cmd.SetErr(stderr)
+		cmd.SetArgs(append([]string{"consume", topic, "--brokers", b.Addr(), "--from", "earliest"}, args...))
+		done := make(chan error, 1)
+		go func() { done <- cmd.Execute() }()
+		testutil.WaitFor(t, 30*time.Second, "the record consumed", func() bool { return strings.Contains(out.String(), "one") })
+		if _, err := adm.DeleteTopic(context.Background(), topic); err != nil {
+			t.Fatal(err)
+		}
+		deleted := time.Now()
+		select {
+		case err := <-done:
+			t.Logf("consume %v: %v, %s after the delete; stderr:\n%s", args, err, time.Since(deleted).Round(time.Millisecond), stderr.String())
+			if err == nil || !strings.Contains(err.Error(), "topic "+topic+" was deleted") {
+				t.Fatalf("consume %v: %v, want the topic deleted", args, err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatalf("consume %v went on for 60 s after its topic was deleted; stderr has %d lines", args, strings.Count(stderr.String(), "\n"))
+		}
+		if n := strings.Count(stderr.String(), "UNKNOWN_TOPIC_ID"); n > 4 {
+			t.Errorf("consume %v printed UNKNOWN_TOPIC_ID %d times:\n%.2000s", args, n, stderr.String())
+		}
 	}
 }
