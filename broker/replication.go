@@ -99,10 +99,12 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 			return
 		}
 	}
+	wasApplied := r.mu.applied
 	r.mu.version, r.mu.applied = version, true
 	now := time.Now()
 	wasLeader := r.mu.tracker != nil
 	newEpoch := mp.LeaderEpoch != r.mu.leaderEpoch
+	oldISR := r.mu.isr
 	r.mu.leader, r.mu.leaderEpoch, r.mu.partitionEpoch = mp.Leader, mp.LeaderEpoch, mp.PartitionEpoch
 	r.mu.replicas, r.mu.isr = slices.Clone(mp.Replicas), slices.Clone(mp.ISR)
 	r.mu.isrPending = false
@@ -121,6 +123,7 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	p.mu.Lock()
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.Unlock()
+	p.logRoleChange(self, mp, wasApplied, wasLeader, newEpoch, oldISR)
 	if leads && p.rebuildPending() {
 		// A follower's truncation whose producer-state rebuild failed
 		// is retried by its fetcher; a leader has none, and its last
@@ -133,6 +136,24 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	p.advanceHighWatermark()
 	// Waiters (acks=all, long polls) look again: the role or ISR changed.
 	p.wake()
+}
+
+// logRoleChange logs, as Kafka's brokers do, a leadership this broker takes
+// or loses, and an ISR change of a partition it leads (its own proposals,
+// and the controller's when it fences a broker).
+func (p *partition) logRoleChange(self int32, mp *metadata.Partition, wasApplied, wasLeader, newEpoch bool, oldISR []int32) {
+	if p.logger == nil {
+		return
+	}
+	leads := mp.Leader == self
+	switch {
+	case leads && (!wasLeader || newEpoch):
+		p.logger.Info("leading the partition", "leader_epoch", mp.LeaderEpoch, "isr", mp.ISR, "log_end_offset", p.log.LogEndOffset())
+	case wasLeader && !leads:
+		p.logger.Info("no longer leading the partition", "leader", mp.Leader, "leader_epoch", mp.LeaderEpoch)
+	case leads && wasApplied && !slices.Equal(oldISR, mp.ISR):
+		p.logger.Info("ISR changed", "from", oldISR, "to", mp.ISR, "partition_epoch", mp.PartitionEpoch)
+	}
 }
 
 // endOffsetForEpoch answers OffsetForLeaderEpoch as the leader: the log's
@@ -690,7 +711,6 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				}
 			}
 			isr := cmd.ISR
-			old := slices.Clone(p.repl.mu.isr)
 			p.repl.mu.isrPending = true
 			p.repl.mu.isrProposal = cmd
 			p.repl.mu.Unlock()
@@ -712,8 +732,6 @@ func (r *replicator) isrLoop(ctx context.Context) {
 				}
 				p.repl.mu.isrPending = false
 				p.repl.mu.Unlock()
-			} else {
-				r.s.b.log.Info("ISR changed", "topic", p.topic, "partition", p.id, "from", old, "to", isr, "broker_epochs", cmd.BrokerEpochs)
 			}
 		}
 	}

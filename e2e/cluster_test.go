@@ -524,6 +524,19 @@ func TestReplicationMinISR(t *testing.T) {
 		ps, err := c.Partitions(ctx, adm, topic)
 		return err == nil && slices.Equal(ps[0].ISR, []int32{leader})
 	})
+	// Logged as Kafka logs it: the leader's ISR shrinking, the controller
+	// fencing the broker (whichever broker is the metadata leader).
+	waitFor(t, 30*time.Second, "the leader to log the ISR shrink", func() bool {
+		return logHasLine(c.Broker(leader).Log(), `msg="ISR changed"`, " topic="+topic+" partition=0 ", fmt.Sprintf(" to=[%d] ", leader))
+	})
+	waitFor(t, 30*time.Second, "the controller to log the fence", func() bool {
+		for _, b := range c.Brokers {
+			if b != follower && logHasLine(b.Log(), `msg="metadata: fenced broker`, fmt.Sprintf(" broker=%d ", follower.NodeID)) {
+				return true
+			}
+		}
+		return false
+	})
 	end := func() int64 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -753,4 +766,14 @@ func createClusterTopic(t testing.TB, adm *kadm.Client, topic string, partitions
 	if err != nil {
 		t.Fatalf("create topic %s: %v (%s)", topic, err, resp.ErrMessage)
 	}
+}
+
+// logHasLine reports whether a line of log holds every one of parts.
+func logHasLine(log string, parts ...string) bool {
+	for line := range strings.Lines(log) {
+		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
+			return true
+		}
+	}
+	return false
 }

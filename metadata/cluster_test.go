@@ -841,3 +841,24 @@ func TestUnreachableObserverRemoved(t *testing.T) {
 		t.Fatal("the observer did not learn what was committed while it was away")
 	}
 }
+
+// TestLeaderHandsOverOnClose: a leader that closes hands its leadership to
+// another voter (raft's leadership transfer) instead of leaving the voters
+// to notice its silence and hold an election.
+func TestLeaderHandsOverOnClose(t *testing.T) {
+	var logs testutil.Buffer
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "before", Holder: "h", TTLMs: 60000})
+	c.converged()
+	old := c.leader().ID()
+	c.stop(old)
+	if !strings.Contains(logs.String(), "leadership of the metadata quorum handed over") {
+		t.Fatalf("the closing leader did not hand over:\n%s", logs.String())
+	}
+	if c.leader().ID() == old {
+		t.Fatal("the closed leader still leads")
+	}
+	mustPropose(t, c.leader(), &AcquireLease{Kind: "k", Resource: "after", Holder: "h", TTLMs: 60000})
+}

@@ -100,7 +100,6 @@ func (c *controller) run() {
 		case r := <-c.probes:
 			delete(c.probing, r.id)
 			if r.refused && c.leading {
-				c.n.logger.Info("metadata: broker's Raft address refuses connections; fencing it", "broker", r.id, "epoch", r.epoch)
 				c.dead[r.id] = r.epoch
 			}
 		}
@@ -167,6 +166,17 @@ func (c *controller) tick() {
 			_, err = n.Propose(ctx, cmd)
 		}
 		cancel()
+		if f, ok := cmd.(*FenceBroker); ok && err == nil {
+			// As Kafka's controller logs "Fencing broker N because its
+			// session has timed out": its partitions lose it from their
+			// ISRs and their leadership, which the brokers log.
+			if sessionFences {
+				n.logger.Info("metadata: fenced broker: no heartbeat within its session timeout", "broker", f.BrokerID, "epoch", f.BrokerEpoch,
+					"session_timeout", time.Duration(timeout)*time.Millisecond)
+			} else {
+				n.logger.Info("metadata: fenced broker: its Raft address refuses connections", "broker", f.BrokerID, "epoch", f.BrokerEpoch)
+			}
+		}
 		if err != nil {
 			if n.ctx.Err() != nil || errors.Is(err, ErrNotLeader) || errors.Is(err, ErrNoQuorum) {
 				return

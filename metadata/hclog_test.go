@@ -51,8 +51,9 @@ func TestHCLoggerToSlog(t *testing.T) {
 
 // TestPeerFailuresThrottled: raft's lines about a peer it cannot reach go
 // out once per kind and peer, then once a minute with how many were left
-// out, as warnings; a peer that answers again has its next failure logged
-// at once; other lines are not throttled.
+// out, as warnings; a peer that answers again, or whose failures stopped
+// for peerFailureGap, has its next failure logged at once; other lines are
+// not throttled; a server is written ID@address.
 func TestPeerFailuresThrottled(t *testing.T) {
 	var buf bytes.Buffer
 	w := newSlogWriter(slog.New(slog.NewJSONHandler(&buf, nil)))
@@ -71,12 +72,19 @@ func TestPeerFailuresThrottled(t *testing.T) {
 	}
 	h.Error("failed to commit logs", "error", "disk")
 	h.Error("failed to commit logs", "error", "disk")
-	now = now.Add(time.Minute)
-	h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "error", "refused")
+	for range 12 { // 4 failing on: one line a minute
+		now = now.Add(5 * time.Second)
+		h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "error", "refused")
+	}
 	if !w.failures.forget("127.0.0.1:5", "id 5") {
 		t.Fatal("forget found no failure of 127.0.0.1:5")
 	}
 	h.Error("failed to heartbeat to", "peer", "127.0.0.1:5", "error", "refused")
+	// 4 answered for longer than peerFailureGap (say it was added back):
+	// its next failure starts a new outage.
+	now = now.Add(peerFailureGap)
+	h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "error", "refused")
+	h.Error("failed to heartbeat to", "peer", "127.0.0.1:4", "error", "refused")
 
 	var got []string
 	dec := json.NewDecoder(&buf)
@@ -93,15 +101,38 @@ func TestPeerFailuresThrottled(t *testing.T) {
 	}
 	want := []string{
 		"WARN failed to heartbeat to <nil> 127.0.0.1:4",
-		"WARN failed to appendEntries to <nil>",
+		"WARN failed to appendEntries to <nil> 4@127.0.0.1:4",
 		"WARN failed to heartbeat to <nil> 127.0.0.1:5",
 		"WARN failed to make requestVote RPC <nil>",
 		"ERROR failed to commit logs <nil>",
 		"ERROR failed to commit logs <nil>",
-		"WARN failed to heartbeat to 4 127.0.0.1:4",
+		"WARN failed to heartbeat to 14 127.0.0.1:4",
 		"WARN failed to heartbeat to <nil> 127.0.0.1:5",
+		"WARN failed to heartbeat to <nil> 127.0.0.1:4",
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestRaftRoutineLinesLowered: raft's lines about a healthy cluster's
+// routine (a follower catching up, a deposed leader, a peer's connection
+// breaking) are not errors, and durations read as durations.
+func TestRaftRoutineLinesLowered(t *testing.T) {
+	var buf bytes.Buffer
+	h := newHCLogger(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	h.Warn("appendEntries rejected, sending older logs", "peer", raft.Server{ID: "2", Address: "127.0.0.1:2"}, "next", 1)
+	h.Error("peer has newer term, stopping replication", "peer", raft.Server{ID: "3", Address: "127.0.0.1:3"})
+	h.Error("failed to decode incoming command", "error", "transport shutdown")
+	h.Warn("failed to contact", "server-id", "3", "time", 1500*time.Millisecond)
+	for _, want := range []string{
+		`level=INFO msg="appendEntries rejected, sending older logs" module=raft next=1 peer=2@127.0.0.1:2`,
+		`level=WARN msg="peer has newer term, stopping replication" module=raft peer=3@127.0.0.1:3`,
+		`level=DEBUG msg="failed to decode incoming command" module=raft error="transport shutdown"`,
+		`level=WARN msg="failed to contact" module=raft server-id=3 time=1.5s`,
+	} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("no line %q in:\n%s", want, buf.String())
+		}
 	}
 }

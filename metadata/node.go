@@ -1084,8 +1084,34 @@ func (n *Node) Close() error {
 	if !first {
 		return nil
 	}
+	n.handOver()
 	n.cancel()
 	return n.shutdown()
+}
+
+// handOver: a leader that closes first hands its leadership to the most
+// up-to-date voter (raft's leadership transfer: TimeoutNow, as KRaft's
+// resigning leader sends EndQuorumEpoch), waiting at most an election
+// timeout. Without it the other voters waited for their heartbeat timeout
+// and held an election: a second or more without a controller at every
+// rolling restart, logged as a crash would be.
+func (n *Node) handOver() {
+	if n.raft == nil || n.raft.State() != raft.Leader {
+		return
+	}
+	voters, err := n.Voters()
+	if err != nil || len(voters) < 2 || !n.QuorumReachable(n.cfg.ElectionTimeout/4) {
+		return // no voter to take it: closing ends the quorum anyway
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ElectionTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := n.wait(ctx, n.raft.LeadershipTransfer()); err != nil {
+		n.logger.Info("closing: leadership of the metadata quorum not handed over; the voters elect a leader", "err", err)
+		return
+	}
+	leader, _ := n.raft.LeaderWithID()
+	n.logger.Info("closing: leadership of the metadata quorum handed over", "to", leader, "took", time.Since(start).Round(time.Millisecond))
 }
 
 // goTracked starts f on a goroutine that Close waits for (labelled for
@@ -1177,6 +1203,12 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	if msg == "heartbeat timeout reached, starting election" && rec["last-leader-id"] == "" {
 		lvl = slog.LevelInfo
 	}
+	if l, ok := raftLevels[msg]; ok && lvl > l {
+		lvl = l
+	}
+	if msg == "failed to decode incoming command" && rec["error"] == "transport shutdown" {
+		lvl = slog.LevelDebug // this node closing
+	}
 	var omitted []slog.Attr
 	if peerFailureMsgs[msg] {
 		ok, n, since := w.failures.admit(msg, failurePeer(rec))
@@ -1193,7 +1225,7 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 		if strings.HasPrefix(k, "@") {
 			continue
 		}
-		attrs = append(attrs, slog.Any(k, v))
+		attrs = append(attrs, raftAttr(k, v))
 	}
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Key < attrs[j].Key })
 	attrs = append(attrs, omitted...)
@@ -1202,6 +1234,41 @@ func (w *slogWriter) Write(p []byte) (int, error) {
 	}
 	w.l.LogAttrs(context.Background(), lvl, msg, attrs...)
 	return len(p), nil
+}
+
+// raftLevels lowers the level of raft's lines about what happens in a
+// healthy cluster: a follower catching up after a restart or a join (its
+// log is behind: the leader sends older entries), an observer's heartbeat
+// timeout, a deposed leader meeting the new term, a peer's connection
+// breaking when it restarts. raft logs them as warnings or errors; an
+// alert on ERROR paged for every routine failover.
+var raftLevels = map[string]slog.Level{
+	"failed to get previous log":                          slog.LevelInfo,
+	"appendEntries rejected, sending older logs":          slog.LevelInfo,
+	"not part of stable configuration, aborting election": slog.LevelInfo,
+	"heartbeat timeout reached, not part of a stable configuration or a non-voter, not triggering a leader election": slog.LevelInfo,
+	"peer has newer term, stopping replication": slog.LevelWarn,
+	"failed to decode incoming command":         slog.LevelWarn,
+	"failed to flush response":                  slog.LevelWarn,
+}
+
+// raftAttr is one field of a raft line: a server (hclog writes a struct as
+// an object) as "ID@address", a duration (written in nanoseconds) as a
+// duration.
+func raftAttr(k string, v any) slog.Attr {
+	switch v := v.(type) {
+	case map[string]any:
+		id, ok1 := v["ID"].(string)
+		addr, ok2 := v["Address"].(string)
+		if ok1 && ok2 {
+			return slog.String(k, id+"@"+addr)
+		}
+	case float64:
+		if k == "time" || k == "backoff time" {
+			return slog.Duration(k, time.Duration(v))
+		}
+	}
+	return slog.Any(k, v)
 }
 
 // LeaderImbalanceDefaults fills in Kafka's defaults for the leader

@@ -17,6 +17,13 @@ import (
 // voter's log with two lines a second (7,000 an hour per peer).
 const peerFailureEvery = time.Minute
 
+// peerFailureGap: a failure that comes this long after the last of its kind
+// for its peer starts a new outage, logged at once. Raft retries a peer it
+// cannot reach at least every 10.24 s (its append backoff's cap), and a
+// peer added back to the configuration never fails and resumes, so no
+// observation says the old outage ended.
+const peerFailureGap = 30 * time.Second
+
 // peerFailureMsgs are raft's per-peer failure lines that peerFailureLog
 // throttles; they go out as warnings (the peer is unreachable; this node
 // is fine), as Kafka logs a node it cannot connect to.
@@ -32,7 +39,8 @@ var peerFailureMsgs = map[string]bool{
 // peerFailureLog decides which of raft's per-peer failure lines to log:
 // the first of each kind for each peer, then one a peerFailureEvery while
 // the failures go on, with how many were left out. A peer that answers
-// again (forget) has its next failure logged at once.
+// again (forget), or whose failures stopped for peerFailureGap, has its next
+// failure logged at once.
 type peerFailureLog struct {
 	now  func() time.Time
 	mu   sync.Mutex
@@ -43,7 +51,8 @@ type peerFailureKey struct{ msg, peer string }
 
 type peerFailureSeen struct {
 	logged  time.Time // when the last line of this kind was logged
-	omitted int       // lines left out since
+	last    time.Time // when the last failure of this kind came
+	omitted int       // lines left out since logged
 }
 
 func newPeerFailureLog(now func() time.Time) *peerFailureLog {
@@ -59,14 +68,18 @@ func (p *peerFailureLog) admit(msg, peer string) (ok bool, omitted int, since ti
 	k := peerFailureKey{msg, peer}
 	now := p.now()
 	s := p.seen[k]
+	if s != nil && now.Sub(s.last) >= peerFailureGap {
+		s = nil // a new outage
+	}
 	if s != nil && now.Sub(s.logged) < peerFailureEvery {
 		s.omitted++
+		s.last = now
 		return false, 0, time.Time{}
 	}
 	if s != nil {
 		omitted, since = s.omitted, s.logged
 	}
-	p.seen[k] = &peerFailureSeen{logged: now}
+	p.seen[k] = &peerFailureSeen{logged: now, last: now}
 	return true, omitted, since
 }
 

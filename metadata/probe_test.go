@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // TestControllerFencesDeadVoterFast: a broker whose process died (its
@@ -15,7 +19,10 @@ import (
 // merely stopped heartbeating (its voter still accepts connections) keeps
 // its session.
 func TestControllerFencesDeadVoterFast(t *testing.T) {
-	c := newCluster(t, 3, nil)
+	var logs testutil.Buffer
+	c := newCluster(t, 3, func(cfg *Config) {
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	ctx := testContext(t, 60*time.Second)
 	leader := c.leader()
 	var dead, silent int32 = -1, -1
@@ -85,6 +92,9 @@ func TestControllerFencesDeadVoterFast(t *testing.T) {
 		return nil
 	})
 	t.Logf("the dead broker was fenced %v after it stopped", time.Since(start).Round(time.Millisecond))
+	if want := fmt.Sprintf(`msg="metadata: fenced broker: its Raft address refuses connections" node=%d broker=%d`, leader.ID(), dead); !strings.Contains(logs.String(), want) {
+		t.Errorf("the fence is not logged (%s):\n%s", want, logs.String())
+	}
 	if b, _ := leader.State().Broker(silent); b.Fenced {
 		t.Fatalf("broker %d, silent but alive, was fenced %v after its last heartbeat (session timeout 9s)", silent, time.Since(start))
 	}
