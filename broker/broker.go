@@ -645,6 +645,9 @@ func (b *Broker) chain(e *apiEntry) Handler {
 	if authz := b.authzMiddleware(e.key); authz != nil {
 		h = authz(h) // ACLs (authz.go), innermost: inside quotas and any others
 	}
+	if audit := b.auditMiddleware(e.key); audit != nil {
+		h = audit(h) // the admin audit log (audit.go): ACL refusals included
+	}
 	for i := len(b.cfg.Middleware) - 1; i >= 0; i-- {
 		h = b.cfg.Middleware[i](h)
 	}
