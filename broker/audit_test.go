@@ -38,7 +38,7 @@ func TestAdminAuditLog(t *testing.T) {
 	_, err = adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "retention.ms", Value: kadm.StringPtr("3600000")}}, "audited")
 	mustOK(err)
 	_, err = adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: "listener.name.plain.ssl.keystore.password", Value: kadm.StringPtr("s3cret")}})
-	_ = err // refused or not, it is logged without its value
+	_ = err                                          // refused or not, it is logged without its value
 	_, err = adm.CreatePartitions(ctx, 3, "audited") // 3 more
 	mustOK(err)
 	_, err = adm.ListTopics(ctx) // a read: not logged
