@@ -331,6 +331,7 @@ func (l *Log) open() error {
 			last = epochs[k-1].Epoch
 		}
 		var valid int64
+		scanStart := time.Now()
 		b, valid, err = scanSegment(f, active.base, size, l.config().IndexIntervalBytes, true, func(h *BatchHeader) {
 			if h.PartitionLeaderEpoch > last {
 				epochs, _ = assignEpoch(epochs, h.PartitionLeaderEpoch, h.BaseOffset)
@@ -353,6 +354,12 @@ func (l *Log) open() error {
 		// watermark), as Kafka does not count recovered data as flushed.
 		if err := f.Sync(); err != nil {
 			return fmt.Errorf("hotlog: sync recovered segment: %w", err)
+		}
+		if size > 0 || len(segs) > 1 { // not a new log
+			// As Kafka logs the recovery of a log without its clean
+			// shutdown file: what a crash (or a power loss) cost.
+			l.logger.Info("hotlog: recovered after an unclean shutdown: the active segment scanned",
+				"segment", active.base, "bytes", size, "valid", valid, "took", time.Since(scanStart).Round(time.Microsecond))
 		}
 		// The active segment's index files are rewritten when it seals.
 		l.fs.Remove(active.path(indexSuffix))

@@ -851,3 +851,33 @@ func TestWriteProducerSnapshotFunc(t *testing.T) {
 		t.Fatalf("snapshot past the log end: %v", err)
 	}
 }
+
+// TestUncleanOpenIsLogged: an open that recovers (no clean-shutdown
+// marker) says so at INFO, with the scanned segment; a clean open and a new
+// log say nothing.
+func TestUncleanOpenIsLogged(t *testing.T) {
+	mem := vfs.NewMem()
+	cfg := Config{SegmentBytes: 1024}
+	var logs bytes.Buffer
+	open := func(fs vfs.FS) *Log {
+		l, err := Open(Options{FS: fs, Dir: "/p", Config: cfg, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	l := open(mem)
+	for range 30 {
+		l.Append(simpleBatch(1, 100, 1), AppendOptions{})
+	}
+	crashed := mem.CrashClone()
+	l.Close()
+	open(mem).Close()
+	if logs.Len() != 0 {
+		t.Fatalf("a new log and a clean open logged:\n%s", logs.String())
+	}
+	open(crashed).Close()
+	if !strings.Contains(logs.String(), `level=INFO msg="hotlog: recovered after an unclean shutdown: the active segment scanned"`) || !strings.Contains(logs.String(), " segment=24 bytes=1020 valid=1020 ") {
+		t.Fatalf("the recovery is not logged:\n%s", logs.String())
+	}
+}
