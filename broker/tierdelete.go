@@ -169,7 +169,13 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, compaction.ErrLeaseHeld) && ctx.Err() == nil {
-		b.log.Warn("tiering: deleting deleted topics' objects", "err", err)
+	switch {
+	case err == nil || errors.Is(err, compaction.ErrLeaseHeld) || ctx.Err() != nil:
+	case errors.Is(err, metadata.ErrNotLeader) || errors.Is(err, metadata.ErrNoQuorum):
+		// The metadata quorum is electing a leader: the next pass takes
+		// the lease (a WARN at every election read like a failure).
+		b.log.Debug("tiering: no lease for deleting deleted topics' objects while the metadata quorum has no leader; next pass", "err", err)
+	default:
+		b.log.Warn("tiering: the lease for deleting deleted topics' objects failed; next pass", "err", err)
 	}
 }
