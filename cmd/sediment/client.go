@@ -214,11 +214,29 @@ func kafkaError(err error, message string) error {
 	if err == nil {
 		return nil
 	}
+	var ke *kerr.Error
+	if message != "" && errors.As(err, &ke) && err == error(ke) {
+		// The broker's message says what happened; kerr's description of
+		// the code is generic ("Number of partitions is below 1." for a
+		// topic that has more partitions than asked for).
+		return &brokerError{code: ke, message: message}
+	}
 	if message != "" && !strings.Contains(err.Error(), message) {
 		return fmt.Errorf("%w (%s)", err, message)
 	}
 	return err
 }
+
+// brokerError is a Kafka error code with the broker's message:
+// "INVALID_PARTITIONS: Topic currently has 9 partitions, …". errors.Is
+// finds the code.
+type brokerError struct {
+	code    *kerr.Error
+	message string
+}
+
+func (e *brokerError) Error() string { return e.code.Message + ": " + e.message }
+func (e *brokerError) Unwrap() error { return e.code }
 
 // isUnknownTopic reports whether err says the topic does not exist.
 func isUnknownTopic(err error) bool {

@@ -7,6 +7,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -15,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -303,6 +305,12 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 			out := cmd.OutOrStdout()
 			var failed []error
 			printed := false
+			if !cmd.Flags().Changed("admin-address") && !localDefaultSeeds(opts) {
+				// The default admin address is the local default
+				// broker's: asked about brokers elsewhere it would show
+				// another cluster's cleaner state for the same name.
+				admins = nil
+			}
 			for _, topic := range topics {
 				var buf bytes.Buffer
 				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
@@ -326,7 +334,7 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config with its source, not only the ones set on the topic")
 	cmd.Flags().StringSliceVar(&admins, "admin-address", []string{"127.0.0.1:9644"},
-		"admin endpoints (host:port, as the brokers' --admin-address) asked for the cleaner state: cleanup policy, dirty ratio, last cleaned; empty: skip")
+		"admin endpoints (host:port, as the brokers' --admin-address) asked for the cleaner state: cleanup policy, dirty ratio, last cleaned; empty: skip (the default is asked only with the default --brokers)")
 	return cmd
 }
 
@@ -601,8 +609,19 @@ func newTopicDeleteCmd(opts *clientOptions) *cobra.Command {
 // logs it cleans (local) and the remote logs it compacts as leader (remote).
 // An endpoint that does not answer is noted (not at all when quiet and none
 // answered: the default endpoint is only a guess), never an error.
+// localDefaultSeeds reports whether the command talks to the default
+// broker, localhost:9092, whose admin endpoint is the default one.
+func localDefaultSeeds(opts *clientOptions) bool {
+	seeds, err := opts.seeds()
+	return err == nil && len(seeds) == 1 && (seeds[0] == defaultBrokers || seeds[0] == "127.0.0.1:9092")
+}
+
 func printCleaner(ctx context.Context, w io.Writer, admins []string, topic string, quiet bool) {
-	var all []broker.CleanerStatus
+	type row struct {
+		broker.CleanerStatus
+		admin string
+	}
+	var all []row
 	var notes []string
 	for _, a := range admins {
 		st, err := fetchCleaner(ctx, a, topic)
@@ -610,8 +629,14 @@ func printCleaner(ctx context.Context, w io.Writer, admins []string, topic strin
 			notes = append(notes, fmt.Sprintf("%s: %v", a, err))
 			continue
 		}
-		all = append(all, st...)
+		for _, s := range st {
+			all = append(all, row{s, a})
+		}
 	}
+	slices.SortStableFunc(all, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Tier, b.Tier))
+	})
+	several := len(admins) > 1
 	if len(all) == 0 && quiet {
 		return
 	}
@@ -621,13 +646,21 @@ func printCleaner(ctx context.Context, w io.Writer, admins []string, topic strin
 		return
 	}
 	tw := newTable(w)
-	fmt.Fprintln(tw, "PARTITION\tTIER\tCLEANUP.POLICY\tDIRTY-RATIO\tDIRTY-BYTES\tFIRST-DIRTY\tLAST-CLEANED\tERROR")
+	head := "PARTITION\tTIER\tCLEANUP.POLICY\tDIRTY-RATIO\tDIRTY-BYTES\tFIRST-DIRTY\tLAST-CLEANED\tERROR"
+	if several {
+		head = "PARTITION\tADMIN\tTIER\tCLEANUP.POLICY\tDIRTY-RATIO\tDIRTY-BYTES\tFIRST-DIRTY\tLAST-CLEANED\tERROR" // one row per replica
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range all {
 		last := "never"
 		if s.LastCleaned != nil {
 			last = s.LastCleaned.UTC().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.3f\t%d\t%d\t%s\t%s\n", s.Partition, s.Tier, s.Policy, s.DirtyRatio, s.DirtyBytes, s.FirstDirty, last, s.LastError)
+		admin := ""
+		if several {
+			admin = s.admin + "\t"
+		}
+		fmt.Fprintf(tw, "%d\t%s%s\t%s\t%.3f\t%d\t%d\t%s\t%s\n", s.Partition, admin, s.Tier, s.Policy, s.DirtyRatio, s.DirtyBytes, s.FirstDirty, last, s.LastError)
 	}
 	tw.Flush()
 	for _, n := range notes {
