@@ -1254,7 +1254,11 @@ func (b *Broker) controlledShutdown() {
 			// probe fenced it, seconds later (kgo failed EndTxn and
 			// TxnOffsetCommit that way under rolling restarts).
 			_, err := s.meta.Propose(ctx, &metadata.FenceBroker{BrokerID: b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
-			b.log.Info("controlled shutdown: leadership moved away", "fenced", err == nil, "err", err)
+			if err != nil {
+				b.log.Warn("controlled shutdown: leadership moved away; fencing this broker failed (the controller fences it when it is gone)", "err", err)
+			} else {
+				b.log.Info("controlled shutdown: leadership moved away; this broker is fenced")
+			}
 			return
 		}
 		wctx, wcancel := context.WithTimeout(ctx, 200*time.Millisecond)
