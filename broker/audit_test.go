@@ -55,7 +55,7 @@ func TestAdminAuditLog(t *testing.T) {
 		{`msg="admin: CreatePartitions"`, "audited to 5 partitions: OK"},
 		{`msg="admin: DeleteTopics"`, "audited (id ", "): OK"},
 	} {
-		if !logHasLine(out, want...) {
+		if !testutil.LogHasLine(out, want...) {
 			t.Errorf("no line with %q in:\n%s", want, out)
 		}
 	}
@@ -64,18 +64,4 @@ func TestAdminAuditLog(t *testing.T) {
 			t.Errorf("%q logged at INFO:\n%s", no, out)
 		}
 	}
-}
-
-// logHasLine reports whether a line of log holds every one of parts.
-func logHasLine(log string, parts ...string) bool {
-	for line := range strings.Lines(log) {
-		ok := true
-		for _, p := range parts {
-			ok = ok && strings.Contains(line, p)
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
 }

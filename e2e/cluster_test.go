@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // Cluster is n broker processes that are also the n voters of the metadata
@@ -527,11 +529,11 @@ func TestReplicationMinISR(t *testing.T) {
 	// Logged as Kafka logs it: the leader's ISR shrinking, the controller
 	// fencing the broker (whichever broker is the metadata leader).
 	waitFor(t, 30*time.Second, "the leader to log the ISR shrink", func() bool {
-		return logHasLine(c.Broker(leader).Log(), `msg="ISR changed"`, " topic="+topic+" partition=0 ", fmt.Sprintf(" to=[%d] ", leader))
+		return testutil.LogHasLine(c.Broker(leader).Log(), `msg="ISR changed"`, " topic="+topic+" partition=0 ", fmt.Sprintf(" to=[%d] ", leader))
 	})
 	waitFor(t, 30*time.Second, "the controller to log the fence", func() bool {
 		for _, b := range c.Brokers {
-			if b != follower && logHasLine(b.Log(), `msg="metadata: fenced broker`, fmt.Sprintf(" broker=%d ", follower.NodeID)) {
+			if b != follower && testutil.LogHasLine(b.Log(), `msg="metadata: fenced broker`, fmt.Sprintf(" broker=%d ", follower.NodeID)) {
 				return true
 			}
 		}
@@ -766,14 +768,4 @@ func createClusterTopic(t testing.TB, adm *kadm.Client, topic string, partitions
 	if err != nil {
 		t.Fatalf("create topic %s: %v (%s)", topic, err, resp.ErrMessage)
 	}
-}
-
-// logHasLine reports whether a line of log holds every one of parts.
-func logHasLine(log string, parts ...string) bool {
-	for line := range strings.Lines(log) {
-		if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(line, p) }) {
-			return true
-		}
-	}
-	return false
 }
