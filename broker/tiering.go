@@ -346,6 +346,11 @@ func (g *tierGlue) tierPartition(p *partition) *tiering.Partition {
 func (b *Broker) logStartOffset(ctx context.Context, p *partition) (int64, error) {
 	if g := b.tier(); g != nil {
 		if tp := g.tierPartition(p); tp != nil {
+			// Bounded as a remote read is: with the manifest not cached
+			// and the bucket hanging, ListOffsets waited for the object
+			// store's retries, minutes, with no answer to the client.
+			ctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
+			defer cancel()
 			return tp.EarliestOffset(ctx)
 		}
 	}

@@ -142,3 +142,55 @@ func TestConcurrentReadersDuringUploadAndRetention(t *testing.T) {
 	}
 	assertManifestMatchesBucket(t, e)
 }
+
+// TestHangingBucketAtStart: after a restart (no manifest cached) with the
+// bucket hanging, a caller with a short deadline gets ErrUnavailable when
+// its deadline passes, even while another caller waits longer for the same
+// manifest read; a round that cannot read the manifest still reports the
+// upload lag from the committed pointer; once the bucket answers, the read
+// in flight completes for everyone.
+func TestHangingBucketAtStart(t *testing.T) {
+	fs := faulty.Wrap(mem.New(nil), 1)
+	e := newEnv(t, envOptions{store: fs, cfg: localOnlyTail(0)})
+	e.produce(100, 5, 40)
+	e.run()
+	want, err := e.p.EarliestOffset(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.open(envOptions{store: fs}, *localOnlyTail(0)) // a restart: nothing cached
+	e.produce(50, 5, 40)
+	fs.SetRules(faulty.Rule{Ops: faulty.OpRead, Latency: 4 * time.Second})
+
+	long := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_, err := e.p.EarliestOffset(ctx)
+		long <- err
+	}()
+	waitFor(t, "the long caller's manifest read in flight", func() bool { return fs.Injected(faulty.OpRead) > 0 })
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	_, err = e.p.EarliestOffset(ctx)
+	cancel()
+	if !errors.Is(err, ErrUnavailable) || time.Since(start) > 2*time.Second {
+		t.Fatalf("a short deadline beside a long wait: %v after %v, want ErrUnavailable at its deadline", err, time.Since(start))
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	err = e.p.RunOnce(ctx)
+	cancel()
+	if err == nil {
+		t.Fatal("a round read the manifest of a hanging bucket")
+	}
+	if st := e.p.Status(); st.UploadLagBytes == 0 || st.UploadLagOffsets == 0 {
+		t.Fatalf("upload lag %d bytes, %d offsets with 50 batches not uploaded", st.UploadLagBytes, st.UploadLagOffsets)
+	}
+	fs.SetRules()
+	if err := <-long; err != nil { // the read in flight ends with the latency
+		t.Fatalf("the long wait: %v", err)
+	}
+	if got, err := e.p.EarliestOffset(context.Background()); err != nil || got != want {
+		t.Fatalf("earliest %d, %v; want %d", got, err, want)
+	}
+}

@@ -115,9 +115,12 @@
 // unless Options.Interval is negative, a scheduler and Options.UploadWorkers
 // upload workers; Close cancels them all and waits. A round's parallel
 // segment and companion uploads are goroutines of the round, waited for
-// before it returns. Locks: Partition.runMu serialises a partition's rounds
-// (upload, retention, orphan cleaning) and is taken before Partition.loadMu
-// (manifest loads and state swaps); a partition's read-ahead window has a
+// before it returns. A manifest read runs on a goroutine of its own (at most
+// a minute, tracked for Close), shared by every caller that wants it, each
+// waiting only as long as its own context allows. Locks: Partition.runMu
+// serialises a partition's rounds (upload, retention, orphan cleaning) and
+// is taken before Partition.loadMu (state swaps and the read in flight,
+// never held during I/O); a partition's read-ahead window has a
 // mutex taken before the chunk cache's (it only looks chunks up and queues
 // runs without blocking); the chunk cache and the index cache each have one
 // mutex, never held while calling out (no I/O but closing and removing a

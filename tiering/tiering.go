@@ -363,6 +363,22 @@ func (m *Manager) partitions() []*Partition {
 
 // Close stops the background loop and the read pool, waits for them, and
 // empties the chunk cache. It does not close the Store.
+// goTracked runs f on a goroutine Close waits for, unless the Manager is
+// closed.
+func (m *Manager) goTracked(f func()) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.mu.closed {
+		return false
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		f()
+	}()
+	return true
+}
+
 func (m *Manager) Close() error {
 	m.mu.Lock()
 	if m.mu.closed {
@@ -462,9 +478,12 @@ type Partition struct {
 	lastClean   atomic.Int64
 	lastErr     atomic.Pointer[string]
 
-	loadMu sync.Mutex // one manifest load at a time
-	runMu  sync.Mutex // one round (upload, retention, clean) at a time
-	fails  int        // consecutive failed rounds; guarded by runMu
+	loadMu sync.Mutex // state swaps and loading
+	// loading is the manifest read in flight (guarded by loadMu): callers
+	// of load share it, each waiting no longer than its own context.
+	loading *manifestLoad
+	runMu   sync.Mutex // one round (upload, retention, clean) at a time
+	fails   int        // consecutive failed rounds; guarded by runMu
 
 	// held are the stems of compacted segments uploaded (SegmentUpload) and
 	// not yet committed or given up, with the leader epoch they were
@@ -545,6 +564,12 @@ func (p *Partition) RunOnce(ctx context.Context) error {
 	}
 	st, err := p.refresh(ctx)
 	if err != nil {
+		// The lag still counts from the committed remote end (the
+		// pointer, in the metadata log): with the manifest unreadable
+		// it read 0 while the local log grew, where an operator looks.
+		if ptr, perr := p.m.opts.Committer.RemoteLog(ctx, p.tp); perr == nil {
+			p.updateLag(&remoteState{ptr: ptr})
+		}
 		p.setErr(err)
 		return err
 	}
@@ -583,33 +608,86 @@ func (p *Partition) refresh(ctx context.Context) (*remoteState, error) {
 	return p.load(ctx, ptr)
 }
 
+// manifestLoad is one read of the manifest of ptr, shared by the callers
+// of load that want it; done is closed once st or err is set.
+type manifestLoad struct {
+	ptr  RemoteLog
+	done chan struct{}
+	st   *remoteState
+	err  error
+}
+
+// manifestLoadTimeout bounds one manifest read, whoever waits for it.
+const manifestLoadTimeout = time.Minute
+
 // load makes ptr the current state, reading its manifest unless cached.
+// The read runs on its own goroutine (bounded by manifestLoadTimeout and
+// the Manager's Close) and each caller waits for it only as long as its
+// own ctx allows. Before, the read ran under loadMu with the first caller's
+// context: with the bucket hanging (not refusing), a round's read took the
+// object store's retries, about five minutes, and ListOffsets, the status
+// endpoint and every other caller waited on the mutex whatever their own
+// deadlines.
 func (p *Partition) load(ctx context.Context, ptr RemoteLog) (*remoteState, error) {
 	p.loadMu.Lock()
-	defer p.loadMu.Unlock()
 	if st := p.state.Load(); st != nil && st.ptr == ptr {
+		p.loadMu.Unlock()
 		return st, nil
 	}
-	st := &remoteState{ptr: ptr}
 	if ptr.ManifestKey == "" {
-		st.manifest = &Manifest{Format: ManifestFormat, Topic: p.tp.Topic, TopicID: p.tp.TopicIDString(), Partition: p.tp.Partition}
-	} else {
-		b, err := objectstore.ReadAll(ctx, p.m.store, ptr.ManifestKey, maxManifestBytes)
-		if err != nil {
-			return nil, fmt.Errorf("tiering: %s: read manifest %s: %w", p.tp, ptr.ManifestKey, err)
-		}
-		m, err := DecodeManifest(b)
-		if err != nil {
-			return nil, fmt.Errorf("tiering: %s: manifest %s: %w", p.tp, ptr.ManifestKey, err)
-		}
-		if m.TopicID != p.tp.TopicIDString() || m.Partition != p.tp.Partition || m.StartOffset != ptr.StartOffset || m.EndOffset != ptr.EndOffset {
-			return nil, fmt.Errorf("%w: %s: manifest %s says [%d, %d) of %s-%d, the pointer [%d, %d)", ErrCorruptObject, p.tp,
-				ptr.ManifestKey, m.StartOffset, m.EndOffset, m.TopicID, m.Partition, ptr.StartOffset, ptr.EndOffset)
-		}
-		st.manifest = m
+		st := &remoteState{ptr: ptr, manifest: &Manifest{Format: ManifestFormat, Topic: p.tp.Topic, TopicID: p.tp.TopicIDString(), Partition: p.tp.Partition}}
+		p.state.Store(st)
+		p.loadMu.Unlock()
+		return st, nil
 	}
-	p.state.Store(st)
-	return st, nil
+	l := p.loading
+	if l == nil || l.ptr != ptr {
+		l = &manifestLoad{ptr: ptr, done: make(chan struct{})}
+		if !p.m.goTracked(func() { p.readManifest(l) }) {
+			p.loadMu.Unlock()
+			return nil, ErrClosed
+		}
+		p.loading = l
+	}
+	p.loadMu.Unlock()
+	select {
+	case <-l.done:
+		return l.st, l.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("tiering: %s: read manifest %s: %w", p.tp, ptr.ManifestKey, ctx.Err())
+	}
+}
+
+// readManifest reads and checks l's manifest and, unless a newer state was
+// stored meanwhile (a commit), makes it the current state.
+func (p *Partition) readManifest(l *manifestLoad) {
+	ctx, cancel := context.WithTimeout(p.m.ctx, manifestLoadTimeout)
+	defer cancel()
+	ptr := l.ptr
+	var st *remoteState
+	b, err := objectstore.ReadAll(ctx, p.m.store, ptr.ManifestKey, maxManifestBytes)
+	if err != nil {
+		err = fmt.Errorf("tiering: %s: read manifest %s: %w", p.tp, ptr.ManifestKey, err)
+	} else if m, derr := DecodeManifest(b); derr != nil {
+		err = fmt.Errorf("tiering: %s: manifest %s: %w", p.tp, ptr.ManifestKey, derr)
+	} else if m.TopicID != p.tp.TopicIDString() || m.Partition != p.tp.Partition || m.StartOffset != ptr.StartOffset || m.EndOffset != ptr.EndOffset {
+		err = fmt.Errorf("%w: %s: manifest %s says [%d, %d) of %s-%d, the pointer [%d, %d)", ErrCorruptObject, p.tp,
+			ptr.ManifestKey, m.StartOffset, m.EndOffset, m.TopicID, m.Partition, ptr.StartOffset, ptr.EndOffset)
+	} else {
+		st = &remoteState{ptr: ptr, manifest: m}
+	}
+	p.loadMu.Lock()
+	if p.loading == l {
+		p.loading = nil
+	}
+	if st != nil {
+		if cur := p.state.Load(); cur == nil || cur.ptr.ManifestVersion <= ptr.ManifestVersion {
+			p.state.Store(st)
+		}
+	}
+	p.loadMu.Unlock()
+	l.st, l.err = st, err
+	close(l.done)
 }
 
 // current returns the loaded state, loading it the first time.

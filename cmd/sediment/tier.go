@@ -44,11 +44,12 @@ func init() {
 	)
 }
 
-// openBucket opens the configured bucket.
-func openBucket(ctx context.Context, v *viper.Viper, dataDir string) (objectstore.Store, error) {
+// openBucket opens the configured bucket; log, if set, gets a line per
+// retried S3 request (a bucket that hangs said nothing for minutes).
+func openBucket(ctx context.Context, v *viper.Viper, dataDir string, log *slog.Logger) (objectstore.Store, error) {
 	if b := v.GetString("s3-bucket"); b != "" {
 		return s3.New(ctx, s3.Config{Bucket: b, Endpoint: v.GetString("s3-endpoint"), Region: v.GetString("s3-region"),
-			Prefix: v.GetString("s3-prefix"), PathStyle: v.GetBool("s3-path-style")})
+			Prefix: v.GetString("s3-prefix"), PathStyle: v.GetBool("s3-path-style"), Logger: log})
 	}
 	dir := v.GetString("bucket-dir")
 	if dir == "" {
@@ -62,7 +63,7 @@ func enableTiering(ctx context.Context, b *broker.Broker, v *viper.Viper, cfg br
 	if !v.GetBool("tiering") {
 		return nil, nil
 	}
-	store, err := openBucket(ctx, v, cfg.DataDir)
+	store, err := openBucket(ctx, v, cfg.DataDir, log.With("part", "s3"))
 	if err != nil {
 		return nil, fmt.Errorf("bucket: %w", err)
 	}
@@ -86,7 +87,7 @@ func newTierCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
-			store, err := openBucket(ctx, v, v.GetString("data-dir"))
+			store, err := openBucket(ctx, v, v.GetString("data-dir"), nil)
 			if err != nil {
 				return err
 			}
