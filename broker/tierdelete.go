@@ -150,6 +150,9 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 					err = nil // another worker recorded it
 				}
 			}
+			if err != nil && ctx.Err() != nil {
+				return nil // shutting down: the next start goes on
+			}
 			if err != nil {
 				r := d.retry[p.TopicID]
 				r.fails++

@@ -522,7 +522,8 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 			_, err = p.CleanOrphans(ctx)
 		}
 	}
-	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownPartition) {
+	if errors.Is(err, ErrNotLeader) || errors.Is(err, ErrClosed) || errors.Is(err, ErrUnknownPartition) ||
+		(ctx.Err() != nil && errors.Is(err, ctx.Err())) { // shutting down: not a failure
 		err = nil
 	}
 	p.runMu.Lock()
