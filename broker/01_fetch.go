@@ -388,6 +388,9 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 				// gets the retriable KAFKA_STORAGE_ERROR.
 				rp.ErrorCode = errCode(err)
 				failed = true
+				if ctx.Err() == nil {
+					b.tier().logRemoteReadError(fp.p, fp.offset, err)
+				}
 				continue
 			default:
 				// Local data is served, but the log start of

@@ -68,7 +68,34 @@ type tierGlue struct {
 	mu struct {
 		sync.Mutex
 		parts map[tiering.TopicPartition]*tierPart
+		// readErrLogged: when a failed remote read of the partition
+		// was last logged (logRemoteReadError).
+		readErrLogged map[*partition]time.Time
 	}
+}
+
+// remoteReadErrorEvery is how often a partition's failed remote reads are
+// logged while they go on (each consumer retries its fetch at once).
+const remoteReadErrorEvery = time.Minute
+
+// logRemoteReadError logs a Fetch's failed remote read of p, at most once
+// a remoteReadErrorEvery per partition: before, the client got
+// KAFKA_STORAGE_ERROR and the broker logged nothing.
+func (g *tierGlue) logRemoteReadError(p *partition, offset int64, err error) {
+	g.mu.Lock()
+	now := time.Now()
+	last, seen := g.mu.readErrLogged[p]
+	if seen && now.Sub(last) < remoteReadErrorEvery {
+		g.mu.Unlock()
+		return
+	}
+	if g.mu.readErrLogged == nil || len(g.mu.readErrLogged) > 10000 {
+		g.mu.readErrLogged = map[*partition]time.Time{}
+	}
+	g.mu.readErrLogged[p] = now
+	g.mu.Unlock()
+	g.b.log.Warn("tiering: a fetch's read from the bucket failed; the client gets a retriable error (logged once a minute per partition)",
+		"topic", p.topic, "partition", p.id, "offset", offset, "err", err)
 }
 
 type tierPart struct {
@@ -441,6 +468,9 @@ func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchRe
 	}
 	if err != nil {
 		rp.ErrorCode = errCode(err)
+		if ctx.Err() == nil {
+			g.logRemoteReadError(fp.p, fp.offset, err)
+		}
 		return true, 0
 	}
 	if res.Size == 0 && res.NextOffset > fp.offset {

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	waiting "github.com/sediment-io/sediment/internal/testutil"
+	"log/slog"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,9 +31,9 @@ import (
 	"github.com/sediment-io/sediment/tiering"
 )
 
-func startTieredBroker(t *testing.T, dir string, store objectstore.Store) *Broker {
+func startTieredBroker(t *testing.T, dir string, store objectstore.Store, mods ...func(*Config)) *Broker {
 	t.Helper()
-	b := startBroker(t, dir, func(c *Config) { c.LogFlush = "os" })
+	b := startBroker(t, dir, append([]func(*Config){func(c *Config) { c.LogFlush = "os" }}, mods...)...)
 	err := b.EnableTiering(TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
 		// A round that fails on a loaded machine (a slow commit) retries
 		// within half a second, not after the production backoff of up
@@ -352,7 +354,10 @@ func TestTieredLogStartBucketDown(t *testing.T) {
 	b.Close()
 	// Every read of a manifest of the partition fails from now on.
 	store.SetRules(faulty.Rule{Ops: faulty.OpRead, KeyPrefix: tiering.PartitionPrefix(tt.ID, 0) + "m/"})
-	b = startTieredBroker(t, dir, store)
+	var logs waiting.Buffer
+	b = startTieredBroker(t, dir, store, func(c *Config) {
+		c.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	cl = newClient(t, b)
 	var off int64
 	var code int16
@@ -366,8 +371,14 @@ func TestTieredLogStartBucketDown(t *testing.T) {
 	if store.Injected(faulty.OpRead) == 0 {
 		t.Fatal("no fault injected")
 	}
-	if rp := fetchAt(t, b, topic, 0); rp.ErrorCode != kerr.KafkaStorageError.Code {
-		t.Fatalf("fetch at 0 with the manifest unreadable: %v, log start %d", kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset)
+	for range 3 {
+		if rp := fetchAt(t, b, topic, 0); rp.ErrorCode != kerr.KafkaStorageError.Code {
+			t.Fatalf("fetch at 0 with the manifest unreadable: %v, log start %d", kerr.ErrorForCode(rp.ErrorCode), rp.LogStartOffset)
+		}
+	}
+	// The failed remote reads are logged, once a minute per partition.
+	if n := strings.Count(logs.String(), "tiering: a fetch's read from the bucket failed"); n != 1 {
+		t.Fatalf("%d lines for three failed remote reads, want 1:\n%s", n, logs.String())
 	}
 	local := listOffset(t, b, topic, -4)
 	rp := fetchAt(t, b, topic, local)
