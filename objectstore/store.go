@@ -16,6 +16,10 @@ var (
 	ErrOutOfRange  = errors.New("objectstore: read beyond the end of the object")
 	ErrUnavailable = errors.New("objectstore: store unavailable (transient)")
 	ErrClosed      = errors.New("objectstore: closed")
+	// ErrAccessDenied: the store refused the credentials or their
+	// permissions (S3's 403: AccessDenied, SignatureDoesNotMatch,
+	// InvalidAccessKeyId). Retrying does not help until an operator acts.
+	ErrAccessDenied = errors.New("objectstore: access denied (credentials or permissions)")
 )
 
 // Store is a bucket of immutable objects.

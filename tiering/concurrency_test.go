@@ -4,11 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/objectstore/faulty"
 	"github.com/sediment-io/sediment/objectstore/mem"
 )
@@ -192,5 +196,26 @@ func TestHangingBucketAtStart(t *testing.T) {
 	}
 	if got, err := e.p.EarliestOffset(context.Background()); err != nil || got != want {
 		t.Fatalf("earliest %d, %v; want %d", got, err, want)
+	}
+}
+
+// TestAccessDeniedRoundIsAnError: a round the bucket refuses for its
+// credentials is logged at ERROR, saying so (it does not pass by itself); a
+// transient failure stays a warning.
+func TestAccessDeniedRoundIsAnError(t *testing.T) {
+	fs := faulty.Wrap(mem.New(nil), 1)
+	e := newEnv(t, envOptions{store: fs, cfg: localOnlyTail(0)})
+	var logs bytes.Buffer
+	e.m.opts.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	e.produce(100, 5, 40)
+	fs.SetRules(faulty.Rule{Ops: faulty.OpAll, Err: fmt.Errorf("403: %w", objectstore.ErrAccessDenied)})
+	e.p.busy.Store(true)
+	e.p.backgroundRound(context.Background())
+	fs.SetRules(faulty.Rule{Ops: faulty.OpAll, Err: objectstore.ErrUnavailable})
+	e.p.busy.Store(true)
+	e.p.backgroundRound(context.Background())
+	out := logs.String()
+	if !strings.Contains(out, `level=ERROR msg="tiering: round failed: the bucket denies access`) || !strings.Contains(out, `level=WARN msg="tiering: round failed; retrying"`) {
+		t.Fatalf("logged:\n%s", out)
 	}
 }

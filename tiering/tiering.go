@@ -541,6 +541,13 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 	}
 	wait := ceiling/2 + rand.N(ceiling/2+1)
 	p.nextRun.Store(p.m.opts.Now().Add(wait).UnixNano())
+	if errors.Is(err, objectstore.ErrAccessDenied) {
+		// Not transient: nothing leaves the local disk until the
+		// credentials or the bucket policy are fixed.
+		p.m.opts.Logger.Error("tiering: round failed: the bucket denies access (check the credentials and the bucket policy); retrying",
+			"partition", p.tp.String(), "in", wait, "err", err)
+		return
+	}
 	p.m.opts.Logger.Warn("tiering: round failed; retrying", "partition", p.tp.String(), "in", wait, "err", err)
 }
 

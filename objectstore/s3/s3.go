@@ -104,6 +104,8 @@ func mapErr(op, key string, err error) error {
 		sentinel = objectstore.ErrNotExist
 	case code == "XMinioParentIsObject" || code == "XMinioObjectExistsAsDirectory" || code == "KeyTooLongError":
 		sentinel = objectstore.ErrInvalidKey
+	case status == http.StatusForbidden || code == "AccessDenied" || code == "SignatureDoesNotMatch" || code == "InvalidAccessKeyId":
+		sentinel = objectstore.ErrAccessDenied
 	case status >= 500 || status == http.StatusTooManyRequests || isThrottle(code):
 		sentinel = objectstore.ErrUnavailable
 	case errors.As(err, new(*retry.MaxAttemptsError)):

@@ -1,6 +1,7 @@
 package s3_test
 
 import (
+	"errors"
 	"os"
 	"testing"
 
@@ -56,4 +57,20 @@ func TestConformanceWithPrefix(t *testing.T) {
 		s, _ := open(t, srv, func(c *s3.Config) { c.Prefix = "cluster-a/" })
 		return s
 	}, objectstoretest.Options{AllowPrefixConflict: true})
+}
+
+// TestWrongSecretIsAccessDenied: a request refused for its credentials
+// (MinIO's SignatureDoesNotMatch, 403) wraps objectstore.ErrAccessDenied, so
+// that tiering can say it will not pass by itself.
+func TestWrongSecretIsAccessDenied(t *testing.T) {
+	srv := miniotest.Shared(t)
+	s, _ := open(t, srv, func(c *s3.Config) { c.SecretAccessKey = "not-the-secret"; c.MaxAttempts = 1 })
+	defer s.Close()
+	_, err := s.Head(t.Context(), "any")
+	if !errors.Is(err, objectstore.ErrAccessDenied) {
+		t.Fatalf("Head with a wrong secret: %v, want ErrAccessDenied", err)
+	}
+	if errors.Is(err, objectstore.ErrUnavailable) || objectstore.IsNotExist(err) {
+		t.Fatalf("Head with a wrong secret: %v, classified as transient or missing", err)
+	}
 }
