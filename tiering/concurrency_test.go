@@ -56,6 +56,9 @@ func TestSlowBucket(t *testing.T) {
 			t.Fatalf("slow read: %v", err)
 		}
 	}
+	if n := e.m.Metrics().ReadErrors; n < 16 {
+		t.Fatalf("%d read errors counted for 16 failed reads", n)
+	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("took %v", d)
 	}
@@ -217,5 +220,18 @@ func TestAccessDeniedRoundIsAnError(t *testing.T) {
 	out := logs.String()
 	if !strings.Contains(out, `level=ERROR msg="tiering: round failed: the bucket denies access`) || !strings.Contains(out, `level=WARN msg="tiering: round failed; retrying"`) {
 		t.Fatalf("logged:\n%s", out)
+	}
+}
+
+// TestLocalDeletionsCountSegments: the local deletions metric counts the
+// segments local retention removed, not its passes.
+func TestLocalDeletionsCountSegments(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0), segmentBytes: 2048})
+	e.produce(100, 5, 40)
+	before := len(e.log.Segments())
+	e.run()
+	after := len(e.log.Segments())
+	if got := e.m.Metrics().LocalSegmentsDeleted; before-after < 2 || got != int64(before-after) {
+		t.Fatalf("%d segments before, %d after, %d counted", before, after, got)
 	}
 }

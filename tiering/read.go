@@ -97,6 +97,7 @@ func (p *Partition) Read(ctx context.Context, offset, maxBytes, maxOffset int64)
 			st, err = p.refresh(ctx)
 		}
 		if err != nil {
+			p.m.metrics.ReadErrors.Add(1) // the state unreadable: a failed read too
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		res, err := p.read(ctx, st, offset, maxBytes, maxOffset)
@@ -104,10 +105,13 @@ func (p *Partition) Read(ctx context.Context, offset, maxBytes, maxOffset int64)
 			return res, nil
 		}
 		if !errors.Is(err, errRetry) {
-			if errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrClosed) {
+			if errors.Is(err, ErrOffsetOutOfRange) || errors.Is(err, ErrClosed) {
 				return nil, err
 			}
 			p.m.metrics.ReadErrors.Add(1)
+			if errors.Is(err, ErrUnavailable) {
+				return nil, err
+			}
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		lastErr = err

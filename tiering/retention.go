@@ -134,6 +134,7 @@ func (p *Partition) localRetention(st *remoteState, cfg TopicConfig, now int64) 
 		size += s.Size
 	}
 	deleteTo := int64(-1)
+	deleted := 0
 	for _, s := range segs {
 		if !s.Sealed || s.NextOffset > st.ptr.EndOffset {
 			break
@@ -143,12 +144,13 @@ func (p *Partition) localRetention(st *remoteState, cfg TopicConfig, now int64) 
 		}
 		size -= s.Size
 		deleteTo = s.NextOffset
+		deleted++
 	}
 	if deleteTo > p.log.LogStartOffset() {
 		if err := p.log.DeleteBefore(deleteTo); err != nil {
 			return fmt.Errorf("tiering: %s: local retention: %w", p.tp, err)
 		}
-		p.m.metrics.LocalSegmentsDeleted.Add(1)
+		p.m.metrics.LocalSegmentsDeleted.Add(int64(deleted)) // segments, not passes
 	}
 	return nil
 }
