@@ -158,7 +158,7 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 				r.fails++
 				r.next = time.Now().Add(min(time.Minute, time.Second<<min(r.fails-1, 6)))
 				d.retry[p.TopicID] = r
-				b.log.Warn("tiering: deleting a deleted topic's objects; will retry", "topic_id", p.TopicID.String(), "objects", n,
+				b.log.Warn("tiering: deleting a deleted topic's objects; will retry", "topic_id", topicIDString(p.TopicID), "objects", n,
 					"retry_in", time.Until(r.next).Round(time.Second), "err", err)
 				continue
 			}
@@ -167,7 +167,7 @@ func (d *remoteDeleter) pass(ctx context.Context) {
 				// Recorded done once passes have found nothing for
 				// the grace (after what an upload in flight when the
 				// topic went may still have added).
-				b.log.Info("tiering: deleted a deleted topic's objects", "topic_id", p.TopicID.String(), "objects", n)
+				b.log.Info("tiering: deleted a deleted topic's objects", "topic_id", topicIDString(p.TopicID), "objects", n)
 			}
 		}
 		return nil
