@@ -127,7 +127,7 @@ func TestRaftRoutineLinesLowered(t *testing.T) {
 	h.Warn("failed to contact", "server-id", "3", "time", 1500*time.Millisecond)
 	for _, want := range []string{
 		`level=INFO msg="appendEntries rejected, sending older logs" module=raft next=1 peer=2@127.0.0.1:2`,
-		`level=WARN msg="peer has newer term, stopping replication" module=raft peer=3@127.0.0.1:3`,
+		`level=INFO msg="peer has newer term, stopping replication" module=raft peer=3@127.0.0.1:3`,
 		`level=DEBUG msg="failed to decode incoming command" module=raft error="transport shutdown"`,
 		`level=WARN msg="failed to contact" module=raft server-id=3 time=1.5s`,
 	} {

@@ -1110,8 +1110,7 @@ func (n *Node) handOver() {
 		n.logger.Info("closing: leadership of the metadata quorum not handed over; the voters elect a leader", "err", err)
 		return
 	}
-	leader, _ := n.raft.LeaderWithID()
-	n.logger.Info("closing: leadership of the metadata quorum handed over", "to", leader, "took", time.Since(start).Round(time.Millisecond))
+	n.logger.Info("closing: leadership of the metadata quorum handed over", "took", time.Since(start).Round(time.Millisecond))
 }
 
 // goTracked starts f on a goroutine that Close waits for (labelled for
@@ -1247,7 +1246,7 @@ var raftLevels = map[string]slog.Level{
 	"appendEntries rejected, sending older logs":          slog.LevelInfo,
 	"not part of stable configuration, aborting election": slog.LevelInfo,
 	"heartbeat timeout reached, not part of a stable configuration or a non-voter, not triggering a leader election": slog.LevelInfo,
-	"peer has newer term, stopping replication": slog.LevelWarn,
+	"peer has newer term, stopping replication": slog.LevelInfo,
 	"failed to decode incoming command":         slog.LevelWarn,
 	"failed to flush response":                  slog.LevelWarn,
 }
