@@ -704,10 +704,16 @@ func (n *Node) QuorumReachable(timeout time.Duration) bool {
 	if len(voters) == 0 {
 		return true // no configuration yet: not known to be unreachable
 	}
+	return n.answering(voters, true, timeout) > len(voters)/2
+}
+
+// answering counts the voters that do not refuse a connection within
+// timeout (dialled in parallel), this node among them if self.
+func (n *Node) answering(voters []Peer, self bool, timeout time.Duration) int {
 	up := make(chan bool, len(voters))
 	for _, v := range voters {
 		if v.ID == n.cfg.NodeID {
-			up <- true
+			up <- self
 			continue
 		}
 		go func() { up <- !refusesConnections(n.cfg.Dial, v.Addr, timeout) }()
@@ -718,7 +724,7 @@ func (n *Node) QuorumReachable(timeout time.Duration) bool {
 			count++
 		}
 	}
-	return count > len(voters)/2
+	return count
 }
 
 // refusesConnections dials addr once: true when the dial is refused (no
@@ -1100,8 +1106,16 @@ func (n *Node) handOver() {
 		return
 	}
 	voters, err := n.Voters()
-	if err != nil || len(voters) < 2 || !n.QuorumReachable(n.cfg.ElectionTimeout/4) {
-		return // no voter to take it: closing ends the quorum anyway
+	if err != nil || len(voters) < 2 {
+		return
+	}
+	// Only when the other voters alone still make a quorum: the new
+	// leader needs this node's vote no more once it is gone. With fewer
+	// (a voter already down), it would win an election this node leaves
+	// right after, and lead nothing: the voters left held elections and
+	// a stopping broker's controlled shutdown waited out its timeout.
+	if n.answering(voters, false, n.cfg.ElectionTimeout/4) <= len(voters)/2 {
+		return // closing ends the quorum anyway
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ElectionTimeout)
 	defer cancel()
