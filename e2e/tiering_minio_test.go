@@ -23,6 +23,7 @@ import (
 
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/internal/miniotest"
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/objectstore/s3"
 	"github.com/sediment-io/sediment/tiering"
 )
@@ -317,4 +318,21 @@ func tierMetric(t *testing.T, b *Broker, name string) float64 {
 	}
 	t.Fatalf("metric %s not in /metrics", name)
 	return 0
+}
+
+// TestTieringWrongSecret: a broker whose S3 secret the bucket refuses
+// starts (as Kafka's does with remote storage it cannot use) and says so at
+// once, at ERROR, instead of at the first upload round, as a warning that
+// read like a passing outage.
+func TestTieringWrongSecret(t *testing.T) {
+	srv := miniotest.Start(t)
+	bucket := srv.NewBucket(t)
+	b := StartBroker(t, BrokerOptions{
+		ExtraArgs: []string{"--s3-bucket", bucket, "--s3-endpoint", srv.Endpoint, "--s3-region", miniotest.Region, "--s3-path-style"},
+		Env: []string{"AWS_ACCESS_KEY_ID=" + srv.AccessKey, "AWS_SECRET_ACCESS_KEY=not-the-secret",
+			"AWS_REGION=" + miniotest.Region, "AWS_EC2_METADATA_DISABLED=true"},
+	})
+	waitFor(t, 60*time.Second, "the refused credentials logged at ERROR", func() bool {
+		return testutil.LogHasLine(b.Log(), "level=ERROR", "the bucket denies access")
+	})
 }

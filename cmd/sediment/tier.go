@@ -74,7 +74,21 @@ func enableTiering(ctx context.Context, b *broker.Broker, v *viper.Viper, cfg br
 		store.Close()
 		return nil, err
 	}
+	go checkBucketAccess(ctx, store, log.With("part", "tiering"))
 	return store, nil
+}
+
+// checkBucketAccess asks the bucket for one object at start, in the
+// background: credentials or a policy it refuses are an ERROR now rather
+// than the first failed upload round's (the broker starts either way, as
+// Kafka's does with a remote storage it cannot reach).
+func checkBucketAccess(ctx context.Context, store objectstore.Store, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := store.Head(ctx, "sediment-access-check")
+	if errors.Is(err, objectstore.ErrAccessDenied) {
+		log.Error("tiering: the bucket denies access (check the credentials and the bucket policy); nothing is uploaded or read from it until that is fixed", "err", err)
+	}
 }
 
 func newTierCmd() *cobra.Command {
