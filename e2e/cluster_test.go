@@ -600,7 +600,7 @@ func TestReplicationControlledShutdown(t *testing.T) {
 	}
 	// Its controlled shutdown ends by fencing it (Kafka's SHUTDOWN_NOW), so
 	// that clients stop being sent to it while it exits and restarts.
-	if !strings.Contains(victim.Log(), "fenced=true") {
+	if !strings.Contains(victim.Log(), "controlled shutdown: leadership moved away; this broker is fenced") {
 		t.Errorf("the broker did not fence itself at the end of its controlled shutdown:\n%s", victim.Log())
 	}
 	var other *Broker
