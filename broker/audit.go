@@ -71,8 +71,7 @@ var auditSummaries = map[int16]func(kmsg.Request, kmsg.Response) (result string,
 		}
 		var out auditList
 		for _, r := range resp.Resources {
-			key := auditResource(r.ResourceType, r.ResourceName)
-			out.add(key+": "+changes[key], r.ErrorCode)
+			out.addResource(changes, r.ResourceType, r.ResourceName, r.ErrorCode)
 		}
 		return out.String(), req.ValidateOnly
 	},
@@ -92,8 +91,7 @@ var auditSummaries = map[int16]func(kmsg.Request, kmsg.Response) (result string,
 		}
 		var out auditList
 		for _, r := range resp.Resources {
-			key := auditResource(r.ResourceType, r.ResourceName)
-			out.add(key+": "+changes[key], r.ErrorCode)
+			out.addResource(changes, r.ResourceType, r.ResourceName, r.ErrorCode)
 		}
 		return out.String(), req.ValidateOnly
 	},
@@ -271,6 +269,13 @@ func (l *auditList) add(what string, code int16) {
 	} else {
 		fmt.Fprintf(&l.b, "error %d", code)
 	}
+}
+
+// addResource adds a config resource's outcome with the changes asked of
+// it (changes, by auditResource).
+func (l *auditList) addResource(changes map[string]string, t kmsg.ConfigResourceType, name string, code int16) {
+	key := auditResource(t, name)
+	l.add(key+": "+changes[key], code)
 }
 
 func (l *auditList) String() string { return l.b.String() }

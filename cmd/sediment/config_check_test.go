@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"io/fs"
@@ -11,7 +10,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,23 +33,12 @@ func TestMain(m *testing.M) {
 // proc is a `sediment` process started from the test binary.
 type proc struct {
 	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stderr bytes.Buffer
+	stderr testutil.Buffer
 	done   chan struct{}
 	err    error
 }
 
-func (p *proc) Write(b []byte) (int, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.Write(b)
-}
-
-func (p *proc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *proc) output() string { return p.stderr.String() }
 
 // sedimentProc starts `sediment args...` with the environment env (plus
 // what the re-execution needs, and no SEDIMENT_* of the test's own).
@@ -65,7 +52,7 @@ func sedimentProc(t *testing.T, env []string, args ...string) *proc {
 	}
 	cmd.Env = append(cmd.Env, append(env, wantMainEnv+"=1", "GO_SEDIMENT_ARGS="+strings.Join(args, " "))...)
 	p := &proc{cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout, cmd.Stderr = io.Discard, p
+	cmd.Stdout, cmd.Stderr = io.Discard, &p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
