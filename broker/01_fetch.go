@@ -73,6 +73,11 @@ type fetchPart struct {
 	// per second (replication_throttle.go).
 	throttled    bool
 	throttleRate int64
+	// rr: the read from the bucket this fetch started for the partition
+	// (remoteread.go); remotePending: it was not done in time, and the
+	// partition is answered without records.
+	rr            *remoteRead
+	remotePending bool
 }
 
 func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
@@ -212,14 +217,17 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	}()
 	recorded := replicaID < 0
 	for {
-		ready, failed := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
+		ready, failed, pending := b.readFetchParts(ctx, resp, parts, maxBytes, req.IsolationLevel == 1)
 		if !recorded {
 			// Once, after the first read, as Kafka's readFromLog (not
 			// a long poll's later reads).
 			recorded = true
 			recordFollowerFetches(resp, parts, replicaID, replicaEpoch)
 		}
-		if ready >= minBytes || failed || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
+		// A read from the bucket that did not finish in time is answered
+		// at once, as Kafka's DelayedRemoteFetch: the client asks again
+		// and finds its chunks cached (remoteread.go).
+		if ready >= minBytes || failed || pending || lookupFailed || redirected || !time.Now().Before(deadline) || len(parts) == 0 {
 			break
 		}
 		// Not enough yet: drop what was read, wait for an append.
@@ -356,8 +364,22 @@ func recordFollowerFetches(resp *kmsg.FetchResponse, parts []*fetchPart, replica
 // partial last batch included, where hotlog reads whole batches only. A
 // read that stopped short of the visible end stopped for lack of budget,
 // so Kafka would have read the whole budget there.
-func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (ready int64, failed bool) {
+func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, parts []*fetchPart, maxBytes int64, readCommitted bool) (ready int64, failed, pending bool) {
 	var total int64 // the bytes read (whole batches)
+	// wait bounds the waits on the bucket (the remote log's state and the
+	// reads below the local log start) of the whole read: Kafka's
+	// remote.fetch.max.wait.ms (remoteread.go).
+	wait := ctx
+	if g := b.tier(); g != nil {
+		var cancel context.CancelFunc
+		wait, cancel = context.WithTimeout(ctx, g.cfg.RemoteFetchMaxWait)
+		defer cancel()
+		for _, fp := range parts {
+			fp.remotePending = false
+		}
+		b.startRemoteReads(parts, maxBytes, readCommitted)
+		defer abandonRemoteReads(parts)
+	}
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		fp.res, fp.remote = nil, nil
@@ -378,10 +400,16 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		}
 		fp.res, fp.remote = nil, nil
 		if b.tier() != nil {
-			start, err := b.logStartOffset(ctx, fp.p)
+			start, err := b.logStartOffset(wait, fp.p)
 			switch {
 			case err == nil:
 				rp.LogStartOffset = start
+			case fp.offset < l.LogStartOffset() && wait.Err() != nil && ctx.Err() == nil:
+				// The remote log's state is still loading (on its
+				// own goroutine): answered without records, as a
+				// read from the bucket not done in time.
+				fp.remotePending, pending = true, true
+				continue
 			case fp.offset < l.LogStartOffset():
 				// The remote log's state cannot be read (the
 				// bucket is down): a read below the local log
@@ -417,6 +445,8 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 		// when it does not fit after an earlier partition's data).
 		takeRemote := func() {
 			switch {
+			case fp.remotePending:
+				pending = true
 			case fp.remote == nil:
 				failed = true
 			case total > 0 && fp.remote.Size > budget:
@@ -439,7 +469,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			continue
 		}
 		if off < l.LogStartOffset() {
-			done, next := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted)
+			done, next := b.readRemote(ctx, wait, fp, rp, max(budget, 1), hw, readCommitted)
 			if done {
 				takeRemote()
 				continue
@@ -490,7 +520,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 				failed = true
 				continue
 			}
-			if done, _ := b.readRemote(ctx, fp, rp, max(budget, 1), hw, readCommitted); done {
+			if done, _ := b.readRemote(ctx, wait, fp, rp, max(budget, 1), hw, readCommitted); done {
 				takeRemote()
 				continue
 			}
@@ -526,7 +556,7 @@ func (b *Broker) readFetchParts(ctx context.Context, resp *kmsg.FetchResponse, p
 			}
 		}
 	}
-	return ready, failed
+	return ready, failed, pending
 }
 
 func releaseFetchParts(parts []*fetchPart) {

@@ -232,13 +232,13 @@ func TestLongPollStopsServingAfterLeadershipMoves(t *testing.T) {
 	rt.Partitions = append(rt.Partitions, kmsg.NewFetchResponseTopicPartition())
 	resp.Topics = append(resp.Topics, rt)
 	parts := []*fetchPart{{p: p, maxBytes: 1 << 20, led: p.isLeader(-1)}}
-	if _, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true); failed || resp.Topics[0].Partitions[0].ErrorCode != 0 {
+	if _, failed, _ := b.readFetchParts(context.Background(), resp, parts, 1<<20, true); failed || resp.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("read while leading: failed %v, error code %d", failed, resp.Topics[0].Partitions[0].ErrorCode)
 	}
 	releaseFetchParts(parts)
 	p.applyAssignment(1, &metadata.Partition{Leader: 2, LeaderEpoch: 4, PartitionEpoch: 6,
 		Replicas: []int32{1, 2}, ISR: []int32{1, 2}}, 2)
-	_, failed := b.readFetchParts(context.Background(), resp, parts, 1<<20, true)
+	_, failed, _ := b.readFetchParts(context.Background(), resp, parts, 1<<20, true)
 	releaseFetchParts(parts)
 	if code := resp.Topics[0].Partitions[0].ErrorCode; !failed || code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("re-read after the leadership moved: failed %v, error code %d, want NOT_LEADER_OR_FOLLOWER", failed, code)

@@ -651,7 +651,7 @@ func (s *shares) readShare(ctx context.Context, p *partition, offset int64, maxB
 	rt.Partitions = []kmsg.FetchResponseTopicPartition{kmsg.NewFetchResponseTopicPartition()}
 	resp.Topics = []kmsg.FetchResponseTopic{rt}
 	fp := &fetchPart{p: p, offset: offset, maxBytes: max(maxBytes, 1), led: true}
-	_, failed := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), readCommitted)
+	_, failed, _ := s.b.readFetchParts(ctx, &resp, []*fetchPart{fp}, int64(max(maxBytes, 1)), readCommitted)
 	if failed {
 		releaseFetchParts([]*fetchPart{fp})
 		code := resp.Topics[0].Partitions[0].ErrorCode

@@ -14,10 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/hotlog"
-	"github.com/sediment-io/sediment/internal/reqtime"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/tiering"
@@ -40,8 +38,18 @@ type TieringConfig struct {
 	// SyncInterval is how often partitions and topic configs are synced
 	// with the Manager [200ms].
 	SyncInterval time.Duration
-	// RemoteFetchTimeout bounds one remote read in a Fetch [10s].
+	// RemoteFetchTimeout bounds one remote read [10s]: a Fetch's read
+	// from the bucket gives up then (KAFKA_STORAGE_ERROR, retriable), and
+	// so do ListOffsets' and DeleteRecords' reads of the remote log start.
 	RemoteFetchTimeout time.Duration
+	// RemoteFetchMaxWait bounds how long a Fetch waits for its reads from
+	// the bucket [500ms], as Kafka's remote.fetch.max.wait.ms: a read not
+	// done by then goes on in the background (filling the chunk cache),
+	// and the partition is answered without records and without error,
+	// for the client to ask again, as Kafka's DelayedRemoteFetch answers
+	// on expiry. A slow bucket holds neither the fetch's local partitions
+	// nor the consumer for RemoteFetchTimeout.
+	RemoteFetchMaxWait time.Duration
 	// RemoteDeleteInterval is how often the broker looks for deleted topics
 	// whose bucket objects are still to be deleted [2s] (tierdelete.go).
 	RemoteDeleteInterval time.Duration
@@ -58,12 +66,16 @@ type tierGlue struct {
 	cfg TieringConfig
 	m   *tiering.Manager
 
+	ctx       context.Context // done once closing
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup
 	collector *tierCollector
 	// emptyDeletePasses counts the deletion worker's looks at a deleted
 	// topic that found nothing of it left (tierdelete.go; for tests).
 	emptyDeletePasses atomic.Int64
+	// fetchExpired counts the remote reads a Fetch stopped waiting for
+	// at RemoteFetchMaxWait (answered without records).
+	fetchExpired atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -71,6 +83,9 @@ type tierGlue struct {
 		// readErrLogged: when a failed remote read of the partition
 		// was last logged (logRemoteReadError).
 		readErrLogged map[*partition]time.Time
+		// reads: the background remote read of each partition in
+		// flight (remoteread.go), at most one a partition.
+		reads map[*tiering.Partition]*remoteRead
 	}
 }
 
@@ -135,6 +150,9 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	if cfg.RemoteFetchTimeout <= 0 {
 		cfg.RemoteFetchTimeout = 10 * time.Second
 	}
+	if cfg.RemoteFetchMaxWait <= 0 {
+		cfg.RemoteFetchMaxWait = 500 * time.Millisecond
+	}
 	g := &tierGlue{b: b, cfg: cfg}
 	g.mu.parts = map[tiering.TopicPartition]*tierPart{}
 	opts := cfg.Options
@@ -162,7 +180,7 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g.cancel = cancel
+	g.ctx, g.cancel = ctx, cancel
 	g.wg.Add(1)
 	go pprof.Do(ctx, pprof.Labels("sediment", "tiering-sync"), func(ctx context.Context) {
 		defer g.wg.Done()
@@ -190,7 +208,9 @@ func (b *Broker) closeTiering() {
 	}
 	tierGlues.Delete(b)
 	g.b.metrics.reg.Unregister(g.collector)
+	g.mu.Lock() // no background read starts after this (startRead)
 	g.cancel()
+	g.mu.Unlock()
 	g.wg.Wait()
 	g.m.Close()
 }
@@ -441,60 +461,6 @@ func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts 
 	return -1, -1, nil
 }
 
-// readRemote serves a fetch below the local log start from the bucket, up
-// to limit (the high watermark, or the LSO for read_committed, which also
-// gets the aborted transactions of what it reads). It returns true when
-// fp.remote holds the data, or rp.ErrorCode a retriable error. Otherwise
-// the bucket holds no batch at or after fp.offset (it does not hold the
-// offset, or compaction emptied the remote log's tail) and next is the
-// offset to go on from in the local log (fp.offset, or the remote end).
-func (b *Broker) readRemote(ctx context.Context, fp *fetchPart, rp *kmsg.FetchResponseTopicPartition, maxBytes, limit int64, readCommitted bool) (done bool, next int64) {
-	g := b.tier()
-	if g == nil {
-		return false, fp.offset
-	}
-	tp := g.tierPartition(fp.p)
-	if tp == nil {
-		return false, fp.offset
-	}
-	rctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
-	defer cancel()
-	// The bucket's latency is not this request's work (Kafka reads remote
-	// data on its own thread pool, the request parked meanwhile).
-	defer reqtime.Wait(ctx)()
-	res, err := tp.Read(rctx, fp.offset, maxBytes, limit)
-	if errors.Is(err, tiering.ErrOffsetOutOfRange) {
-		return false, fp.offset
-	}
-	if err != nil {
-		rp.ErrorCode = errCode(err)
-		if ctx.Err() == nil {
-			g.logRemoteReadError(fp.p, fp.offset, err)
-		}
-		return true, 0
-	}
-	if res.Size == 0 && res.NextOffset > fp.offset {
-		// A gap at the remote log's end (compaction): the records
-		// go on at res.NextOffset, in the local log.
-		res.Release()
-		return false, res.NextOffset
-	}
-	if readCommitted {
-		list, err := remoteAborted(rctx, tp, fp.p, fp.offset, res.NextOffset)
-		if err != nil {
-			res.Release()
-			rp.ErrorCode = errCode(err)
-			return true, 0
-		}
-		rp.AbortedTransactions = fetchAborted(list)
-	}
-	fp.remote = res
-	if start, err := tp.EarliestOffset(ctx); err == nil {
-		rp.LogStartOffset = start
-	}
-	return true, 0
-}
-
 // remoteAborted lists the aborted transactions of a remote read of [from,
 // to): from the remote segments' transaction indexes, then, unless those
 // show that no later marker matters, from the local log's (segments in both
@@ -550,6 +516,7 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 		"bytes_served": m.BytesServed, "bytes_downloaded": m.BytesDownloaded, "cache_hits": m.CacheHits,
 		"cache_misses": m.CacheMisses, "cache_evictions": m.CacheEvictions, "prefetches": m.Prefetches,
 		"corrupt_chunks": m.CorruptChunks, "corrupt_reads": m.CorruptReads, "segments_deleted_on_disable": m.SegmentsDeletedOnDisable,
+		"remote_fetch_expired": c.g.fetchExpired.Load(),
 	} {
 		ch <- prometheus.MustNewConstMetric(tierCounterDesc, prometheus.CounterValue, float64(v), kind)
 	}

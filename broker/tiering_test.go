@@ -33,14 +33,29 @@ import (
 
 func startTieredBroker(t *testing.T, dir string, store objectstore.Store, mods ...func(*Config)) *Broker {
 	t.Helper()
+	return startTieredBrokerWith(t, dir, store, nil, mods...)
+}
+
+// startTieredBrokerWith is startTieredBroker with tcfg changing the tiering
+// config.
+func startTieredBrokerWith(t *testing.T, dir string, store objectstore.Store, tcfg func(*TieringConfig), mods ...func(*Config)) *Broker {
+	t.Helper()
 	b := startBroker(t, dir, append([]func(*Config){func(c *Config) { c.LogFlush = "os" }}, mods...)...)
-	err := b.EnableTiering(TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
+	cfg := TieringConfig{Store: store, SyncInterval: 20 * time.Millisecond,
+		// A Fetch waits for its read from the bucket whatever the
+		// machine's load (a test that reads the bucket once expects the
+		// records in that answer; TestRemoteFetchWaitBounded tests the
+		// bounded wait).
+		RemoteFetchMaxWait: time.Minute,
 		// A round that fails on a loaded machine (a slow commit) retries
 		// within half a second, not after the production backoff of up
 		// to a minute.
 		Options: tiering.Options{Interval: 20 * time.Millisecond, ChunkSize: 64 << 10, Logger: testLogger(t),
-			BaseBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}})
-	if err != nil {
+			BaseBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond}}
+	if tcfg != nil {
+		tcfg(&cfg)
+	}
+	if err := b.EnableTiering(cfg); err != nil {
 		t.Fatal(err)
 	}
 	return b

@@ -41,6 +41,8 @@ func init() {
 		brokerSetting{"tier-cache-bytes", int64(1 << 30), "remote-read chunk cache size"},
 		brokerSetting{"tier-orphan-grace", time.Hour, "bucket objects no manifest references are deleted once this old"},
 		brokerSetting{"tier-clean-interval", 10 * time.Minute, "how often a partition's leader looks for orphans in the bucket"},
+		brokerSetting{"remote-fetch-max-wait", 500 * time.Millisecond, "how long a fetch waits for its reads from the bucket before it answers those partitions without records (the reads go on)"},
+		brokerSetting{"remote-fetch-timeout", 10 * time.Second, "how long a read from the bucket may take before the fetch gets KAFKA_STORAGE_ERROR"},
 	)
 }
 
@@ -67,9 +69,11 @@ func enableTiering(ctx context.Context, b *broker.Broker, v *viper.Viper, cfg br
 	if err != nil {
 		return nil, fmt.Errorf("bucket: %w", err)
 	}
-	err = b.EnableTiering(broker.TieringConfig{Store: store, Options: tiering.Options{
-		CacheDir: v.GetString("tier-cache-dir"), CacheBytes: v.GetInt64("tier-cache-bytes"), Logger: log.With("part", "tiering"),
-		OrphanGrace: v.GetDuration("tier-orphan-grace"), CleanInterval: v.GetDuration("tier-clean-interval")}})
+	err = b.EnableTiering(broker.TieringConfig{Store: store,
+		RemoteFetchMaxWait: v.GetDuration("remote-fetch-max-wait"), RemoteFetchTimeout: v.GetDuration("remote-fetch-timeout"),
+		Options: tiering.Options{
+			CacheDir: v.GetString("tier-cache-dir"), CacheBytes: v.GetInt64("tier-cache-bytes"), Logger: log.With("part", "tiering"),
+			OrphanGrace: v.GetDuration("tier-orphan-grace"), CleanInterval: v.GetDuration("tier-clean-interval")}})
 	if err != nil {
 		store.Close()
 		return nil, err

@@ -77,6 +77,10 @@ type Rule struct {
 	// Latency delays the call (or, with nothing else set, is the whole
 	// fault). The delay ends early if the call's context ends.
 	Latency time.Duration
+	// Hold, if set, holds the call until it is closed (a bucket that
+	// hangs until the test lets it go), or until the call's context
+	// ends; then the call goes on as with Latency.
+	Hold <-chan struct{}
 	// Err is returned by the call; default ErrInjected, or ErrThrottled
 	// with Throttle. Ignored by Truncate and Corrupt.
 	Err      error
@@ -174,6 +178,13 @@ func inject(ctx context.Context, op Op, key string, r *Rule) error {
 	if err := ctx.Err(); err != nil {
 		return err // as the inner store would
 	}
+	if r.Hold != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-r.Hold:
+		}
+	}
 	if r.Latency > 0 {
 		t := time.NewTimer(r.Latency)
 		select {
@@ -183,7 +194,7 @@ func inject(ctx context.Context, op Op, key string, r *Rule) error {
 		case <-t.C:
 		}
 	}
-	if r.Truncate || r.Corrupt || (r.Latency > 0 && r.Err == nil && !r.Throttle) {
+	if r.Truncate || r.Corrupt || ((r.Latency > 0 || r.Hold != nil) && r.Err == nil && !r.Throttle) {
 		return nil
 	}
 	return r.err(op, key)

@@ -216,3 +216,41 @@ func TestRetryGivesUp(t *testing.T) {
 		t.Fatalf("%d attempts in all, want 5", n)
 	}
 }
+
+// A held call waits until the hold is released (then goes on), or until its
+// context ends.
+func TestHold(t *testing.T) {
+	ctx := t.Context()
+	f := faulty.Wrap(mem.New(nil), 1)
+	if err := objectstore.PutBytes(ctx, f, "k", []byte("v"), objectstore.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hold := make(chan struct{})
+	f.SetRules(faulty.Rule{Ops: faulty.OpHead, Hold: hold})
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := f.Head(cctx, "k"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("held Head with its context done = %v", err)
+	}
+	type result struct {
+		info objectstore.ObjectInfo
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		info, err := f.Head(ctx, "k")
+		done <- result{info, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("Head not held: %+v %v", r.info, r.err)
+	case <-time.After(20 * time.Millisecond): // can only miss a call not held
+	}
+	close(hold)
+	if r := <-done; r.err != nil || r.info.Size != 1 {
+		t.Fatalf("Head once released: %+v %v", r.info, r.err)
+	}
+	if n := f.Injected(faulty.OpHead); n != 2 {
+		t.Fatalf("%d held calls counted, want 2", n)
+	}
+}
