@@ -369,10 +369,11 @@ type Broker struct {
 	// testHooks are called at points where tests make a race happen
 	// deterministically; nil in production. Set before the broker serves.
 	testHooks struct {
-		txnOffsetsAppended func()                           // a TxnOffsetCommit's batch is in the log, before it is answered
-		beforeLocalRead    func(p *partition, offset int64) // a Fetch is about to read p's local log at offset
-		txnWriteVerified   func()                           // a Produce's transactional batch was verified at the coordinator, before its append
-		txnOffsetsVerified func()                           // a TxnOffsetCommit was verified at the coordinator and its records registered, before its append
+		txnOffsetsAppended  func()                           // a TxnOffsetCommit's batch is in the log, before it is answered
+		beforeLocalRead     func(p *partition, offset int64) // a Fetch is about to read p's local log at offset
+		txnWriteVerified    func()                           // a Produce's transactional batch was verified at the coordinator, before its append
+		txnOffsetsVerified  func()                           // a TxnOffsetCommit was verified at the coordinator and its records registered, before its append
+		createTopicProposed func(err error) error            // a CreateTopic's proposal returned err; the hook's error replaces it
 	}
 	cfg      Config
 	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name

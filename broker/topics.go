@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -120,6 +121,44 @@ func (b *Broker) createTopic(ctx context.Context, spec createTopicSpec) (*metada
 	if len(spec.assignment) > 0 {
 		cmd.NumPartitions, cmd.ReplicationFactor = -1, -1
 	}
-	_, st, err := b.store.propose(ctx, cmd)
-	return st, err
+	return b.proposeCreateTopic(ctx, cmd)
+}
+
+// proposeCreateTopic proposes cmd, whose topic id the broker chose, until
+// its outcome is known. A metadata leader lost while the command was in
+// flight (ErrNotLeader: it may have been committed all the same) is asked
+// again, and a refusal because the name exists is a success when the topic
+// of that name has cmd's id: the earlier attempt created it. Before, the
+// client got NOT_CONTROLLER, retried, and got TOPIC_ALREADY_EXISTS for the
+// topic its own request had created (an e2e test failed so at a metadata
+// election under load); Kafka's controller answers that way too.
+func (b *Broker) proposeCreateTopic(ctx context.Context, cmd *metadata.CreateTopic) (*metadata.State, error) {
+	for {
+		_, st, err := b.store.propose(ctx, cmd)
+		if h := b.testHooks.createTopicProposed; h != nil {
+			err = h(err)
+		}
+		switch {
+		case err == nil:
+			return st, nil
+		case errors.Is(err, metadata.ErrNotLeader) && ctx.Err() == nil:
+			// Propose waits for the next leader; this only keeps a
+			// leader that keeps refusing from being asked in a loop.
+			t := time.NewTimer(20 * time.Millisecond)
+			select {
+			case <-ctx.Done():
+			case <-t.C:
+			}
+			t.Stop()
+			continue
+		case errors.Is(err, metadata.ErrTopicExists):
+			if st == nil {
+				st = b.meta.State()
+			}
+			if t, ok := st.Topic(cmd.Name); ok && t.ID == cmd.TopicID {
+				return st, nil
+			}
+		}
+		return st, err
+	}
 }

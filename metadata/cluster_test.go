@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/sediment-io/sediment/internal/testutil"
 )
 
@@ -872,5 +874,16 @@ func TestLeaderHandsOverOnClose(t *testing.T) {
 	c.stop(c.leader().ID())
 	if n := strings.Count(logs.String(), "leadership of the metadata quorum handed over"); n != 1 {
 		t.Fatalf("%d hand-overs, want 1 (none with a voter down):\n%s", n, logs.String())
+	}
+}
+
+// TestNoPipelinedReplication: the Raft transport refuses pipelined
+// AppendEntries, so the leader replicates one request at a time: raft
+// v1.8.0's pipeline can deadlock (node.go, NewNetworkTransportWithConfig),
+// stalling a follower for good and hanging Shutdown.
+func TestNoPipelinedReplication(t *testing.T) {
+	c := newCluster(t, 1, nil)
+	if _, err := c.leader().trans.AppendEntriesPipeline("2", "127.0.0.1:1"); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline: %v, want raft.ErrPipelineReplicationNotSupported", err)
 	}
 }

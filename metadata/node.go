@@ -238,6 +238,19 @@ func Open(cfg Config) (*Node, error) {
 	n.goTracked("accept", n.acceptLoop)
 	n.trans = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: n.mux, MaxPool: 4, Timeout: 5 * time.Second, Logger: hlog,
+		// One AppendEntries in flight per follower: no pipelined
+		// replication. hashicorp/raft v1.8.0's pipeline deadlocks when its
+		// response decoder stops (a follower's newer term, or an append it
+		// refuses) while the send loop sends once more: the send waits on
+		// a channel only the stopped decoder empties, and the pipeline is
+		// closed only once the send returns. A leader then never sends that
+		// follower another entry while its heartbeats keep it from an
+		// election (grafana/pyroscope#5518 found the same), and Raft's
+		// Shutdown waits for ever: a broker SIGTERMed right after handing
+		// over the metadata leadership hung until SIGKILL (e2e
+		// TestReplicationStrayAfterRestart, goroutine dump). Entries are
+		// still batched, up to MaxAppendEntries an RPC.
+		MaxRPCsInFlight: 1,
 	})
 
 	rc := raft.DefaultConfig()
