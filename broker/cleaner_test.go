@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // fastCleaner makes the cleaner look for work and apply retention often.
@@ -358,5 +361,108 @@ func TestCompactedConsumerOffsetsRestore(t *testing.T) {
 				t.Fatalf("g%d data/%d after compaction and restart: %v %v %d, want %d", g, p, ok, o.Err, o.At, want)
 			}
 		}
+	}
+}
+
+// TestFollowerCatchesUpOverCompactionGap: one producer's updates of a few
+// keys on a compacted topic with a single replica; the cleaner removes the
+// first batches whole (a producer's batches but its last are not kept), so
+// the leader's log starts at 0 with its first batch far past it. A replica
+// added then fetches at 0 and gets that batch: it must append past the gap
+// (as a Kafka follower does) and join the ISR. Before, it refused the batch
+// as not continuing its log, truncated and fetched again, ten times a
+// second, and never caught up: reassignments of compacted partitions (and
+// __consumer_offsets) never finished, a restarted replica stayed out of
+// the ISR.
+func TestFollowerCatchesUpOverCompactionGap(t *testing.T) {
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
+		fastCleaner(c)
+	})
+	ctx := testCtx(t)
+	const topic = "gapped"
+	configs := map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
+	var st *metadata.State
+	pollUntil(t, 20*time.Second, func() string {
+		var err error
+		st, err = brokers[0].createTopic(ctx, createTopicSpec{name: topic, partitions: -1, replicationFactor: -1,
+			configs: configs, assignment: [][]int32{{1}}})
+		if err != nil {
+			return fmt.Sprintf("create on broker 1 alone: %v", err) // until both brokers registered
+		}
+		return ""
+	})
+	mt, _ := st.Topic(topic)
+	leader := brokers[0]
+	cl := newClient(t, leader, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	want := map[string]string{}
+	for round := range 60 {
+		var recs []*kgo.Record
+		for k := range 4 {
+			key, val := fmt.Sprintf("k%d", k), fmt.Sprintf("k%d round %d %s", k, round, strings.Repeat("v", 30))
+			recs = append(recs, &kgo.Record{Key: []byte(key), Value: []byte(val)})
+			want[key] = val
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lp, err := leader.store.partition(leader.meta.State(), topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		res, err := lp.log.Read(0, 1, lp.log.LogEndOffset())
+		if err != nil {
+			return err.Error()
+		}
+		defer res.Release()
+		if res.FirstOffset < 100 {
+			return fmt.Sprintf("the leader's first batch at %d, log start %d: not cleaned yet", res.FirstOffset, lp.log.LogStartOffset())
+		}
+		return ""
+	})
+	if start := lp.log.LogStartOffset(); start != 0 {
+		t.Fatalf("leader's log start %d, want 0 (cleaned, not deleted)", start)
+	}
+	adm := kadm.NewClient(newClient(t, leader))
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, []int32{1, 2})
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil || res[topic][0].Err != nil {
+		t.Fatalf("reassign: %v %v", err, res[topic][0].Err)
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		p, _ := leader.meta.State().Partition(mt.ID, 0)
+		if !slices.Equal(p.Replicas, []int32{1, 2}) || len(p.ISR) != 2 {
+			return fmt.Sprintf("replicas %v, ISR %v: the new replica did not catch up", p.Replicas, p.ISR)
+		}
+		return ""
+	})
+	mt2, _ := brokers[1].meta.State().Topic(topic)
+	fp, err := brokers[1].store.openLocked(mt2, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logBytes := func(p *partition) []byte {
+		res, err := p.log.Read(0, 64<<20, p.log.LogEndOffset())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Release()
+		var b bytes.Buffer
+		if _, err := res.WriteTo(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.Bytes()
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		if l, f := lp.log.LogEndOffset(), fp.log.LogEndOffset(); l != f {
+			return fmt.Sprintf("log ends: leader %d, follower %d", l, f)
+		}
+		return ""
+	})
+	if !bytes.Equal(logBytes(lp), logBytes(fp)) {
+		t.Fatal("the follower's log differs from the leader's")
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"runtime/pprof"
@@ -857,6 +858,7 @@ func (f *fetcher) pause(ctx context.Context, d time.Duration) {
 
 func (f *fetcher) run(ctx context.Context) {
 	log := f.r.s.b.log.With("leader", f.leader)
+	var failing fetchFailures
 	for ctx.Err() == nil {
 		parts := f.snapshot()
 		if len(parts) == 0 {
@@ -866,6 +868,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if err := f.truncate(ctx, parts); err != nil {
 			if ctx.Err() == nil {
 				log.Debug("follower truncation failed; retrying", "err", err)
+				failing.failed(log, err, time.Now())
 				f.pause(ctx, 200*time.Millisecond)
 			}
 			continue
@@ -873,10 +876,46 @@ func (f *fetcher) run(ctx context.Context) {
 		if err := f.fetch(ctx, parts); err != nil {
 			if ctx.Err() == nil {
 				log.Debug("replica fetch failed; retrying", "err", err)
+				failing.failed(log, err, time.Now())
 				f.pause(ctx, 200*time.Millisecond)
 			}
+			continue
 		}
+		failing.succeeded(log)
 	}
+}
+
+// replicaFailingAfter is how long a fetcher's requests fail, without one
+// that succeeds, before it says so at WARN (then once a replicaFailingEvery):
+// a leader change or a restart ends within it; what outlasts it keeps
+// replicas out of the ISR (before, only DEBUG said why a replica never
+// caught up).
+const (
+	replicaFailingAfter = 30 * time.Second
+	replicaFailingEvery = time.Minute
+)
+
+// fetchFailures tracks a fetcher's run of failed rounds.
+type fetchFailures struct {
+	since, warned time.Time
+}
+
+func (ff *fetchFailures) failed(log *slog.Logger, err error, now time.Time) {
+	if ff.since.IsZero() {
+		ff.since = now
+	}
+	if now.Sub(ff.since) < replicaFailingAfter || (!ff.warned.IsZero() && now.Sub(ff.warned) < replicaFailingEvery) {
+		return
+	}
+	ff.warned = now
+	log.Warn("replication from this leader keeps failing; retrying (logged once a minute)", "failing_for", now.Sub(ff.since).Round(time.Second), "err", err)
+}
+
+func (ff *fetchFailures) succeeded(log *slog.Logger) {
+	if !ff.warned.IsZero() {
+		log.Info("replication from this leader works again", "failed_for", time.Since(ff.since).Round(time.Second))
+	}
+	*ff = fetchFailures{}
 }
 
 // truncate cuts each newly followed partition's divergent tail (KIP-101,

@@ -521,9 +521,11 @@ func (l *Log) Append(records []byte, opts AppendOptions) (AppendResult, error) {
 
 // AppendReplicated appends batches that already carry their offsets and
 // leader epochs (the follower path). It validates them with
-// ValidateReplicatedBatches (compacted batches pass); the first base offset
-// must be the log end offset (ErrUnexpectedOffset otherwise) and later batches
-// must follow in order (gaps, from compaction, are allowed). Of opts only
+// ValidateReplicatedBatches (compacted batches pass); the batches must start
+// at or past the log end offset (ErrUnexpectedOffset otherwise) and follow in
+// order: gaps, from the leader's compaction, are allowed, before the first
+// batch too (a follower fetching at its log end, in a range the cleaner
+// emptied, gets the next batch that is left). Of opts only
 // Check, Written and Aborted are used.
 func (l *Log) AppendReplicated(records []byte, opts AppendOptions) (AppendResult, error) {
 	hdrs, err := ValidateReplicatedBatches(records)
@@ -606,7 +608,11 @@ func (l *Log) appendLocked(records []byte, hdrs []BatchHeader, opts *AppendOptio
 	}
 	next := l.logEnd.Load()
 	if replicated {
-		if hdrs[0].BaseOffset != next {
+		// A gap before the first batch is the leader's compaction (the
+		// batches from the log end on were cleaned away), as between
+		// batches; only a batch below the log end does not continue it
+		// (Kafka's UnexpectedAppendOffsetException).
+		if hdrs[0].BaseOffset < next {
 			return 0, AppendResult{}, fmt.Errorf("%w: first offset %d, log end %d", ErrUnexpectedOffset, hdrs[0].BaseOffset, next)
 		}
 		for i := range hdrs {

@@ -513,7 +513,15 @@ func TestEpochsAndReplication(t *testing.T) {
 	b := simpleBatch(1, 1, 1)
 	putBaseOffset(b, 5)
 	if _, err := follower.AppendReplicated(b, AppendOptions{}); !errors.Is(err, ErrUnexpectedOffset) {
-		t.Fatalf("non-contiguous replicated append: %v", err)
+		t.Fatalf("replicated append below the log end: %v", err)
+	}
+	// A gap before the batch (the leader's cleaner emptied [12, 40)).
+	end := follower.LogEndOffset()
+	b = simpleBatch(2, 1, 1)
+	putBaseOffset(b, end+28)
+	putLeaderEpoch(b, 2)
+	if res, err := follower.AppendReplicated(b, AppendOptions{}); err != nil || res.FirstOffset != end+28 || follower.LogEndOffset() != end+30 {
+		t.Fatalf("replicated append past a compaction gap: %+v %v, log end %d", res, err, follower.LogEndOffset())
 	}
 }
 
