@@ -361,7 +361,7 @@ func (t *txns) sendMarkers(ctx context.Context, leader int32, m txn.Marker, tps 
 		for _, rt := range rm.Topics {
 			for _, rp := range rt.Partitions {
 				if rp.ErrorCode != 0 {
-					return fmt.Errorf("broker: marker for %s-%d on broker %d: error code %d", rt.Topic, rp.Partition, leader, rp.ErrorCode)
+					return fmt.Errorf("broker: marker for %s-%d on broker %d: %w", rt.Topic, rp.Partition, leader, kerr.ErrorForCode(rp.ErrorCode))
 				}
 			}
 		}

@@ -417,7 +417,13 @@ func (c *Coordinator) Load(partitionID, leaderEpoch int32, log Log) <-chan error
 			return log.Replay(ctx, func(key, value []byte) error { return replayRecord(loaded, key, value) })
 		}, func(err error) {
 			if err != nil {
-				c.logger.Error("txn: partition load failed", "partition", partitionID, "err", err)
+				// Leadership moving on during the replay (brokers
+				// stopping together) is routine, not a failure.
+				level := slog.LevelError
+				if errors.Is(err, ErrNotLeader) || errors.Is(err, context.Canceled) {
+					level = slog.LevelInfo
+				}
+				c.logger.Log(context.Background(), level, "txn: partition load failed", "partition", partitionID, "err", err)
 				c.drop(p)
 				res <- err
 				return
@@ -579,6 +585,10 @@ func (c *Coordinator) write(p *partition, t *txnMeta, next txnMeta, done func(er
 	})
 }
 
+// markerRetriesQuiet is how many failed attempts to write a transaction's
+// markers are logged at INFO before the next ones are WARNs.
+const markerRetriesQuiet = 5
+
 // sendMarkers writes the markers of a prepared transaction and then logs
 // its completion. t stays pending throughout.
 func (c *Coordinator) sendMarkers(p *partition, t *txnMeta) {
@@ -586,12 +596,19 @@ func (c *Coordinator) sendMarkers(p *partition, t *txnMeta) {
 	m := Marker{ProducerID: t.producerID, ProducerEpoch: t.epoch, Commit: commit, CoordinatorEpoch: p.epoch, Partitions: append([]TopicPartition(nil), t.parts...)}
 	t.pending = true
 	c.goAsync(p, "txn-markers", func(ctx context.Context) error {
-		for {
+		for attempt := 1; ; attempt++ {
 			err := c.cfg.Broker.WriteMarkers(ctx, m)
 			if err == nil {
 				return nil
 			}
-			c.logger.Warn("txn: writing markers failed; retrying", "transactional_id", t.id, "err", err)
+			// The first retries are routine (a partition's leader
+			// moved: NOT_LEADER_OR_FOLLOWER until the metadata
+			// catches up); a failure that persists is a WARN.
+			level := slog.LevelInfo
+			if attempt > markerRetriesQuiet {
+				level = slog.LevelWarn
+			}
+			c.logger.Log(context.Background(), level, "txn: writing markers failed; retrying", "transactional_id", t.id, "attempt", attempt, "err", err)
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

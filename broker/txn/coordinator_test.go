@@ -3,14 +3,18 @@ package txn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -146,6 +150,7 @@ type fakeBroker struct {
 	nextPID int64
 	markers []Marker
 	block   chan struct{} // if set, WriteMarkers waits for it
+	fail    int           // WriteMarkers fails this many more times (NOT_LEADER_OR_FOLLOWER)
 }
 
 func (b *fakeBroker) ProducerID(context.Context) (int64, error) {
@@ -161,6 +166,10 @@ func (b *fakeBroker) WriteMarkers(ctx context.Context, m Marker) error {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.fail > 0 {
+		b.fail--
+		return fmt.Errorf("broker: marker for t-1 on broker 2: %w", kerr.NotLeaderForPartition)
+	}
 	b.markers = append(b.markers, m)
 	return nil
 }
@@ -1006,4 +1015,24 @@ func TestInitProducerIDRotationRetry(t *testing.T) {
 		t.Fatalf("a new instance: %+v, want producer %d epoch 1", other, rotated.ProducerID)
 	}
 	wantCode(t, e.init("o", 77, last).ErrorCode, kerr.InvalidProducerIDMapping)
+}
+
+// A transaction's markers that fail to be written are retried; the first
+// failures (a leader moved) are INFO, those past markerRetriesQuiet WARN.
+func TestMarkerRetriesLogged(t *testing.T) {
+	var logs testutil.Buffer
+	e := &env{t: t, clock: newFakeClock(), br: &fakeBroker{fail: markerRetriesQuiet + 2}, log: &memLog{}}
+	e.c = New(Config{Partitions: 1, Broker: e.br, Clock: e.clock, MarkerRetry: time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	t.Cleanup(func() { e.c.Close() })
+	e.load(e.c, 0)
+	r := e.init("a", -1, -1)
+	wantCode(t, e.add("a", r, TopicPartition{"t", 1}), nil)
+	wantCode(t, e.end("a", r, true), nil)
+	e.waitState(e.c, "a", kmsg.TransactionStateCompleteCommit)
+	info := strings.Count(logs.String(), `level=INFO msg="txn: writing markers failed; retrying"`)
+	warn := strings.Count(logs.String(), `level=WARN msg="txn: writing markers failed; retrying"`)
+	if info != markerRetriesQuiet || warn != 2 || !strings.Contains(logs.String(), "NOT_LEADER_FOR_PARTITION") {
+		t.Fatalf("%d INFO and %d WARN lines for %d failures, want %d and 2, with the error's name:\n%s", info, warn, markerRetriesQuiet+2, markerRetriesQuiet, logs.String())
+	}
 }

@@ -325,6 +325,32 @@ func sortedKeys32[V any](m map[int32]V) []int32 {
 	return ks
 }
 
+// reassignmentsSet is every partition of topics, or of every topic when
+// none is named: kadm's ListPartitionReassignments sends nothing for an
+// empty set and answers "none" (before, `sediment topic reassignments`
+// without a topic always printed that no reassignment was in progress).
+func reassignmentsSet(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicsSet, error) {
+	md, err := adm.Metadata(ctx, topics...)
+	if err != nil {
+		return nil, err
+	}
+	if len(topics) == 0 {
+		topics = md.Topics.Names()
+	}
+	set := kadm.TopicsSet{}
+	for _, t := range topics {
+		td, ok := md.Topics[t]
+		if !ok || td.Err != nil {
+			return nil, fmt.Errorf("topic %s does not exist", t)
+		}
+		set[t] = map[int32]struct{}{}
+		for p := range td.Partitions {
+			set[t][p] = struct{}{}
+		}
+	}
+	return set, nil
+}
+
 func newTopicReassignmentsCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reassignments [TOPIC...]",
@@ -337,23 +363,9 @@ func newTopicReassignmentsCmd(opts *clientOptions) *cobra.Command {
 				return err
 			}
 			defer adm.Close()
-			var set kadm.TopicsSet
-			if len(topics) > 0 {
-				md, err := adm.Metadata(ctx, topics...)
-				if err != nil {
-					return err
-				}
-				set = kadm.TopicsSet{}
-				for _, t := range topics {
-					td, ok := md.Topics[t]
-					if !ok || td.Err != nil {
-						return fmt.Errorf("topic %s does not exist", t)
-					}
-					set[t] = map[int32]struct{}{}
-					for p := range td.Partitions {
-						set[t][p] = struct{}{}
-					}
-				}
+			set, err := reassignmentsSet(ctx, adm, topics)
+			if err != nil {
+				return err
 			}
 			ls, err := adm.ListPartitionReassignments(ctx, set)
 			if err != nil {

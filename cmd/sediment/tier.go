@@ -105,6 +105,17 @@ func newTierCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), time.Minute)
 			defer cancel()
+			if v.GetString("s3-bucket") == "" {
+				// A listing creates nothing: fs.New would make the
+				// folder (and print an empty bucket).
+				dir := v.GetString("bucket-dir")
+				if dir == "" {
+					dir = filepath.Join(v.GetString("data-dir"), "bucket")
+				}
+				if _, err := os.Stat(dir); err != nil {
+					return fmt.Errorf("no bucket folder at %s (set --bucket-dir, --data-dir or --s3-bucket): %w", dir, err)
+				}
+			}
 			store, err := openBucket(ctx, v, v.GetString("data-dir"), nil)
 			if err != nil {
 				return err

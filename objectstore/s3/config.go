@@ -19,7 +19,6 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
-	"github.com/aws/smithy-go/logging"
 )
 
 // Config describes the bucket and how to reach it. Only Bucket is required.
@@ -74,7 +73,8 @@ type Config struct {
 	// WrapTransport, if set, wraps the HTTP transport (tests inject
 	// faults below the SDK's retryer with it).
 	WrapTransport func(http.RoundTripper) http.RoundTripper
-	// Logger, if set, receives one line per retried attempt.
+	// Logger, if set, receives the S3 client's retries: each kind of line
+	// once, then at most every 30 s with how many were left out.
 	Logger *slog.Logger
 }
 
@@ -213,14 +213,7 @@ func (c *Config) newClient(ctx context.Context) (*s3.Client, *http.Client, error
 		o.UsePathStyle = c.PathStyle
 		o.HTTPClient = httpClient
 		if c.Logger != nil {
-			logger := c.Logger
-			o.Logger = logging.LoggerFunc(func(class logging.Classification, format string, v ...any) {
-				level := slog.LevelInfo
-				if class == logging.Warn {
-					level = slog.LevelWarn
-				}
-				logger.Log(context.Background(), level, "s3: "+fmt.Sprintf(format, v...))
-			})
+			o.Logger = newSDKLogger(c.Logger, time.Now)
 			o.ClientLogMode = aws.LogRetries
 		}
 		// Uploads carry a CRC32C the server checks (set per request);
