@@ -374,6 +374,7 @@ type Broker struct {
 		txnWriteVerified    func()                           // a Produce's transactional batch was verified at the coordinator, before its append
 		txnOffsetsVerified  func()                           // a TxnOffsetCommit was verified at the coordinator and its records registered, before its append
 		createTopicProposed func(err error) error            // a CreateTopic's proposal returned err; the hook's error replaces it
+		partitionOpening    func(topic string, idx int32)    // a partition's log is about to be opened (its directory reserved)
 	}
 	cfg      Config
 	nodeName string // strconv.Itoa(cfg.NodeID): this broker's config resource name

@@ -2,12 +2,14 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -495,4 +497,43 @@ func TestOpenWaitsForClosingDir(t *testing.T) {
 	if files, size := dirUsage(filepath.Join(logs, moved)); files != 2 || size != 10+int64(len(oldID.String())+1) {
 		t.Fatalf("the old directory changed: %d files, %d bytes", files, size)
 	}
+}
+
+// TestDeletedWhileOpeningIsRenamed: a topic deleted while its partition's
+// log opens (created and deleted at once, as a script does): the open
+// finds it gone, closes the log, and renames the directory for deletion,
+// as reconcile does for an open partition. Before, the directory stayed
+// under its live name until the next start's stray check.
+func TestDeletedWhileOpeningIsRenamed(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	logs := b.store.logsDir
+	var once sync.Once
+	deleted := make(chan error, 1)
+	b.testHooks.partitionOpening = func(topic string, idx int32) {
+		if topic != "fleeting" {
+			return
+		}
+		once.Do(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			mt, ok := b.meta.State().Topic(topic)
+			if !ok {
+				deleted <- errors.New("no topic in the state")
+				return
+			}
+			res, err := b.meta.Propose(ctx, &metadata.DeleteTopic{TopicID: mt.ID, Name: mt.Name})
+			if err == nil {
+				_, err = b.meta.WaitForVersion(ctx, res.Version)
+			}
+			deleted <- err
+		})
+	}
+	createTopic(t, b, "fleeting", 1, nil)
+	if err := <-deleted; err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 20*time.Second, "fleeting-0 renamed for deletion", func() bool {
+		return !dirExists(logs, "fleeting-0") && len(renamedDirs(t, logs, "fleeting")) == 1
+	})
 }
