@@ -120,6 +120,10 @@ type RemoteCleanStatus struct {
 	// Forced is set when the last look found max.compaction.lag.ms
 	// forcing a pass below min.cleanable.dirty.ratio.
 	Forced bool
+	// NextDeleteHorizon (Unix ms, -1 none) is when the earliest
+	// tombstone or marker the last pass kept may go: a pass is due then,
+	// dirty or not, as for the local log.
+	NextDeleteHorizon int64
 
 	// The oldest uncleaned batch's timestamp, kept while the remote log's
 	// first dirty offset and segment stay the same (it is read from the
@@ -265,16 +269,22 @@ func (rc *remoteCompactor) cleanPartition(ctx context.Context, tp *tierPart, cfg
 	rc.mu.Lock()
 	s := rc.mu.status[name]
 	if s == nil {
-		s = &RemoteCleanStatus{}
+		s = &RemoteCleanStatus{NextDeleteHorizon: -1}
 		rc.mu.status[name] = s
 	}
 	s.Range, s.Forced = r, false
+	// Tombstones (and markers) a pass kept until their delete horizon go
+	// in a pass once it passed: before, a remote log compacted to its end
+	// kept them until new data made it dirty again (119 tombstones 25
+	// minutes past a 60 s delete.retention.ms, in a helper's run), while
+	// the local cleaner drops them on time.
+	horizonDue := s.NextDeleteHorizon >= 0 && time.Now().UnixMilli() >= s.NextDeleteHorizon
 	rc.mu.Unlock()
 	ratio := cfg.MinCleanableDirtyRatio
 	if ratio <= 0 {
 		ratio = 0.5
 	}
-	if !force && (r.DirtyBytes == 0 || r.DirtyRatio() < ratio) {
+	if !force && !horizonDue && (r.DirtyBytes == 0 || r.DirtyRatio() < ratio) {
 		// max.compaction.lag.ms forces a pass whatever the ratio once the
 		// oldest uncleaned data is older than it, as for the local log.
 		forced, err := rc.lagForced(ctx, tp, m, r, cfg, s)
@@ -310,6 +320,7 @@ func (rc *remoteCompactor) cleanPartition(ctx context.Context, tp *tierPart, cfg
 	s.LastCleaned = time.Now()
 	if pl != nil {
 		s.LastStats, s.BytesBefore, s.BytesAfter = pl.Stats, pl.BytesBefore, pl.BytesAfter
+		s.NextDeleteHorizon = pl.Stats.NextDeleteHorizon
 		if cm := rc.g.b.cleaner; cm != nil && cm.metrics != nil {
 			cm.metrics.Cleaned(name, pl.Stats)
 		}

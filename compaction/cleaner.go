@@ -784,10 +784,15 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	}
 	c.stats.RecordsDropped += int64(dropped)
 	setHorizon := needHorizon && !hasHorizon
-	if setHorizon {
-		c.noteHorizon(newHorizon)
-	} else if needHorizon {
-		c.noteHorizon(h.BaseTimestamp)
+	// A remote pass never drops markers or transactional tombstones (see
+	// above): their horizons would call for passes that drop nothing
+	// (the broker's remote worker runs one when NextDeleteHorizon passes).
+	if !c.remote || (!control && !h.IsTransactional()) {
+		if setHorizon {
+			c.noteHorizon(newHorizon)
+		} else if needHorizon {
+			c.noteHorizon(h.BaseTimestamp)
+		}
 	}
 	if dropped == 0 && !setHorizon {
 		c.out = append(c.out, batch...)
