@@ -503,7 +503,7 @@ func latestValues(t *testing.T, raw []byte) map[string]string {
 			}
 			body := recs[n : n+int(l)]
 			recs = recs[n+int(l):]
-			body = body[1:] // attributes
+			body = body[1:]            // attributes
 			_, n = binary.Varint(body) // timestamp delta
 			body = body[n:]
 			od, n := binary.Varint(body)
