@@ -222,7 +222,7 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 			// Once, after the first read, as Kafka's readFromLog (not
 			// a long poll's later reads).
 			recorded = true
-			recordFollowerFetches(resp, parts, replicaID, replicaEpoch)
+			b.recordFollowerFetches(resp, parts, replicaID, replicaEpoch)
 		}
 		// A read from the bucket that did not finish in time is answered
 		// at once, as Kafka's DelayedRemoteFetch: the client asks again
@@ -343,13 +343,15 @@ func handleFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 // divergent follower fetching past the leader's end is not taken as caught
 // up. The answer's high watermark is read again afterwards, so a follower
 // learns at once what its own fetch committed.
-func recordFollowerFetches(resp *kmsg.FetchResponse, parts []*fetchPart, replicaID int32, replicaEpoch int64) {
+func (b *Broker) recordFollowerFetches(resp *kmsg.FetchResponse, parts []*fetchPart, replicaID int32, replicaEpoch int64) {
 	for _, fp := range parts {
 		rp := &resp.Topics[fp.topicIdx].Partitions[fp.partIdx]
 		if !fp.replica || rp.ErrorCode != 0 {
 			continue
 		}
-		fp.p.recordFollowerFetch(replicaID, replicaEpoch, fp.offset)
+		if fp.p.recordFollowerFetch(replicaID, replicaEpoch, fp.offset) && b.store.repl != nil {
+			b.store.repl.kickISR()
+		}
 		lso := fp.p.lastStableOffset() // first, as readFetchParts: never past the high watermark sent
 		rp.HighWatermark, rp.LastStableOffset = fp.p.log.HighWatermark(), lso
 	}

@@ -2,12 +2,17 @@ package broker
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/sediment-io/sediment/internal/testutil"
+	"github.com/sediment-io/sediment/metadata"
 )
 
 // A fetcher's failing rounds are a WARN only once they outlast
@@ -44,4 +49,44 @@ func TestReplicaFetchFailuresLogged(t *testing.T) {
 	if logs.String() != before {
 		t.Fatalf("a short failure logged:\n%s", logs.String()[len(before):])
 	}
+}
+
+// TestISRExpandsAtCatchUp: with a lag time of an hour the ISR loop's tick
+// comes every 15 minutes; a replica added by a reassignment joins the ISR
+// as soon as its fetches catch up (the fetch wakes the loop), as Kafka's
+// leader expands the ISR at that fetch. Before, it waited for the tick
+// (7.5 s at the default lag; 6-30 s for a restarted broker's partitions).
+func TestISRExpandsAtCatchUp(t *testing.T) {
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
+		c.ReplicaLagTimeMax = time.Hour
+	})
+	ctx := testCtx(t)
+	const topic = "expands"
+	var st *metadata.State
+	pollUntil(t, 20*time.Second, func() string {
+		var err error
+		if st, err = brokers[0].createTopic(ctx, createTopicSpec{name: topic, partitions: -1, replicationFactor: -1,
+			assignment: [][]int32{{1}}}); err != nil {
+			return fmt.Sprintf("create on broker 1 alone: %v", err) // until both brokers registered
+		}
+		return ""
+	})
+	mt, _ := st.Topic(topic)
+	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic(topic))
+	produceAll(t, cl, makeRecords(topic, 200, "expand"))
+	adm := kadm.NewClient(newClient(t, brokers[0]))
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, []int32{1, 2})
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil || res[topic][0].Err != nil {
+		t.Fatalf("reassign: %v %v", err, res[topic][0].Err)
+	}
+	pollUntil(t, 30*time.Second, func() string {
+		p, _ := brokers[0].meta.State().Partition(mt.ID, 0)
+		if len(p.ISR) != 2 {
+			return fmt.Sprintf("replicas %v, ISR %v: the caught-up replica did not join", p.Replicas, p.ISR)
+		}
+		return ""
+	})
 }

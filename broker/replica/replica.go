@@ -255,6 +255,17 @@ func (t *Tracker) PlannedBrokerEpochs(isr []int32) []int64 {
 	return out
 }
 
+// Joinable reports whether follower id is out of the ISR, not being added,
+// and has its log end at or past hw (or the tracker's own high watermark): a
+// PlanISR now may add it (the leader epoch's start and eligibility are
+// PlanISR's to check).
+func (t *Tracker) Joinable(id int32, hw int64) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f := t.mu.followers[id]
+	return f != nil && f.leo >= 0 && f.leo >= max(hw, t.mu.hw) && !slices.Contains(t.mu.isr, id) && !slices.Contains(t.mu.adding, id)
+}
+
 // FollowerEnd returns what the leader knows of a follower's log end (-1 when
 // unknown).
 func (t *Tracker) FollowerEnd(id int32) int64 {

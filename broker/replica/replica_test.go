@@ -303,3 +303,32 @@ func TestIneligibleFollowerDoesNotBlockShrink(t *testing.T) {
 		t.Fatalf("plan %v %v, want [1 3] true once broker 3 is eligible", isr, changed)
 	}
 }
+
+// Joinable: a follower out of the ISR once its log end reaches the high
+// watermark, not before, not while in the ISR or being added.
+func TestJoinable(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := NewTracker(1)
+	tr.Reset([]int32{1, 2, 3}, []int32{1, 3}, now)
+	tr.RecordFetch(3, -1, 10, 10, now)
+	if tr.Joinable(2, 10) {
+		t.Fatal("a follower that never fetched is joinable")
+	}
+	tr.RecordFetch(2, -1, 6, 10, now)
+	if tr.Joinable(2, 10) {
+		t.Fatal("a follower behind the high watermark is joinable")
+	}
+	tr.RecordFetch(2, -1, 10, 10, now)
+	if !tr.Joinable(2, 10) {
+		t.Fatal("a caught-up follower out of the ISR is not joinable")
+	}
+	if tr.Joinable(3, 10) {
+		t.Fatal("an ISR member is joinable")
+	}
+	if isr, changed := tr.PlanISR(10, 0, now, time.Minute, nil); !changed || !slices.Equal(isr, []int32{1, 2, 3}) {
+		t.Fatalf("plan %v %v", isr, changed)
+	}
+	if tr.Joinable(2, 10) {
+		t.Fatal("a follower being added is joinable")
+	}
+}
