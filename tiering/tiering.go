@@ -425,8 +425,7 @@ func (m *Manager) AddPartition(opts PartitionOptions) (*Partition, error) {
 	}
 	p := &Partition{m: m, tp: opts.TopicPartition, log: opts.Log, fs: opts.FS, lso: opts.LastStableOffset,
 		prefix: PartitionPrefix(opts.TopicID, opts.Partition)}
-	cfg := opts.Config
-	p.cfg.Store(&cfg)
+	p.SetConfig(opts.Config)
 	p.lastReadEnd.Store(-1)
 	m.mu.parts[opts.TopicPartition] = p
 	return p, nil
@@ -465,6 +464,9 @@ type Partition struct {
 	prefix string
 
 	cfg     atomic.Pointer[TopicConfig]
+	// everEnabled: remote storage was on for the partition at some time
+	// while it was added here (orphans of its uploads may be left).
+	everEnabled atomic.Bool
 	state   atomic.Pointer[remoteState]
 	removed atomic.Bool
 	busy    atomic.Bool // handed to an upload worker
@@ -504,7 +506,26 @@ type remoteState struct {
 func (p *Partition) TopicPartition() TopicPartition { return p.tp }
 
 // SetConfig changes the partition's topic settings (AlterConfigs).
-func (p *Partition) SetConfig(cfg TopicConfig) { p.cfg.Store(&cfg) }
+func (p *Partition) SetConfig(cfg TopicConfig) {
+	if cfg.RemoteStorageEnable {
+		p.everEnabled.Store(true)
+	}
+	p.cfg.Store(&cfg)
+}
+
+// mayHaveObjects reports whether the bucket may hold objects of the
+// partition: remote storage is or was on here, or a manifest was committed
+// (or the pointer cannot be read). A topic that never tiered has none, and
+// its orphan cleaning listed the bucket all the same (a LIST a partition
+// every clean interval, and WARNs for topics without remote storage while
+// the bucket was down).
+func (p *Partition) mayHaveObjects(ctx context.Context) bool {
+	if p.Config().RemoteStorageEnable || p.everEnabled.Load() {
+		return true
+	}
+	ptr, err := p.m.opts.Committer.RemoteLog(ctx, p.tp)
+	return err != nil || ptr.ManifestKey != ""
+}
 
 // Config returns the partition's topic settings.
 func (p *Partition) Config() TopicConfig { return *p.cfg.Load() }
@@ -517,7 +538,7 @@ func (p *Partition) backgroundRound(ctx context.Context) {
 	err := p.RunOnce(ctx)
 	if err == nil {
 		now := p.m.opts.Now()
-		if now.Sub(time.Unix(0, p.lastClean.Load())) >= p.m.opts.CleanInterval {
+		if now.Sub(time.Unix(0, p.lastClean.Load())) >= p.m.opts.CleanInterval && p.mayHaveObjects(ctx) {
 			p.lastClean.Store(now.UnixNano())
 			_, err = p.CleanOrphans(ctx)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/objectstore"
 	"github.com/sediment-io/sediment/objectstore/faulty"
+	"github.com/sediment-io/sediment/objectstore/fs"
 	"github.com/sediment-io/sediment/objectstore/mem"
 )
 
@@ -1480,5 +1481,40 @@ func TestRoundOfADeletedPartitionIsQuiet(t *testing.T) {
 	}
 	if strings.Contains(logs.String(), "round failed") || p.fails != 0 {
 		t.Fatalf("a round of a deleted partition warned or backed off (fails %d):\n%s", p.fails, logs.String())
+	}
+}
+
+// TestNoOrphanListingWithoutRemoteStorage: a partition whose topic never had
+// remote storage has nothing in the bucket; its rounds no longer list the
+// bucket for orphans (a LIST a partition every clean interval, and a WARN
+// for each such partition while the bucket was down). Once remote storage
+// is on, they do.
+func TestNoOrphanListingWithoutRemoteStorage(t *testing.T) {
+	cfg := DefaultTopicConfig()
+	cfg.RemoteStorageEnable, cfg.RetentionMs = false, -1
+	dir := t.TempDir()
+	inner, err := fs.New(filepath.Join(dir, "bucket"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	// A rule that only counts: every List, no fault.
+	store := faulty.Wrap(inner, 1, faulty.Rule{Ops: faulty.OpList, Latency: time.Nanosecond})
+	e := newEnv(t, envOptions{store: store, cfg: &cfg})
+	e.produce(20, 5, 40)
+	ctx := context.Background()
+	for range 3 {
+		e.clock.Advance(time.Hour) // past the clean interval
+		e.p.backgroundRound(ctx)
+	}
+	if n := store.Injected(faulty.OpList); n != 0 {
+		t.Fatalf("%d bucket listings for a partition without remote storage", n)
+	}
+	cfg.RemoteStorageEnable = true
+	e.p.SetConfig(cfg)
+	e.clock.Advance(time.Hour)
+	e.p.backgroundRound(ctx)
+	if n := store.Injected(faulty.OpList); n == 0 {
+		t.Fatal("no orphan listing once remote storage is on")
 	}
 }
