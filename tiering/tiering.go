@@ -463,13 +463,13 @@ type Partition struct {
 	lso    func() int64
 	prefix string
 
-	cfg     atomic.Pointer[TopicConfig]
+	cfg atomic.Pointer[TopicConfig]
 	// everEnabled: remote storage was on for the partition at some time
 	// while it was added here (orphans of its uploads may be left).
 	everEnabled atomic.Bool
-	state   atomic.Pointer[remoteState]
-	removed atomic.Bool
-	busy    atomic.Bool // handed to an upload worker
+	state       atomic.Pointer[remoteState]
+	removed     atomic.Bool
+	busy        atomic.Bool // handed to an upload worker
 
 	lastReadEnd atomic.Int64            // where the last remote read ended (read-ahead)
 	lastRead    atomic.Pointer[readPos] // and at which position (no index lookup for the next)
