@@ -168,6 +168,12 @@ func TestHangingBucketAtStart(t *testing.T) {
 	e.open(envOptions{store: fs}, *localOnlyTail(0)) // a restart: nothing cached
 	e.produce(50, 5, 40)
 	fs.SetRules(faulty.Rule{Ops: faulty.OpRead, Latency: 4 * time.Second})
+	// Before any round: the status has the remote range and the lag from
+	// the committed pointer (it showed remote end -1 and lag 0).
+	if st := e.p.Status(); st.RemoteEndOffset <= 0 || st.RemoteStartOffset != 0 || st.UploadLagOffsets == 0 || st.UploadLagBytes == 0 {
+		t.Fatalf("status before the first round: remote [%d, %d), lag %d offsets %d bytes", st.RemoteStartOffset, st.RemoteEndOffset,
+			st.UploadLagOffsets, st.UploadLagBytes)
+	}
 
 	long := make(chan error, 1)
 	go func() {

@@ -843,6 +843,16 @@ type Status struct {
 // log now, the remote log as last loaded (no I/O; see LiveStatus).
 func (p *Partition) Status() Status {
 	st := p.state.Load()
+	if st == nil {
+		// Not loaded yet (a start with the bucket not answering): the
+		// committed pointer, in the metadata log, gives the remote range
+		// and the lag; the manifest's sizes stay unknown (0). Before, a
+		// start with the bucket hanging showed remote end -1 and lag 0
+		// while the local log grew.
+		if ptr, err := p.m.opts.Committer.RemoteLog(context.Background(), p.tp); err == nil && ptr.ManifestKey != "" {
+			st = &remoteState{ptr: ptr, manifest: &Manifest{StartOffset: ptr.StartOffset, EndOffset: ptr.EndOffset}}
+		}
+	}
 	p.updateLag(st)
 	s := Status{Partition: p.tp, RemoteStorageEnable: p.Config().RemoteStorageEnable, RemoteStartOffset: -1, RemoteEndOffset: -1,
 		UploadLagBytes: p.lagBytes.Load(), UploadLagOffsets: p.lagOffsets.Load()}
@@ -854,7 +864,7 @@ func (p *Partition) Status() Status {
 		}
 	}
 	if st != nil {
-		if len(st.manifest.Segments) > 0 {
+		if len(st.manifest.Segments) > 0 || (p.state.Load() == nil && st.ptr.EndOffset > st.ptr.StartOffset) {
 			s.RemoteStartOffset, s.RemoteEndOffset = st.ptr.StartOffset, st.ptr.EndOffset
 		}
 		s.RemoteBytes, s.RemoteSegments = st.manifest.Size(), int64(len(st.manifest.Segments))
