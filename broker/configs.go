@@ -172,7 +172,7 @@ func validateTopicConfig(name string, value *string) error {
 			return bad("not an integer")
 		}
 		if float64(n) < d.min || float64(n) > d.max {
-			return bad(fmt.Sprintf("must be in [%v, %v]", d.min, d.max))
+			return bad(fmt.Sprintf("must be in [%s, %s]", intBound(d.min), intBound(d.max)))
 		}
 	case cfgDouble:
 		f, err := strconv.ParseFloat(v, 64)
@@ -371,4 +371,16 @@ func validTopicName(name string) error {
 		}
 	}
 	return nil
+}
+
+// intBound prints an integer config's bound as an integer ("2147483647",
+// not "2.147483647e+09").
+func intBound(f float64) string {
+	switch {
+	case f >= math.MaxInt64:
+		return strconv.FormatInt(math.MaxInt64, 10)
+	case f <= math.MinInt64:
+		return strconv.FormatInt(math.MinInt64, 10)
+	}
+	return strconv.FormatInt(int64(f), 10)
 }

@@ -3,6 +3,8 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -43,5 +45,20 @@ func TestCreateTopicOutcomeUnknown(t *testing.T) {
 	// kadm returns the topic's error as its own too.
 	if resp, _ = adm.CreateTopic(testCtx(t), 3, 1, nil, "ambiguous"); !errors.Is(resp.Err, kerr.TopicAlreadyExists) {
 		t.Fatalf("a second create: %v, want TOPIC_ALREADY_EXISTS", resp.Err)
+	}
+}
+
+// An integer config's bounds are printed as integers (they read
+// "[1, 2.147483647e+09]").
+func TestConfigBoundsPrintedAsIntegers(t *testing.T) {
+	v := "0"
+	err := validateTopicConfig("segment.bytes", &v)
+	if err == nil || strings.Contains(err.Error(), "e+") || !strings.Contains(err.Error(), "2147483647]") {
+		t.Fatalf("segment.bytes=0: %v", err)
+	}
+	for f, want := range map[float64]string{1: "1", 2147483647: "2147483647", math.MaxInt64: "9223372036854775807", -1: "-1", math.MinInt64: "-9223372036854775808"} {
+		if got := intBound(f); got != want {
+			t.Fatalf("intBound(%v) = %s, want %s", f, got, want)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sediment-io/sediment/broker"
@@ -72,5 +75,20 @@ func TestTierLsCreatesNothing(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Dir(dir)); !os.IsNotExist(err) {
 		t.Fatalf("tier ls created %s: %v", filepath.Dir(dir), err)
+	}
+}
+
+// KAFKA_STORAGE_ERROR is explained (kerr's text blames the disk, where a
+// tiered topic's bucket not answering is the usual cause); other errors
+// pass as they are.
+func TestStorageHint(t *testing.T) {
+	for _, err := range []error{kerr.KafkaStorageError, fmt.Errorf("list: %w", kerr.KafkaStorageError)} {
+		got := storageHint(err)
+		if !errors.Is(got, kerr.KafkaStorageError) || !strings.Contains(got.Error(), "for a topic with remote storage the bucket") {
+			t.Fatalf("%v: %v", err, got)
+		}
+	}
+	if got := storageHint(kerr.UnknownTopicOrPartition); got != error(kerr.UnknownTopicOrPartition) {
+		t.Fatalf("another error changed: %v", got)
 	}
 }

@@ -216,6 +216,21 @@ func waitTopicsReady(ctx context.Context, cl *kgo.Client, adm *kadm.Client, want
 
 func isTopicExists(err error) bool { return errors.Is(err, kerr.TopicAlreadyExists) }
 
+// storageHint says what KAFKA_STORAGE_ERROR means here: kerr's text blames
+// the disk ("Disk error when trying to access log file on the disk."), and
+// for a topic with remote storage it is most often the bucket not answering
+// (the start offset across both tiers needs the remote log's state).
+func storageHint(err error) error {
+	if !errors.Is(err, kerr.KafkaStorageError) {
+		return err
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) && err == error(ke) {
+		return kafkaError(err, "the broker could not read the partition's log: its disk, or for a topic with remote storage the bucket (the broker's log says which)")
+	}
+	return fmt.Errorf("%w (the broker could not read the partition's log: its disk, or for a topic with remote storage the bucket; the broker's log says which)", err)
+}
+
 // topicID prints a topic id as Kafka's tools do (Uuid.toString: URL-safe
 // base64 without padding), so it can be compared with kafka-topics.sh output.
 func topicID(id kadm.TopicID) string {
@@ -362,14 +377,14 @@ func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic str
 		err = starts.Error()
 	}
 	if err != nil {
-		failed = append(failed, fmt.Errorf("topic %s: start offsets: %w", topic, err))
+		failed = append(failed, fmt.Errorf("topic %s: start offsets: %w", topic, storageHint(err)))
 	}
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		failed = append(failed, fmt.Errorf("topic %s: end offsets: %w", topic, err))
+		failed = append(failed, fmt.Errorf("topic %s: end offsets: %w", topic, storageHint(err)))
 	}
 	var configs []kadm.Config
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
