@@ -240,6 +240,9 @@ func clearThrottles(ctx context.Context, adm *kadm.Client, topic string) error {
 		{Op: kadm.DeleteConfig, Name: leaderThrottledReplicas},
 		{Op: kadm.DeleteConfig, Name: followerThrottledReplicas},
 	}, topic))
+	if isUnknownTopic(err1) {
+		err1 = nil // deleted since: its configs went with it
+	}
 	if err1 != nil {
 		err1 = fmt.Errorf("topic %s: removing the throttled replicas: %w", topic, err1)
 	}

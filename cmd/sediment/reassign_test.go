@@ -92,3 +92,41 @@ func TestStorageHint(t *testing.T) {
 		t.Fatalf("another error changed: %v", got)
 	}
 }
+
+// TestClearThrottlesOfDeletedTopic: --clear-throttle of a topic deleted
+// since removes the cluster-wide rates and succeeds (it failed on the
+// topic's UNKNOWN_TOPIC_OR_PARTITION).
+func TestClearThrottlesOfDeletedTopic(t *testing.T) {
+	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	rate := "10000"
+	if err := checkAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: leaderThrottledRate, Value: &rate},
+		{Name: followerThrottledRate, Value: &rate}})); err != nil {
+		t.Fatal(err)
+	}
+	if err := clearThrottles(ctx, adm, "gone"); err != nil {
+		t.Fatalf("clearThrottles of a deleted topic: %v", err)
+	}
+	rc, derr := adm.DescribeBrokerConfigs(ctx)
+	if derr != nil {
+		t.Fatal(derr)
+	}
+	for _, r := range rc {
+		for _, c := range r.Configs {
+			if (c.Key == leaderThrottledRate || c.Key == followerThrottledRate) && c.MaybeValue() == rate {
+				t.Fatalf("%s is still %s after --clear-throttle of a deleted topic", c.Key, rate)
+			}
+		}
+	}
+}
