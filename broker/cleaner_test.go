@@ -16,8 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sediment-io/sediment/metadata"
 )
 
 // fastCleaner makes the cleaner look for work and apply retention often.
@@ -382,18 +380,7 @@ func TestFollowerCatchesUpOverCompactionGap(t *testing.T) {
 	})
 	ctx := testCtx(t)
 	const topic = "gapped"
-	configs := map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"}
-	var st *metadata.State
-	pollUntil(t, 20*time.Second, func() string {
-		var err error
-		st, err = brokers[0].createTopic(ctx, createTopicSpec{name: topic, partitions: -1, replicationFactor: -1,
-			configs: configs, assignment: [][]int32{{1}}})
-		if err != nil {
-			return fmt.Sprintf("create on broker 1 alone: %v", err) // until both brokers registered
-		}
-		return ""
-	})
-	mt, _ := st.Topic(topic)
+	mt := createOnBroker1(t, brokers, topic, map[string]string{"cleanup.policy": "compact", "segment.bytes": "1024", "min.cleanable.dirty.ratio": "0.01"})
 	leader := brokers[0]
 	cl := newClient(t, leader, kgo.DefaultProduceTopic(topic), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression())) // latestValues reads the records
@@ -427,13 +414,7 @@ func TestFollowerCatchesUpOverCompactionGap(t *testing.T) {
 	if start := lp.log.LogStartOffset(); start != 0 {
 		t.Fatalf("leader's log start %d, want 0 (cleaned, not deleted)", start)
 	}
-	adm := kadm.NewClient(newClient(t, leader))
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, 0, []int32{1, 2})
-	res, err := adm.AlterPartitionAssignments(ctx, req)
-	if err != nil || res[topic][0].Err != nil {
-		t.Fatalf("reassign: %v %v", err, res[topic][0].Err)
-	}
+	reassignPartition0(t, leader, topic, 1, 2)
 	pollUntil(t, 30*time.Second, func() string {
 		p, _ := leader.meta.State().Partition(mt.ID, 0)
 		if !slices.Equal(p.Replicas, []int32{1, 2}) || len(p.ISR) != 2 {

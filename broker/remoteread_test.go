@@ -32,7 +32,7 @@ func fetchTopics(t *testing.T, b *Broker, maxWait time.Duration, minBytes int32,
 		rt := kmsg.NewFetchRequestTopic()
 		rt.Topic = topic
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = 0, off, 256<<10, -1
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = 0, off, 1<<20, -1
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 	}

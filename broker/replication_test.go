@@ -61,27 +61,11 @@ func TestISRExpandsAtCatchUp(t *testing.T) {
 		c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
 		c.ReplicaLagTimeMax = time.Hour
 	})
-	ctx := testCtx(t)
 	const topic = "expands"
-	var st *metadata.State
-	pollUntil(t, 20*time.Second, func() string {
-		var err error
-		if st, err = brokers[0].createTopic(ctx, createTopicSpec{name: topic, partitions: -1, replicationFactor: -1,
-			assignment: [][]int32{{1}}}); err != nil {
-			return fmt.Sprintf("create on broker 1 alone: %v", err) // until both brokers registered
-		}
-		return ""
-	})
-	mt, _ := st.Topic(topic)
+	mt := createOnBroker1(t, brokers, topic, nil)
 	cl := newClient(t, brokers[0], kgo.DefaultProduceTopic(topic))
 	produceAll(t, cl, makeRecords(topic, 200, "expand"))
-	adm := kadm.NewClient(newClient(t, brokers[0]))
-	var req kadm.AlterPartitionAssignmentsReq
-	req.Assign(topic, 0, []int32{1, 2})
-	res, err := adm.AlterPartitionAssignments(ctx, req)
-	if err != nil || res[topic][0].Err != nil {
-		t.Fatalf("reassign: %v %v", err, res[topic][0].Err)
-	}
+	reassignPartition0(t, brokers[0], topic, 1, 2)
 	pollUntil(t, 30*time.Second, func() string {
 		p, _ := brokers[0].meta.State().Partition(mt.ID, 0)
 		if len(p.ISR) != 2 {
@@ -89,4 +73,33 @@ func TestISRExpandsAtCatchUp(t *testing.T) {
 		}
 		return ""
 	})
+}
+
+// createOnBroker1 creates topic with one partition on broker 1 alone, of a
+// startPair, retrying until both brokers registered.
+func createOnBroker1(t *testing.T, brokers []*Broker, topic string, configs map[string]string) *metadata.Topic {
+	t.Helper()
+	var st *metadata.State
+	pollUntil(t, 20*time.Second, func() string {
+		var err error
+		if st, err = brokers[0].createTopic(testCtx(t), createTopicSpec{name: topic, partitions: -1, replicationFactor: -1,
+			configs: configs, assignment: [][]int32{{1}}}); err != nil {
+			return fmt.Sprintf("create on broker 1 alone: %v", err) // until both brokers registered
+		}
+		return ""
+	})
+	mt, _ := st.Topic(topic)
+	return mt
+}
+
+// reassignPartition0 moves partition 0 of topic to replicas, through b.
+func reassignPartition0(t *testing.T, b *Broker, topic string, replicas ...int32) {
+	t.Helper()
+	adm := kadm.NewClient(newClient(t, b))
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, replicas)
+	res, err := adm.AlterPartitionAssignments(testCtx(t), req)
+	if err != nil || res[topic][0].Err != nil {
+		t.Fatalf("reassign %s-0 to %v: %v %v", topic, replicas, err, res[topic][0].Err)
+	}
 }

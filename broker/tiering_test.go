@@ -20,7 +20,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
-	"github.com/twmb/franz-go/pkg/kversion"
 
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/internal/miniotest"
@@ -283,29 +282,7 @@ func TestTieredDeleteRecords(t *testing.T) {
 // returns the partition's answer, whatever its error code.
 func fetchAt(t *testing.T, b *Broker, topic string, offset int64) kmsg.FetchResponseTopicPartition {
 	t.Helper()
-	// Fetch up to v12 names topics (v13+ uses ids).
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()), kgo.MaxVersions(kversion.V3_0_0()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	req := kmsg.NewPtrFetchRequest()
-	req.Version = 11
-	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = -1, 0, 0, 1<<20
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic = topic
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.LogStartOffset = 0, offset, 1<<20, -1
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(testCtx(t), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp.ErrorCode != 0 {
-		t.Fatalf("fetch at %d: %v", offset, kerr.ErrorForCode(resp.ErrorCode))
-	}
-	return resp.Topics[0].Partitions[0]
+	return fetchTopics(t, b, 0, 0, map[string]int64{topic: offset})[topic]
 }
 
 // firstBatchOffset is the base offset of the first batch of a fetch answer

@@ -23,18 +23,7 @@ import (
 // request for an empty set, so the command always printed "no reassignment
 // in progress".
 func TestReassignmentsSetAllTopics(t *testing.T) {
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := testAdmin(t)
 	ctx := context.Background()
 	for _, topic := range []string{"a", "b"} {
 		if _, err := adm.CreateTopic(ctx, 3, 1, nil, topic); err != nil {
@@ -97,18 +86,7 @@ func TestStorageHint(t *testing.T) {
 // since removes the cluster-wide rates and succeeds (it failed on the
 // topic's UNKNOWN_TOPIC_OR_PARTITION).
 func TestClearThrottlesOfDeletedTopic(t *testing.T) {
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
+	adm := testAdmin(t)
 	ctx := context.Background()
 	rate := "10000"
 	if err := checkAlter(adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Name: leaderThrottledRate, Value: &rate},
@@ -129,4 +107,22 @@ func TestClearThrottlesOfDeletedTopic(t *testing.T) {
 			}
 		}
 	}
+}
+
+// testAdmin starts a broker in the process (closed with the test) and
+// returns an admin client to it.
+func testAdmin(t *testing.T) *kadm.Client {
+	t.Helper()
+	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
 }
