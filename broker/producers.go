@@ -96,9 +96,11 @@ type producerState struct {
 	verifying map[int64]*txnVerification
 }
 
-// txnVerification is one verification guard: compared by identity.
+// txnVerification is one verification guard: compared by identity. epoch
+// is the producer epoch it was made for.
 type txnVerification struct {
 	createdMs int64
+	epoch     int16
 }
 
 func newProducerState() *producerState {
@@ -106,13 +108,19 @@ func newProducerState() *producerState {
 		verifying: make(map[int64]*txnVerification)}
 }
 
-// verification returns the producer's current verification guard, a new
-// one if it has none.
-func (s *producerState) verification(producerID, nowMs int64) *txnVerification {
+// verification returns the producer's current verification guard for
+// epoch, a new one if it has none or one of an older epoch (which the newer
+// epoch supersedes). A request of an older epoch than the guard's (a
+// zombie's) gets a guard of its own that is never current, and leaves the
+// newer epoch's in place.
+func (s *producerState) verification(producerID int64, epoch int16, nowMs int64) *txnVerification {
 	g := s.verifying[producerID]
-	if g == nil {
-		g = &txnVerification{createdMs: nowMs}
+	switch {
+	case g == nil || g.epoch < epoch:
+		g = &txnVerification{createdMs: nowMs, epoch: epoch}
 		s.verifying[producerID] = g
+	case g.epoch > epoch:
+		return &txnVerification{createdMs: nowMs, epoch: epoch}
 	}
 	return g
 }
@@ -121,6 +129,19 @@ func (s *producerState) verification(producerID, nowMs int64) *txnVerification {
 // verification failed).
 func (s *producerState) dropVerification(producerID int64, g *txnVerification) {
 	if g != nil && s.verifying[producerID] == g {
+		delete(s.verifying, producerID)
+	}
+}
+
+// endVerification removes the producer's guard when a batch of epoch
+// starts or ends its transaction here. A marker of an older epoch (a
+// fenced transaction's abort, retried late, after a coordinator failover)
+// ends nothing the guard was made for: it stays, and the newer epoch's
+// verified write goes through. Before, such a marker removed it and the
+// live producer's TxnOffsetCommit was refused INVALID_TXN_STATE (seen once
+// in a review's zombie runs).
+func (s *producerState) endVerification(producerID int64, epoch int16) {
+	if g := s.verifying[producerID]; g != nil && g.epoch <= epoch {
 		delete(s.verifying, producerID)
 	}
 }
@@ -289,14 +310,14 @@ func (s *producerState) apply(b batchInfo, firstOffset, lastOffset, nowMs int64)
 	if b.control {
 		e.txnFirstOffset = -1
 		delete(s.open, e.id)
-		delete(s.verifying, e.id)
+		s.endVerification(e.id, b.producerEpoch)
 		e.coordinatorEpoch = max(b.coordinatorEpoch, -1)
 		return
 	}
 	if b.transactional && e.txnFirstOffset < 0 {
 		e.txnFirstOffset = firstOffset
 		s.open[e.id] = e
-		delete(s.verifying, e.id)
+		s.endVerification(e.id, b.producerEpoch)
 	}
 	if b.baseSequence == -1 {
 		return

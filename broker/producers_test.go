@@ -431,3 +431,40 @@ func TestOpenTxnSet(t *testing.T) {
 		}
 	}
 }
+
+// The verification guard is per producer epoch: a late marker of an older
+// epoch (a fenced transaction's abort, retried after a coordinator
+// failover) does not end the newer epoch's verification, nor does a
+// zombie's request take the guard over; a marker of the guard's epoch ends
+// it. Before, any marker of the producer id removed it, and the live
+// producer's verified TxnOffsetCommit was refused INVALID_TXN_STATE.
+func TestVerificationGuardIsPerEpoch(t *testing.T) {
+	s := newProducerState()
+	g := s.verification(7, 10, 1000)
+	if z := s.verification(7, 4, 1000); z == g || s.verifying[7] != g {
+		t.Fatal("an older epoch's verification took the guard over")
+	}
+	if again := s.verification(7, 10, 1000); again != g {
+		t.Fatal("the same epoch got another guard")
+	}
+	s.apply(batchInfo{producerID: 7, producerEpoch: 5, baseSequence: -1, records: 1, transactional: true, control: true}, 0, 0, 1000)
+	if s.verifying[7] != g {
+		t.Fatal("a marker of an older epoch ended the guard")
+	}
+	verified := batchInfo{producerID: 7, producerEpoch: 10, baseSequence: 0, records: 1, transactional: true, verify: true, guard: g}
+	if err := s.check(verified); err != nil {
+		t.Fatalf("the verified write of epoch 10 after an old marker: %v", err)
+	}
+	s.apply(batchInfo{producerID: 7, producerEpoch: 10, baseSequence: -1, records: 1, transactional: true, control: true}, 1, 1, 1000)
+	if s.verifying[7] != nil {
+		t.Fatal("a marker of the guard's epoch left it")
+	}
+	if err := s.check(verified); !errors.Is(err, errTxnNotOpen) {
+		t.Fatalf("a write verified before its epoch's marker: %v, want errTxnNotOpen", err)
+	}
+	// A newer epoch supersedes an older guard.
+	old := s.verification(8, 3, 1000)
+	if nw := s.verification(8, 4, 1000); nw == old || s.verifying[8] != nw {
+		t.Fatal("a newer epoch did not supersede the older guard")
+	}
+}

@@ -887,7 +887,7 @@ func (b *Broker) verifyUnderGuard(p *partition, producerID int64, epoch int16, a
 		open := p.mu.producers.txnOpen(producerID, epoch)
 		var guard *txnVerification
 		if !open {
-			guard = p.mu.producers.verification(producerID, time.Now().UnixMilli())
+			guard = p.mu.producers.verification(producerID, epoch, time.Now().UnixMilli())
 		}
 		p.mu.Unlock()
 		if open && !always {
