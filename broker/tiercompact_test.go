@@ -420,26 +420,9 @@ func TestTieredRetentionUnderLease(t *testing.T) {
 // only because max.compaction.lag.ms (1 s) forces it when the oldest
 // uncleaned batch is older than that.
 func TestTieredCompactionMaxCompactionLag(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, 50*time.Millisecond, time.Minute)
 	topic := "tiered-max-lag"
-	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
-		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "cleanup.policy": ptr("compact"),
-		"min.cleanable.dirty.ratio": ptr("1"), "max.compaction.lag.ms": ptr("1000"), "min.insync.replicas": ptr("1")})
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	manifest := func() *tiering.Manifest {
-		tp := b.testTierPart(t, topic)
-		if tp == nil {
-			return nil
-		}
-		m, err := tp.tp.Manifest(context.Background())
-		if err != nil {
-			return nil
-		}
-		return m
-	}
+	b, cl := tieredCompactedTopic(t, topic, map[string]string{"min.cleanable.dirty.ratio": "1", "max.compaction.lag.ms": "1000"})
+	manifest := func() *tiering.Manifest { return tierManifest(t, b, topic) }
 	compactedPast := func(end int64) (m *tiering.Manifest) {
 		t.Helper()
 		waitTiered(t, fmt.Sprintf("remote log compacted to its end, past %d", end), func() bool {
@@ -526,15 +509,8 @@ func TestTieredCompactedGapsFetch(t *testing.T) {
 // from offset 0 no longer sees the deleted keys. Before, they stayed in the
 // bucket until new data made the remote log dirty again.
 func TestTieredCompactionDropsTombstonesAtHorizon(t *testing.T) {
-	dir := t.TempDir()
-	store := fsBucket(t, dir)
-	defer store.Close()
-	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, 50*time.Millisecond, time.Minute)
 	topic := "tiered-tombstones"
-	createTopic(t, b, topic, 1, map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"),
-		"remote.storage.enable": ptr("true"), "retention.ms": ptr("-1"), "cleanup.policy": ptr("compact"),
-		"min.cleanable.dirty.ratio": ptr("0.3"), "delete.retention.ms": ptr("3000"), "min.insync.replicas": ptr("1")})
-	cl := newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	b, cl := tieredCompactedTopic(t, topic, map[string]string{"min.cleanable.dirty.ratio": "0.3", "delete.retention.ms": "3000"})
 	produceAll(t, cl, keyedUpdates(topic, 100, 4, "a"))
 	var tombstones []*kgo.Record
 	for k := range 20 {
@@ -553,13 +529,8 @@ func TestTieredCompactionDropsTombstonesAtHorizon(t *testing.T) {
 	end := last[len(last)-1].Offset
 	var m *tiering.Manifest
 	waitTiered(t, "remote log compacted to its end, past the tombstones", func() bool {
-		tp := b.testTierPart(t, topic)
-		if tp == nil {
-			return false
-		}
-		var err error
-		m, err = tp.tp.Manifest(context.Background())
-		return err == nil && m.EndOffset > end-200 && m.CleanedUpTo == m.EndOffset
+		m = tierManifest(t, b, topic)
+		return m != nil && m.EndOffset > end-200 && m.CleanedUpTo == m.EndOffset
 	})
 	remoteTombstones := func() int {
 		n := 0
@@ -588,4 +559,37 @@ func TestTieredCompactionDropsTombstonesAtHorizon(t *testing.T) {
 		st, _ := b.RemoteCleanStatus(topic, 0)
 		return st.NextDeleteHorizon == -1
 	})
+}
+
+// tieredCompactedTopic starts a tiered broker on a folder bucket whose remote
+// compaction runs every 50 ms and creates a one-partition tiered compacted
+// topic with small segments and no local retention, configs on top; it
+// returns the broker and a client producing small uncompressed batches.
+func tieredCompactedTopic(t *testing.T, topic string, configs map[string]string) (*Broker, *kgo.Client) {
+	t.Helper()
+	dir := t.TempDir()
+	store := fsBucket(t, dir)
+	t.Cleanup(func() { store.Close() })
+	b := startTieredCompactionBroker(t, filepath.Join(dir, "broker"), store, 50*time.Millisecond, time.Minute)
+	set := map[string]*string{"segment.bytes": ptr("16384"), "local.retention.bytes": ptr("0"), "remote.storage.enable": ptr("true"),
+		"retention.ms": ptr("-1"), "cleanup.policy": ptr("compact"), "min.insync.replicas": ptr("1")}
+	for k, v := range configs {
+		set[k] = ptr(v)
+	}
+	createTopic(t, b, topic, 1, set)
+	return b, newClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(4096), kgo.ProducerBatchCompression(kgo.NoCompression()))
+}
+
+// tierManifest is partition 0 of topic's committed manifest, or nil while
+// it cannot be read.
+func tierManifest(t *testing.T, b *Broker, topic string) *tiering.Manifest {
+	tp := b.testTierPart(t, topic)
+	if tp == nil {
+		return nil
+	}
+	m, err := tp.tp.Manifest(context.Background())
+	if err != nil {
+		return nil
+	}
+	return m
 }
