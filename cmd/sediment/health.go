@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -45,6 +46,9 @@ HTTP client.`,
 			defer cancel()
 			ctx, cancelT := context.WithTimeout(ctx, timeout)
 			defer cancelT()
+			if env := os.Getenv("SEDIMENT_ADMIN_ADDRESS"); env != "" && !cmd.Flags().Changed("admin-address") {
+				admin = env // the broker's own variable, as in its container
+			}
 			path := "/healthz"
 			switch {
 			case caughtUp:
@@ -56,7 +60,7 @@ HTTP client.`,
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&admin, "admin-address", "127.0.0.1:9644", "the broker's admin endpoint (host:port, its --admin-address)")
+	f.StringVar(&admin, "admin-address", "127.0.0.1:9644", "the broker's admin endpoint (host:port, its --admin-address; default SEDIMENT_ADMIN_ADDRESS if set)")
 	f.BoolVar(&ready, "ready", false, "require readiness for client traffic (/readyz), not only a started process")
 	f.BoolVar(&caughtUp, "caught-up", false, "require readiness and every replica of the broker in its ISR (/readyz?caught-up)")
 	f.DurationVar(&timeout, "timeout", 5*time.Second, "how long to wait for the answer")

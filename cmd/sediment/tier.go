@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/sediment-io/sediment/broker"
@@ -164,7 +165,7 @@ func newTierStatusCmd() *cobra.Command {
 		Use:   "status [TOPIC]",
 		Short: "Show each partition's local and remote offsets, bytes per tier and upload lag, from running brokers",
 		Example: `  sediment tier status
-  sediment tier status orders --admin 10.0.0.1:9644,10.0.0.2:9644,10.0.0.3:9644
+  sediment tier status orders --admin-address 10.0.0.1:9644,10.0.0.2:9644,10.0.0.3:9644
   sediment tier status orders -o json
   sediment tier status --internal`,
 		Args: cobra.MaximumNArgs(1),
@@ -182,7 +183,7 @@ func newTierStatusCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), v.GetDuration("timeout"))
 			defer cancel()
-			rows, err := tierStatus(ctx, v.GetStringSlice("admin"), topic)
+			rows, err := tierStatus(ctx, v.GetStringSlice("admin-address"), topic)
 			if err != nil {
 				return err
 			}
@@ -201,13 +202,24 @@ func newTierStatusCmd() *cobra.Command {
 		},
 	}
 	f := cmd.Flags()
-	f.StringSlice("admin", []string{"127.0.0.1:9644"}, "admin addresses (host:port, the brokers' admin-address) to ask, comma-separated; list every broker of a cluster")
+	f.StringSlice("admin-address", []string{"127.0.0.1:9644"}, "admin addresses (host:port, the brokers' --admin-address) to ask, comma-separated; list every broker of a cluster")
+	// --admin, the flag's first name, is still taken, as is SEDIMENT_ADMIN
+	// (after SEDIMENT_ADMIN_ADDRESS, the broker's own variable).
+	f.SetNormalizeFunc(func(_ *pflag.FlagSet, name string) pflag.NormalizedName {
+		if name == "admin" {
+			name = "admin-address"
+		}
+		return pflag.NormalizedName(name)
+	})
 	f.StringP("output", "o", "table", "table or json")
 	f.Duration("timeout", 30*time.Second, "how long to wait for each broker")
 	f.Bool("internal", false, "with no TOPIC, include internal topics (__consumer_offsets, __transaction_state)")
 	v.SetEnvPrefix("SEDIMENT")
 	v.AutomaticEnv()
 	if err := v.BindPFlags(f); err != nil {
+		panic(err)
+	}
+	if err := v.BindEnv("admin-address", "SEDIMENT_ADMIN_ADDRESS", "SEDIMENT_ADMIN"); err != nil {
 		panic(err)
 	}
 	return cmd
@@ -234,7 +246,7 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 	}
 	best := map[key]tierStatusRow{}
 	enabled := false
-	var list []string // SEDIMENT_ADMIN comes as one string
+	var list []string // the environment's value comes as one string
 	for _, a := range addrs {
 		list = append(list, strings.Split(a, ",")...)
 	}
@@ -247,7 +259,7 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 		if strings.Contains(addr, "://") {
 			parsed, err := url.Parse(addr)
 			if err != nil {
-				return nil, fmt.Errorf("--admin %q: %w", addr, err)
+				return nil, fmt.Errorf("--admin-address %q: %w", addr, err)
 			}
 			u.Scheme, u.Host = parsed.Scheme, parsed.Host
 		}
@@ -260,7 +272,7 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("cannot reach the admin endpoint at %s (set --admin or SEDIMENT_ADMIN): %w", addr, err)
+			return nil, fmt.Errorf("cannot reach the admin endpoint at %s (set --admin-address or SEDIMENT_ADMIN_ADDRESS): %w", addr, err)
 		}
 		var st broker.TierStatus
 		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -16,6 +16,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -320,18 +321,13 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 			out := cmd.OutOrStdout()
 			var failed []error
 			printed := false
-			if !cmd.Flags().Changed("admin-address") && !localDefaultSeeds(opts) {
-				// The default admin address is the local default
-				// broker's: asked about brokers elsewhere it would show
-				// another cluster's cleaner state for the same name.
-				admins = nil
-			}
+			admins, explicit := cleanerAdmins(cmd, opts, admins)
 			for _, topic := range topics {
 				var buf bytes.Buffer
 				if err := describeTopic(ctx, &buf, adm, topic, allConfigs); err != nil {
 					failed = append(failed, err)
 				} else if len(admins) > 0 {
-					printCleaner(ctx, &buf, admins, topic, !cmd.Flags().Changed("admin-address"))
+					printCleaner(ctx, &buf, admins, topic, !explicit)
 				}
 				if buf.Len() == 0 {
 					continue
@@ -349,8 +345,28 @@ func newTopicDescribeCmd(opts *clientOptions) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&allConfigs, "all-configs", false, "show every config with its source, not only the ones set on the topic")
 	cmd.Flags().StringSliceVar(&admins, "admin-address", []string{"127.0.0.1:9644"},
-		"admin endpoints (host:port, as the brokers' --admin-address) asked for the cleaner state: cleanup policy, dirty ratio, last cleaned; empty: skip (the default is asked only with the default --brokers)")
+		"admin endpoints (host:port, as the brokers' --admin-address) asked for the cleaner state: cleanup policy, dirty ratio, last cleaned; empty: skip (the default is asked only with the default --brokers; SEDIMENT_ADMIN_ADDRESS sets it too)")
 	return cmd
+}
+
+// cleanerAdmins returns the admin endpoints `topic describe` asks for the
+// cleaner state, and whether they were chosen (--admin-address, or
+// SEDIMENT_ADMIN_ADDRESS, the broker's own variable, as `tier status` and
+// `health` read it) rather than the default. The default address is the
+// local default broker's: asked about brokers elsewhere it would show
+// another cluster's cleaner state for the same name, so it is asked only
+// with the default --brokers.
+func cleanerAdmins(cmd *cobra.Command, opts *clientOptions, flag []string) ([]string, bool) {
+	if cmd.Flags().Changed("admin-address") {
+		return flag, true
+	}
+	if env := os.Getenv("SEDIMENT_ADMIN_ADDRESS"); env != "" {
+		return strings.Split(env, ","), true
+	}
+	if !localDefaultSeeds(opts) {
+		return nil, false
+	}
+	return flag, false
 }
 
 func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic string, allConfigs bool) error {
