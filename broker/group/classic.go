@@ -494,7 +494,13 @@ func (c *Coordinator) completeJoin(g *group) {
 		c.transition(g, stateEmpty)
 		gen := g.generation
 		c.appendRecords(g.part, []Record{{Key: groupKey(g.id), Value: groupValue(g, c.nowMs())}}, func(err error) {
-			if err != nil {
+			switch {
+			case isNotLeader(err):
+				// A coordinator that lost its offsets partition (a pause,
+				// a failover) expiring its members: the write is fenced,
+				// and the new coordinator has the group.
+				c.logger.Info("group: empty group metadata not written: no longer the coordinator", "group", g.id, "generation", gen, "err", err)
+			case err != nil:
 				c.logger.Warn("group: writing empty group metadata failed", "group", g.id, "generation", gen, "err", err)
 			}
 		})

@@ -3,8 +3,10 @@ package group
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -43,6 +45,34 @@ type env struct {
 	ids   int
 	// topics backs Config.Topics (KIP-848 assignment needs partition counts).
 	topics *testTopics
+	// warnings keeps the coordinator's WARN and ERROR lines for the
+	// "warnings" command.
+	warnings warnRecorder
+}
+
+// warnRecorder is a slog.Handler that keeps the messages of WARN and ERROR
+// records and drops the rest.
+type warnRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (w *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler            { return w }
+func (w *warnRecorder) WithGroup(string) slog.Handler                 { return w }
+func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, r.Level.String()+" "+r.Message)
+	return nil
+}
+
+func (w *warnRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m := w.msgs
+	w.msgs = nil
+	return m
 }
 
 func (e *env) close() {
@@ -118,7 +148,7 @@ func (e *env) run(td *datadriven.TestData) string {
 		e.calls = newPendingCalls()
 		e.ids = 0
 		e.cfg = Config{
-			Logger:                 quiet,
+			Logger:                 slog.New(&e.warnings),
 			Partitions:             int32(a.num(t, "partitions", 1)),
 			InitialRebalanceDelay:  a.dur(t, "delay", -1),
 			MinSessionTimeout:      a.dur(t, "min-session", time.Second),
@@ -169,6 +199,13 @@ func (e *env) run(td *datadriven.TestData) string {
 	case "advance":
 		e.clock.Advance(a.dur(t, "d", 0))
 		return fmt.Sprintf("now +%s\n", e.clock.Now().Sub(newFakeClock().now))
+
+	case "warnings":
+		// The WARN and ERROR lines logged since the last "warnings".
+		if m := e.warnings.take(); len(m) > 0 {
+			return strings.Join(m, "\n") + "\n"
+		}
+		return "none\n"
 
 	case "fail-next-append":
 		err := fmt.Errorf("injected: %w", ErrNotLeader)
