@@ -58,8 +58,8 @@ type warnRecorder struct {
 }
 
 func (w *warnRecorder) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler            { return w }
-func (w *warnRecorder) WithGroup(string) slog.Handler                 { return w }
+func (w *warnRecorder) WithAttrs([]slog.Attr) slog.Handler           { return w }
+func (w *warnRecorder) WithGroup(string) slog.Handler                { return w }
 func (w *warnRecorder) Handle(_ context.Context, r slog.Record) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
