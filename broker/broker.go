@@ -739,6 +739,28 @@ func (b *Broker) Close() error {
 	return err
 }
 
+// stopServing closes the Kafka listeners and the client connections (each
+// finishes the request it is serving) and leaves the rest running: the
+// metadata node (a voter keeps voting and storing the log), the admin
+// endpoint (/readyz says why) and the logs. For a broker whose metadata
+// state machine stopped (store.fenceSelf); Close still shuts it down.
+func (b *Broker) stopServing() {
+	for _, ln := range b.listeners {
+		ln.Close()
+	}
+	b.acceptWG.Wait()
+	b.mu.Lock()
+	b.mu.draining = true // a connection accepted meanwhile is closed
+	conns := make([]*conn, 0, len(b.mu.conns))
+	for c := range b.mu.conns {
+		conns = append(conns, c)
+	}
+	b.mu.Unlock()
+	for _, c := range conns {
+		c.shutdown()
+	}
+}
+
 // peerAddress is where to dial a peer advertised at addr (Config.PeerAddresses).
 func (b *Broker) peerAddress(addr string) string {
 	if to, ok := b.cfg.PeerAddresses[addr]; ok {

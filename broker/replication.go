@@ -1284,6 +1284,13 @@ func (b *Broker) controlledShutdown() {
 	if s == nil {
 		return
 	}
+	if err := s.meta.Err(); err != nil {
+		// Its state is frozen: it would wait for ever to see its
+		// leaderships go. fenceSelf has moved them (or the session
+		// timeout will).
+		b.log.Info("controlled shutdown skipped: the metadata state machine stopped", "err", err)
+		return
+	}
 	st := s.meta.State()
 	others := false
 	for _, br := range st.Brokers() {

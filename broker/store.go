@@ -41,6 +41,7 @@ type store struct {
 	b           *Broker
 	meta        *metadata.Node
 	brokerEpoch int64
+	faultOnce   sync.Once // fenceSelf's first call
 	// incarnation is this registration's id (recordFeatureRanges).
 	incarnation metadata.UUID
 	fs          vfs.FS
@@ -196,7 +197,7 @@ func openStore(b *Broker) (*store, error) {
 		return nil, fmt.Errorf("broker: %w", err)
 	}
 	s.incarnation = incarnation
-	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx) }); err != nil {
+	if err := retryMetadata(ctx, func() error { return s.heartbeat(ctx, false) }); err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: first heartbeat: %w", err)
 	}
@@ -265,9 +266,36 @@ func (s *store) recordFeatureRanges(ctx context.Context) {
 	}
 }
 
-func (s *store) heartbeat(ctx context.Context) error {
-	_, err := s.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
+func (s *store) heartbeat(ctx context.Context, wantFenced bool) error {
+	_, err := s.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch, WantFenced: wantFenced})
 	return err
+}
+
+// fenceSelf is what a broker does once its metadata state machine stopped
+// (an entry this binary cannot read, written by a newer one: Node.Err):
+// its view of the cluster is frozen, so it must neither lead nor serve.
+// It stops serving clients (the Kafka listeners close: clients and
+// followers go to the brokers that know the new leaders) and fences itself
+// through the metadata leader, which takes it out of every ISR and moves
+// its leaderships away, as the session timeout would but at once; its
+// heartbeats then keep it fenced. Kafka gates new metadata encodings on
+// metadata.version; without that gate, an unread entry fenced nothing and
+// the stale broker kept heartbeating, stayed in every ISR and was handed
+// leaderships it could not serve (a rolling-upgrade review). It reports
+// whether the fence is applied; until then the caller tries again.
+func (s *store) fenceSelf(ctx context.Context, fault error) bool {
+	s.faultOnce.Do(func() {
+		s.b.log.Error("the metadata state machine stopped: this broker fences itself and stops serving clients until it runs a binary that reads the metadata log; upgrade it and restart", "err", fault)
+		s.b.stopServing()
+	})
+	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := s.meta.Propose(fctx, &metadata.FenceBroker{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch})
+	if err != nil && ctx.Err() == nil {
+		s.b.log.Debug("fencing this broker: not applied yet", "err", err)
+		return false
+	}
+	return err == nil
 }
 
 // waitForLeadership waits (bounded by ctx) until the controller has given
@@ -301,14 +329,18 @@ func (s *store) waitForLeadership(ctx context.Context) {
 func (s *store) heartbeatLoop(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	unregistered := false
+	unregistered, fenced := false, false
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if fault := s.meta.Err(); fault != nil && !fenced {
+				fenced = s.fenceSelf(ctx, fault)
+				continue
+			}
 			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := s.heartbeat(hctx)
+			err := s.heartbeat(hctx, fenced)
 			cancel()
 			switch {
 			case err == nil || ctx.Err() != nil:

@@ -47,6 +47,9 @@ type controller struct {
 	// balanceDue is when the next leader imbalance check runs (ms); 0
 	// while none is scheduled (planLeadership).
 	balanceDue int64
+	// transferFailed: this leader's state machine stopped and the last
+	// hand-over failed (logged once).
+	transferFailed bool
 }
 
 // rebalance configures the automatic preferred leader election (Kafka's
@@ -116,6 +119,23 @@ func (c *controller) tick() {
 		clear(c.probeNow)
 		return
 	}
+	if err := n.fsm.err(); err != nil {
+		// This node cannot apply the log (an entry of a newer binary): it
+		// must not lead, or every proposal of the cluster is refused
+		// (proposeLocalIf) and its plans would read a stale state. Hand
+		// the leadership to an up-to-date voter; a lone voter cannot.
+		c.leading = false
+		if f := n.raft.LeadershipTransfer(); n.wait(n.ctx, f) != nil {
+			if !c.transferFailed {
+				n.logger.Error("metadata: this leader's state machine stopped and no other voter takes the leadership", "err", err)
+			}
+			c.transferFailed = true
+		} else {
+			n.logger.Warn("metadata: handed the metadata leadership over: this node's state machine stopped", "err", err)
+		}
+		return
+	}
+	c.transferFailed = false
 	now := n.cfg.Monotonic().Milliseconds()
 	if !c.leading {
 		c.leading = true

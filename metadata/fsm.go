@@ -42,6 +42,10 @@ type fsm struct {
 	// before a restored state does): the node's sessionClock.
 	observe func(changes []Change, restored bool)
 
+	// refuse, when set, makes the entries it returns an error for
+	// undecodable (Node.RefuseEntriesForTest).
+	refuse atomic.Pointer[func(Command) error]
+
 	mu struct {
 		sync.Mutex
 		stopped error
@@ -84,6 +88,9 @@ func (f *fsm) ApplyBatch(logs []*raft.Log) []any {
 			continue
 		}
 		cmd, err := DecodeCommand(l.Data)
+		if r := f.refuse.Load(); r != nil && err == nil {
+			err = (*r)(cmd)
+		}
 		var ignored errIgnored
 		switch {
 		case errors.As(err, &ignored):

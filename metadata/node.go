@@ -362,6 +362,12 @@ func (n *Node) State() *State { return n.fsm.current() }
 // binary cannot decode), else nil.
 func (n *Node) Err() error { return n.fsm.err() }
 
+// RefuseEntriesForTest makes this node's state machine take every committed
+// command that refuse returns an error for as one it cannot decode, as a
+// binary that predates the command's encoding does: it stops (Err). For
+// tests of what a cluster does about such a node.
+func (n *Node) RefuseEntriesForTest(refuse func(Command) error) { n.fsm.refuse.Store(&refuse) }
+
 // IsLeader reports whether this node is the Raft leader (and so runs the
 // controller).
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
