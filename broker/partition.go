@@ -251,10 +251,18 @@ func (p *partition) appendChecked(records []byte, info batchInfo, h hotlog.Batch
 // snapshot of each at every shutdown and at the periodic loop's first pass.
 func (p *partition) snapshotProducers() error {
 	written := int64(-1)
+	rebuilding := false
 	err := p.log.WriteProducerSnapshotFunc(func() (int64, []byte) {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		if p.mu.snapshotEnd == p.mu.stateEnd && p.log.HasProducerSnapshot(p.mu.stateEnd) {
+			return -1, nil
+		}
+		if p.mu.stateEnd > p.log.LogEndOffset() {
+			// A follower's divergent tail was just cut and the state
+			// describes it until loadProducers rebuilds it: nothing to
+			// write (the log would refuse it) and nothing wrong.
+			rebuilding = true
 			return -1, nil
 		}
 		written = p.mu.stateEnd
@@ -265,8 +273,15 @@ func (p *partition) snapshotProducers() error {
 		p.mu.snapshotEnd = written
 		p.mu.Unlock()
 	}
+	if err == nil && rebuilding {
+		return errStateRebuilding
+	}
 	return err
 }
+
+// errStateRebuilding: snapshotProducers found the producer state ahead of
+// a log whose tail was just cut, before it is rebuilt; try again later.
+var errStateRebuilding = errors.New("producer state being rebuilt after a truncation")
 
 // batchInfoOf describes one whole batch for the producer state; ok is
 // false for batches that do not change it (no producer, or a control batch

@@ -402,10 +402,10 @@ func (s *store) snapshotLoop(ctx context.Context) {
 				continue
 			}
 			if err := p.snapshotProducers(); err != nil {
-				if !errors.Is(err, hotlog.ErrClosed) {
+				if !errors.Is(err, hotlog.ErrClosed) && !errors.Is(err, errStateRebuilding) {
 					s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
 				}
-				continue
+				continue // the next tick tries again
 			}
 			last[p] = end
 		}
@@ -497,7 +497,7 @@ func (s *store) applyLogConfigs(st *metadata.State) {
 // (s.mu.dirs).
 func (s *store) closePartition(p *partition, removeReason string) {
 	s.b.cleaner.unregister(p) // waits for a clean in progress; before the log closes
-	if err := p.snapshotProducers(); err != nil && !errors.Is(err, hotlog.ErrClosed) {
+	if err := p.snapshotProducers(); err != nil && !errors.Is(err, hotlog.ErrClosed) && !errors.Is(err, errStateRebuilding) {
 		s.b.log.Warn("producer snapshot failed", "topic", p.topic, "partition", p.id, "err", err)
 	}
 	if err := p.log.Close(); err != nil {

@@ -781,7 +781,7 @@ func (l *Log) rollLocked(base int64) error {
 		// The producer state as of the sealed segment's end. A failure
 		// costs only the snapshot: the broker replays from an older one.
 		if data := l.rollSnapshot(); data != nil {
-			if err := l.writeSnapshotLocked(base, data); err != nil {
+			if err := l.putSnapshotLocked(base, data); err != nil {
 				l.logger.Warn("hotlog: producer snapshot at roll", "offset", base, "err", err)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sediment-io/sediment/internal/testutil"
 	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 )
@@ -836,6 +837,43 @@ func TestRollSnapshots(t *testing.T) {
 	}
 	if has(segs[1].BaseOffset) || !has(segs[2].BaseOffset) || !has(segs[3].BaseOffset) {
 		t.Fatal("DeleteBefore kept the wrong snapshots")
+	}
+}
+
+// TestRollSnapshotAcrossCompactionGap: a follower's first batch after a
+// gap the leader's cleaner left rolls the log at the batch's base, past
+// the log end; the roll's producer snapshot is still written at that base
+// (nothing lies between: the state at the log end is the state there), as
+// tiering expects beside the sealed segment. Before, it was refused as
+// past the log end, with a WARN per partition at every such catch-up.
+func TestRollSnapshotAcrossCompactionGap(t *testing.T) {
+	mem := vfs.NewMem()
+	var logs testutil.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	l, err := Open(Options{FS: mem, Dir: "/p", Config: Config{SegmentBytes: 1000}, Logger: logger,
+		RollSnapshot: func() []byte { return []byte("state") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	base := int64(0)
+	for _, at := range []int64{0, 1, 5000} { // two fill the segment; the third comes after a gap
+		b := simpleBatch(1, 400, at)
+		putBaseOffset(b, at)
+		if _, err := l.AppendReplicated(b, AppendOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		base = at
+	}
+	segs := l.Segments()
+	if len(segs) != 2 || segs[1].BaseOffset != base {
+		t.Fatalf("segments %+v: the gap's batch did not roll the log", segs)
+	}
+	if _, err := mem.Stat("/p/" + baseName(base) + snapshotSuffix); err != nil {
+		t.Fatalf("no producer snapshot at the new segment's base %d: %v", base, err)
+	}
+	if logs.String() != "" {
+		t.Fatalf("logged:\n%s", logs.String())
 	}
 }
 

@@ -303,6 +303,15 @@ func (l *Log) writeSnapshotLocked(offset int64, data []byte) error {
 	if offset < 0 || offset > l.logEnd.Load() {
 		return fmt.Errorf("%w: snapshot at %d past log end %d", ErrOffsetOutOfRange, offset, l.logEnd.Load())
 	}
+	return l.putSnapshotLocked(offset, data)
+}
+
+// putSnapshotLocked is writeSnapshotLocked without its check of the offset:
+// for rollLocked, whose offset is the new active segment's base, past the
+// log end when a follower's first batch after a compaction gap rolls the
+// log (nothing lies between the two, so the state at the log end is the
+// state at the base).
+func (l *Log) putSnapshotLocked(offset int64, data []byte) error {
 	if len(data) > maxSnapshotBytes-snapshotHeaderSize {
 		return fmt.Errorf("hotlog: producer snapshot of %d bytes is too large", len(data))
 	}
