@@ -22,7 +22,7 @@ func TestHCLoggerToSlog(t *testing.T) {
 	h := newHCLogger(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", 1))
 	h.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "", "last-leader-id", "")
 	h.Warn("heartbeat timeout reached, starting election", "last-leader-addr", "127.0.0.1:9093", "last-leader-id", "2")
-	h.Error("failed to contact", "server-id", "3", "error", "dial tcp: refused")
+	h.Error("failed to take snapshot", "server-id", "3", "error", "disk")
 	h.Info("filtered: raft's info is below the adapter's level")
 
 	var recs []map[string]any
@@ -40,7 +40,7 @@ func TestHCLoggerToSlog(t *testing.T) {
 	for i, want := range []struct{ level, msg, key, val string }{
 		{"INFO", "heartbeat timeout reached, starting election", "last-leader-id", ""},
 		{"WARN", "heartbeat timeout reached, starting election", "last-leader-addr", "127.0.0.1:9093"},
-		{"ERROR", "failed to contact", "server-id", "3"},
+		{"ERROR", "failed to take snapshot", "server-id", "3"},
 	} {
 		r := recs[i]
 		if r["level"] != want.level || r["msg"] != want.msg || r[want.key] != want.val || r["module"] != "raft" || r["node"] != 1.0 {
@@ -68,6 +68,7 @@ func TestPeerFailuresThrottled(t *testing.T) {
 		h.Error("failed to appendEntries to", "peer", server("4", "127.0.0.1:4"), "error", "refused")
 		h.Error("failed to heartbeat to", "peer", "127.0.0.1:5", "error", "refused")
 		h.Error("failed to make requestVote RPC", "target", server("5", "127.0.0.1:5"), "error", "refused", "term", 3)
+		h.Warn("failed to contact", "server-id", "5", "time", 600*time.Millisecond) // the leader's lease check
 		now = now.Add(time.Second)
 	}
 	h.Error("failed to commit logs", "error", "disk")
@@ -104,6 +105,7 @@ func TestPeerFailuresThrottled(t *testing.T) {
 		"WARN failed to appendEntries to <nil> 4@127.0.0.1:4",
 		"WARN failed to heartbeat to <nil> 127.0.0.1:5",
 		"WARN failed to make requestVote RPC <nil>",
+		"WARN failed to contact <nil>",
 		"ERROR failed to commit logs <nil>",
 		"ERROR failed to commit logs <nil>",
 		"WARN failed to heartbeat to 14 127.0.0.1:4",

@@ -34,6 +34,9 @@ var peerFailureMsgs = map[string]bool{
 	"failed to pipeline appendEntries":        true,
 	"failed to send snapshot to":              true,
 	"failed to make requestVote RPC":          true,
+	// The leader's lease check, about every half second per voter it has
+	// not heard from (three lines for a follower's clean restart).
+	"failed to contact": true,
 }
 
 // peerFailureLog decides which of raft's per-peer failure lines to log:
