@@ -41,12 +41,14 @@ const (
 )
 
 // deleteRemoteOnTopicDelete tells whether deleting t must record its bucket
-// data for deletion: this broker tiers, or the topic ever had remote data
-// (remote.storage.enable set on it, or a remote log committed).
+// data for deletion: the topic may have remote data (remote.storage.enable
+// set on it or by default, or a remote log committed). Not every deletion on
+// a broker that tiers: a topic that never tiered has no object (its
+// partitions never upload), and its DeleteTopic entry then stays at version
+// 1, which binaries before tiered topic deletion read: every deletion was a
+// version 2 entry that stopped their metadata state machine in a rolling
+// upgrade (a review), and cost a pass of LISTs over its partitions.
 func (b *Broker) deleteRemoteOnTopicDelete(t *metadata.Topic) bool {
-	if b.tier() != nil {
-		return true
-	}
 	if enable, _ := b.topicConfigValue(t.Configs, "remote.storage.enable"); strings.EqualFold(enable, "true") {
 		return true
 	}

@@ -236,3 +236,54 @@ func tieredTopicInBucket(t *testing.T, b *Broker, store objectstore.Store, topic
 	waitTiered(t, "objects in the bucket", func() bool { return topicObjects(t, store, tp.ID) > 5 })
 	return tp.ID, cl
 }
+
+// TestDeleteRemoteOnlyForTieredTopics: on a broker that tiers, deleting a
+// topic that never had remote storage records no remote deletion, so its
+// DeleteTopic entry is the version 1 that older binaries read; a tiered
+// topic's deletion records one.
+func TestDeleteRemoteOnlyForTieredTopics(t *testing.T) {
+	b, _, _ := startFolderTieredBroker(t)
+	adm := kadm.NewClient(newClient(t, b))
+	ctx := testCtx(t)
+	if _, err := adm.CreateTopic(ctx, 2, 1, nil, "plain"); err != nil {
+		t.Fatal(err)
+	}
+	tiered := map[string]*string{}
+	for k, v := range tieredTopicConfigs {
+		tiered[k] = &v
+	}
+	if _, err := adm.CreateTopic(ctx, 2, 1, tiered, "tiered"); err != nil {
+		t.Fatal(err)
+	}
+	from := b.meta.State().Version
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	changes := b.meta.Watch(wctx, from)
+	for _, name := range []string{"plain", "tiered"} {
+		if r, err := adm.DeleteTopic(ctx, name); err != nil || r.Err != nil {
+			t.Fatalf("delete %s: %v %v", name, err, r.Err)
+		}
+	}
+	seen := map[string]*metadata.DeleteTopic{}
+	for len(seen) < 2 {
+		select {
+		case c, ok := <-changes:
+			if !ok {
+				t.Fatal("watch ended")
+			}
+			if d, ok := c.Command.(*metadata.DeleteTopic); ok {
+				seen[d.Name] = d
+			}
+		case <-ctx.Done():
+			t.Fatalf("deletions seen: %v", seen)
+		}
+	}
+	if d := seen["plain"]; d.DeleteRemote {
+		t.Error("the deletion of a topic that never tiered records a remote deletion")
+	} else if v := metadata.EncodeCommand(d)[1] & 0x7f; v != 1 {
+		t.Errorf("DeleteTopic of a topic that never tiered encoded at version %d, want 1", v)
+	}
+	if !seen["tiered"].DeleteRemote {
+		t.Error("the deletion of a tiered topic records no remote deletion")
+	}
+}
