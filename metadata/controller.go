@@ -3,6 +3,7 @@ package metadata
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"time"
 
@@ -123,9 +124,12 @@ func (c *controller) tick() {
 		// This node cannot apply the log (an entry of a newer binary): it
 		// must not lead, or every proposal of the cluster is refused
 		// (proposeLocalIf) and its plans would read a stale state. Hand
-		// the leadership to an up-to-date voter; a lone voter cannot.
+		// the leadership to another voter, picked at random: the most
+		// up-to-date one, raft's own choice, may be stopped too (another
+		// broker not yet upgraded), and the two would hand it back and
+		// forth. A lone voter cannot.
 		c.leading = false
-		if f := n.raft.LeadershipTransfer(); n.wait(n.ctx, f) != nil {
+		if f := c.transferTarget(); n.wait(n.ctx, f) != nil {
 			if !c.transferFailed {
 				n.logger.Error("metadata: this leader's state machine stopped and no other voter takes the leadership", "err", err)
 			}
@@ -210,6 +214,26 @@ func (c *controller) tick() {
 			}
 		}
 	}
+}
+
+// transferTarget starts the hand-over of the leadership to a voter other
+// than this node, picked at random.
+func (c *controller) transferTarget() raft.Future {
+	f := c.n.raft.GetConfiguration()
+	if err := c.n.wait(c.n.ctx, f); err != nil {
+		return c.n.raft.LeadershipTransfer()
+	}
+	var others []raft.Server
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && s.ID != raft.ServerID(strconv.Itoa(int(c.n.cfg.NodeID))) {
+			others = append(others, s)
+		}
+	}
+	if len(others) == 0 {
+		return c.n.raft.LeadershipTransfer() // fails: no other voter
+	}
+	s := others[rand.IntN(len(others))]
+	return c.n.raft.LeadershipTransferToServer(s.ID, s.Address)
 }
 
 // plan decides what the controller proposes given the state at time now,
