@@ -17,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -281,6 +282,49 @@ func (e *errorReporter) report(fe kgo.FetchError) {
 	io.WriteString(e.w, line)
 }
 
+// isFatalFetchError reports whether err, from a poll, will not go away by
+// fetching again, so that consume ends with it instead of printing it for
+// ever: a non-retriable Kafka error (TOPIC_AUTHORIZATION_FAILED for a
+// principal that may Describe the topic but not Read it,
+// GROUP_AUTHORIZATION_FAILED, UNSUPPORTED_COMPRESSION_TYPE, an invalid
+// group...), except those franz-go recovers from by itself (a group member
+// rejoining after UNKNOWN_MEMBER_ID, a reset after OFFSET_OUT_OF_RANGE) and
+// UNKNOWN_SERVER_ERROR, which a broker may answer for a passing fault (the
+// Java consumer retries it too); or a batch too large to decompress, which
+// franz-go never fetches again.
+func isFatalFetchError(err error) bool {
+	if _, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+		return true
+	}
+	ke, ok := errors.AsType[*kerr.Error](err)
+	if !ok || ke.Retriable {
+		return false
+	}
+	switch ke {
+	case kerr.UnknownServerError, kerr.OffsetOutOfRange,
+		kerr.UnknownMemberID, kerr.IllegalGeneration, kerr.RebalanceInProgress,
+		kerr.FencedMemberEpoch, kerr.StaleMemberEpoch:
+		return false
+	}
+	return true
+}
+
+// fetchErrorf is the error consume ends with for a fatal fetch error: the
+// partition's, as errorReporter prints it, or the group's (a group session
+// error comes without a partition).
+func fetchErrorf(fe kgo.FetchError, group string) error {
+	if gs, ok := errors.AsType[*kgo.ErrGroupSession](fe.Err); ok && group != "" {
+		return fmt.Errorf("consume: group %s: %w", group, gs.Err)
+	}
+	if fe.Topic == "" {
+		return fmt.Errorf("consume: %w", fe.Err)
+	}
+	if fe.Partition < 0 {
+		return fmt.Errorf("consume %s: %w", fe.Topic, fe.Err)
+	}
+	return fmt.Errorf("consume %s[%d]: %w", fe.Topic, fe.Partition, fe.Err)
+}
+
 // groupAPIs are the requests a classic consumer group member sends.
 var groupAPIs = []kmsg.Key{kmsg.FindCoordinator, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.Heartbeat, kmsg.OffsetCommit, kmsg.OffsetFetch}
 
@@ -366,7 +410,8 @@ func resolveStarts(ctx context.Context, adm *kadm.Client, topic string, td kadm.
 // consume polls cl and prints records until ctx ends, cf.count records were
 // printed, or (ends non-nil) every partition in ends reached its end offset;
 // or, with an error, when gone (if not nil), asked after an unknown topic
-// error, says the topic is no longer the one consumed. It closes cl,
+// error, says the topic is no longer the one consumed, or at a fetch error
+// that fetching again cannot cure (isFatalFetchError). It closes cl,
 // committing the printed records' offsets first in a group.
 func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, format recordFormatter, cf *consumeFlags, ends map[int32]int64, gone func(context.Context) error) error {
 	out := bufio.NewWriterSize(stdout, 64<<10)
@@ -387,8 +432,15 @@ func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, form
 		if ctx.Err() != nil || fetches.IsClientClosed() {
 			break
 		}
+		var fatal error
 		for _, fe := range fetches.Errors() {
 			if errors.Is(fe.Err, context.Canceled) || errors.Is(fe.Err, context.DeadlineExceeded) {
+				continue
+			}
+			if isFatalFetchError(fe.Err) {
+				if fatal == nil {
+					fatal = fetchErrorf(fe, cf.group)
+				}
 				continue
 			}
 			errs.report(fe)
@@ -422,6 +474,10 @@ func consume(ctx context.Context, cl *kgo.Client, stdout, stderr io.Writer, form
 			loopErr = err
 		}
 		if loopErr != nil {
+			break
+		}
+		if fatal != nil {
+			loopErr = fatal
 			break
 		}
 		if goneErr != nil {
