@@ -169,11 +169,7 @@ func alterBrokerConfigs(cmd *cobra.Command, opts *clientOptions, bf *brokerFlag,
 		}
 		for _, r := range rs {
 			if r.Err != nil {
-				msg := r.ErrMessage
-				if msg == "" {
-					msg = r.Err.Error()
-				}
-				return fmt.Errorf("%s: %s", bf, msg)
+				return fmt.Errorf("%s: %w", bf, kafkaError(r.Err, r.ErrMessage))
 			}
 		}
 		names := make([]string, len(cfgs))

@@ -238,6 +238,13 @@ type brokerError struct {
 func (e *brokerError) Error() string { return e.code.Message + ": " + e.message }
 func (e *brokerError) Unwrap() error { return e.code }
 
+// unknownTopicError is the error of a command given a topic that does not
+// exist: "UNKNOWN_TOPIC_OR_PARTITION: topic orders does not exist", the
+// Kafka name first as for the brokers' own errors (errors.Is finds it).
+func unknownTopicError(topic string) error {
+	return &brokerError{code: kerr.UnknownTopicOrPartition, message: fmt.Sprintf("topic %s does not exist", topic)}
+}
+
 // isUnknownTopic reports whether err says the topic does not exist.
 func isUnknownTopic(err error) bool {
 	return errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)

@@ -178,7 +178,7 @@ func runConsume(cmd *cobra.Command, opts *clientOptions, cf *consumeFlags, topic
 	}
 	td, ok := details[topic]
 	if !ok || isUnknownTopic(td.Err) {
-		return fmt.Errorf("topic %s does not exist", topic)
+		return unknownTopicError(topic)
 	}
 	if td.Err != nil {
 		return fmt.Errorf("topic %s: %w", topic, td.Err)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func newGroupCmd() *cobra.Command {
@@ -91,7 +92,7 @@ func describeGroup(ctx context.Context, adm *kadm.Client, group string) (*groupI
 	}
 	lg, ok := listed[group]
 	if !ok {
-		return nil, fmt.Errorf("group %q does not exist", group)
+		return nil, &brokerError{code: kerr.GroupIDNotFound, message: fmt.Sprintf("group %q does not exist", group)}
 	}
 	gi.typ, gi.state = lg.GroupType, lg.State
 	if gi.typ == "consumer" {

@@ -107,7 +107,7 @@ progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 				if ok && !isUnknownTopic(td.Err) {
 					return fmt.Errorf("topic %s: %w", topic, td.Err)
 				}
-				return fmt.Errorf("topic %s does not exist", topic)
+				return unknownTopicError(topic)
 			}
 			for p := range targets {
 				if _, ok := td.Partitions[p]; !ok {
@@ -344,7 +344,7 @@ func reassignmentsSet(ctx context.Context, adm *kadm.Client, topics []string) (k
 	for _, t := range topics {
 		td, ok := md.Topics[t]
 		if !ok || td.Err != nil {
-			return nil, fmt.Errorf("topic %s does not exist", t)
+			return nil, unknownTopicError(t)
 		}
 		set[t] = map[int32]struct{}{}
 		for p := range td.Partitions {

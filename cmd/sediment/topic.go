@@ -376,11 +376,11 @@ func describeTopic(ctx context.Context, w io.Writer, adm *kadm.Client, topic str
 	}
 	t, ok := details[topic]
 	if !ok {
-		return fmt.Errorf("topic %s does not exist", topic)
+		return unknownTopicError(topic)
 	}
 	if t.Err != nil {
 		if isUnknownTopic(t.Err) {
-			return fmt.Errorf("topic %s does not exist", topic)
+			return unknownTopicError(topic)
 		}
 		return fmt.Errorf("topic %s: %w", topic, t.Err)
 	}
@@ -620,7 +620,7 @@ func newTopicDeleteCmd(opts *clientOptions) *cobra.Command {
 							fmt.Fprintf(out, "topic %s does not exist\n", r.Topic)
 							continue
 						}
-						failed = append(failed, fmt.Errorf("topic %s does not exist", r.Topic))
+						failed = append(failed, unknownTopicError(r.Topic))
 						continue
 					}
 					failed = append(failed, fmt.Errorf("topic %s: %w", r.Topic, kafkaError(r.Err, r.ErrMessage)))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,10 @@ func newTxnListCmd(opts *clientOptions) *cobra.Command {
   sediment txn list --state Ongoing --min-age 1m`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			want, err := txnStates(states)
+			if err != nil {
+				return err
+			}
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
 			adm, err := opts.newAdmin(ctx)
@@ -46,7 +51,7 @@ func newTxnListCmd(opts *clientOptions) *cobra.Command {
 				return err
 			}
 			defer adm.Close()
-			listed, err := adm.ListTransactions(ctx, nil, states)
+			listed, err := adm.ListTransactions(ctx, nil, want)
 			if err != nil {
 				return fmt.Errorf("list transactions: %w", err)
 			}
@@ -66,10 +71,29 @@ func newTxnListCmd(opts *clientOptions) *cobra.Command {
 			return printTxns(cmd.OutOrStdout(), described.Sorted(), minAge, time.Now())
 		},
 	}
-	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states (Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort)")
+	cmd.Flags().StringSliceVar(&states, "state", nil, "only these states ("+strings.Join(txnStateNames, ", ")+")")
 	cmd.Flags().DurationVar(&minAge, "min-age", 0, "only transactions open at least this long")
 	cmd.Flags().StringVar(&pattern, "match", "", "only transactional ids containing this")
 	return cmd
+}
+
+// txnStateNames are Kafka's transaction states, as ListTransactions names
+// them (the coordinator's TransactionState).
+var txnStateNames = []string{"Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "PrepareEpochFence", "Dead"}
+
+// txnStates checks --state values against Kafka's state names, in any case,
+// and returns them as Kafka spells them: a broker matches names exactly and
+// lists nothing for one it does not know, so a typo listed nothing, silently.
+func txnStates(in []string) ([]string, error) {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		i := slices.IndexFunc(txnStateNames, func(n string) bool { return strings.EqualFold(n, s) })
+		if i < 0 {
+			return nil, fmt.Errorf("unknown --state %q (want one of %s)", s, strings.Join(txnStateNames, ", "))
+		}
+		out = append(out, txnStateNames[i])
+	}
+	return out, nil
 }
 
 func newTxnDescribeCmd(opts *clientOptions) *cobra.Command {

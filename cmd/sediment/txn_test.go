@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"strings"
 	"testing"
@@ -100,6 +101,18 @@ func TestTxnCommands(t *testing.T) {
 	out := runTxnCmd(t, "list", "--brokers", b.Addr(), "--state", "Ongoing")
 	if !strings.Contains(out, "copier-0") || !strings.Contains(out, "Ongoing") || !strings.Contains(out, "orders/0") {
 		t.Fatalf("list:\n%s", out)
+	}
+	// A state in any case is Kafka's name; an unknown one is refused
+	// (a broker lists nothing for it).
+	if out := runTxnCmd(t, "list", "--brokers", b.Addr(), "--state", "completeCommit,ONGOING"); !strings.Contains(out, "copier-0") {
+		t.Fatalf("list --state completeCommit,ONGOING:\n%s", out)
+	}
+	cmd := newTxnCmd()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"list", "--brokers", b.Addr(), "--state", "Ongoing,Bogus"})
+	if err := cmd.Execute(); err == nil || err.Error() != `unknown --state "Bogus" (want one of Empty, Ongoing, PrepareCommit, PrepareAbort, CompleteCommit, CompleteAbort, PrepareEpochFence, Dead)` {
+		t.Fatalf("list --state Ongoing,Bogus: %v, want it refused", err)
 	}
 	out = runTxnCmd(t, "describe", "--brokers", b.Addr(), "copier-0")
 	if !strings.Contains(out, "copier-0") || !strings.Contains(out, "40s") {
