@@ -39,11 +39,9 @@ import (
 // pendingKeys are settings the deployment files use that come with work not
 // merged on every branch yet. A pending key missing from --help is logged,
 // not failed; once the binary has it, it is checked as any other.
-var pendingKeys = map[string]string{
-	"voters":                 "wip/replication",
-	"replica-lag-time-max":   "wip/replication",
-	"replica-fetch-wait-max": "wip/replication",
-}
+// None now: voters and the replica settings came with the replication
+// work, merged.
+var pendingKeys = map[string]string{}
 
 // controlledShutdown is the longest a clustered broker spends moving its
 // leaderships away on SIGTERM before the shutdown-timeout part begins
