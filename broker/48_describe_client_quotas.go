@@ -80,7 +80,7 @@ func parseQuotaFilter(req *kmsg.DescribeClientQuotasRequest) (quotaFilter, error
 		switch c.EntityType {
 		case quotaEntityUser, quotaEntityClientID, quotaEntityIP:
 		default:
-			return f, &quotaError{kerr.UnsupportedVersion, "Unsupported entity type " + c.EntityType}
+			return f, &codedError{kerr.UnsupportedVersion, "Unsupported entity type " + c.EntityType}
 		}
 		switch c.MatchType {
 		case kmsg.QuotasMatchTypeExact:

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -9,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/compaction"
@@ -325,9 +325,9 @@ func checkDynamicBrokerName(res, name string) error {
 	case name == "":
 		return fmt.Errorf("%w: empty config name", errInvalidConfig)
 	case staticBrokerConfigNames[name]:
-		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s cannot be altered dynamically: it is one of the broker's static settings in Sediment (set it in the broker's config file; docs/configuration.md)", name))
+		return &codedError{kerr.InvalidRequest, fmt.Sprintf("%s cannot be altered dynamically: it is one of the broker's static settings in Sediment (set it in the broker's config file; docs/configuration.md)", name)}
 	case name == cfgUncleanLeaderElection && res != "":
-		return errors.Join(metadata.ErrInvalidRequest, fmt.Errorf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res))
+		return &codedError{kerr.InvalidRequest, fmt.Sprintf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res)}
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,6 +40,9 @@ func TestDynamicLogConfigs(t *testing.T) {
 		rs, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: name, Value: &value}}, brokers...)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if strings.Contains(rs[0].ErrMessage, "\n") {
+			t.Errorf("%s=%s: the error message spans lines: %q", name, value, rs[0].ErrMessage)
 		}
 		return rs[0].Err
 	}

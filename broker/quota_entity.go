@@ -57,19 +57,20 @@ type quotaEntity struct {
 	user, client, ip          *string
 }
 
-// quotaError is a Kafka error code with Kafka's message for it, alone (the
-// response's error_message).
-type quotaError struct {
+// codedError is a Kafka error code with a message for it, alone (the
+// response's error_message, one line: an errors.Join of the code's sentinel
+// and the message printed the sentinel's text on a line of its own).
+type codedError struct {
 	code *kerr.Error
 	msg  string
 }
 
-func (e *quotaError) Error() string { return e.msg }
-func (e *quotaError) Unwrap() error { return e.code }
+func (e *codedError) Error() string { return e.msg }
+func (e *codedError) Unwrap() error { return e.code }
 
 // errQuotaRequest is INVALID_REQUEST with a message.
 func errQuotaRequest(format string, args ...any) error {
-	return &quotaError{kerr.InvalidRequest, fmt.Sprintf(format, args...)}
+	return &codedError{kerr.InvalidRequest, fmt.Sprintf(format, args...)}
 }
 
 // parseQuotaEntity checks the components of an entity as Kafka does.
