@@ -185,6 +185,13 @@ type Config struct {
 	// as they are. It puts a TCP proxy between brokers (fault injection in
 	// tests, or a relay).
 	PeerAddresses map[string]string
+	// Tiering, when set, enables tiered storage (EnableTiering) before the
+	// broker serves its first request. Enabled after New, a restarted
+	// broker answered requests meanwhile as if its tiered partitions had
+	// no remote log: ListOffsets earliest gave the local log start, and a
+	// consumer replaying from the bucket got OFFSET_OUT_OF_RANGE and
+	// skipped to it, silently.
+	Tiering *TieringConfig
 	// JoinTimeout: a broker whose id is not in a non-empty Voters list joins
 	// that quorum as an observer and waits this long to be added [5m].
 	JoinTimeout time.Duration
@@ -505,6 +512,12 @@ func New(cfg Config) (*Broker, error) {
 		return nil, err
 	}
 	b.store = st // b.meta was set by openStore
+	if cfg.Tiering != nil {
+		if err := b.EnableTiering(*cfg.Tiering); err != nil {
+			b.Close()
+			return nil, fmt.Errorf("broker: tiering: %w", err)
+		}
+	}
 	b.groups = newGroups(b)
 	b.txns = newTxns(b)
 	b.shares = newShares(b)

@@ -139,7 +139,9 @@ func init() {
 	)
 }
 
-// EnableTiering starts tiered storage on b. Call it once, right after New.
+// EnableTiering starts tiered storage on b: Config.Tiering does it before
+// the broker serves; a caller of its own calls it once, right after New,
+// and until then the broker serves its partitions as local-only.
 func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	if cfg.Store == nil {
 		return errors.New("broker: TieringConfig.Store is nil")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sediment-io/sediment/internal/failpoint"
 	"github.com/sediment-io/sediment/objectstore/fs"
 	"github.com/sediment-io/sediment/tiering"
 )
@@ -123,4 +125,65 @@ func listOffsetsAt(t *testing.T, b *Broker, ts int64) int64 {
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	waitFor(t, 90*time.Second, what, cond)
+}
+
+// TestTieredFromTheFirstRequest: a restarted broker answers its tiered
+// partitions with their remote log from its first request on: the process
+// is stopped at failpoint broker-serving (the broker serves, `sediment
+// broker` has done nothing else yet), and there ListOffsets earliest is
+// the remote log start and a fetch at offset 0 gets the first record, from
+// the bucket. Before, tiering was enabled after the broker served: a
+// restarted broker answered the local log start for a moment, and a
+// consumer replaying the history got OFFSET_OUT_OF_RANGE and skipped to
+// the local start, silently (about 130 000 records a partition in a
+// review's replay through a restart).
+func TestTieredFromTheFirstRequest(t *testing.T) {
+	fpDir := t.TempDir()
+	b := StartBroker(t, BrokerOptions{Env: []string{failpoint.EnvDir + "=" + fpDir}})
+	s := func(v string) *string { return &v }
+	b.CreateTopic(t, "tiered", 1, map[string]*string{"segment.bytes": s("16384"), "remote.storage.enable": s("true"),
+		"local.retention.bytes": s("0"), "retention.ms": s("-1")})
+	cl := b.Client(t, kgo.ProducerLinger(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for i := 0; i < 2000; i += 100 {
+		var recs []*kgo.Record
+		for j := i; j < i+100; j++ {
+			recs = append(recs, &kgo.Record{Topic: "tiered", Value: []byte(fmt.Sprintf("value %d %0100d", j, j))})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	cl.Close()
+	waitUntil(t, "the local log start past the uploaded segments", func() bool { return listOffsetsAt(t, b, -4) > 0 })
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(fpDir, "broker-serving"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.Start() // ready: it answers ApiVersions and Metadata at the failpoint
+	var paused string
+	waitUntil(t, "the broker paused at broker-serving", func() bool {
+		m, _ := filepath.Glob(filepath.Join(fpDir, "broker-serving.*.paused"))
+		if len(m) == 1 {
+			paused = m[0]
+		}
+		return paused != ""
+	})
+	defer os.Remove(paused)
+	if local := listOffsetsAt(t, b, -4); local <= 0 {
+		t.Fatalf("local log start %d after the restart, want past 0", local)
+	}
+	if got := listOffsetsAt(t, b, -2); got != 0 {
+		t.Fatalf("earliest offset %d at the broker's first requests, want 0 (the remote log start)", got)
+	}
+	consumer := b.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().At(0)}}),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
+	fetches := consumer.PollFetches(ctx)
+	fetches.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch at offset 0 at the broker's first requests: %v", err) })
+	if recs := fetches.Records(); len(recs) == 0 || recs[0].Offset != 0 || string(recs[0].Value) != fmt.Sprintf("value 0 %0100d", 0) {
+		t.Fatalf("fetch at offset 0: %d records, first %+v", len(recs), recs)
+	}
 }

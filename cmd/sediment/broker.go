@@ -26,7 +26,12 @@ import (
 	"github.com/sediment-io/sediment/broker"
 	"github.com/sediment-io/sediment/broker/group"
 	"github.com/sediment-io/sediment/broker/txn"
+	"github.com/sediment-io/sediment/internal/failpoint"
 )
+
+// failpointServing is the failpoint (internal/failpoint) where `sediment
+// broker` has started the broker, which serves, and has done nothing else.
+const failpointServing = "broker-serving"
 
 // brokerSetting is one configuration key: its flag, default and help.
 type brokerSetting struct {
@@ -362,17 +367,23 @@ func runBroker(ctx context.Context, v *viper.Viper) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	tcfg, err := tieringConfig(ctx, v, cfg.DataDir, log) // tier.go
+	if err != nil {
+		return err
+	}
+	cfg.Tiering = tcfg
+	if tcfg != nil {
+		defer tcfg.Store.Close() // after the broker's Close (deferred below)
+	}
 	b, err := broker.New(cfg)
 	if err != nil {
 		return err
 	}
-	bucket, err := enableTiering(ctx, b, v, cfg, log) // tier.go
-	if err != nil {
-		b.Close()
-		return err
-	}
-	if bucket != nil {
-		defer bucket.Close()
+	// A test stops the process here, serving, to check what it answers
+	// from its first request on (e2e TestTieredFromTheFirstRequest).
+	failpoint.Pause(ctx, failpointServing, func() []byte { return []byte(`{}`) })
+	if tcfg != nil {
+		go checkBucketAccess(ctx, tcfg.Store, log.With("part", "tiering"))
 	}
 	var admin *http.Server
 	adminDone := make(chan struct{})

@@ -61,26 +61,24 @@ func openBucket(ctx context.Context, v *viper.Viper, dataDir string, log *slog.L
 	return fs.New(dir)
 }
 
-// enableTiering wires tiered storage into a started broker.
-func enableTiering(ctx context.Context, b *broker.Broker, v *viper.Viper, cfg broker.Config, log *slog.Logger) (objectstore.Store, error) {
+// tieringConfig opens the bucket and returns the broker's tiered storage
+// settings (nil, nil without tiering), for broker.Config.Tiering: the
+// broker enables them before it serves (a restarted broker that served
+// before answered its tiered partitions as local-only for a moment). The
+// caller closes the store once the broker is closed.
+func tieringConfig(ctx context.Context, v *viper.Viper, dataDir string, log *slog.Logger) (*broker.TieringConfig, error) {
 	if !v.GetBool("tiering") {
 		return nil, nil
 	}
-	store, err := openBucket(ctx, v, cfg.DataDir, log.With("part", "s3"))
+	store, err := openBucket(ctx, v, dataDir, log.With("part", "s3"))
 	if err != nil {
 		return nil, fmt.Errorf("bucket: %w", err)
 	}
-	err = b.EnableTiering(broker.TieringConfig{Store: store,
+	return &broker.TieringConfig{Store: store,
 		RemoteFetchMaxWait: v.GetDuration("remote-fetch-max-wait"), RemoteFetchTimeout: v.GetDuration("remote-fetch-timeout"),
 		Options: tiering.Options{
 			CacheDir: v.GetString("tier-cache-dir"), CacheBytes: v.GetInt64("tier-cache-bytes"), Logger: log.With("part", "tiering"),
-			OrphanGrace: v.GetDuration("tier-orphan-grace"), CleanInterval: v.GetDuration("tier-clean-interval")}})
-	if err != nil {
-		store.Close()
-		return nil, err
-	}
-	go checkBucketAccess(ctx, store, log.With("part", "tiering"))
-	return store, nil
+			OrphanGrace: v.GetDuration("tier-orphan-grace"), CleanInterval: v.GetDuration("tier-clean-interval")}}, nil
 }
 
 // checkBucketAccess asks the bucket for one object at start, in the
