@@ -182,7 +182,9 @@ func TestTieredFromTheFirstRequest(t *testing.T) {
 	consumer := b.Client(t, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"tiered": {0: kgo.NewOffset().At(0)}}),
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()))
 	fetches := consumer.PollFetches(ctx)
-	fetches.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch at offset 0 at the broker's first requests: %v", err) })
+	fetches.EachError(func(_ string, _ int32, err error) {
+		t.Fatalf("fetch at offset 0 at the broker's first requests: %v", err)
+	})
 	if recs := fetches.Records(); len(recs) == 0 || recs[0].Offset != 0 || string(recs[0].Value) != fmt.Sprintf("value 0 %0100d", 0) {
 		t.Fatalf("fetch at offset 0: %d records, first %+v", len(recs), recs)
 	}
