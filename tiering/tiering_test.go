@@ -672,6 +672,44 @@ func TestOffsetForTimestamp(t *testing.T) {
 	}
 }
 
+// TestOffsetForTimestampAfterDeleteRecords: with the remote log start
+// inside a batch (DeleteRecords), a lookup answers the first record at or
+// past the start whose timestamp is at least ts, with that record's
+// timestamp, as Kafka's findOffsetByTimestamp does. Before, the offset was
+// raised to the start but the timestamp was that of a deleted record
+// (the first qualifying one below the start).
+func TestOffsetForTimestampAfterDeleteRecords(t *testing.T) {
+	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
+	base := e.clock.Now().UnixMilli()
+	for range 200 { // batch i: offsets [5i, 5i+5), timestamp base+(i+1) s
+		e.clock.Advance(time.Second)
+		e.produce(1, 5, 40)
+	}
+	e.run()
+	ctx := context.Background()
+	if end, _ := e.p.RemoteLogEnd(ctx); end < 700 {
+		t.Fatalf("remote end %d, want past 700", end)
+	}
+	const cut = 402 // inside batch 80
+	if err := e.p.DeleteRecordsBefore(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	batchTs := func(i int64) int64 { return base + (i+1)*1000 }
+	for _, c := range []struct{ ts, off, rts int64 }{
+		{base, cut, batchTs(80)},              // before everything: the start
+		{batchTs(50), cut, batchTs(80)},       // a deleted batch's time
+		{batchTs(80) - 1, cut, batchTs(80)},   // just before the start's batch
+		{batchTs(80), cut, batchTs(80)},       // the start's batch
+		{batchTs(81), 405, batchTs(81)},       // the next batch
+		{batchTs(120) + 1, 605, batchTs(121)}, // further in the remote log
+	} {
+		off, rts, err := e.p.OffsetForTimestamp(ctx, c.ts)
+		if err != nil || off != c.off || rts != c.rts {
+			t.Errorf("ts %+d ms: (%d, %+d ms) %v, want (%d, %+d ms)", c.ts-base, off, rts-base, err, c.off, c.rts-base)
+		}
+	}
+}
+
 func TestDeleteRecordsBefore(t *testing.T) {
 	e := newEnv(t, envOptions{cfg: localOnlyTail(0)})
 	e.produce(200, 5, 40)

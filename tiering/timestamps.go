@@ -32,13 +32,13 @@ func (p *Partition) OffsetForTimestamp(ctx context.Context, ts int64) (offset, t
 			return -1, -1, err
 		}
 		v := &segView{m: p.m, seg: seg, res: &ReadResult{cache: p.m.cache}, held: map[int]*chunk{}}
-		off, t, found, err := v.firstAtOrAfter(ctx, pos, ts)
+		off, t, found, err := v.firstAtOrAfter(ctx, pos, ts, m.StartOffset)
 		v.releaseUnused()
 		if err != nil {
 			return -1, -1, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		if found {
-			return max(off, m.StartOffset), t, nil
+			return off, t, nil
 		}
 	}
 	return -1, -1, nil
@@ -69,21 +69,33 @@ func (p *Partition) timePosition(ctx context.Context, seg *SegmentMeta, ts int64
 	return idx.floor(int64(tidx[i].rel)), nil
 }
 
-func (v *segView) firstAtOrAfter(ctx context.Context, pos, ts int64) (int64, int64, bool, error) {
+// firstAtOrAfter finds, from pos on, the first record at or past offset
+// start (the remote log start: DeleteRecords may have moved it into a
+// batch) whose timestamp is at least ts, as Kafka's findOffsetByTimestamp
+// applies both conditions to one record: the offset and the timestamp
+// answered are that record's. A compressed or LogAppendTime batch is not
+// walked: its base offset (at least start) and max timestamp stand for it.
+func (v *segView) firstAtOrAfter(ctx context.Context, pos, ts, start int64) (int64, int64, bool, error) {
 	for pos < v.seg.Size {
 		h, err := v.header(ctx, pos)
 		if err != nil {
 			return 0, 0, false, err
 		}
-		if h.MaxTimestamp >= ts {
-			off, t := h.BaseOffset, h.MaxTimestamp
+		if h.MaxTimestamp >= ts && h.LastOffset() >= start {
+			off, t := max(h.BaseOffset, start), h.MaxTimestamp
 			if h.Compression() == 0 && !h.LogAppendTime() && h.Size() <= 16<<20 {
 				batch := make([]byte, h.Size())
 				if err := v.readAt(ctx, batch, pos); err != nil {
 					return 0, 0, false, err
 				}
-				if d, rts, ok := firstRecordAtOrAfter(batch[hotlog.BatchHeaderSize:], h.BaseTimestamp, ts); ok {
+				d, rts, ok := firstRecordAtOrAfter(batch[hotlog.BatchHeaderSize:], h.BaseTimestamp, ts, start-h.BaseOffset)
+				switch {
+				case ok:
 					off, t = h.BaseOffset+d, rts
+				case h.BaseOffset < start:
+					// Only records below start qualify: the next batch.
+					pos += h.Size()
+					continue
 				}
 			}
 			return off, t, true, nil
@@ -94,8 +106,10 @@ func (v *segView) firstAtOrAfter(ctx context.Context, pos, ts int64) (int64, int
 }
 
 // firstRecordAtOrAfter walks uncompressed v2 records (length varint,
-// attributes int8, timestampDelta varint, offsetDelta varint, …).
-func firstRecordAtOrAfter(b []byte, baseTs, ts int64) (delta, rts int64, ok bool) {
+// attributes int8, timestampDelta varint, offsetDelta varint, …) for the
+// first with an offset delta of at least minDelta and a timestamp of at
+// least ts.
+func firstRecordAtOrAfter(b []byte, baseTs, ts, minDelta int64) (delta, rts int64, ok bool) {
 	for len(b) > 0 {
 		length, n := binary.Varint(b)
 		if n <= 0 || length <= 0 || length > int64(len(b)-n) {
@@ -114,7 +128,7 @@ func firstRecordAtOrAfter(b []byte, baseTs, ts int64) (delta, rts int64, ok bool
 		if n2 <= 0 {
 			return 0, 0, false
 		}
-		if baseTs+tsDelta >= ts {
+		if baseTs+tsDelta >= ts && offDelta >= minDelta {
 			return offDelta, baseTs + tsDelta, true
 		}
 	}
