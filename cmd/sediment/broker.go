@@ -159,6 +159,11 @@ func newBrokerCmdWith(v *viper.Viper) *cobra.Command {
 	v.SetEnvPrefix("SEDIMENT")
 	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
 	v.AutomaticEnv()
+	// A variable that is set counts even when empty, as a flag or a YAML
+	// key does: SEDIMENT_ADMIN_ADDRESS= disables the admin endpoint (viper
+	// would skip it and serve the default address). An empty number,
+	// bool or duration is then an error (checkValues), as in Kafka.
+	v.AllowEmptyEnv(true)
 	fs.VisitAll(func(f *pflag.Flag) {
 		if err := v.BindPFlag(f.Name, f); err != nil {
 			panic(err)

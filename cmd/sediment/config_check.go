@@ -151,6 +151,22 @@ func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error 
 			continue
 		}
 		var err error
+		if str, ok := raw.(string); ok && strings.TrimSpace(str) == "" {
+			// Set but empty (an environment variable, a YAML ""):
+			// no value of the type, and not the default either.
+			switch s.def.(type) {
+			case int, int64:
+				err = fmt.Errorf("%q is empty, not an integer (unset it for the default)", str)
+			case bool:
+				err = fmt.Errorf("%q is empty, not a bool (unset it for the default)", str)
+			case time.Duration:
+				err = fmt.Errorf("%q is empty, not a duration (unset it for the default)", str)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", valueSource(v, flags, s.name), err))
+			}
+			continue
+		}
 		switch s.def.(type) {
 		case int:
 			lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
@@ -168,16 +184,22 @@ func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error 
 		if err == nil {
 			continue
 		}
-		src := "config " + v.ConfigFileUsed() + ": " + s.name
-		switch {
-		case flags.Changed(s.name):
-			src = "--" + s.name
-		case os.Getenv(envName(s.name)) != "": // viper skips empty variables
-			src = envName(s.name)
-		}
-		errs = append(errs, fmt.Errorf("%s: %w", src, err))
+		errs = append(errs, fmt.Errorf("%s: %w", valueSource(v, flags, s.name), err))
 	}
 	return errors.Join(errs...)
+}
+
+// valueSource names where setting name's value came from, in viper's
+// order: its flag, its variable (set, even empty: AllowEmptyEnv), the
+// config file.
+func valueSource(v *viper.Viper, flags interface{ Changed(string) bool }, name string) string {
+	if flags.Changed(name) {
+		return "--" + name
+	}
+	if _, ok := os.LookupEnv(envName(name)); ok {
+		return envName(name)
+	}
+	return "config " + v.ConfigFileUsed() + ": " + name
 }
 
 func checkInt(raw any, lo, hi int64) error {

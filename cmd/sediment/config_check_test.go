@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/viper"
+
 	"github.com/sediment-io/sediment/internal/testutil"
 )
 
@@ -204,7 +206,7 @@ func TestBadValuesAreErrors(t *testing.T) {
 	t.Setenv("SEDIMENT_NUM_PARTITIONS", "abc")
 	t.Setenv("SEDIMENT_LOG_RETENTION_MS", "7d")
 	t.Setenv("SEDIMENT_JOIN_TIMEOUT", "5")
-	t.Setenv("SEDIMENT_PRODUCER_ID_EXPIRATION", "") // empty: unset, not an error
+	t.Setenv("SEDIMENT_PRODUCER_ID_EXPIRATION", "") // set but empty: no duration
 	file := writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\n"+
 		"shutdown-timeout: 30\nauto-create-topics-enable: yes\nmessage-max-bytes: 3000000000\nlog-flush-interval: soon\n"+
 		"node-id: 1.5\nlog-segment-delete-delay: 0\nstray-log-delete-delay: -1s\nlog-segment-bytes: 4294967296\n")
@@ -223,14 +225,15 @@ func TestBadValuesAreErrors(t *testing.T) {
 		"config " + file + `: log-flush-interval: "soon" is not a duration`,
 		"config " + file + ": node-id: 1.5 is not an integer",
 		"--default-replication-factor: 40000 is out of range (-32768 to 32767)",
+		`SEDIMENT_PRODUCER_ID_EXPIRATION: "" is empty, not a duration`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("error lacks %q:\n%s", want, msg)
 		}
 	}
 	// Valid forms are not named: 0 without a unit, negative durations,
-	// int64 settings past int32, an empty variable.
-	for _, good := range []string{"log-segment-delete-delay", "stray-log-delete-delay", "log-segment-bytes", "PRODUCER_ID"} {
+	// int64 settings past int32.
+	for _, good := range []string{"log-segment-delete-delay", "stray-log-delete-delay", "log-segment-bytes"} {
 		if strings.Contains(msg, good) {
 			t.Errorf("error names the valid %s:\n%s", good, msg)
 		}
@@ -246,6 +249,71 @@ func TestBadValuesAreErrors(t *testing.T) {
 	}
 	if out := p.output(); !strings.Contains(out, `SEDIMENT_NUM_PARTITIONS: "abc" is not an integer`) {
 		t.Fatalf("stderr:\n%s", out)
+	}
+}
+
+// TestEmptyEnvironmentVariables: a SEDIMENT_* variable that is set counts
+// even when empty, as `--admin-address=` and `admin-address: ""` do:
+// SEDIMENT_ADMIN_ADDRESS= disables the admin endpoint and
+// SEDIMENT_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM= the host name check
+// (viper skips empty variables unless told not to, and the defaults,
+// 127.0.0.1:9644 and https, applied). An empty number, bool or duration is
+// no value of its type: the broker refuses to start, naming the variable,
+// as Kafka refuses `num.partitions=`.
+func TestEmptyEnvironmentVariables(t *testing.T) {
+	t.Setenv("SEDIMENT_ADMIN_ADDRESS", "")
+	t.Setenv("SEDIMENT_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM", "")
+	t.Setenv("SEDIMENT_BROKER_RACK", "")
+	file := writeConfig(t, "broker-rack: rack-from-file\n")
+	vv := viper.New()
+	cmd := newBrokerCmdWith(vv)
+	if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
+		t.Fatal(err)
+	}
+	vv.SetConfigFile(file)
+	if err := vv.ReadInConfig(); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkValues(vv, cmd.Flags()); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"admin-address", "ssl-endpoint-identification-algorithm", "broker-rack"} {
+		if got := vv.GetString(name); got != "" {
+			t.Errorf("%s = %q with %s set empty, want empty", name, got, envName(name))
+		}
+	}
+	// A flag still wins over the variable.
+	vv = viper.New()
+	cmd = newBrokerCmdWith(vv)
+	if err := cmd.Flags().Parse([]string{"--admin-address", "127.0.0.1:23999"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := vv.GetString("admin-address"); got != "127.0.0.1:23999" {
+		t.Errorf("admin-address = %q with the flag given, want the flag's", got)
+	}
+
+	dir := t.TempDir()
+	t.Setenv("SEDIMENT_NUM_PARTITIONS", "")
+	t.Setenv("SEDIMENT_TIERING", " ")
+	t.Setenv("SEDIMENT_SHUTDOWN_TIMEOUT", "")
+	t.Setenv("SEDIMENT_LOG_SEGMENT_BYTES", "")
+	file = writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\nnum-partitions: 3\n")
+	err := runBrokerCmd(t, "broker", "--config", file)
+	if err == nil {
+		t.Fatal("the broker started")
+	}
+	for _, want := range []string{
+		`SEDIMENT_NUM_PARTITIONS: "" is empty, not an integer (unset it for the default)`,
+		`SEDIMENT_TIERING: " " is empty, not a bool`,
+		`SEDIMENT_SHUTDOWN_TIMEOUT: "" is empty, not a duration`,
+		`SEDIMENT_LOG_SEGMENT_BYTES: "" is empty, not an integer`,
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "meta")); err == nil {
+		t.Error("the broker opened its data directory before failing")
 	}
 }
 
