@@ -204,7 +204,7 @@ func newLogger(level, format string) (*slog.Logger, *slog.LevelVar, error) {
 		return nil, nil, fmt.Errorf("log-level: %w", err)
 	}
 	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
+	switch strings.ToLower(strings.TrimSpace(format)) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), lv, nil
 	case "text", "":
@@ -247,27 +247,15 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 	if err != nil {
 		return broker.Config{}, err
 	}
-	imbalanceInterval := v.GetDuration("leader-imbalance-check-interval")
-	if imbalanceInterval <= 0 {
-		return broker.Config{}, fmt.Errorf("leader-imbalance-check-interval %v: want a positive duration", imbalanceInterval)
-	}
+	// Ranges and enumerations were checked with the types (checkValues,
+	// config_rules.go).
 	imbalancePct := v.GetInt("leader-imbalance-per-broker-percentage")
-	if imbalancePct < 0 || imbalancePct > 100 {
-		return broker.Config{}, fmt.Errorf("leader-imbalance-per-broker-percentage %d: want 0 to 100", imbalancePct)
-	}
 	if imbalancePct == 0 {
 		imbalancePct = -1 // broker.Config's "none" (its zero value means the default)
 	}
 	overrides, err := broker.ParseConnectionOverrides(v.GetString("max-connections-per-ip-overrides"))
 	if err != nil {
 		return broker.Config{}, err
-	}
-	if v.GetInt("max-connections-per-ip") < 0 || v.GetInt("max-connections") < 0 {
-		return broker.Config{}, fmt.Errorf("max-connections-per-ip and max-connections: want 0 (no limit) or more")
-	}
-	fetchMaxBytes := v.GetInt("fetch-max-bytes")
-	if fetchMaxBytes < 1024 || fetchMaxBytes > broker.MaxFetchMaxBytes {
-		return broker.Config{}, fmt.Errorf("fetch-max-bytes %d: want 1024 to %d", fetchMaxBytes, broker.MaxFetchMaxBytes)
 	}
 	cfg := broker.Config{
 		MaxConnectionsPerIPOverrides:       overrides,
@@ -278,7 +266,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		ReplicaLagTimeMax:                  v.GetDuration("replica-lag-time-max"),
 		ReplicaFetchMaxWait:                v.GetDuration("replica-fetch-wait-max"),
 		DisableAutoLeaderRebalance:         !v.GetBool("auto-leader-rebalance-enable"),
-		LeaderImbalanceCheckInterval:       imbalanceInterval,
+		LeaderImbalanceCheckInterval:       v.GetDuration("leader-imbalance-check-interval"),
 		LeaderImbalancePerBrokerPercentage: imbalancePct,
 		StrayLogDeleteDelay:                v.GetDuration("stray-log-delete-delay"),
 		DeletedLogDeleteDelay:              v.GetDuration("deleted-log-delete-delay"),
@@ -295,7 +283,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		Listeners:                          listeners,
 		SocketRequestMaxBytes:              v.GetInt32("socket-request-max-bytes"),
 		QueuedMaxRequestBytes:              v.GetInt64("queued-max-request-bytes"),
-		FetchMaxBytes:                      int32(fetchMaxBytes),
+		FetchMaxBytes:                      v.GetInt32("fetch-max-bytes"),
 		ConnectionsMaxIdle:                 v.GetDuration("connections-max-idle"),
 		ConnectionsMaxReauth:               v.GetDuration("connections-max-reauth"),
 		MaxConnectionsPerIP:                v.GetInt("max-connections-per-ip"),
@@ -308,7 +296,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		LogSegmentBytes:                    v.GetInt64("log-segment-bytes"),
 		LogRetentionMs:                     v.GetInt64("log-retention-ms"),
 		LogSegmentDeleteDelay:              noDelayIsNegative(v.GetDuration("log-segment-delete-delay")),
-		LogFlush:                           v.GetString("log-flush"),
+		LogFlush:                           strings.ToLower(strings.TrimSpace(v.GetString("log-flush"))),
 		LogFlushInterval:                   v.GetDuration("log-flush-interval"),
 		ShutdownTimeout:                    v.GetDuration("shutdown-timeout"),
 		ProducerIDExpiration:               v.GetDuration("producer-id-expiration"),
@@ -357,7 +345,7 @@ func noDelayIsNegative(d time.Duration) time.Duration {
 }
 
 func runBroker(ctx context.Context, v *viper.Viper) error {
-	log, level, err := newLogger(v.GetString("log-level"), v.GetString("log-format"))
+	log, level, err := newLogger(strings.TrimSpace(v.GetString("log-level")), v.GetString("log-format"))
 	if err != nil {
 		return err
 	}

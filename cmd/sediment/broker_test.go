@@ -177,8 +177,9 @@ func TestAuthorizerSettings(t *testing.T) {
 	}
 }
 
-// configRefused is brokerConfig's error for a config file of "node-id: 1"
-// and yaml.
+// configRefused is the error of checkValues, else of brokerConfig, for a
+// config file of "node-id: 1" and yaml: what RunE checks before it starts
+// the broker.
 func configRefused(t *testing.T, yaml string) error {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "sediment.yaml")
@@ -191,6 +192,9 @@ func configRefused(t *testing.T, yaml string) error {
 	vv.SetConfigFile(file)
 	if err := vv.ReadInConfig(); err != nil {
 		t.Fatal(err)
+	}
+	if err := checkValues(vv, cmd.Flags()); err != nil {
+		return err
 	}
 	_, err := brokerConfig(vv, nil)
 	return err

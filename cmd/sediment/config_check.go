@@ -142,7 +142,9 @@ var int16Settings = []string{"default-replication-factor"}
 // setting's type: an integer that is no integer or overflows its field, a
 // bool that is no bool, a duration without a unit ("30" is not 30 seconds;
 // only 0 may go without one). viper's typed getters would read all of
-// these as zero.
+// these as zero. A value of its type must then keep its setting's
+// enumeration or range (settingRules) and the settings' relations
+// (crossRules).
 func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error {
 	var errs []error
 	for _, s := range brokerSettings {
@@ -164,10 +166,11 @@ func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error 
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", valueSource(v, flags, s.name), err))
+				continue
 			}
-			continue
 		}
 		switch s.def.(type) {
+		case string:
 		case int:
 			lo, hi := int64(math.MinInt32), int64(math.MaxInt32)
 			if slices.Contains(int16Settings, s.name) {
@@ -182,16 +185,31 @@ func checkValues(v *viper.Viper, flags interface{ Changed(string) bool }) error 
 			err = checkDuration(raw)
 		}
 		if err == nil {
+			// The value is of its type: then its enumeration or
+			// range (config_rules.go).
+			if rule := settingRules[s.name]; rule != nil {
+				err = rule(v, s.name)
+			}
+		}
+		if err == nil {
 			continue
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", valueSource(v, flags, s.name), err))
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	for _, r := range crossRules {
+		if lo, hi := v.GetDuration(r.low), v.GetDuration(r.high); lo > hi {
+			errs = append(errs, fmt.Errorf("%s: %v is more than %s: %v (%s)", valueSource(v, flags, r.low), lo, valueSource(v, flags, r.high), hi, r.why))
+		}
 	}
 	return errors.Join(errs...)
 }
 
 // valueSource names where setting name's value came from, in viper's
 // order: its flag, its variable (set, even empty: AllowEmptyEnv), the
-// config file.
+// config file, the default.
 func valueSource(v *viper.Viper, flags interface{ Changed(string) bool }, name string) string {
 	if flags.Changed(name) {
 		return "--" + name
@@ -199,7 +217,10 @@ func valueSource(v *viper.Viper, flags interface{ Changed(string) bool }, name s
 	if _, ok := os.LookupEnv(envName(name)); ok {
 		return envName(name)
 	}
-	return "config " + v.ConfigFileUsed() + ": " + name
+	if v.InConfig(name) {
+		return "config " + v.ConfigFileUsed() + ": " + name
+	}
+	return name + " (default)"
 }
 
 func checkInt(raw any, lo, hi int64) error {

@@ -209,7 +209,7 @@ func TestBadValuesAreErrors(t *testing.T) {
 	t.Setenv("SEDIMENT_PRODUCER_ID_EXPIRATION", "") // set but empty: no duration
 	file := writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\n"+
 		"shutdown-timeout: 30\nauto-create-topics-enable: yes\nmessage-max-bytes: 3000000000\nlog-flush-interval: soon\n"+
-		"node-id: 1.5\nlog-segment-delete-delay: 0\nstray-log-delete-delay: -1s\nlog-segment-bytes: 4294967296\n")
+		"node-id: 1.5\nlog-segment-delete-delay: 0\nstray-log-delete-delay: -1s\ntier-cache-bytes: 4294967296\n")
 	err := runBrokerCmd(t, "broker", "--config", file, "--default-replication-factor", "40000")
 	if err == nil {
 		t.Fatal("the broker started")
@@ -233,7 +233,7 @@ func TestBadValuesAreErrors(t *testing.T) {
 	}
 	// Valid forms are not named: 0 without a unit, negative durations,
 	// int64 settings past int32.
-	for _, good := range []string{"log-segment-delete-delay", "stray-log-delete-delay", "log-segment-bytes"} {
+	for _, good := range []string{"log-segment-delete-delay", "stray-log-delete-delay", "tier-cache-bytes"} {
 		if strings.Contains(msg, good) {
 			t.Errorf("error names the valid %s:\n%s", good, msg)
 		}
@@ -297,7 +297,7 @@ func TestEmptyEnvironmentVariables(t *testing.T) {
 	t.Setenv("SEDIMENT_TIERING", " ")
 	t.Setenv("SEDIMENT_SHUTDOWN_TIMEOUT", "")
 	t.Setenv("SEDIMENT_LOG_SEGMENT_BYTES", "")
-	file = writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:0\nraft-address: 127.0.0.1:0\nadmin-address: \"\"\nnum-partitions: 3\n")
+	file = writeConfig(t, "data-dir: "+dir+"\nlisteners: PLAINTEXT://127.0.0.1:23103\nraft-address: 127.0.0.1:23104\nadmin-address: \"\"\nnum-partitions: 3\n")
 	err := runBrokerCmd(t, "broker", "--config", file)
 	if err == nil {
 		t.Fatal("the broker started")
