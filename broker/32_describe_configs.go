@@ -160,7 +160,9 @@ func passwordConfig(name string) bool {
 
 // brokerSynonyms lists the broker-level values a topic config d falls back
 // to, in order: this broker's dynamic value, the cluster default's, the
-// broker's static default (none where Kafka lists none: brokerUnset).
+// broker's static setting (STATIC_BROKER_CONFIG when the operator gave it:
+// staticSource), else its default (none where Kafka lists none:
+// brokerUnset).
 func (b *Broker) brokerSynonyms(st *metadata.State, d *topicConfigDef) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
 	if d.brokerName == "" {
 		return nil
@@ -177,7 +179,10 @@ func (b *Broker) brokerSynonyms(st *metadata.State, d *topicConfigDef) []kmsg.De
 	if v, ok := st.BrokerConfigs("")[d.brokerName]; ok {
 		add(v, kmsg.ConfigSourceDynamicDefaultBrokerConfig)
 	}
-	if def := d.def(&b.cfg); d.brokerUnset == "" || def != d.brokerUnset {
+	switch def := d.def(&b.cfg); {
+	case b.staticSource(d) == kmsg.ConfigSourceStaticBrokerConfig:
+		add(def, kmsg.ConfigSourceStaticBrokerConfig)
+	case d.brokerUnset == "" || def != d.brokerUnset:
 		add(def, kmsg.ConfigSourceDefaultConfig)
 	}
 	return out

@@ -124,6 +124,16 @@ type Config struct {
 	SASLMechanisms []string
 
 	// Topic defaults (Kafka broker settings).
+	//
+	// StaticConfigs names, under Kafka's names (log.retention.ms), the
+	// broker settings the operator gave (in the config file, a flag or
+	// the environment: Kafka's server.properties), also those given their
+	// default value. DescribeConfigs reports them, and the topic configs
+	// whose default they are, with the source STATIC_BROKER_CONFIG, as
+	// Kafka; a setting not named here is STATIC_BROKER_CONFIG when its
+	// value differs from the built-in default (a Config built in code),
+	// else DEFAULT_CONFIG.
+	StaticConfigs            map[string]bool
 	AutoCreateTopics         bool  // auto.create.topics.enable
 	NumPartitions            int32 // num.partitions
 	DefaultReplicationFactor int16 // default.replication.factor

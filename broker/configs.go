@@ -329,8 +329,41 @@ func (b *Broker) topicConfigValue(set map[string]string, name string) (string, k
 			return v, src
 		}
 	}
-	return d.def(&b.cfg), kmsg.ConfigSourceDefaultConfig
+	return d.def(&b.cfg), b.staticSource(d)
 }
+
+// builtinConfig is a Config with nothing set: the built-in defaults.
+var builtinConfig = func() Config {
+	var c Config
+	c.setDefaults()
+	return c
+}()
+
+// staticSource is the source of the default of topic config d when no
+// dynamic config sets it: STATIC_BROKER_CONFIG when it comes from one of
+// the broker's own settings (log.retention.ms for retention.ms) that the
+// operator gave (Config.StaticConfigs) or that differs from its built-in
+// default, as Kafka reports a value from server.properties; else
+// DEFAULT_CONFIG.
+func (b *Broker) staticSource(d *topicConfigDef) kmsg.ConfigSource {
+	if d.brokerName == "" || !staticBrokerSetting[d.brokerName] {
+		return kmsg.ConfigSourceDefaultConfig
+	}
+	if b.cfg.StaticConfigs[d.brokerName] || d.def(&b.cfg) != d.def(&builtinConfig) {
+		return kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
+}
+
+// staticBrokerSetting names the broker's own settings (brokerConfigs) by
+// their Kafka names.
+var staticBrokerSetting = func() map[string]bool {
+	m := map[string]bool{}
+	for _, bc := range (&Broker{}).brokerConfigs() {
+		m[bc.name] = true
+	}
+	return m
+}()
 
 // dynamicBrokerValue returns this broker's dynamic value of a broker config,
 // else the cluster default's.

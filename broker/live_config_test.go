@@ -119,8 +119,8 @@ func TestFileDeleteDelayConfig(t *testing.T) {
 		t.Fatal("file.delete.delay.ms not described")
 		return "", 0
 	}
-	if v, src := described(); v != "5000" || src != kmsg.ConfigSourceDefaultConfig {
-		t.Fatalf("described %q (%v), want 5000 from the default", v, src)
+	if v, src := described(); v != "5000" || src != kmsg.ConfigSourceStaticBrokerConfig {
+		t.Fatalf("described %q (%v), want 5000 from the broker's setting", v, src)
 	}
 	res, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "file.delete.delay.ms", Value: kadm.StringPtr("0")}}, topic)
 	if err == nil {

@@ -109,6 +109,32 @@ var brokerSettings = []brokerSetting{
 	{"transaction-remove-expired-interval", time.Hour, "transaction.remove.expired.transaction.cleanup.interval.ms: how often transactional ids are checked for expiry"},
 }
 
+// topicDefaultSettings are the settings that are defaults of topic configs
+// (log-retention-ms of retention.ms), by their Kafka names. Those the
+// operator gives (flag, variable, YAML key) are broker.Config's
+// StaticConfigs: DescribeConfigs reports them and the topic configs they
+// are the default of as STATIC_BROKER_CONFIG, as Kafka reports a value from
+// server.properties.
+var topicDefaultSettings = map[string]string{
+	"message-max-bytes":        "message.max.bytes",
+	"log-segment-bytes":        "log.segment.bytes",
+	"log-retention-ms":         "log.retention.ms",
+	"log-segment-delete-delay": "log.segment.delete.delay.ms",
+}
+
+// staticConfigs returns the Kafka names of the topicDefaultSettings set in
+// v: by a flag given, a variable (even empty), or the config file; not by
+// a default.
+func staticConfigs(v *viper.Viper) map[string]bool {
+	m := map[string]bool{}
+	for name, kafka := range topicDefaultSettings {
+		if v.IsSet(name) {
+			m[kafka] = true
+		}
+	}
+	return m
+}
+
 func newBrokerCmd() *cobra.Command { return newBrokerCmdWith(viper.New()) }
 
 // newBrokerCmdWith builds the command around v, which collects the layers.
@@ -289,6 +315,7 @@ func brokerConfig(v *viper.Viper, log *slog.Logger) (broker.Config, error) {
 		MaxConnectionsPerIP:                v.GetInt("max-connections-per-ip"),
 		MaxConnections:                     v.GetInt("max-connections"),
 		MaxConnectionCreationRate:          v.GetInt("max-connection-creation-rate"),
+		StaticConfigs:                      staticConfigs(v),
 		AutoCreateTopics:                   v.GetBool("auto-create-topics-enable"),
 		NumPartitions:                      v.GetInt32("num-partitions"),
 		DefaultReplicationFactor:           int16(v.GetInt("default-replication-factor")),

@@ -224,3 +224,29 @@ func TestGroupMigrationPolicy(t *testing.T) {
 		t.Fatal("policy \"both\" accepted")
 	}
 }
+
+// TestStaticConfigs: the topic defaults the operator gives, by a flag, a
+// variable or the config file, and only those, reach broker.Config's
+// StaticConfigs under their Kafka names, for DescribeConfigs to report
+// them as STATIC_BROKER_CONFIG (a value equal to the default included).
+func TestStaticConfigs(t *testing.T) {
+	t.Setenv("SEDIMENT_MESSAGE_MAX_BYTES", "1048588")
+	file := filepath.Join(t.TempDir(), "sediment.yaml")
+	os.WriteFile(file, []byte("node-id: 1\nlog-segment-bytes: 1073741824\n"), 0o644)
+	cfg := configFromFile(t, file, "--log-retention-ms", "1000000")
+	want := map[string]bool{"log.retention.ms": true, "log.segment.bytes": true, "message.max.bytes": true}
+	if len(cfg.StaticConfigs) != len(want) {
+		t.Fatalf("StaticConfigs %v, want %v", cfg.StaticConfigs, want)
+	}
+	for k := range want {
+		if !cfg.StaticConfigs[k] {
+			t.Errorf("StaticConfigs %v lacks %s", cfg.StaticConfigs, k)
+		}
+	}
+	os.Unsetenv("SEDIMENT_MESSAGE_MAX_BYTES")
+	plain := filepath.Join(t.TempDir(), "sediment.yaml")
+	os.WriteFile(plain, []byte("node-id: 1\n"), 0o644)
+	if cfg := configFromFile(t, plain); len(cfg.StaticConfigs) != 0 {
+		t.Errorf("StaticConfigs %v with nothing given, want none", cfg.StaticConfigs)
+	}
+}
