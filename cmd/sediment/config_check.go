@@ -259,10 +259,17 @@ func checkInt(raw any, lo, hi int64) error {
 	return nil
 }
 
+// checkBool takes what strconv.ParseBool does (true, TRUE, t, 1, …), which
+// flags and variables are parsed with, also as an unquoted YAML 1 or 0
+// (viper reads those as ints); anything else (yes, on, 2) is refused.
 func checkBool(raw any) error {
 	switch x := raw.(type) {
 	case bool:
 		return nil
+	case int:
+		if x == 0 || x == 1 {
+			return nil
+		}
 	case string:
 		if _, err := strconv.ParseBool(strings.TrimSpace(x)); err != nil {
 			return fmt.Errorf("%q is not a bool (want true or false)", x)

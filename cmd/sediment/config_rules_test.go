@@ -248,3 +248,35 @@ func TestBadSettingStopsBroker(t *testing.T) {
 		t.Error("the broker opened its data directory before failing")
 	}
 }
+
+// TestBoolForms: a bool takes the same forms in every layer, those of Go's
+// strconv.ParseBool (true, True, TRUE, t, T, 1 and their false), and no
+// other (yes, on, 2). An unquoted YAML 1 or 0 was refused while --tiering=1
+// and SEDIMENT_TIERING=1 were taken.
+func TestBoolForms(t *testing.T) {
+	good := []string{"true", "True", "TRUE", "t", "T", "1", "false", "FALSE", "f", "F", "0"}
+	bad := []string{"yes", "no", "on", "off", "2", "-1"}
+	for _, v := range good {
+		if err := checkArgs(t, writeConfig(t, "tiering: "+v+"\n")); err != nil {
+			t.Errorf("YAML tiering: %s refused: %v", v, err)
+		}
+		if err := checkArgs(t, "", "--tiering="+v); err != nil {
+			t.Errorf("--tiering=%s refused: %v", v, err)
+		}
+		t.Setenv("SEDIMENT_TIERING", v)
+		if err := checkArgs(t, ""); err != nil {
+			t.Errorf("SEDIMENT_TIERING=%s refused: %v", v, err)
+		}
+		os.Unsetenv("SEDIMENT_TIERING")
+	}
+	for _, v := range bad {
+		if err := checkArgs(t, writeConfig(t, "tiering: "+v+"\n")); err == nil || !strings.Contains(err.Error(), "is not a bool") {
+			t.Errorf("YAML tiering: %s: %v, want not a bool", v, err)
+		}
+		t.Setenv("SEDIMENT_TIERING", v)
+		if err := checkArgs(t, ""); err == nil || !strings.Contains(err.Error(), "SEDIMENT_TIERING") {
+			t.Errorf("SEDIMENT_TIERING=%s: %v, want not a bool", v, err)
+		}
+		os.Unsetenv("SEDIMENT_TIERING")
+	}
+}
