@@ -720,14 +720,7 @@ func (b *Broker) Close() error {
 	if b.txns != nil {
 		b.txns.close()
 	}
-	conns := make([]*conn, 0, len(b.mu.conns))
-	for c := range b.mu.conns {
-		conns = append(conns, c)
-	}
-	b.mu.Unlock()
-	for _, c := range conns {
-		c.shutdown()
-	}
+	conns := b.shutdownConnsAndUnlock()
 	done := make(chan struct{})
 	go func() { b.connWG.Wait(); close(done) }()
 	select {
@@ -774,6 +767,13 @@ func (b *Broker) stopServing() {
 	b.acceptWG.Wait()
 	b.mu.Lock()
 	b.mu.draining = true // a connection accepted meanwhile is closed
+	b.shutdownConnsAndUnlock()
+}
+
+// shutdownConnsAndUnlock unlocks b.mu, which the caller holds, after
+// listing the open connections, then tells each to finish the request it
+// serves and stop (conn.shutdown), and returns them.
+func (b *Broker) shutdownConnsAndUnlock() []*conn {
 	conns := make([]*conn, 0, len(b.mu.conns))
 	for c := range b.mu.conns {
 		conns = append(conns, c)
@@ -782,6 +782,7 @@ func (b *Broker) stopServing() {
 	for _, c := range conns {
 		c.shutdown()
 	}
+	return conns
 }
 
 // peerAddress is where to dial a peer advertised at addr (Config.PeerAddresses).

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -45,17 +44,10 @@ func brokerACLs(t *testing.T, ctx context.Context, adm *kadm.Client) []string {
 func TestACLCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := broker.New(broker.Config{
-		DataDir:   t.TempDir(),
-		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger:    slog.New(slog.DiscardHandler),
+	b := startCLITestBroker(t, broker.Config{
 		// ACLs need the authorizer; PLAINTEXT's ANONYMOUS is a super user.
 		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -27,17 +26,10 @@ func TestConsumeEndsOnAuthorizationError(t *testing.T) {
 	defer cancel()
 	// ANONYMOUS (PLAINTEXT) may do anything on a resource without ACLs:
 	// it creates the topics and the ACLs, which then bind it.
-	b, err := broker.New(broker.Config{
-		DataDir:    t.TempDir(),
-		Listeners:  []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger:     slog.New(slog.DiscardHandler),
+	b := startCLITestBroker(t, broker.Config{
 		Groups:     group.Config{Partitions: 2, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
 		Authorizer: broker.AuthorizerConfig{Enabled: true, AllowEveryoneIfNoACLFound: true},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
 		t.Fatal(err)

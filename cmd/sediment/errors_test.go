@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -17,15 +16,7 @@ import (
 func TestErrorsNameTheKafkaError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := broker.New(broker.Config{
-		DataDir:   t.TempDir(),
-		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startCLITestBroker(t, broker.Config{})
 	run, _ := cliRunner(t, ctx, b.Addr())
 	for _, tc := range []struct {
 		args []string

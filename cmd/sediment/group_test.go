@@ -28,17 +28,10 @@ import (
 func TestGroupCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b, err := broker.New(broker.Config{
-		DataDir:          t.TempDir(),
-		Listeners:        []broker.Listener{{Addr: "127.0.0.1:0"}},
+	b := startCLITestBroker(t, broker.Config{
 		AutoCreateTopics: true,
-		Logger:           slog.New(slog.DiscardHandler),
 		Groups:           group.Config{Partitions: 4, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
@@ -274,16 +267,9 @@ func TestConsumeGroupExitsWithoutBroker(t *testing.T) {
 // UNKNOWN_TOPIC_ID was printed at every poll, thousands of lines a second,
 // with a Fetch each, for ever.
 func TestConsumeEndsWhenTopicDeleted(t *testing.T) {
-	b, err := broker.New(broker.Config{
-		DataDir:   t.TempDir(),
-		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger:    slog.New(slog.DiscardHandler),
-		Groups:    group.Config{Partitions: 2, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
+	b := startCLITestBroker(t, broker.Config{
+		Groups: group.Config{Partitions: 2, InitialRebalanceDelay: -1, MinSessionTimeout: time.Second},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	pcl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -113,12 +112,7 @@ func TestClearThrottlesOfDeletedTopic(t *testing.T) {
 // returns an admin client to it.
 func testAdmin(t *testing.T) *kadm.Client {
 	t.Helper()
-	b, err := broker.New(broker.Config{DataDir: t.TempDir(), Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
+	b := startCLITestBroker(t, broker.Config{})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr()))
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -32,15 +31,7 @@ func runTxnCmd(t *testing.T, args ...string) string {
 // TestTxnCommands: list, describe and abort against a real broker with a
 // transaction left open.
 func TestTxnCommands(t *testing.T) {
-	b, err := broker.New(broker.Config{
-		DataDir:   t.TempDir(),
-		Listeners: []broker.Listener{{Addr: "127.0.0.1:0"}},
-		Logger:    slog.New(slog.DiscardHandler),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := startCLITestBroker(t, broker.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
