@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/compaction"
@@ -325,9 +324,9 @@ func checkDynamicBrokerName(res, name string) error {
 	case name == "":
 		return fmt.Errorf("%w: empty config name", errInvalidConfig)
 	case staticBrokerConfigNames[name]:
-		return &codedError{kerr.InvalidRequest, fmt.Sprintf("%s cannot be altered dynamically: it is one of the broker's static settings in Sediment (set it in the broker's config file; docs/configuration.md)", name)}
+		return &codedError{metadata.ErrInvalidRequest, fmt.Sprintf("%s cannot be altered dynamically: it is one of the broker's static settings in Sediment (set it in the broker's config file; docs/configuration.md)", name)}
 	case name == cfgUncleanLeaderElection && res != "":
-		return &codedError{kerr.InvalidRequest, fmt.Sprintf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res)}
+		return &codedError{metadata.ErrInvalidRequest, fmt.Sprintf("%s is cluster-wide: alter the default broker resource (empty name), not broker %s", name, res)}
 	}
 	return nil
 }

@@ -61,7 +61,7 @@ type quotaEntity struct {
 // response's error_message, one line: an errors.Join of the code's sentinel
 // and the message printed the sentinel's text on a line of its own).
 type codedError struct {
-	code *kerr.Error
+	code error // a *kerr.Error, or a sentinel broker/errors.go maps to one
 	msg  string
 }
 
