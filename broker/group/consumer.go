@@ -561,7 +561,12 @@ func (c *Coordinator) cgStopTimers(m *cmember) {
 func (c *Coordinator) cgExpire(g *group, m *cmember, why string) {
 	c.logger.Info("group: consumer group member removed", "group", g.id, "member", m.id, "reason", why)
 	done := func(err error) {
-		if err != nil {
+		switch {
+		case isNotLeader(err):
+			// As in the classic protocol (completeJoin): a coordinator
+			// that lost its offsets partition, its write fenced.
+			c.logger.Info("group: consumer group not written: no longer the coordinator", "group", g.id, "err", err)
+		case err != nil:
 			c.logger.Warn("group: writing consumer group failed", "group", g.id, "err", err)
 		}
 	}
