@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 
 	"github.com/sediment-io/sediment/broker"
@@ -48,20 +49,33 @@ func TestBrokerConfigLayers(t *testing.T) {
 	}
 }
 
+// parseBrokerFlags parses the broker command's flags (--config file when
+// file is not empty, then args) and reads that config file, as RunE does.
+func parseBrokerFlags(t *testing.T, file string, args ...string) (*viper.Viper, *pflag.FlagSet) {
+	t.Helper()
+	vv := viper.New()
+	cmd := newBrokerCmdWith(vv)
+	if file != "" {
+		args = append([]string{"--config", file}, args...)
+	}
+	if err := cmd.Flags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if file != "" {
+		vv.SetConfigFile(file)
+		if err := vv.ReadInConfig(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return vv, cmd.Flags()
+}
+
 // configFromFile parses the broker command's flags (--config file, then
 // args) and builds the broker config as RunE does before starting it.
 func configFromFile(t *testing.T, file string, args ...string) broker.Config {
 	t.Helper()
-	vv := viper.New()
-	cmd := newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse(append([]string{"--config", file}, args...)); err != nil {
-		t.Fatal(err)
-	}
-	vv.SetConfigFile(file)
-	if err := vv.ReadInConfig(); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkValues(vv, cmd.Flags()); err != nil {
+	vv, flags := parseBrokerFlags(t, file, args...)
+	if err := checkValues(vv, flags); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := brokerConfig(vv, nil)
@@ -184,16 +198,8 @@ func configRefused(t *testing.T, yaml string) error {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "sediment.yaml")
 	os.WriteFile(file, []byte("node-id: 1\n"+yaml), 0o644)
-	vv := viper.New()
-	cmd := newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
-		t.Fatal(err)
-	}
-	vv.SetConfigFile(file)
-	if err := vv.ReadInConfig(); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkValues(vv, cmd.Flags()); err != nil {
+	vv, flags := parseBrokerFlags(t, file)
+	if err := checkValues(vv, flags); err != nil {
 		return err
 	}
 	_, err := brokerConfig(vv, nil)

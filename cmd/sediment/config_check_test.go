@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/viper"
-
 	"github.com/sediment-io/sediment/internal/testutil"
 )
 
@@ -265,16 +263,8 @@ func TestEmptyEnvironmentVariables(t *testing.T) {
 	t.Setenv("SEDIMENT_SSL_ENDPOINT_IDENTIFICATION_ALGORITHM", "")
 	t.Setenv("SEDIMENT_BROKER_RACK", "")
 	file := writeConfig(t, "broker-rack: rack-from-file\n")
-	vv := viper.New()
-	cmd := newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse([]string{"--config", file}); err != nil {
-		t.Fatal(err)
-	}
-	vv.SetConfigFile(file)
-	if err := vv.ReadInConfig(); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkValues(vv, cmd.Flags()); err != nil {
+	vv, flags := parseBrokerFlags(t, file)
+	if err := checkValues(vv, flags); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"admin-address", "ssl-endpoint-identification-algorithm", "broker-rack"} {
@@ -283,11 +273,7 @@ func TestEmptyEnvironmentVariables(t *testing.T) {
 		}
 	}
 	// A flag still wins over the variable.
-	vv = viper.New()
-	cmd = newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse([]string{"--admin-address", "127.0.0.1:23999"}); err != nil {
-		t.Fatal(err)
-	}
+	vv, _ = parseBrokerFlags(t, "", "--admin-address", "127.0.0.1:23999")
 	if got := vv.GetString("admin-address"); got != "127.0.0.1:23999" {
 		t.Errorf("admin-address = %q with the flag given, want the flag's", got)
 	}

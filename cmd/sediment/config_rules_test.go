@@ -7,26 +7,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-
-	"github.com/spf13/viper"
 )
 
 // checkArgs runs the broker command's value checks (checkValues) on the
 // flags args and, when file is not empty, that config file.
 func checkArgs(t *testing.T, file string, args ...string) error {
 	t.Helper()
-	vv := viper.New()
-	cmd := newBrokerCmdWith(vv)
-	if err := cmd.Flags().Parse(args); err != nil {
-		t.Fatal(err)
-	}
-	if file != "" {
-		vv.SetConfigFile(file)
-		if err := vv.ReadInConfig(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return checkValues(vv, cmd.Flags())
+	vv, flags := parseBrokerFlags(t, file, args...)
+	return checkValues(vv, flags)
 }
 
 // TestSettingRules: every setting with an enumeration or a range refuses a
