@@ -19,19 +19,30 @@ import (
 var decompressor = kgo.DefaultDecompressor()
 
 // offsetForTimestamp returns the first offset whose record timestamp is at
-// or after ts, and that timestamp; -1, -1 when there is none.
+// or after ts, and that timestamp; -1, -1 when there is none. As Kafka's
+// searchForTimestamp, control records (transaction markers) count, and
+// both conditions hold for one record: a batch found by its max timestamp
+// whose matching records are all below the log start (DeleteRecords cut
+// into it) sends the search on to the next batch.
 func (p *partition) offsetForTimestamp(ts int64) (int64, int64, error) {
-	off, _, err := p.log.OffsetForTimestamp(ts)
-	if errors.Is(err, hotlog.ErrOffsetOutOfRange) || (err == nil && off < 0) {
-		return -1, -1, nil
+	from := int64(0)
+	for {
+		off, _, err := p.log.OffsetForTimestampFrom(ts, from)
+		if errors.Is(err, hotlog.ErrOffsetOutOfRange) || (err == nil && off < 0) {
+			return -1, -1, nil
+		}
+		if err != nil {
+			return -1, -1, err
+		}
+		o, t, next, err := p.scanBatch(off, func(recTs int64) bool { return recTs >= ts })
+		if err != nil || o >= 0 {
+			return o, t, err
+		}
+		if next <= max(from, off) {
+			return -1, -1, nil
+		}
+		from = next
 	}
-	if err != nil {
-		return -1, -1, err
-	}
-	// The batch found has a max timestamp ≥ ts; a later batch may hold
-	// the first matching record only if this one's records are all
-	// earlier, which cannot be: some record carries the max.
-	return p.scanBatch(off, func(recTs int64) bool { return recTs >= ts })
 }
 
 // offsetForTime is ListOffsets by timestamp across both tiers: the first
@@ -64,16 +75,18 @@ func (p *partition) maxTimestampOffset() (int64, int64, error) {
 }
 
 // scanBatch reads the batch containing off and returns the first record at
-// or after off whose timestamp matches.
-func (p *partition) scanBatch(off int64, match func(int64) bool) (int64, int64, error) {
+// or after off whose timestamp matches; when none does, -1, -1 and the
+// offset after the batches read (where a search goes on).
+func (p *partition) scanBatch(off int64, match func(int64) bool) (int64, int64, int64, error) {
 	hw := p.log.HighWatermark()
 	if off >= hw {
-		return -1, -1, nil
+		return -1, -1, off, nil
 	}
 	raw, err := p.log.ReadBytes(off, 1, hw)
 	if err != nil {
-		return -1, -1, err
+		return -1, -1, off, err
 	}
+	next := off
 	for len(raw) >= hotlog.BatchHeaderSize {
 		h, err := hotlog.ParseBatchHeader(raw)
 		if err != nil || int64(len(raw)) < h.Size() {
@@ -81,18 +94,19 @@ func (p *partition) scanBatch(off int64, match func(int64) bool) (int64, int64, 
 		}
 		batch := raw[:h.Size()]
 		raw = raw[h.Size():]
-		if h.IsControl() || h.LastOffset() < off {
+		next = max(next, h.LastOffset()+1)
+		if h.LastOffset() < off {
 			continue
 		}
 		o, ts, found, err := scanRecords(&h, batch, off, match)
 		if err != nil {
-			return -1, -1, err
+			return -1, -1, off, err
 		}
 		if found {
-			return o, ts, nil
+			return o, ts, next, nil
 		}
 	}
-	return -1, -1, nil
+	return -1, -1, next, nil
 }
 
 func scanRecords(h *hotlog.BatchHeader, batch []byte, from int64, match func(int64) bool) (int64, int64, bool, error) {

@@ -240,11 +240,19 @@ const maxTimestampParse = 16 << 20
 // here). (-1, -1, nil) if no batch qualifies. Kafka's special timestamps (-1
 // latest, -2 earliest) are the caller's to answer.
 func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, err error) {
+	return l.OffsetForTimestampFrom(ts, 0)
+}
+
+// OffsetForTimestampFrom is OffsetForTimestamp for records at or past from
+// (and the log start): a caller that opened the batch found and saw no
+// record qualify, its matches being below the log start (a compressed
+// batch DeleteRecords cut into), goes on from the batch's end.
+func (l *Log) OffsetForTimestampFrom(ts, from int64) (offset int64, timestamp int64, err error) {
 	if l.closed.Load() {
 		return -1, -1, ErrClosed
 	}
 	set := *l.segs.Load()
-	start := l.logStart.Load()
+	start := max(l.logStart.Load(), from)
 	for _, seg := range set[segmentFor(set, start):] {
 		if !seg.tryRef() {
 			continue
@@ -296,13 +304,20 @@ func (l *Log) offsetForTimestampIn(seg *segment, ts, start int64) (int64, int64,
 				if _, err := f.ReadAt(batch, pos); err != nil {
 					return 0, 0, false, err
 				}
+				found := false
 				recordTimestamps(batch, h.BaseTimestamp, func(delta, rts int64) bool {
 					if rts >= ts && h.BaseOffset+delta >= start {
-						off, t = h.BaseOffset+delta, rts
+						off, t, found = h.BaseOffset+delta, rts, true
 						return false
 					}
 					return true
 				})
+				if !found && h.BaseOffset < start {
+					// Its only matches are below the start: as
+					// Kafka's searchForTimestamp, the next batch.
+					pos += h.Size()
+					continue
+				}
 			}
 			return off, t, true, nil
 		}
