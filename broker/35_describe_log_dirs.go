@@ -55,7 +55,11 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, er
 			for _, s := range p.log.Segments() {
 				dp.Size += s.Size
 			}
-			dp.OffsetLag = max(0, p.log.LogEndOffset()-p.log.HighWatermark())
+			// Kafka's getLogEndOffsetLag for a current (not
+			// future) replica: how far the log end is below the
+			// high watermark, 0 on a leader and a caught-up
+			// follower.
+			dp.OffsetLag = max(0, p.log.HighWatermark()-p.log.LogEndOffset())
 			dt.Partitions = append(dt.Partitions, dp)
 		}
 		if len(dt.Partitions) > 0 {

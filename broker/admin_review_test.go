@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sediment-io/sediment/broker/txn"
 )
 
 // TestTopicConfigValueSpacesApplied: a topic config value with spaces
@@ -330,6 +332,13 @@ func TestDescribeLogDirsListsFollowerReplicas(t *testing.T) {
 				}
 				for _, dp := range dt.Partitions {
 					sizes[dp.Partition] = dp.Size
+					// Kafka's getLogEndOffsetLag of a current replica:
+					// max(0, high watermark − log end), 0 on every
+					// replica here (a follower's high watermark trails
+					// its log end; Sediment answered that difference).
+					if dp.OffsetLag != 0 {
+						t.Errorf("broker %d: OffsetLag %d of dirs-%d, want 0", b.cfg.NodeID, dp.OffsetLag, dp.Partition)
+					}
 				}
 			}
 		}
@@ -452,4 +461,54 @@ func TestCreateTopicNameCollision(t *testing.T) {
 			t.Errorf("%s: %v", name, kerr.ErrorForCode(code))
 		}
 	}
+}
+
+// TestInternalTopicReplicationFactor: __consumer_offsets and
+// __transaction_state are created with offsets.topic.replication.factor and
+// transaction.state.log.replication.factor replicas (3 by default, as
+// Kafka), or as many as there are brokers up when fewer; __transaction_state
+// with transaction.state.log.min.isr (2) as its min.insync.replicas, at most
+// its replication factor. They used to take default.replication.factor (1
+// by default): a three-broker cluster kept every group's offsets on one
+// broker.
+func TestInternalTopicReplicationFactor(t *testing.T) {
+	check := func(t *testing.T, b *Broker, rf int, minISR string) {
+		t.Helper()
+		ctx := testCtx(t)
+		if _, err := b.createOffsetsTopic(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.createTxnStateTopic(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := b.meta.State()
+		for _, name := range []string{offsetsTopic, txn.StateTopic} {
+			topic, ok := st.Topic(name)
+			if !ok {
+				t.Fatalf("%s not created", name)
+			}
+			for _, p := range topic.Partitions {
+				if len(p.Replicas) != rf {
+					t.Fatalf("%s-%d has replicas %v, want %d", name, p.Index, p.Replicas, rf)
+				}
+			}
+		}
+		topic, _ := st.Topic(txn.StateTopic)
+		if got := topic.Configs["min.insync.replicas"]; got != minISR {
+			t.Errorf("min.insync.replicas of %s: %q, want %q", txn.StateTopic, got, minISR)
+		}
+	}
+	t.Run("pair", func(t *testing.T) {
+		brokers := startPair(t, func(c *Config) {
+			c.Listeners = []Listener{{Addr: "127.0.0.1:0"}}
+			c.Groups.Partitions, c.Transactions.Partitions = 3, 3
+		})
+		// Both brokers registered: a topic of two replicas can be made.
+		createPairTopic(t, kadm.NewClient(newClient(t, brokers[0])), "wait-for-both", nil)
+		check(t, brokers[0], 2, "2")
+	})
+	t.Run("single", func(t *testing.T) {
+		b := startBroker(t, "", func(c *Config) { c.Groups.Partitions, c.Transactions.Partitions = 3, 3 })
+		check(t, b, 1, "1")
+	})
 }

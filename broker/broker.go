@@ -137,9 +137,20 @@ type Config struct {
 	AutoCreateTopics         bool  // auto.create.topics.enable
 	NumPartitions            int32 // num.partitions
 	DefaultReplicationFactor int16 // default.replication.factor
-	MessageMaxBytes          int32 // message.max.bytes: the default max.message.bytes
-	LogSegmentBytes          int64 // log.segment.bytes
-	LogRetentionMs           int64 // log.retention.ms
+	// OffsetsTopicReplicationFactor (offsets.topic.replication.factor) and
+	// TransactionStateReplicationFactor
+	// (transaction.state.log.replication.factor) are the replication
+	// factors of __consumer_offsets and __transaction_state [3, Kafka's],
+	// created with fewer replicas when fewer brokers can take one
+	// (internalReplicationFactor). TransactionStateMinISR
+	// (transaction.state.log.min.isr [2]) is __transaction_state's
+	// min.insync.replicas, at most its replication factor.
+	OffsetsTopicReplicationFactor     int16
+	TransactionStateReplicationFactor int16
+	TransactionStateMinISR            int16
+	MessageMaxBytes                   int32 // message.max.bytes: the default max.message.bytes
+	LogSegmentBytes                   int64 // log.segment.bytes
+	LogRetentionMs                    int64 // log.retention.ms
 	// LogSegmentDeleteDelay (log.segment.delete.delay.ms) is the default
 	// file.delete.delay.ms of topics: how long the files of a segment that
 	// left the log (retention, truncation, compaction) stay, renamed
@@ -341,6 +352,15 @@ func (c *Config) setDefaults() {
 	}
 	if c.DefaultReplicationFactor <= 0 {
 		c.DefaultReplicationFactor = 1
+	}
+	if c.OffsetsTopicReplicationFactor <= 0 {
+		c.OffsetsTopicReplicationFactor = 3
+	}
+	if c.TransactionStateReplicationFactor <= 0 {
+		c.TransactionStateReplicationFactor = 3
+	}
+	if c.TransactionStateMinISR <= 0 {
+		c.TransactionStateMinISR = 2
 	}
 	if c.MessageMaxBytes <= 0 {
 		c.MessageMaxBytes = 1048588

@@ -263,6 +263,7 @@ var staticBrokerConfigNames = func() map[string]bool {
 		"socket.request.max.bytes", "queued.max.request.bytes", "connections.max.idle.ms",
 		"connections.max.reauth.ms", "producer.id.expiration.ms", "producer.id.expiration.check.interval.ms",
 		"quota.window.num", "quota.window.size.seconds", "offsets.topic.num.partitions",
+		"offsets.topic.replication.factor", "transaction.state.log.replication.factor", "transaction.state.log.min.isr",
 		"group.initial.rebalance.delay.ms", "group.min.session.timeout.ms", "group.max.session.timeout.ms",
 		"group.max.size", "offsets.retention.minutes", "log.retention.check.interval.ms",
 		"transaction.state.log.num.partitions", "transaction.max.timeout.ms",

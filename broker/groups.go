@@ -158,7 +158,7 @@ func (b *Broker) createOffsetsTopic(ctx context.Context) (*metadata.State, error
 	nst, err := b.createTopic(ctx, createTopicSpec{
 		name:              offsetsTopic,
 		partitions:        b.groups.c.Partitions(),
-		replicationFactor: -1,
+		replicationFactor: b.internalReplicationFactor(offsetsTopic, "offsets.topic.replication.factor", b.cfg.OffsetsTopicReplicationFactor),
 		// Kafka's settings for the topic: compacted, 100 MiB segments.
 		configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
 	})

@@ -918,6 +918,12 @@ func parallelDo(n, workers int, f func(i int)) {
 	wg.Wait()
 }
 
+// isVoter reports whether id is a voter in meta's Raft configuration.
+func isVoter(meta *metadata.Node, id int32) bool {
+	voters, _ := meta.Voters()
+	return slices.ContainsFunc(voters, func(p metadata.Peer) bool { return p.ID == id })
+}
+
 // waitToJoin asks the quorum to add this node as an observer
 // (metadata.JoinAsObserver: any voter of Voters takes the request to the
 // leader) and waits until the leader contacts it. A quorum that refuses or
@@ -938,6 +944,11 @@ func waitToJoin(b *Broker, meta *metadata.Node, timeout time.Duration) error {
 		ctx, cancel := context.WithTimeout(context.Background(), min(10*time.Second, time.Until(deadline)))
 		if !byHand {
 			switch err := meta.JoinAsObserver(ctx); {
+			case err == nil && isVoter(meta, b.cfg.NodeID):
+				// Made a voter after its first start: the quorum
+				// keeps it one (adding an observer leaves a
+				// voter's vote), whatever --voters says.
+				b.log.Info("rejoined the metadata quorum as a voter (--voters is read on a node's first start only)")
 			case err == nil:
 				b.log.Info("added to the metadata quorum as an observer", "make_it_a_voter_with", addWith)
 			case errors.Is(err, metadata.ErrInvalidRequest):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -75,6 +76,38 @@ func (b *Broker) validateTopic(spec *createTopicSpec) error {
 		}
 	}
 	return nil
+}
+
+// internalReplicationFactor is the replication factor of an internal topic
+// created now: want (its setting), or the number of brokers that can take a
+// replica (registered, neither fenced nor shutting down) when fewer, at least
+// 1. Kafka refuses the coordinator (COORDINATOR_NOT_AVAILABLE) until enough
+// brokers are up; Sediment creates the topic smaller, so that a single
+// broker serves groups and transactions, and says so: at INFO when the
+// cluster has no more brokers (none registered and down, no more metadata
+// voters), else at WARN, as the replicas are then to be added by a
+// reassignment (`sediment topic reassign`).
+func (b *Broker) internalReplicationFactor(topic, setting string, want int16) int16 {
+	all := b.meta.State().Brokers()
+	n := 0
+	for _, br := range all {
+		if !br.Fenced && !br.InControlledShutdown {
+			n++
+		}
+	}
+	rf := max(1, min(int(want), n))
+	if rf < int(want) {
+		size := len(all)
+		if voters, err := b.meta.Voters(); err == nil {
+			size = max(size, len(voters))
+		}
+		msg, level := "creating an internal topic with as many replicas as the cluster has brokers", slog.LevelInfo
+		if size > n {
+			msg, level = "creating an internal topic with fewer replicas than its setting, as some brokers are down: add replicas with `sediment topic reassign` when they are back", slog.LevelWarn
+		}
+		b.log.Log(context.Background(), level, msg, "topic", topic, "replication_factor", rf, setting, want, "brokers_up", n)
+	}
+	return int16(rf)
 }
 
 // checkAssignment checks a manual replica assignment as Kafka's

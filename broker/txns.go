@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,11 +114,14 @@ func (b *Broker) createTxnStateTopic(ctx context.Context) (*metadata.State, erro
 	if _, ok := st.Topic(txn.StateTopic); ok {
 		return st, nil
 	}
+	rf := b.internalReplicationFactor(txn.StateTopic, "transaction.state.log.replication.factor", b.cfg.TransactionStateReplicationFactor)
 	nst, err := b.createTopic(ctx, createTopicSpec{
 		name:              txn.StateTopic,
 		partitions:        b.txns.c.Partitions(),
-		replicationFactor: -1,
-		configs:           map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600"},
+		replicationFactor: rf,
+		configs: map[string]string{"cleanup.policy": "compact", "segment.bytes": "104857600",
+			// transaction.state.log.min.isr, as Kafka sets it.
+			"min.insync.replicas": strconv.Itoa(int(min(b.cfg.TransactionStateMinISR, rf)))},
 	})
 	if errors.Is(err, metadata.ErrTopicExists) {
 		if nst == nil { // not caught up with the quorum

@@ -157,12 +157,18 @@ func TestClusterVoters(t *testing.T) {
 	}
 	learns("after-join")
 	// Restarted with the same settings (its id still not in --voters), it
-	// asks to observe again and stays a voter.
+	// asks to observe again and stays a voter, and says so: not the
+	// observer's line and its `voters add` hint.
 	if err := b4.Stop(); err != nil {
 		t.Fatalf("stopping broker 4: %v", err)
 	}
+	asObserver := strings.Count(b4.log.String(), "added to the metadata quorum as an observer")
 	if err := b4.start(); err != nil {
 		t.Fatalf("restarting broker 4: %v", err)
+	}
+	if l := b4.log.String(); strings.Count(l, "added to the metadata quorum as an observer") != asObserver ||
+		!strings.Contains(l, "rejoined the metadata quorum as a voter") {
+		t.Errorf("broker 4's log after its restart as a voter does not say it rejoined as one")
 	}
 	if r := b4.sediment(t, "", "cluster", "voters", "list").Stdout; len(parseVoterList(r)) != 4 || !strings.Contains(r, "observers: []") {
 		t.Fatalf("voters after broker 4's restart:\n%s", r)

@@ -135,7 +135,8 @@ func editDistance(a, b string) int {
 
 // int16Settings are the int settings whose broker field is an int16; the
 // other int settings are int32 fields (or plain ints kept small).
-var int16Settings = []string{"default-replication-factor"}
+var int16Settings = []string{"default-replication-factor", "offsets-topic-replication-factor",
+	"transaction-state-log-replication-factor", "transaction-state-log-min-isr"}
 
 // checkValues returns an error naming each setting whose value, from
 // whichever layer won (flag, environment, file), does not parse as the

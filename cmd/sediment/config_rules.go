@@ -202,6 +202,7 @@ var settingRules = map[string]settingRule{
 	"delegation-token-expiry-check-interval": positive(),
 	"shutdown-timeout":                       positive(),
 	"offsets-topic-num-partitions":           intIn(1, noMax), // Kafka: atLeast(1)
+	"offsets-topic-replication-factor":       intIn(1, noMax), // Kafka: atLeast(1)
 	"group-initial-rebalance-delay":          durIn(0, 0),
 	"group-min-session-timeout":              positive(), // and at most the max (crossRules)
 	"group-max-session-timeout":              positive(),
@@ -209,18 +210,20 @@ var settingRules = map[string]settingRule{
 	"group-consumer-migration-policy":        oneOf("bidirectional", "upgrade", "downgrade", "disabled"),
 	"offsets-retention":                      positive(), // Kafka: atLeast(1) min
 	// The dynamic log.cleaner.* bounds (broker/dynamic_configs.go).
-	"log-cleaner-threads":                  intIn(1, compaction.MaxCleanerThreads),
-	"log-cleaner-dedupe-buffer-size":       intIn(1<<20, 1<<40),
-	"log-cleaner-io-max-bytes-per-second":  intIn(0, noMax),
-	"log-cleaner-backoff":                  durIn(time.Millisecond, 24*time.Hour),
-	"log-retention-check-interval":         positive(), // Kafka: atLeast(1)
-	"tiered-compaction-interval":           notZero("never"),
-	"lease-ttl":                            positive(),
-	"transaction-state-log-num-partitions": intIn(1, noMax), // Kafka: atLeast(1), and the four below
-	"transaction-max-timeout":              positive(),
-	"transaction-abort-interval":           positive(),
-	"transactional-id-expiration":          positive(),
-	"transaction-remove-expired-interval":  positive(),
+	"log-cleaner-threads":                      intIn(1, compaction.MaxCleanerThreads),
+	"log-cleaner-dedupe-buffer-size":           intIn(1<<20, 1<<40),
+	"log-cleaner-io-max-bytes-per-second":      intIn(0, noMax),
+	"log-cleaner-backoff":                      durIn(time.Millisecond, 24*time.Hour),
+	"log-retention-check-interval":             positive(), // Kafka: atLeast(1)
+	"tiered-compaction-interval":               notZero("never"),
+	"lease-ttl":                                positive(),
+	"transaction-state-log-num-partitions":     intIn(1, noMax), // Kafka: atLeast(1), and the six below
+	"transaction-state-log-replication-factor": intIn(1, noMax),
+	"transaction-state-log-min-isr":            intIn(1, noMax),
+	"transaction-max-timeout":                  positive(),
+	"transaction-abort-interval":               positive(),
+	"transactional-id-expiration":              positive(),
+	"transaction-remove-expired-interval":      positive(),
 	// security.go
 	"ssl-client-auth":                        oneOf("none", "requested", "required"), // Kafka: in(...)
 	"sasl-enabled-mechanisms":                listOf(saslMechanisms...),

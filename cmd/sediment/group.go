@@ -385,8 +385,13 @@ func newGroupResetCmd(opts *clientOptions) *cobra.Command {
 				for _, lo := range sorted {
 					start, _ := starts.Lookup(lo.Topic, lo.Partition)
 					cur := int64(-1)
-					if o, ok := offs.Lookup(lo.Topic, lo.Partition); ok {
+					o, committed := offs.Lookup(lo.Topic, lo.Partition)
+					if committed {
 						cur = o.At
+					} else if all {
+						// As kafka-consumer-groups.sh: --all-topics is
+						// the partitions the group has offsets for.
+						continue
 					}
 					var target int64
 					switch {
@@ -437,7 +442,7 @@ func newGroupResetCmd(opts *clientOptions) *cobra.Command {
 	}
 	fs := cmd.Flags()
 	fs.StringArrayVarP(&topics, "topic", "t", nil, "topic whose offsets to reset (repeatable)")
-	fs.BoolVar(&all, "all-topics", false, "reset every topic the group has committed offsets for")
+	fs.BoolVar(&all, "all-topics", false, "reset every partition the group has committed offsets for")
 	fs.BoolVar(&earliest, "to-earliest", false, "reset to the log start offset")
 	fs.BoolVar(&latest, "to-latest", false, "reset to the log end offset")
 	fs.Int64Var(&toOffset, "to-offset", 0, "reset to this offset (clamped to the log's range)")

@@ -144,6 +144,20 @@ func TestGroupCommands(t *testing.T) {
 	expect(out, `(?m)^orders\s+0\s+2\s+0$`, `(?m)^orders\s+1\s+4\s+0$`, `dry run`)
 	expect(mustRun("group", "describe", "app"), `TOTAL LAG 4`)
 
+	// --all-topics is the partitions the group has offsets for, as
+	// kafka-consumer-groups.sh's: not orders-0 of a group that committed
+	// orders-1 only.
+	var one kadm.Offsets
+	one.AddOffset("orders", 1, 3, -1)
+	if err := adm.CommitAllOffsets(ctx, "partial", one); err != nil {
+		t.Fatal(err)
+	}
+	out = mustRun("group", "reset-offsets", "partial", "--all-topics", "--to-earliest")
+	expect(out, `(?m)^orders\s+1\s+3\s+0$`)
+	if regexp.MustCompile(`(?m)^orders\s+0\s`).MatchString(out) {
+		t.Errorf("--all-topics plans a partition group partial has no offset for:\n%s", out)
+	}
+
 	mustRun("group", "reset-offsets", "app", "--all-topics", "--to-earliest", "--execute")
 	expect(mustRun("group", "describe", "app"), `(?m)^orders\s+0\s+0\s+5\s+5`, `TOTAL LAG 10`)
 
