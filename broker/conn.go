@@ -163,12 +163,22 @@ func (c *conn) readLoop() {
 	var sizeBuf [4]byte
 	maxSize := c.b.cfg.SocketRequestMaxBytes
 	authBy := time.Now().Add(handshakeTimeout)
+	sc := c.info.sasl
+	// bounds are a frame's: not authenticated yet, small frames only
+	// (perhaps a raw SASL token, SaslHandshake v0, checked below). Taken
+	// once the size has come, not before the read waits: the login's
+	// answer, written after done is set, may have let the client send a
+	// large first request (a Produce) while the reader waited.
+	bounds := func() (int32, int32) {
+		if sc != nil && !sc.done.Load() {
+			return 0, min(maxSize, saslMaxReceive)
+		}
+		return 8, maxSize
+	}
 	for first := true; ; first = false {
-		limit := maxSize
-		if sc := c.info.sasl; sc != nil && !sc.done.Load() {
-			// Not authenticated yet: small frames only, and the
-			// whole exchange within handshakeTimeout.
-			limit = min(limit, saslMaxReceive)
+		if sc != nil && !sc.done.Load() {
+			// The whole exchange within handshakeTimeout (afterLogin
+			// moves the deadline when the login succeeds).
 			c.nc.SetReadDeadline(authBy)
 		} else if idle := c.b.cfg.ConnectionsMaxIdle; idle > 0 {
 			c.nc.SetReadDeadline(time.Now().Add(idle))
@@ -179,12 +189,7 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		minSize := int32(8)
-		sc := c.info.sasl
-		if sc != nil && !sc.done.Load() {
-			minSize = 0 // perhaps a raw SASL token (SaslHandshake v0), checked below
-		}
-		fr, err := readFrame(c.nc, &sizeBuf, minSize, limit, c.reserve)
+		fr, err := readFrame(c.nc, &sizeBuf, bounds, c.reserve)
 		if err != nil {
 			switch {
 			case errors.Is(err, errFrameSize):
@@ -244,17 +249,18 @@ func (c *conn) readLoop() {
 var errFrameSize = errors.New("broker: request size out of bounds")
 
 // readFrame reads one size-prefixed frame. The size is checked against
-// [minSize, maxSize] (8 for a request: its fixed header) before anything is
-// allocated; a short read is an error.
+// bounds() [minSize, maxSize] (8 for a request: its fixed header), taken
+// once the size has been read, before anything is allocated; a short read
+// is an error.
 // reserve, if set, is called with the size before the allocation (the
 // broker's memory budget); it returns false to abandon the read. The
 // caller releases the frame once nothing refers to its bytes (framepool.go).
-func readFrame(r io.Reader, sizeBuf *[4]byte, minSize, maxSize int32, reserve func(int64) bool) (*requestFrame, error) {
+func readFrame(r io.Reader, sizeBuf *[4]byte, bounds func() (minSize, maxSize int32), reserve func(int64) bool) (*requestFrame, error) {
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
 	size := int32(binary.BigEndian.Uint32(sizeBuf[:]))
-	if size < minSize || size > maxSize {
+	if minSize, maxSize := bounds(); size < minSize || size > maxSize {
 		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
 	}
 	if reserve != nil && !reserve(int64(size)) {

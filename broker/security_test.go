@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -789,5 +790,34 @@ func TestShutdownSkipsControlledShutdownWithoutQuorum(t *testing.T) {
 	case <-closed:
 	case <-testCtx(t).Done():
 		t.Fatal("Close waited for a controlled shutdown with no quorum possible")
+	}
+}
+
+// TestLargeFirstRequestAfterSASLLogin: the first request after a SASL
+// login may be as large as any (socket.request.max.bytes), not the
+// pre-login bound of 512 KiB. The reader used to take the bound before it
+// waited for the frame, while the login was still being answered, so
+// franz-go, which keeps Produce on a connection of its own, never
+// delivered a 600 KiB record: the broker closed every new connection at its
+// first Produce (security review; librdkafka too, on a connection that
+// starts with a Produce).
+func TestLargeFirstRequestAfterSASLLogin(t *testing.T) {
+	pki := newTestPKI(t)
+	b := startSecureBroker(t, t.TempDir(), pki)
+	setUser(t, b, "alice", "alice-secret", kadm.ScramSha512)
+	if _, err := kadm.NewClient(newClient(t, b)).CreateTopic(testCtx(t), 1, 1, nil, "big"); err != nil {
+		t.Fatal(err)
+	}
+	m := scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()
+	cl := secureClient(t, b, pki, "SASL_PLAINTEXT", m, kgo.DefaultProduceTopic("big"))
+	v := make([]byte, 600<<10)
+	rand.Read(v)
+	// A bound, not a wait: the produce takes milliseconds; refused, kgo
+	// reconnects and logs in again until a login's answer happens to be
+	// written before the reader waits (a minute or more).
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: v}).FirstErr(); err != nil {
+		t.Fatalf("600 KiB record over SASL_PLAINTEXT: %v", err)
 	}
 }
