@@ -170,6 +170,12 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if err != nil {
 		return err
 	}
+	if isInternalTopic(p.topic) {
+		// Kafka's ReplicaManager.appendToLocalLog: only the
+		// coordinators write there (not through Produce); a client's
+		// record would be read back as a group's or a transaction's.
+		return fmt.Errorf("%w: cannot append to internal topic %s", errInvalidTopic, p.topic)
+	}
 	topic := p.topicConfigs(st)
 	// Replication (replication.go): acks=all needs min.insync.replicas in
 	// the ISR before appending, and waits for the high watermark after.

@@ -451,6 +451,15 @@ func (c *conn) writeLoop() {
 				w.Flush()
 				failed = true
 				c.kill()
+			} else if len(c.slots) == 0 {
+				// An earlier reply written while this one (an
+				// acks=0 Produce) was queued is still buffered:
+				// nothing else would send it until the client
+				// sends again.
+				if err := w.Flush(); err != nil {
+					failed = true
+					c.kill()
+				}
 			}
 			continue
 		}

@@ -435,16 +435,16 @@ func (c *groupCollector) Collect(ch chan<- prometheus.Metric) {
 	totals := make(map[string]int64)
 	for _, o := range offs {
 		part := strconv.Itoa(int(o.Partition))
-		ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.GaugeValue, float64(o.Offset), o.Group, o.Topic, part)
+		ch <- prometheus.MustNewConstMetric(groupCommittedDesc, prometheus.GaugeValue, float64(o.Offset), labelValue(o.Group), o.Topic, part)
 		hw, ok := hws[tp{o.Topic, o.Partition}]
 		if !ok || o.Offset < 0 {
 			continue
 		}
 		lag := max(hw-o.Offset, 0)
 		totals[o.Group] += lag
-		ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(lag), o.Group, o.Topic, part)
+		ch <- prometheus.MustNewConstMetric(groupLagDesc, prometheus.GaugeValue, float64(lag), labelValue(o.Group), o.Topic, part)
 	}
 	for g, lag := range totals {
-		ch <- prometheus.MustNewConstMetric(groupTotalLagDesc, prometheus.GaugeValue, float64(lag), g)
+		ch <- prometheus.MustNewConstMetric(groupTotalLagDesc, prometheus.GaugeValue, float64(lag), labelValue(g))
 	}
 }

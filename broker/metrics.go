@@ -1,10 +1,13 @@
 package broker
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -169,4 +172,25 @@ func (c *pendingDeletionCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pendingDirsDesc, prometheus.GaugeValue, float64(dirs[kind]), kind)
 		ch <- prometheus.MustNewConstMetric(pendingBytesDesc, prometheus.GaugeValue, float64(bytes[kind]), kind)
 	}
+}
+
+// labelValue is a client-chosen name (a group id, a client id, a
+// principal) as a metric label value, which must be UTF-8: a registry
+// refuses a whole scrape for one invalid value. Each byte that is no UTF-8
+// is written \xNN, so two such names stay two series.
+func labelValue(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && n == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		} else {
+			b.WriteString(s[i : i+n])
+		}
+		i += n
+	}
+	return b.String()
 }

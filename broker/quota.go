@@ -622,11 +622,11 @@ func (c *quotaCollector) Collect(ch chan<- prometheus.Metric) {
 			continue // per address: sediment_connections_throttled_total counts them
 		}
 		if k.typ == quotaTypeRequest {
-			ch <- prometheus.MustNewConstMetric(quotaRequestDesc, prometheus.GaugeValue, s.rate(now), k.user, k.client)
+			ch <- prometheus.MustNewConstMetric(quotaRequestDesc, prometheus.GaugeValue, s.rate(now), labelValue(k.user), labelValue(k.client))
 			continue
 		}
 		ch <- prometheus.MustNewConstMetric(quotaRateDesc, prometheus.GaugeValue, s.rate(now),
-			quotaTypeNames[k.typ], k.user, k.client)
+			quotaTypeNames[k.typ], labelValue(k.user), labelValue(k.client))
 	}
 }
 

@@ -68,7 +68,7 @@ func (c *shareCollector) Collect(ch chan<- prometheus.Metric) {
 		if err != nil || !p.isLeader(-1) {
 			continue // left behind by a leadership move
 		}
-		labels := []string{r.key.group, p.topic, strconv.Itoa(int(r.key.part))}
+		labels := []string{labelValue(r.key.group), p.topic, strconv.Itoa(int(r.key.part))}
 		ch <- prometheus.MustNewConstMetric(shareStartDesc, prometheus.GaugeValue, float64(r.start), labels...)
 		ch <- prometheus.MustNewConstMetric(shareInFlightDesc, prometheus.GaugeValue, float64(r.inFlight), labels...)
 		ch <- prometheus.MustNewConstMetric(shareAcquiredDesc, prometheus.GaugeValue, float64(r.taken), labels...)
