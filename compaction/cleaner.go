@@ -149,9 +149,11 @@ type Stats struct {
 	MapEntries         int
 	MapSlots           int   // the key map's slots (MapEntries/MapSlots is its load)
 	MapBytes           int64 // the key map's memory, bitmaps included
-	// NextDeleteHorizon is the earliest delete horizon (Unix ms) of a
-	// tombstone or marker the pass kept, or -1: the log must be cleaned again
-	// then to drop it, dirty or not.
+	// NextDeleteHorizon is the earliest delete horizon (Unix ms) still
+	// ahead of a tombstone or marker the pass kept, or -1: the log must be
+	// cleaned again then to drop it, dirty or not. It is never before the
+	// pass's start: a marker kept past its horizon (its transaction still
+	// has data) is not counted, only a dirty pass can drop it.
 	NextDeleteHorizon int64
 	Duration          time.Duration
 	MapDuration       time.Duration // of Duration, building the key map
@@ -784,13 +786,24 @@ func (c *Cleaner) filterBatch(t Target, tr *txnTracker, h *hotlog.BatchHeader, b
 	}
 	c.stats.RecordsDropped += int64(dropped)
 	setHorizon := needHorizon && !hasHorizon
+	// The pass notes when the log must be cleaned again for this batch: at
+	// the horizon it sets now, or at the one it has if that is still ahead.
+	// A horizon that has passed is not noted: the only records kept past
+	// their horizon are markers whose transaction still has data here (a
+	// tombstone past its horizon goes), and no pass at a set time can drop
+	// those; one can only after their data went, and that data goes only
+	// when newer records of its keys make the log dirty, so the next dirty
+	// pass looks at them again. Noting the passed horizon made the Manager
+	// clean the log again at once, and again after that, for ever
+	// (TestKeptMarkerPastHorizonNotedNoMore).
+	//
 	// A remote pass never drops markers or transactional tombstones (see
 	// above): their horizons would call for passes that drop nothing
 	// (the broker's remote worker runs one when NextDeleteHorizon passes).
 	if !c.remote || (!control && !h.IsTransactional()) {
 		if setHorizon {
 			c.noteHorizon(newHorizon)
-		} else if needHorizon {
+		} else if needHorizon && h.BaseTimestamp > nowMs {
 			c.noteHorizon(h.BaseTimestamp)
 		}
 	}

@@ -56,7 +56,9 @@
 // delete.retention.ms in its base timestamp (record timestamp deltas are
 // re-based, so record timestamps do not change); a later pass after that
 // time drops them. The Manager cleans a log again when its earliest horizon
-// passes, dirty or not.
+// passes, dirty or not. A pass reports only horizons still ahead: a marker
+// kept past its horizon (its transaction still has data) waits for a dirty
+// pass, as only new data can make its data go.
 //
 // Records without a key are dropped by the cleaner, as Kafka does; the
 // broker must refuse them for compacted topics (INVALID_RECORD).

@@ -297,7 +297,9 @@ func (m *Manager) Close() error {
 
 // pick chooses the partition to clean next: a forced one (max lag, passed
 // delete horizon) first, else the dirtiest at or above its
-// min.cleanable.dirty.ratio; it marks it in progress.
+// min.cleanable.dirty.ratio; it marks it in progress. A partition's delete
+// horizon is never earlier than the start of its last pass (cleanLoop drops
+// an earlier one), so a passed horizon forces one pass, not a run of them.
 func (m *Manager) pick() (*partitionState, Target, context.Context) {
 	now := m.now()
 	// Snapshot the candidates, then compute their ranges without the lock
@@ -404,16 +406,29 @@ func (m *Manager) cleanLoop(i int) {
 		if c == nil {
 			c = newCleaner(cc, m.now, m.throttle)
 		}
+		start := m.now()
 		st, err := c.Clean(ctx, target)
 		name := ps.p.Name
+		nextHorizon := st.NextDeleteHorizon
 		if err == nil {
 			m.writeCheckpoint(ps.p.Log, st.MapEnd)
+			if nextHorizon >= 0 && nextHorizon < start.UnixMilli() {
+				// A horizon that passed before the pass began cannot call
+				// for another pass: this one already ran past it, and a
+				// pass right after would find the same. Kept, it would
+				// score the log 2 at every round, cleaning it back to back
+				// and starving every other compacted log (Clean does not
+				// report one; this guards against a regression).
+				m.logger.Warn("compaction: cleaner reported a delete horizon in the past; ignored",
+					"partition", name, "horizon_ms", nextHorizon, "pass_start_ms", start.UnixMilli())
+				nextHorizon = -1
+			}
 		}
 		m.mu.Lock()
 		ps.cancel()
 		ps.inProgress, ps.cancel = false, nil
 		if err == nil {
-			ps.checkpoint, ps.nextHorizon, ps.lastCleaned, ps.lastErr, ps.failedAt = st.MapEnd, st.NextDeleteHorizon, m.now(), nil, time.Time{}
+			ps.checkpoint, ps.nextHorizon, ps.lastCleaned, ps.lastErr, ps.failedAt = st.MapEnd, nextHorizon, m.now(), nil, time.Time{}
 		} else if !ps.removed {
 			ps.lastErr, ps.failedAt = err, m.now()
 		}
