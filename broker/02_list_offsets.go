@@ -88,6 +88,13 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 						rp.Offset, rp.Timestamp = off, ts
 					}
 				}
+				// By timestamp and max timestamp, as Kafka's
+				// fetchOffsetForTimestamp: an offset a reader of the
+				// request's isolation level cannot fetch yet (at or past
+				// the last stable offset for read_committed) is none.
+				if (pt.Timestamp == -3 || pt.Timestamp >= 0) && req.IsolationLevel == 1 && rp.Offset >= p.lastStableOffset() {
+					rp.Offset, rp.Timestamp = -1, -1
+				}
 			}
 			if err != nil {
 				rp.ErrorCode = errCode(err)

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // listAfter is ListOffsets by timestamp for partition 0 of topic.
@@ -107,5 +109,68 @@ func TestListOffsetsByTimeAfterDeleteRecords(t *testing.T) {
 				t.Fatalf("after +1.5 s: offset %d, want 2", o.Offset)
 			}
 		})
+	}
+}
+
+// TestListOffsetsByTimeReadCommitted: by timestamp and by max timestamp, a
+// read_committed request gets no offset at or past the last stable offset,
+// as Kafka's fetchOffsetForTimestamp bounds the answer by what that reader
+// can fetch; read_uncommitted gets the record of the open transaction.
+// Sediment used to ignore the isolation level but for the latest offset.
+func TestListOffsetsByTimeReadCommitted(t *testing.T) {
+	b := startBroker(t, "")
+	ctx := testCtx(t)
+	createTopic(t, b, "open", 1, nil)
+	base := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	cl := newClient(t, b, kgo.DefaultProduceTopic("open"))
+	produceAll(t, cl, []*kgo.Record{{Topic: "open", Value: []byte("committed"), Timestamp: base}})
+	txn := newClient(t, b, kgo.TransactionalID("ts-open"), kgo.DefaultProduceTopic("open"))
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, &kgo.Record{Value: []byte("open"), Timestamp: base.Add(10 * time.Second)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	list := func(ts int64, isolation int8) (int64, int64) {
+		t.Helper()
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.IsolationLevel = isolation
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "open"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Timestamp = ts
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != 0 {
+			t.Fatalf("timestamp %d isolation %d: %v", ts, isolation, kerr.ErrorForCode(p.ErrorCode))
+		}
+		return p.Offset, p.Timestamp
+	}
+	at5 := base.Add(5 * time.Second).UnixMilli()
+	if off, _ := list(at5, 0); off != 1 {
+		t.Errorf("read_uncommitted after +5 s: offset %d, want 1 (the open transaction's record)", off)
+	}
+	if off, ts := list(at5, 1); off != -1 || ts != -1 {
+		t.Errorf("read_committed after +5 s: offset %d timestamp %d, want -1 -1", off, ts)
+	}
+	if off, _ := list(-3, 0); off != 1 {
+		t.Errorf("read_uncommitted max timestamp: offset %d, want 1", off)
+	}
+	if off, _ := list(-3, 1); off != -1 {
+		t.Errorf("read_committed max timestamp: offset %d, want -1", off)
+	}
+	if off, _ := list(base.UnixMilli(), 1); off != 0 {
+		t.Errorf("read_committed at the committed record: offset %d, want 0", off)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	if off, _ := list(at5, 1); off != 1 {
+		t.Errorf("read_committed after +5 s, once committed: offset %d, want 1", off)
 	}
 }
