@@ -51,7 +51,7 @@ func (b *Broker) raftServerTLS() *tls.Config {
 		if b.authz == nil {
 			return nil
 		}
-		name, err := b.cfg.SSLPrincipalMapper.Map(cs.PeerCertificates[0].Subject.String())
+		name, err := b.cfg.SSLPrincipalMapper.Map(subjectName(cs.PeerCertificates[0]))
 		if err != nil {
 			return err
 		}

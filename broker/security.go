@@ -216,11 +216,13 @@ func (b *Broker) secure(nc net.Conn, l Listener) (net.Conn, *saslConn, string, e
 		if err != nil {
 			return nil, nil, "", fmt.Errorf("TLS handshake: %w", err)
 		}
-		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 && !usesSASL(l.SecurityProtocol) {
 			// Kafka's SSL principal: the certificate's subject, as
 			// an RFC 2253 distinguished name, through the mapping
 			// rules; a subject no rule maps fails the connection.
-			principal, err = b.cfg.SSLPrincipalMapper.Map(certs[0].Subject.String())
+			// On SASL_SSL the login names the principal, and the
+			// certificate's subject is not mapped (as Kafka).
+			principal, err = b.cfg.SSLPrincipalMapper.Map(subjectName(certs[0]))
 			if err != nil {
 				return nil, nil, "", err
 			}

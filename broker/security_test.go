@@ -731,6 +731,7 @@ func TestTLSPrincipalMapping(t *testing.T) {
 			c.Listeners = []Listener{
 				{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext},
 				{Name: "SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSSL},
+				{Name: "SASL_SSL", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolSASLSSL},
 			}
 			c.TLS = &tls.Config{Certificates: []tls.Certificate{pki.server}, ClientCAs: pki.pool, ClientAuth: tls.VerifyClientCertIfGiven}
 			c.SSLPrincipalMapper = m
@@ -760,6 +761,15 @@ func TestTLSPrincipalMapping(t *testing.T) {
 	}
 	if err := newClient(t, b).Ping(testCtx(t)); err != nil {
 		t.Fatalf("the broker after a refused subject: %v", err)
+	}
+	// On SASL_SSL the login names the principal: the same certificate,
+	// which no rule maps, does not fail the connection (as Kafka, which
+	// maps certificates on SSL listeners only).
+	setUser(t, b, "bob", "bob-secret", kadm.ScramSha512)
+	m := scram.Auth{User: "bob", Pass: "bob-secret"}.AsSha512Mechanism()
+	cl = secureClient(t, b, pki, "SASL_SSL", m, kgo.DialTLSConfig(&tls.Config{RootCAs: pki.pool, Certificates: []tls.Certificate{pki.client}}))
+	if err := cl.Ping(testCtx(t)); err != nil {
+		t.Fatalf("SASL_SSL with a certificate no mapping rule maps: %v", err)
 	}
 }
 
