@@ -399,9 +399,15 @@ func authzMetadata(ctx context.Context, b *Broker, s *subject, r *Request, next 
 			case !s.topic(kmsg.ACLOperationDescribe, name):
 				mt.ErrorCode = errTopicAuth
 			case !exists && !s.canCreateTopic(name):
+				// Kafka's KafkaApis: a topic the request would
+				// auto-create but the principal may not create is
+				// TOPIC_AUTHORIZATION_FAILED (the client says why),
+				// else it does not exist.
 				mt.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				if validTopicName(name) != nil {
 					mt.ErrorCode = kerr.InvalidTopicException.Code
+				} else if b.cfg.AutoCreateTopics && (r.Version < 4 || req.AllowAutoTopicCreation) {
+					mt.ErrorCode = errTopicAuth
 				}
 			default:
 				kept = append(kept, t)

@@ -243,10 +243,19 @@ func TestAuthorizerClients(t *testing.T) {
 	mt.Topic = kmsg.StringPtr("alice-auto")
 	mreq.Topics = append(mreq.Topics, mt)
 	z.grantPrefixed(kadm.NewACLs().Topics("alice-").Allow("User:alice").Operations(kadm.OpDescribe))
+	// As Kafka's KafkaApis: TOPIC_AUTHORIZATION_FAILED when the request
+	// would auto-create the topic (the client then says why), else
+	// UNKNOWN_TOPIC_OR_PARTITION (it used to be that in both cases).
 	mresp, err := mreq.RequestWith(context.Background(), alice)
-	if err != nil || len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+	if err != nil || len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
 		t.Fatalf("auto-create without CREATE: %v %+v", err, mresp)
 	}
+	mreq.AllowAutoTopicCreation = false
+	mresp, err = mreq.RequestWith(context.Background(), alice)
+	if err != nil || len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
+		t.Fatalf("a missing topic without auto-creation: %v %+v", err, mresp)
+	}
+	mreq.AllowAutoTopicCreation = true
 	if md, _ := z.adm.Metadata(context.Background(), "alice-auto"); md.Topics["alice-auto"].Err == nil {
 		t.Fatal("alice-auto was created without CREATE")
 	}
