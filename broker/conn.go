@@ -189,7 +189,7 @@ func (c *conn) readLoop() {
 		if c.stopRead.Load() {
 			return
 		}
-		fr, err := readFrame(c.nc, &sizeBuf, bounds, c.reserve)
+		fr, err := readFrame(c.nc, &sizeBuf, bounds, c.reserve, c.overdraw)
 		if err != nil {
 			switch {
 			case errors.Is(err, errFrameSize):
@@ -252,10 +252,21 @@ var errFrameSize = errors.New("broker: request size out of bounds")
 // bounds() [minSize, maxSize] (8 for a request: its fixed header), taken
 // once the size has been read, before anything is allocated; a short read
 // is an error.
-// reserve, if set, is called with the size before the allocation (the
-// broker's memory budget); it returns false to abandon the read. The
-// caller releases the frame once nothing refers to its bytes (framepool.go).
-func readFrame(r io.Reader, sizeBuf *[4]byte, bounds func() (minSize, maxSize int32), reserve func(int64) bool) (*requestFrame, error) {
+// reserve, if set, is called before the allocation (the broker's memory
+// budget); it waits for the bytes, returns false to abandon the read, and
+// gives bytes back when called with a negative count. A frame of up to
+// eagerFrame bytes is reserved and allocated whole at once; a larger one
+// takes eagerFrame first, then grows its buffer (and its reservation) as
+// its bytes arrive, each step at most doubling what has come, through
+// overdraw, which takes the bytes without waiting: a connection that
+// announces a large frame and stalls holds at most eagerFrame of the
+// budget, not the size it announced (six such connections used to stall
+// every client of the broker for the idle timeout), and a frame partly read
+// never waits for budget that other partly read frames hold. The frame
+// costs a copy of what came at each growth, at most its size in all. The
+// caller releases the frame once nothing refers to its bytes
+// (framepool.go).
+func readFrame(r io.Reader, sizeBuf *[4]byte, bounds func() (minSize, maxSize int32), reserve func(int64) bool, overdraw func(int64)) (*requestFrame, error) {
 	if _, err := io.ReadFull(r, sizeBuf[:]); err != nil {
 		return nil, err
 	}
@@ -263,19 +274,45 @@ func readFrame(r io.Reader, sizeBuf *[4]byte, bounds func() (minSize, maxSize in
 	if minSize, maxSize := bounds(); size < minSize || size > maxSize {
 		return nil, fmt.Errorf("%w: %d (max %d)", errFrameSize, size, maxSize)
 	}
-	if reserve != nil && !reserve(int64(size)) {
+	first := min(int(size), eagerFrame)
+	if reserve != nil && !reserve(int64(first)) {
 		return nil, errBudget
 	}
-	frame := newRequestFrame(int(size))
-	if _, err := io.ReadFull(r, frame.b); err != nil {
-		frame.release()
-		if reserve != nil {
-			reserve(-int64(size))
+	frame := newRequestFrame(first)
+	got := 0
+	for {
+		n, err := io.ReadFull(r, frame.b[got:])
+		got += n
+		if err != nil {
+			if reserve != nil {
+				reserve(-int64(len(frame.b)))
+			}
+			frame.release()
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF // after the size, or a part
+			}
+			return nil, err
 		}
-		return nil, err
+		if got == int(size) {
+			return frame, nil
+		}
+		next := newRequestFrame(min(int(size), 2*got))
+		if overdraw != nil {
+			overdraw(int64(len(next.b) - len(frame.b)))
+		}
+		copy(next.b, frame.b[:got])
+		frame.release()
+		frame = next
 	}
-	return frame, nil
 }
+
+// eagerFrame is the most of a frame readFrame reserves before its bytes
+// come: a Produce of one 1 MiB batch is read at once, without a copy.
+const eagerFrame = 1<<20 + 64<<10
+
+// overdraw takes n bytes of the broker's request budget at once, past its
+// limit if need be (a frame partly read, growing as its bytes come).
+func (c *conn) overdraw(n int64) { c.b.budget.overdraw(n) }
 
 var errBudget = errors.New("broker: shutting down while waiting for request memory")
 

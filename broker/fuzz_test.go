@@ -65,7 +65,7 @@ func FuzzRequestStream(f *testing.F) {
 		r := bytes.NewReader(b)
 		var sizeBuf [4]byte
 		for {
-			fr, err := readFrame(r, &sizeBuf, func() (int32, int32) { return 8, maxSize }, nil)
+			fr, err := readFrame(r, &sizeBuf, func() (int32, int32) { return 8, maxSize }, nil, nil)
 			if err != nil {
 				return
 			}

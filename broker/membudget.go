@@ -43,6 +43,16 @@ func (m *memBudget) acquire(ctx context.Context, n int64) bool {
 	return true
 }
 
+// overdraw takes n bytes without waiting, past the limit if need be: the
+// growth of a frame partly read (readFrame), which is real bytes come from
+// the network, must not wait for other frames partly read, or they could
+// all wait for each other.
+func (m *memBudget) overdraw(n int64) {
+	m.mu.Lock()
+	m.used += n
+	m.mu.Unlock()
+}
+
 func (m *memBudget) release(n int64) {
 	m.mu.Lock()
 	m.used -= n
