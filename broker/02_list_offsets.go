@@ -42,6 +42,18 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 	req := r.Msg.(*kmsg.ListOffsetsRequest)
 	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
 	st := b.meta.State()
+	// A partition asked twice is INVALID_REQUEST at each place, as Kafka's
+	// (ListOffsetsRequest.duplicatePartitions).
+	type tp struct {
+		topic string
+		part  int32
+	}
+	asked := map[tp]int{}
+	for _, t := range req.Topics {
+		for _, pt := range t.Partitions {
+			asked[tp{t.Topic, pt.Partition}]++
+		}
+	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewListOffsetsResponseTopic()
 		rt.Topic = t.Topic
@@ -49,6 +61,11 @@ func handleListOffsets(ctx context.Context, b *Broker, r *Request) (*Reply, erro
 			rp := kmsg.NewListOffsetsResponseTopicPartition()
 			rp.Partition = pt.Partition
 			rp.Timestamp, rp.Offset, rp.LeaderEpoch = -1, -1, -1
+			if asked[tp{t.Topic, pt.Partition}] > 1 {
+				rp.ErrorCode = kerr.InvalidRequest.Code
+				rt.Partitions = append(rt.Partitions, rp)
+				continue
+			}
 			p, err := b.store.partition(st, t.Topic, pt.Partition)
 			if err == nil && r.Version >= 4 && pt.CurrentLeaderEpoch >= 0 {
 				if le := p.leaderEpoch(); pt.CurrentLeaderEpoch < le {

@@ -253,10 +253,21 @@ var auditSummaries = map[int16]func(kmsg.Request, kmsg.Response) (result string,
 	},
 }
 
-// auditList is a result line: "what: OK, what: ERROR_NAME".
-type auditList struct{ b strings.Builder }
+// auditList is a result line: "what: OK, what: ERROR_NAME", of at most
+// about maxAuditLine bytes: the entries past it are counted, not written (a
+// CreateTopics of a million entries made one line of 111 MB).
+type auditList struct {
+	b       strings.Builder
+	omitted int
+}
+
+const maxAuditLine = 16 << 10
 
 func (l *auditList) add(what string, code int16) {
+	if l.b.Len() >= maxAuditLine {
+		l.omitted++
+		return
+	}
 	if l.b.Len() > 0 {
 		l.b.WriteString("; ")
 	}
@@ -278,7 +289,12 @@ func (l *auditList) addResource(changes map[string]string, t kmsg.ConfigResource
 	l.add(key+": "+changes[key], code)
 }
 
-func (l *auditList) String() string { return l.b.String() }
+func (l *auditList) String() string {
+	if l.omitted > 0 {
+		return fmt.Sprintf("%s; and %d more", l.b.String(), l.omitted)
+	}
+	return l.b.String()
+}
 
 func kerrName(err error) string {
 	if ke, ok := err.(*kerr.Error); ok {

@@ -1,12 +1,14 @@
 package broker
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sediment-io/sediment/internal/testutil"
 )
@@ -63,5 +65,25 @@ func TestAdminAuditLog(t *testing.T) {
 		if strings.Contains(out, no) {
 			t.Errorf("%q logged at INFO:\n%s", no, out)
 		}
+	}
+}
+
+// TestAuditLineBounded: the audit line of a request with very many entries
+// keeps its first ~16 KiB and counts the rest; a CreateTopics of 1.3
+// million entries made a line of 111 MB (protocol review).
+func TestAuditLineBounded(t *testing.T) {
+	req := kmsg.NewPtrCreateTopicsRequest()
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	for i := range 100_000 {
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic = fmt.Sprintf("topic-%d", i)
+		req.Topics = append(req.Topics, rt)
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		resp.Topics = append(resp.Topics, st)
+	}
+	line, _ := auditSummaries[req.Key()](req, resp)
+	if len(line) > maxAuditLine+1024 || !strings.HasSuffix(line, " more") || !strings.HasPrefix(line, "topic-0") {
+		t.Fatalf("audit line of %d bytes: %.80s … %s", len(line), line, line[max(0, len(line)-40):])
 	}
 }

@@ -174,3 +174,38 @@ func TestListOffsetsByTimeReadCommitted(t *testing.T) {
 		t.Errorf("read_committed after +5 s, once committed: offset %d, want 1", off)
 	}
 }
+
+// TestListOffsetsDuplicatePartitions: a partition asked twice in one
+// ListOffsets is INVALID_REQUEST at both places, as Kafka answers; the
+// others are answered (it was answered twice).
+func TestListOffsetsDuplicatePartitions(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "dup", 2, nil)
+	cl := newClient(t, b)
+	req := kmsg.NewPtrListOffsetsRequest()
+	for _, parts := range [][]int32{{0, 1}, {0}} {
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "dup"
+		for _, p := range parts {
+			rp := kmsg.NewListOffsetsRequestTopicPartition()
+			rp.Partition, rp.Timestamp = p, -1
+			rt.Partitions = append(rt.Partitions, rp)
+		}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(testCtx(t), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			want := int16(0)
+			if rp.Partition == 0 {
+				want = kerr.InvalidRequest.Code
+			}
+			if rp.ErrorCode != want {
+				t.Errorf("partition %d: %v, want %v", rp.Partition, kerr.ErrorForCode(rp.ErrorCode), kerr.ErrorForCode(want))
+			}
+		}
+	}
+}
