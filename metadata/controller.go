@@ -171,6 +171,14 @@ func (c *controller) tick() {
 	}
 	c.probeStale(st, now, renewed)
 	timeout := sessionTimeoutMs(st)
+	moved := 0 // leaderships changed by a leader imbalance check
+	defer func() {
+		if moved > 0 {
+			// As Kafka's controller logs its preferred replica
+			// elections: the brokers log each partition's new leader.
+			n.logger.Info("metadata: leader imbalance check moved leaderships to preferred replicas", "partitions", moved)
+		}
+	}()
 	for _, cmd := range cmds {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 		var err error
@@ -190,6 +198,9 @@ func (c *controller) tick() {
 			_, err = n.Propose(ctx, cmd)
 		}
 		cancel()
+		if _, ok := cmd.(*ChangeLeaderAndISR); ok && err == nil && balancing {
+			moved++
+		}
 		if f, ok := cmd.(*FenceBroker); ok && err == nil {
 			// As Kafka's controller logs "Fencing broker N because its
 			// session has timed out": its partitions lose it from their

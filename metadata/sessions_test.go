@@ -2,9 +2,13 @@ package metadata
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sediment-io/sediment/internal/testutil"
 )
 
 // TestPlanFencesByRenewal: planLeadership fences by when the controller
@@ -158,7 +162,11 @@ func TestControllerSessionsIgnoreWallClockJumps(t *testing.T) {
 // clock; the wall clock stepping past the due time moves nothing back.
 func TestControllerRebalanceIgnoresWallClockJumps(t *testing.T) {
 	const interval = time.Minute
-	cn := openClocked(t, func(cfg *Config) { cfg.LeaderImbalanceCheckInterval = interval })
+	var logs testutil.Buffer
+	cn := openClocked(t, func(cfg *Config) {
+		cfg.LeaderImbalanceCheckInterval = interval
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	})
 	n, clk := cn.n, cn.clk
 	cn.heartbeat(2, 3)
 	id := mustPropose(t, n, &CreateTopic{Name: "t", Assignment: [][]int32{{2, 3}}}).TopicID
@@ -194,6 +202,11 @@ func TestControllerRebalanceIgnoresWallClockJumps(t *testing.T) {
 	c.tick()
 	if leader() != 2 {
 		t.Fatalf("at the due check: leader %d, want 2 (preferred)", leader())
+	}
+	// The controller says so (an operations review saw leaders move back
+	// with nothing logged but each broker's new leadership).
+	if !strings.Contains(logs.String(), `msg="metadata: leader imbalance check moved leaderships to preferred replicas" node=1 partitions=1`) {
+		t.Errorf("no log line of the imbalance check's move:\n%s", logs.String())
 	}
 }
 
