@@ -170,6 +170,10 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if err != nil {
 		return err
 	}
+	if len(pt.Records) == 0 {
+		// Kafka's ProduceRequest.validateRecords: at least one batch.
+		return fmt.Errorf("%w: no record batch", hotlog.ErrInvalidRecord)
+	}
 	if isInternalTopic(p.topic) {
 		// Kafka's ReplicaManager.appendToLocalLog: only the
 		// coordinators write there (not through Produce); a client's

@@ -63,7 +63,9 @@ var errorTable = []struct {
 	{errInvalidTopic, kerr.InvalidTopicException},
 	{errPolicyViolation, kerr.PolicyViolation},
 	{errInvalidConfig, kerr.InvalidConfig},
-	{errUnsupportedMagic, kerr.UnsupportedForMessageFormat},
+	// Kafka's ProduceRequest.validateRecords (v3+, all Sediment serves):
+	// only magic 2 batches, INVALID_RECORD.
+	{errUnsupportedMagic, kerr.InvalidRecord},
 	{errOneBatch, kerr.InvalidRecord},
 	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber},
 	{errProducerFenced, kerr.InvalidProducerEpoch},

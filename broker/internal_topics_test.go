@@ -136,3 +136,30 @@ func TestMetricsWithNonUTF8Group(t *testing.T) {
 		t.Fatalf("group labels %q, want %q", groups, want)
 	}
 }
+
+// TestProduceInvalidRecordCodes: a batch of another magic than 2, and a
+// partition with no batch at all, are INVALID_RECORD, as Kafka's
+// ProduceRequest.validateRecords answers them (UNSUPPORTED_FOR_MESSAGE_FORMAT
+// and CORRUPT_MESSAGE before; protocol review).
+func TestProduceInvalidRecordCodes(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "codes", 1, nil)
+	nc := dial(t, b)
+	defer nc.Close()
+	magic1 := buildBatch(-1, -1, -1, 1, 10)
+	magic1[16] = 1
+	for i, records := range [][]byte{magic1, {}, nil} {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = "codes"
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = records
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp := rawRequest(t, nc, req, int32(i+1)).(*kmsg.ProduceResponse)
+		if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.InvalidRecord.Code {
+			t.Errorf("records %d: %v, want INVALID_RECORD", i, kerr.ErrorForCode(code))
+		}
+	}
+}
