@@ -173,16 +173,19 @@ func openStore(b *Broker) (*store, error) {
 	// unknown (the Raft leader changed while committing) is not a second
 	// broker with this id.
 	incarnation := metadata.NewUUID()
-	var res metadata.Result
-	err = retryMetadata(ctx, func() error {
-		res, err = meta.Propose(ctx, &metadata.RegisterBroker{
-			BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev, Rack: cfg.Rack,
-		})
-		return err
+	res, waited, err := s.register(ctx, &metadata.RegisterBroker{
+		BrokerID: cfg.NodeID, IncarnationID: incarnation, Listeners: listeners, PreviousBrokerEpoch: prev, Rack: cfg.Rack,
 	})
 	if err != nil {
 		meta.Close()
 		return nil, fmt.Errorf("broker: registering: %w", err)
+	}
+	if waited {
+		// The wait for the old session may have used up the startup's
+		// time: what follows gets its own.
+		var cancelRest context.CancelFunc
+		ctx, cancelRest = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancelRest()
 	}
 	s.brokerEpoch = res.BrokerEpoch
 	// A voter that was down may still be replaying the metadata log: what
@@ -239,6 +242,59 @@ func openStore(b *Broker) (*store, error) {
 		s.recordFeatureRanges(ctx)
 	})
 	return s, nil
+}
+
+// registerDuplicateMargin is how long past the session timeout
+// (broker.session.timeout.ms) a broker whose registration is refused as a
+// duplicate goes on trying (store.register).
+var registerDuplicateMargin = 5 * time.Second
+
+// register proposes this broker's registration, retrying while the
+// metadata quorum has no leader (retryMetadata) and while the registration
+// is refused as a duplicate (ErrDuplicateBroker: another incarnation of
+// this id has a live session). The second is what a broker restarted
+// before its previous session expired meets when it cannot name that
+// session (its broker_epoch file is stale, as after a restore, or missing):
+// as Kafka's BrokerLifecycleManager, which retries its registration while
+// the controller answers DUPLICATE_BROKER_REGISTRATION, it waits for the
+// old session to expire (the controller then fences it) and registers.
+// It gives up once the session timeout plus registerDuplicateMargin has
+// passed since the first refusal: a session live that long is renewed, by
+// another broker running with this node id. waited reports whether it
+// waited for a session.
+func (s *store) register(ctx context.Context, cmd *metadata.RegisterBroker) (res metadata.Result, waited bool, err error) {
+	var first time.Time // the first refusal as a duplicate
+	for {
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if waited {
+			// ctx bounds the startup; the wait is bounded below.
+			actx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		}
+		err = retryMetadata(actx, func() error {
+			var err error
+			res, err = s.meta.Propose(actx, cmd)
+			return err
+		})
+		cancel()
+		if !errors.Is(err, metadata.ErrDuplicateBroker) {
+			if err == nil && waited {
+				s.b.log.Info("registered: the previous session of this broker id expired", "broker", cmd.BrokerID, "waited", time.Since(first).Round(time.Millisecond))
+			}
+			return res, waited, err
+		}
+		timeout := s.meta.State().SessionTimeout()
+		now := time.Now()
+		if !waited {
+			waited, first = true, now
+			s.b.log.Info("registration refused: another registration of this broker id has a live session; waiting for it to expire (a previous run of this broker that stopped without a clean shutdown and whose broker_epoch file is stale or missing, or another broker running with the same node id)",
+				"broker", cmd.BrokerID, "session_timeout", timeout, "gives_up_after", timeout+registerDuplicateMargin, "err", err)
+		}
+		deadline := first.Add(timeout + registerDuplicateMargin)
+		if !now.Before(deadline) {
+			return res, waited, fmt.Errorf("%w: still live after %v; is another broker running with node id %d?", err, now.Sub(first).Round(time.Millisecond), cmd.BrokerID)
+		}
+		time.Sleep(min(250*time.Millisecond, deadline.Sub(now)))
+	}
 }
 
 // recordFeatureRanges records the feature ranges this registration serves,

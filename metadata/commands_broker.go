@@ -2,6 +2,7 @@ package metadata
 
 import (
 	"strconv"
+	"time"
 )
 
 // Cluster and broker config names the state machine itself reads.
@@ -323,6 +324,13 @@ func brokerWithEpoch(s *State, id int32, epoch int64) (*Broker, error) {
 		return nil, reject(ErrStaleBrokerEpoch, "broker %d epoch %d, current %d", id, epoch, b.Epoch)
 	}
 	return b, nil
+}
+
+// SessionTimeout is broker.session.timeout.ms (default 9 s): a broker's
+// session lasts that long after its last registration or heartbeat, and a
+// new registration of its id is refused (ErrDuplicateBroker) while it does.
+func (s *State) SessionTimeout() time.Duration {
+	return time.Duration(sessionTimeoutMs(s)) * time.Millisecond
 }
 
 func sessionTimeoutMs(s *State) int64 {
