@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -179,9 +180,7 @@ func newTierStatusCmd() *cobra.Command {
 			if format != "table" && format != "json" {
 				return fmt.Errorf("--output %q: want table or json", format)
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), v.GetDuration("timeout"))
-			defer cancel()
-			rows, err := tierStatus(ctx, v.GetStringSlice("admin-address"), topic)
+			rows, err := tierStatus(cmd.Context(), cmd.ErrOrStderr(), v.GetStringSlice("admin-address"), topic, v.GetDuration("timeout"))
 			if err != nil {
 				return err
 			}
@@ -236,23 +235,26 @@ type tierStatusRow struct {
 	NodeID int32 `json:"node_id"` // the broker that reported the row
 }
 
-// tierStatus gathers the rows of every admin address, one per partition.
-func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatusRow, error) {
+// tierStatus gathers the rows of every admin address, one per partition,
+// asking them all at once, each within timeout. An address that does not
+// answer (refused, timed out, an error status or a body that is not a
+// TierStatus) is noted on stderr and left out; it fails only when none
+// answers.
+func tierStatus(ctx context.Context, stderr io.Writer, addrs []string, topic string, timeout time.Duration) ([]tierStatusRow, error) {
 	type key struct {
 		topic     string
 		partition int32
 	}
-	best := map[key]tierStatusRow{}
-	enabled := false
 	var list []string // the environment's value comes as one string
 	for _, a := range addrs {
-		list = append(list, strings.Split(a, ",")...)
-	}
-	for _, addr := range list {
-		addr = strings.TrimSpace(addr)
-		if addr == "" {
-			continue
+		for a := range strings.SplitSeq(a, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				list = append(list, a)
+			}
 		}
+	}
+	urls := make([]string, len(list))
+	for i, addr := range list {
 		u := url.URL{Scheme: "http", Host: addr, Path: "/v1/tier/status"}
 		if strings.Contains(addr, "://") {
 			parsed, err := url.Parse(addr)
@@ -264,26 +266,30 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 		if topic != "" {
 			u.RawQuery = url.Values{"topic": {topic}}.Encode()
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
-		if err != nil {
-			return nil, err
+		urls[i] = u.String()
+	}
+	if len(urls) == 0 {
+		return nil, errors.New("no admin address to ask (set --admin-address or SEDIMENT_ADMIN_ADDRESS)")
+	}
+	answers := make([]broker.TierStatus, len(urls))
+	errs := make([]error, len(urls))
+	var wg sync.WaitGroup
+	for i := range urls {
+		wg.Go(func() {
+			rctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			answers[i], errs[i] = getTierStatus(rctx, list[i], urls[i])
+		})
+	}
+	wg.Wait()
+	best := map[key]tierStatusRow{}
+	enabled := false
+	answered := 0
+	for i, st := range answers {
+		if errs[i] != nil {
+			continue
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return nil, fmt.Errorf("cannot reach the admin endpoint at %s (set --admin-address or SEDIMENT_ADMIN_ADDRESS): %w", addr, err)
-		}
-		var st broker.TierStatus
-		body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		resp.Body.Close()
-		if err == nil && resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
-		}
-		if err == nil {
-			err = json.Unmarshal(body, &st)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("admin endpoint %s: %w", u.String(), err)
-		}
+		answered++
 		enabled = enabled || st.Tiering
 		for _, p := range st.Partitions {
 			k := key{p.Topic, p.Partition}
@@ -291,6 +297,19 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 				continue
 			}
 			best[k] = tierStatusRow{TierPartitionStatus: p, NodeID: st.NodeID}
+		}
+	}
+	if answered == 0 {
+		if len(urls) == 1 {
+			return nil, fmt.Errorf("%w (set --admin-address or SEDIMENT_ADMIN_ADDRESS)", errs[0])
+		}
+		return nil, fmt.Errorf("no admin endpoint answered (set --admin-address or SEDIMENT_ADMIN_ADDRESS):\n%w", errors.Join(errs...))
+	}
+	for _, err := range errs {
+		if err != nil {
+			// The rows of the partitions such a broker leads come from
+			// a follower that answered (LEADER -), or are missing.
+			fmt.Fprintf(stderr, "warning: %v; showing the %d of %d brokers that answered\n", err, answered, len(urls))
 		}
 	}
 	if !enabled {
@@ -307,6 +326,32 @@ func tierStatus(ctx context.Context, addrs []string, topic string) ([]tierStatus
 		return int(a.Partition) - int(b.Partition)
 	})
 	return rows, nil
+}
+
+// getTierStatus is the GET /v1/tier/status (u) of the admin endpoint at
+// addr.
+func getTierStatus(ctx context.Context, addr, u string) (broker.TierStatus, error) {
+	var st broker.TierStatus
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return st, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return st, fmt.Errorf("cannot reach the admin endpoint at %s: %w", addr, err)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	resp.Body.Close()
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+	}
+	if err == nil {
+		err = json.Unmarshal(body, &st)
+	}
+	if err != nil {
+		return st, fmt.Errorf("admin endpoint %s: %w", u, err)
+	}
+	return st, nil
 }
 
 func printTierStatus(w io.Writer, rows []tierStatusRow) error {
