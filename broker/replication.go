@@ -482,6 +482,15 @@ func (p *partition) appendReplicated(records []byte, epoch int32) error {
 // broker led) could hand out a transaction's records below the high
 // watermark with no aborted entry for them although it is then aborted.
 //
+// An offset below the log start (the leader's log ends below it: an
+// unclean election, or a leader restored from an old backup, while this
+// log restarted at the bucket's end) empties the log and starts it again at
+// offset, as Kafka's UnifiedLog.truncateTo does (truncateFullyAndStartAt):
+// its leader-epoch entries and producer snapshots go with its records (the
+// producer state is rebuilt empty). Cutting to the log start instead left
+// it empty above the leader's end: the leader answered every fetch
+// OFFSET_OUT_OF_RANGE, and the follower stayed out of the ISR for good.
+//
 // The truncation was decided with the leader of epoch, and runs only while
 // this broker still follows in it (else errRoleChanged).
 func (p *partition) truncateTo(offset int64, epoch int32) error {
@@ -500,7 +509,11 @@ func (p *partition) truncateTo(offset int64, epoch int32) error {
 		return nil
 	}
 	if offset < p.log.LogEndOffset() {
-		if err := p.log.TruncateTo(offset); err != nil {
+		cut := p.log.TruncateTo
+		if offset < p.log.LogStartOffset() {
+			cut = p.log.TruncateFullyAndStartAt
+		}
+		if err := cut(offset); err != nil {
 			return err
 		}
 	}
@@ -1023,12 +1036,19 @@ func (f *fetcher) truncate(ctx context.Context, parts map[*partition]fetchState)
 				// we hold past its log start can be trusted.
 				end = min(end, max(p.log.LogStartOffset(), p.log.HighWatermark()))
 			}
+			if end < p.log.LogStartOffset() {
+				again = false // emptied: nothing of ours is left to ask about
+			}
 			if end < p.log.LogEndOffset() || p.rebuildPending() {
-				if end < p.log.LogEndOffset() {
+				switch start := p.log.LogStartOffset(); {
+				case end < start:
+					f.r.s.b.log.Warn("log starts past the leader's end (unclean election or restored leader): emptying it to start again at the leader's end",
+						"topic", p.topic, "partition", p.id, "log_start", start, "log_end", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
+				case end < p.log.LogEndOffset():
 					f.r.s.b.log.Info("truncating divergent tail", "topic", p.topic, "partition", p.id,
 						"from", p.log.LogEndOffset(), "to", end, "leader_epoch", rp.LeaderEpoch)
 				}
-				if err := p.truncateTo(max(end, p.log.LogStartOffset()), parts[p].epoch); err != nil {
+				if err := p.truncateTo(end, parts[p].epoch); err != nil {
 					if !errors.Is(err, errRoleChanged) {
 						firstErr = keepFirst(firstErr, err)
 					}
@@ -1137,11 +1157,18 @@ func (f *fetcher) fetch(ctx context.Context, parts map[*partition]fetchState) er
 			switch err := kerr.ErrorForCode(rp.ErrorCode); {
 			case err == nil:
 			case errors.Is(err, kerr.OffsetOutOfRange):
-				if p.log.LogEndOffset() < rp.LogStartOffset {
+				if end := p.log.LogEndOffset(); end < rp.LogStartOffset {
 					// The leader deleted what we would fetch next: start over at its log start.
 					if err := p.restartAt(rp.LogStartOffset, epoch); err != nil && !errors.Is(err, errRoleChanged) {
 						firstErr = keepFirst(firstErr, err)
 					}
+				} else {
+					// Our end is past the leader's: truncate again. A
+					// failed round, so that a follower which keeps
+					// coming back here says so (fetchFailures) rather
+					// than staying out of the ISR in silence.
+					firstErr = keepFirst(firstErr, fmt.Errorf("%s-%d: fetch at %d: %w (leader's log start %d); truncating again",
+						p.topic, p.id, end, err, rp.LogStartOffset))
 				}
 				f.needTruncation(p, epoch)
 				continue
