@@ -1034,6 +1034,65 @@ func TestCompactedAway(t *testing.T) {
 	}
 }
 
+// TestCompactedAwayThenUpload: once tiered compaction swapped every remote
+// segment for nothing, the next upload (a manifest without segments) keeps
+// the remote log start where it was, as TestCompactedAway's compaction
+// itself does: only retention and DeleteRecords move the log start. The
+// upload set it to its first segment's base, as for a remote log emptied
+// by retention, so a compacted topic's earliest offset moved up at each
+// such round (0, 1370, 18936… in a disaster-recovery review) and a read in
+// the compacted range (kcat -o 500) was OFFSET_OUT_OF_RANGE.
+func TestCompactedAwayThenUpload(t *testing.T) {
+	ctx := context.Background()
+	e := fencedEnv(t)
+	p := e.p
+	e.produce(200, 5, 40)
+	e.run()
+	e.run()
+	mf, err := p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf.Segments) < 2 || mf.StartOffset != 0 {
+		t.Fatalf("setup: %d remote segments [%d, %d)", len(mf.Segments), mf.StartOffset, mf.EndOffset)
+	}
+	var reps []Replacement
+	for _, s := range mf.Segments {
+		reps = append(reps, Replacement{Old: []string{s.Stem}})
+	}
+	if err := p.ReplaceSegments(ctx, reps, mf.EndOffset, Fence{Kind: "compact", Token: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// More records, uploaded by the next rounds.
+	e.produce(200, 5, 40)
+	e.run()
+	e.run()
+	mf2, err := p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(mf2.Segments) == 0 || mf2.Segments[0].BaseOffset < mf.EndOffset {
+		t.Fatalf("setup: no upload after the compaction (remote segments %d, from %d)", len(mf2.Segments), mf.EndOffset)
+	}
+	if mf2.StartOffset != 0 {
+		t.Errorf("remote log start %d after the next upload, want 0 (the compacted-away remote log was [0, %d))", mf2.StartOffset, mf.EndOffset)
+	}
+	if start, err := p.EarliestOffset(ctx); err != nil || start != 0 {
+		t.Fatalf("earliest offset after the next upload: %d, %v; want 0: compaction moved the log start", start, err)
+	}
+	// A read in the compacted range moves on to the first batch uploaded
+	// since.
+	at := mf.EndOffset / 2
+	res, err := p.Read(ctx, at, 1<<20, e.log.HighWatermark())
+	if err != nil {
+		t.Fatalf("read at %d, compacted away: %v", at, err)
+	}
+	defer res.Release()
+	if res.Size == 0 || res.FirstOffset != mf2.Segments[0].BaseOffset {
+		t.Fatalf("read at %d: %d bytes from %d; want the first uploaded batch, at %d", at, res.Size, res.FirstOffset, mf2.Segments[0].BaseOffset)
+	}
+}
+
 // batchesIn returns the batches of all whose base offset is in [from, to).
 func batchesIn(t *testing.T, all []byte, from, to int64) []byte {
 	t.Helper()

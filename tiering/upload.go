@@ -101,11 +101,21 @@ func (p *Partition) upload(ctx context.Context, epoch int32, st *remoteState) (*
 		return st, uploadErr
 	}
 	nm := st.manifest.clone()
-	if len(nm.Segments) == 0 {
+	// A remote log whose segments were all compacted away ([StartOffset,
+	// EndOffset) non-empty, no segment, the local log going on from its
+	// end) keeps its start: only retention and DeleteRecords move the log
+	// start, which they commit themselves (Kafka's cleaner never moves
+	// it). Moving it to the new segments' base, as for an emptied remote
+	// log, moved a compacted topic's earliest offset up at every upload
+	// after such a compaction, and a consumer's committed offset in the
+	// compacted range became OFFSET_OUT_OF_RANGE. (EarliestOffset tells
+	// the two cases apart in the same way.)
+	compactedAway := st.ptr.ManifestVersion > 0 && nm.StartOffset < nm.EndOffset && logStart <= nm.EndOffset
+	if len(nm.Segments) == 0 && !compactedAway {
 		// The first segments, or the remote log was emptied by retention
-		// or DeleteRecords: start where data starts, never below the log
-		// start (the first batch may begin below it) nor below a start
-		// committed before.
+		// or DeleteRecords ([X, X)): start where data starts, never below
+		// the log start (the first batch may begin below it) nor below a
+		// start committed before.
 		start := max(added[0].BaseOffset, logStart)
 		if st.ptr.ManifestVersion == 0 || nm.StartOffset < start {
 			nm.StartOffset = start
