@@ -57,6 +57,7 @@ func init() {
 
 func handleProduce(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.ProduceRequest)
+	collapseProducePartitions(req)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	var ackErr error
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
@@ -194,6 +195,12 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	if err != nil {
 		return err // txns.go
 	}
+	// As Kafka's analyzeAndValidateRecords, before the records are read:
+	// a batch over max.message.bytes is not decompressed.
+	maxMessageBytes := int32(configInt(b, topic, "max.message.bytes"))
+	if int64(len(pt.Records)) > int64(maxMessageBytes) {
+		return fmt.Errorf("%w: batch of %d bytes, max.message.bytes %d", hotlog.ErrBatchTooLarge, len(pt.Records), maxMessageBytes)
+	}
 	if err := checkProducedSequence(pt.Records); err != nil {
 		return err
 	}
@@ -207,7 +214,7 @@ func (b *Broker) producePartition(r *Request, st *metadata.State, acks int16, t 
 	// durable copies (the high watermark, which counts only fsynced ends).
 	// (A ListOffsets or DeleteRecords right after acks=1 to a partition
 	// whose ISR is the leader alone waits for that fsync: awaitLoneWrites.)
-	res, err := p.appendProduced(records, int32(configInt(b, topic, "max.message.bytes")), epoch, lat, acks != -1, verified, ordered)
+	res, err := p.appendProduced(records, maxMessageBytes, epoch, lat, acks != -1, verified, ordered)
 	if err != nil {
 		return err
 	}
@@ -243,6 +250,86 @@ func configInt(b *Broker, set map[string]string, name string) int64 {
 		n, _ = strconv.ParseInt(d.def(&b.cfg), 10, 64)
 	}
 	return n
+}
+
+// collapseProducePartitions makes a Produce name each partition once, as
+// Kafka's KafkaApis.handleProduceRequest does: it puts the request's
+// records in a map by topic-partition (TopicIdPartition at v13), so a
+// partition listed more than once is appended once, with the records of its
+// last listing, and answered once (the response is built from the map,
+// grouped by topic). Here the partition keeps the place of its first
+// listing; a topic listed more than once is merged into its first listing.
+// Appending every listing would write the same batch again and again (and
+// read it as often: one compressed batch of 2 KB listed 24 times in a
+// Produce of 47 KiB was 24 decompressions of 60 MiB).
+func collapseProducePartitions(req *kmsg.ProduceRequest) {
+	if len(req.Topics) == 0 || len(req.Topics) == 1 && len(req.Topics[0].Partitions) < 2 {
+		return
+	}
+	type topicKey struct {
+		name string
+		id   [16]byte
+	}
+	type partKey struct {
+		topic topicKey
+		part  int32
+	}
+	key := func(t *kmsg.ProduceRequestTopic) topicKey {
+		if req.Version >= 13 {
+			return topicKey{id: t.TopicID}
+		}
+		return topicKey{name: t.Topic}
+	}
+	n := 0
+	for _, t := range req.Topics {
+		n += len(t.Partitions)
+	}
+	topics := make(map[topicKey]int, len(req.Topics))
+	parts := make(map[partKey]int, n)
+	repeated := false
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		k := key(t)
+		if _, ok := topics[k]; ok {
+			repeated = true
+		}
+		topics[k] = 0
+		for _, p := range t.Partitions {
+			pk := partKey{k, p.Partition}
+			if _, ok := parts[pk]; ok {
+				repeated = true
+			}
+			parts[pk] = 0
+		}
+	}
+	if !repeated {
+		return
+	}
+	clear(topics)
+	clear(parts)
+	out := make([]kmsg.ProduceRequestTopic, 0, len(req.Topics))
+	for i := range req.Topics {
+		t := &req.Topics[i]
+		k := key(t)
+		ti, ok := topics[k]
+		if !ok {
+			ti = len(out)
+			topics[k] = ti
+			nt := *t
+			nt.Partitions = make([]kmsg.ProduceRequestTopicPartition, 0, len(t.Partitions))
+			out = append(out, nt)
+		}
+		for _, p := range t.Partitions {
+			pk := partKey{k, p.Partition}
+			if pi, ok := parts[pk]; ok {
+				out[ti].Partitions[pi] = p // the last listing's records
+				continue
+			}
+			parts[pk] = len(out[ti].Partitions)
+			out[ti].Partitions = append(out[ti].Partitions, p)
+		}
+	}
+	req.Topics = out
 }
 
 // hasTransactionalBatch reports whether any partition of req carries a

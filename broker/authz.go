@@ -257,6 +257,7 @@ func topicAllowed(st *metadata.State, s *subject, op kmsg.ACLOperation) func(nam
 
 func authzProduce(ctx context.Context, b *Broker, s *subject, r *Request, next Handler) (*Reply, error) {
 	req := r.Msg.(*kmsg.ProduceRequest)
+	collapseProducePartitions(req) // a partition listed twice is answered once (00_produce.go)
 	code := errTopicAuth
 	var denied []kmsg.ProduceRequestTopic
 	if req.TransactionID != nil && !s.txnID(kmsg.ACLOperationWrite, *req.TransactionID) {

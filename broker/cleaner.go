@@ -242,9 +242,17 @@ func msDuration(ms int64, none time.Duration) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// maxCheckedBatchBytes bounds the decompressed size of a produced batch:
-// the cleaner's own limit (compaction's MaxBatchBytes default), which would
-// fail a compacted log's cleaning on a larger batch.
+// maxCheckedBatchBytes bounds the decompressed size of a produced batch's
+// records. Kafka has no such bound (its LogValidator streams through any
+// batch), but the log cleaner does (compaction's MaxBatchBytes default, the
+// same 64 MiB: a compacted log with a larger batch could not be cleaned),
+// and it bounds the CPU time a few KB of Produce can cost (a compression
+// bomb). Memory does not depend on it: the records are read as they
+// decompress (compaction/stream.go). A batch over it is answered
+// MESSAGE_TOO_LARGE, as a batch over max.message.bytes is: the Java
+// producer then splits a batch of many records and sends the halves again,
+// and fails a single record with RecordTooLargeException (CORRUPT_MESSAGE
+// would be retried as it is until delivery.timeout.ms).
 const maxCheckedBatchBytes = 64 << 20
 
 // checkProducedRecords reads the records of a produced batch that hotlog's
@@ -252,7 +260,9 @@ const maxCheckedBatchBytes = 64 << 20
 // every record of one; its record count is trusted by what reads the log,
 // share groups for one), and, for a compacted topic, every record's key
 // (INVALID_RECORD for a keyless one, as Kafka: the cleaner cannot keep it).
-// A payload that does not decompress or parse, or holds other than the
+// A compressed batch is read as it decompresses, never held whole; records
+// of more than maxCheckedBatchBytes decompressed are MESSAGE_TOO_LARGE. A
+// payload that does not decompress or parse, or holds other than the
 // header's count of records at offset deltas 0..n-1, is CORRUPT_MESSAGE. A
 // batch whose header does not parse is left to appendBatch's validation.
 //
@@ -260,7 +270,8 @@ const maxCheckedBatchBytes = 64 << 20
 // compression.type names a codec other than the batch's, the batch
 // rewritten with that codec at the topic's compression.<codec>.level, as
 // Kafka's LogValidator does (the producer's bytes are kept as they are
-// only with compression.type producer, the default).
+// only with compression.type producer, the default); a rewritten batch
+// over max.message.bytes is MESSAGE_TOO_LARGE, as in Kafka.
 func (b *Broker) checkProducedRecords(set map[string]string, records []byte) ([]byte, error) {
 	h, err := hotlog.ParseBatchHeader(records)
 	if err != nil {
@@ -273,7 +284,8 @@ func (b *Broker) checkProducedRecords(set map[string]string, records []byte) ([]
 		if name := compressionLevelConfig[codec]; name != "" {
 			level = int(configInt(b, set, name))
 		}
-		out, err = compaction.RecompressBatch(records, codec, level, maxCheckedBatchBytes, compacted)
+		maxOut := int(max(configInt(b, set, "max.message.bytes"), 1))
+		out, err = compaction.RecompressBatch(records, codec, level, maxCheckedBatchBytes, maxOut, compacted)
 	} else {
 		switch {
 		case compacted:
@@ -285,6 +297,8 @@ func (b *Broker) checkProducedRecords(set map[string]string, records []byte) ([]
 	switch {
 	case errors.Is(err, compaction.ErrMissingKey):
 		return nil, &recordErrors{err: fmt.Errorf("%w: compacted topic cannot accept a record without a key", hotlog.ErrInvalidRecord), indexes: missingKeyIndexes(err)}
+	case errors.Is(err, compaction.ErrTooLarge):
+		return nil, fmt.Errorf("%w: %v", hotlog.ErrBatchTooLarge, err)
 	case err != nil:
 		return nil, fmt.Errorf("%w: %v", hotlog.ErrCorruptBatch, err)
 	}

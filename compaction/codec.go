@@ -48,7 +48,7 @@ type codecs struct {
 	zmax int
 	src  bytes.Reader
 	buf  bytes.Buffer
-	out  []byte // CheckRecords' reused output
+	xw   xerialWriter
 	// level, if leveled, is the Kafka compression level (KIP-390's
 	// compression.<codec>.level) its compressors are made with; else each
 	// codec's library default (the cleaner's: it rewrites a batch with its
@@ -260,6 +260,119 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 		return c.zenc.EncodeAll(src, dst), nil
 	}
 	return nil, fmt.Errorf("compaction: unknown codec %d", codec)
+}
+
+// writer returns a compressor with codec writing to dst (nil for none: the
+// records go to dst as they are), as compress makes them; snappy is written
+// in xerial framing. It is valid until the next call.
+func (c *codecs) writer(codec int, dst io.Writer) (io.WriteCloser, error) {
+	switch codec {
+	case codecNone:
+		return nil, nil
+	case codecGzip:
+		if c.gzw == nil {
+			level := gzip.DefaultCompression
+			if c.leveled && c.level >= 1 && c.level <= 9 {
+				level = c.level
+			}
+			w, err := gzip.NewWriterLevel(dst, level)
+			if err != nil {
+				return nil, err
+			}
+			c.gzw = w
+		} else {
+			c.gzw.Reset(dst)
+		}
+		return c.gzw, nil
+	case codecSnappy:
+		c.xw.reset(dst)
+		return &c.xw, nil
+	case codecLz4:
+		if c.lzw == nil {
+			c.lzw = lz4.NewWriter(dst)
+			opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb)}
+			if c.leveled {
+				opts = append(opts, lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+min(max(c.level, 1), 9)))))
+			}
+			if err := c.lzw.Apply(opts...); err != nil {
+				return nil, err
+			}
+		} else {
+			c.lzw.Reset(dst)
+		}
+		return c.lzw, nil
+	case codecZstd:
+		if c.zenc == nil {
+			opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1 << 20)}
+			if c.leveled {
+				opts = append(opts, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)))
+			}
+			e, err := zstd.NewWriter(nil, opts...)
+			if err != nil {
+				return nil, err
+			}
+			c.zenc = e
+		}
+		c.zenc.Reset(dst)
+		return c.zenc, nil
+	}
+	return nil, fmt.Errorf("compaction: unknown codec %d", codec)
+}
+
+// xerialWriter writes snappy in the Java producer's xerial framing, in
+// blocks of xerialBlock bytes of the input, as compress does.
+type xerialWriter struct {
+	dst     io.Writer
+	pending []byte
+	block   []byte
+	started bool
+	err     error
+}
+
+func (x *xerialWriter) reset(dst io.Writer) {
+	x.dst, x.pending, x.started, x.err = dst, x.pending[:0], false, nil
+}
+
+func (x *xerialWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 && x.err == nil {
+		k := min(len(p), xerialBlock-len(x.pending))
+		x.pending = append(x.pending, p[:k]...)
+		p = p[k:]
+		if len(x.pending) == xerialBlock {
+			x.flush()
+		}
+	}
+	return n, x.err
+}
+
+func (x *xerialWriter) flush() {
+	if x.err != nil {
+		return
+	}
+	var hdr [16]byte
+	if !x.started {
+		copy(hdr[:], xerialPrefix)
+		binary.BigEndian.PutUint32(hdr[8:], 1)
+		binary.BigEndian.PutUint32(hdr[12:], 1)
+		_, x.err = x.dst.Write(hdr[:])
+		x.started = true
+	}
+	if len(x.pending) == 0 || x.err != nil {
+		return
+	}
+	x.block = s2.EncodeSnappy(x.block[:cap(x.block)], x.pending)
+	binary.BigEndian.PutUint32(hdr[:4], uint32(len(x.block)))
+	if _, x.err = x.dst.Write(hdr[:4]); x.err == nil {
+		_, x.err = x.dst.Write(x.block)
+	}
+	x.pending = x.pending[:0]
+}
+
+// Close writes what is pending (and the header of an empty stream).
+func (x *xerialWriter) Close() error {
+	x.flush()
+	return x.err
 }
 
 // close releases the zstd decoder's goroutines.

@@ -3,7 +3,6 @@ package compaction
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/sediment-io/sediment/hotlog"
 )
@@ -15,25 +14,27 @@ var ErrMissingKey = errors.New("compaction: record without a key in a compacted 
 
 // MissingKeysError is CheckKeys' error for keyless records: Indexes are
 // their positions in the batch (0 for its first record), as Kafka lists them
-// in a Produce response's record errors (KIP-467). It matches ErrMissingKey.
-type MissingKeysError struct{ Indexes []int32 }
+// in a Produce response's record errors (KIP-467), the first
+// maxListedMissing of them; Count is how many there are. It matches
+// ErrMissingKey.
+type MissingKeysError struct {
+	Indexes []int32
+	Count   int
+}
 
 func (e *MissingKeysError) Error() string {
-	return fmt.Sprintf("%v: %d of the batch's records (the first at index %d)", ErrMissingKey, len(e.Indexes), e.Indexes[0])
+	return fmt.Sprintf("%v: %d of the batch's records (the first at index %d)", ErrMissingKey, max(e.Count, len(e.Indexes)), e.Indexes[0])
 }
 
 func (e *MissingKeysError) Is(target error) bool { return target == ErrMissingKey }
 
-// keyCodecs reuses decompressors across CheckKeys calls (their zstd
-// decoders are synchronous: no goroutines to stop).
-var keyCodecs = sync.Pool{New: func() any { return new(codecs) }}
-
 // CheckKeys checks that every record of one whole v2 batch (a Produce
 // partition's records) has a key, as Kafka requires for compacted topics.
-// Control batches pass. The payload is decompressed up to maxBytes; a batch
-// that does not parse or decompress returns ErrCorrupt, a malformed record
-// errBadRecord (wrapped in ErrCorrupt), keyless records a *MissingKeysError
-// (which is ErrMissingKey).
+// Control batches pass. A compressed payload is read as it decompresses
+// (stream.go), up to maxBytes decompressed; a batch that does not parse or
+// decompress returns ErrCorrupt, a malformed record errBadRecord (wrapped in
+// ErrCorrupt), one that decompresses to more than maxBytes ErrTooLarge,
+// keyless records a *MissingKeysError (which is ErrMissingKey).
 func CheckKeys(batch []byte, maxBytes int) error {
 	return checkBatch(batch, maxBytes, true)
 }
@@ -48,10 +49,6 @@ func CheckRecords(batch []byte, maxBytes int) error {
 	return checkBatch(batch, maxBytes, false)
 }
 
-// keptDecompressBuffer bounds the buffer a pooled codecs keeps between
-// checks: larger ones (rare big batches) are left to the collector.
-const keptDecompressBuffer = 4 << 20
-
 func checkBatch(batch []byte, maxBytes int, needKeys bool) error {
 	h, err := hotlog.ParseBatchHeader(batch)
 	if err != nil || int64(len(batch)) < h.Size() {
@@ -62,45 +59,18 @@ func checkBatch(batch []byte, maxBytes int, needKeys bool) error {
 	}
 	payload := batch[headerSize:h.Size()]
 	if h.Compression() != codecNone {
-		c := keyCodecs.Get().(*codecs)
-		defer func() {
-			if cap(c.out) > keptDecompressBuffer {
-				c.out = nil
-			}
-			keyCodecs.Put(c)
-		}()
-		buf, err := c.decompress(h.Compression(), payload, c.out, maxBytes)
-		if err != nil {
-			return fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		c.out = buf[:0]
-		payload = buf
+		return checkCompressed(&h, payload, maxBytes, needKeys, nil)
 	}
 	return checkRecordsOf(&h, payload, needKeys)
 }
 
-// checkRecordsOf checks the records of a batch with header h, decompressed
-// (checkBatch).
+// checkRecordsOf checks the records of a batch with header h, uncompressed.
 func checkRecordsOf(h *hotlog.BatchHeader, payload []byte, needKeys bool) error {
-	var missing []int32
-	var i int32
-	gap := false // an offset delta other than the record's index
+	t := recordTally{needKeys: needKeys}
 	if err := recordKeys(payload, h.NumRecords, h.LastOffsetDelta, func(od int32, key []byte, _ bool) {
-		gap = gap || od != i
-		if key == nil && needKeys {
-			missing = append(missing, i)
-		}
-		i++
+		t.add(od, key != nil)
 	}); err != nil {
 		return fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
-	// recordKeys read exactly NumRecords records and nothing after them;
-	// a produced batch also has them at offset deltas 0..n-1.
-	if gap || int64(h.NumRecords) != int64(h.LastOffsetDelta)+1 {
-		return fmt.Errorf("%w: %v: %d records, last offset delta %d, deltas in order: %v", ErrCorrupt, errBadRecord, h.NumRecords, h.LastOffsetDelta, !gap)
-	}
-	if len(missing) > 0 {
-		return &MissingKeysError{Indexes: missing}
-	}
-	return nil
+	return t.result(h)
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"sync"
 
 	"github.com/sediment-io/sediment/hotlog"
@@ -40,11 +41,15 @@ func codecsAt(codec, level int) *sync.Pool {
 // timestamps, producer id, epoch and sequence, transactional flag) as it
 // was. Before that, the batch's own CRC is checked (a damaged batch must not
 // leave with a valid one: CorruptError), and its records as CheckRecords
-// does, with CheckKeys' keys when needKeys, decompressed to at most maxBytes.
-// A batch in codec already, or a control batch, is only checked, and comes
-// back as it is; so does, unchecked, anything that is not one whole batch
-// (the append's validation answers it). Errors are as CheckKeys'.
-func RecompressBatch(batch []byte, codec, level, maxBytes int, needKeys bool) ([]byte, error) {
+// does, with CheckKeys' keys when needKeys, decompressed to at most maxBytes;
+// the records are compressed anew as they decompress (stream.go), never held
+// whole. A rewritten batch larger than maxOut bytes (the topic's
+// max.message.bytes; 0: no bound) is ErrTooLarge, once the records checked
+// (as Kafka refuses the rewritten batch after its validation). A batch in
+// codec already, or a control batch, is only checked, and comes back as it
+// is; so does, unchecked, anything that is not one whole batch (the append's
+// validation answers it). Errors are as CheckKeys'.
+func RecompressBatch(batch []byte, codec, level, maxBytes, maxOut int, needKeys bool) ([]byte, error) {
 	h, err := hotlog.ParseBatchHeader(batch)
 	if err != nil || int64(len(batch)) != h.Size() {
 		return batch, nil
@@ -58,42 +63,95 @@ func RecompressBatch(batch []byte, codec, level, maxBytes int, needKeys bool) ([
 	if crc32.Checksum(batch[offAttributes:], castagnoli) != h.CRC {
 		return nil, fmt.Errorf("%w: batch CRC does not match", ErrCorrupt)
 	}
-	c := keyCodecs.Get().(*codecs)
-	defer func() {
-		if cap(c.out) > keptDecompressBuffer {
-			c.out = nil
-		}
-		keyCodecs.Put(c)
-	}()
-	records := batch[headerSize:]
-	if h.Compression() != codecNone {
-		buf, err := c.decompress(h.Compression(), records, c.out, maxBytes)
-		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
-		}
-		c.out = buf[:0]
-		records = buf
+	if codec < codecNone || codec > codecZstd {
+		return nil, fmt.Errorf("compaction: recompress with unknown codec %d", codec)
 	}
-	if err := checkRecordsOf(&h, records, needKeys); err != nil {
+	pool := codecsAt(codec, level)
+	enc := pool.Get().(*codecs)
+	defer pool.Put(enc)
+	w := &batchWriter{codec: codec, enc: enc, header: batch[:headerSize], max: maxOut}
+	if err := w.reset(); err != nil {
 		return nil, err
 	}
-	out := make([]byte, headerSize, headerSize+len(records)/2+64)
-	copy(out, batch[:headerSize])
-	if codec == codecNone {
-		out = append(out, records...)
-	} else {
-		pool := codecsAt(codec, level)
-		enc := pool.Get().(*codecs)
-		compressed, err := enc.compress(codec, codec == codecSnappy, records, out[headerSize:])
-		pool.Put(enc)
-		if err != nil {
-			return nil, fmt.Errorf("compaction: recompress with codec %d: %w", codec, err)
+	records := batch[headerSize:]
+	if h.Compression() == codecNone {
+		if err := checkRecordsOf(&h, records, needKeys); err != nil {
+			return nil, err
 		}
-		out = append(out[:headerSize], compressed...)
+		if _, err := w.Write(records); err != nil {
+			return nil, err
+		}
+	} else if err := checkCompressed(&h, records, maxBytes, needKeys, w); err != nil {
+		return nil, err
+	}
+	out, err := w.finish()
+	if err != nil {
+		return nil, err
 	}
 	be := binary.BigEndian
 	be.PutUint32(out[offBatchLength:], uint32(len(out)-12))
 	be.PutUint16(out[offAttributes:], uint16(h.Attributes)&^attrCodecMask|uint16(codec))
 	be.PutUint32(out[offCRC:], crc32.Checksum(out[offAttributes:], castagnoli))
 	return out, nil
+}
+
+// batchWriter compresses the records of a rewritten batch as they come
+// (the streamSink of RecompressBatch) after the original header; past max
+// bytes in all it stops keeping them (the batch is ErrTooLarge once its
+// records are checked).
+type batchWriter struct {
+	codec  int
+	enc    *codecs
+	header []byte
+	max    int
+	out    []byte
+	over   bool
+	zw     io.WriteCloser // the compressor, writing to out
+}
+
+func (w *batchWriter) reset() error {
+	w.out = append(w.out[:0], w.header...)
+	w.over = false
+	var err error
+	w.zw, err = w.enc.writer(w.codec, (*outBuffer)(w))
+	return err
+}
+
+func (w *batchWriter) Write(p []byte) (int, error) {
+	if w.over {
+		return len(p), nil
+	}
+	if w.zw == nil {
+		return (*outBuffer)(w).Write(p)
+	}
+	return w.zw.Write(p)
+}
+
+func (w *batchWriter) finish() ([]byte, error) {
+	if w.zw != nil && !w.over {
+		if err := w.zw.Close(); err != nil {
+			return nil, fmt.Errorf("compaction: recompress with codec %d: %w", w.codec, err)
+		}
+	}
+	if w.over {
+		return nil, fmt.Errorf("%w: the batch rewritten with codec %d is more than %d bytes", ErrTooLarge, w.codec, w.max)
+	}
+	// The pooled compressor keeps w (its destination) until its next use,
+	// not the batch.
+	out := w.out
+	w.out = nil
+	return out, nil
+}
+
+// outBuffer is what the compressor writes to: the batch, up to max bytes.
+type outBuffer batchWriter
+
+func (o *outBuffer) Write(p []byte) (int, error) {
+	if o.max > 0 && len(o.out)+len(p) > o.max {
+		o.over, o.out = true, nil
+	}
+	if !o.over {
+		o.out = append(o.out, p...)
+	}
+	return len(p), nil
 }

@@ -27,7 +27,7 @@ func TestRecompressBatch(t *testing.T) {
 		raw := decompressForTest(t, src.codec, in[headerSize:])
 		for _, dst := range testCodecs {
 			for _, level := range []int{-1, 1, 9} {
-				out, err := RecompressBatch(in, int(dst.codec), level, 1<<20, true)
+				out, err := RecompressBatch(in, int(dst.codec), level, 1<<20, 0, true)
 				if err != nil {
 					t.Fatalf("%s -> %s (level %d): %v", src.name, dst.name, level, err)
 				}
@@ -59,19 +59,21 @@ func TestRecompressBatch(t *testing.T) {
 		}
 		bad := bytes.Clone(in)
 		bad[len(bad)-1] ^= 0x40
-		if _, err := RecompressBatch(bad, int(src.codec+1)%5, -1, 1<<20, false); !errors.Is(err, ErrCorrupt) {
+		if _, err := RecompressBatch(bad, int(src.codec+1)%5, -1, 1<<20, 0, false); !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("%s with a broken CRC: %v, want ErrCorrupt", src.name, err)
 		}
 		keyless := makeBatch(t, src, 1000, batchOpts{}, kv{nil, []byte("x")})
-		if _, err := RecompressBatch(keyless, int(src.codec+1)%5, -1, 1<<20, true); !errors.Is(err, ErrMissingKey) {
+		if _, err := RecompressBatch(keyless, int(src.codec+1)%5, -1, 1<<20, 0, true); !errors.Is(err, ErrMissingKey) {
 			t.Fatalf("%s keyless on a compacted topic: %v, want ErrMissingKey", src.name, err)
 		}
 	}
 }
 
 // FuzzRecompressBatch: arbitrary payloads under any codec (with a right
-// CRC, so the records are read) recompressed to any codec: ErrCorrupt or
-// ErrMissingKey, or a whole batch with a right CRC whose records check.
+// CRC, so the records are read) recompressed to any codec: ErrCorrupt,
+// ErrMissingKey or ErrTooLarge (over 64 KiB decompressed, or a rewritten
+// batch over 16 KiB), or a whole batch of at most 16 KiB with a right CRC
+// whose records check.
 func FuzzRecompressBatch(f *testing.F) {
 	f.Add([]byte{}, uint8(0), uint8(4), int16(3))
 	f.Add(bytes.Repeat([]byte{7}, 40), uint8(1), uint8(0), int16(-1))
@@ -83,15 +85,15 @@ func FuzzRecompressBatch(f *testing.F) {
 		be[0], be[1], be[2], be[3] = byte((len(b)-12)>>24), byte((len(b)-12)>>16), byte((len(b)-12)>>8), byte(len(b)-12)
 		c := crc32.Checksum(b[offAttributes:], castagnoli)
 		b[offCRC], b[offCRC+1], b[offCRC+2], b[offCRC+3] = byte(c>>24), byte(c>>16), byte(c>>8), byte(c)
-		out, err := RecompressBatch(b, int(dst%5), int(level)%23, 1<<16, false)
+		out, err := RecompressBatch(b, int(dst%5), int(level)%23, 1<<16, 1<<14, false)
 		if err != nil {
-			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrMissingKey) {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrMissingKey) && !errors.Is(err, ErrTooLarge) {
 				t.Fatalf("unexpected error class: %v", err)
 			}
 			return
 		}
 		h, err := hotlog.ParseBatchHeader(out)
-		if err != nil || h.Size() != int64(len(out)) || crc32.Checksum(out[offAttributes:], castagnoli) != h.CRC {
+		if err != nil || h.Size() != int64(len(out)) || crc32.Checksum(out[offAttributes:], castagnoli) != h.CRC || (len(out) > 1<<14 && h.Compression() != int(src%5)) {
 			t.Fatalf("not a whole batch with a right CRC: %v", err)
 		}
 		if h.Compression() != codecNone {
