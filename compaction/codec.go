@@ -183,25 +183,16 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 	switch codec {
 	case codecNone:
 		return append(dst, src...), nil
-	case codecGzip:
+	case codecGzip, codecLz4:
 		c.buf.Reset()
-		if c.gzw == nil {
-			level := gzip.DefaultCompression
-			if c.leveled && c.level >= 1 && c.level <= 9 {
-				level = c.level // Kafka's gzip levels; -1 is the default
-			}
-			w, err := gzip.NewWriterLevel(&c.buf, level)
-			if err != nil {
-				return nil, err
-			}
-			c.gzw = w
-		} else {
-			c.gzw.Reset(&c.buf)
-		}
-		if _, err := c.gzw.Write(src); err != nil {
+		w, err := c.writer(codec, &c.buf)
+		if err != nil {
 			return nil, err
 		}
-		if err := c.gzw.Close(); err != nil {
+		if _, err := w.Write(src); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
 			return nil, err
 		}
 		return append(dst, c.buf.Bytes()...), nil
@@ -220,44 +211,12 @@ func (c *codecs) compress(codec int, xerial bool, src []byte, dst []byte) ([]byt
 			src = src[n:]
 		}
 		return dst, nil
-	case codecLz4:
-		c.buf.Reset()
-		if c.lzw == nil {
-			// 64 KiB blocks, as the Java producer writes (the default 4 MiB
-			// would hold 4 MiB buffers for small batches).
-			c.lzw = lz4.NewWriter(&c.buf)
-			opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb)}
-			if c.leveled {
-				// Kafka's levels 1-17 are LZ4HC's; the library's
-				// high-compression levels stop at 9.
-				opts = append(opts, lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+min(max(c.level, 1), 9)))))
-			}
-			if err := c.lzw.Apply(opts...); err != nil {
-				return nil, err
-			}
-		} else {
-			c.lzw.Reset(&c.buf)
-		}
-		if _, err := c.lzw.Write(src); err != nil {
-			return nil, err
-		}
-		if err := c.lzw.Close(); err != nil {
-			return nil, err
-		}
-		return append(dst, c.buf.Bytes()...), nil
 	case codecZstd:
-		if c.zenc == nil {
-			opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1 << 20)}
-			if c.leveled {
-				opts = append(opts, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)))
-			}
-			e, err := zstd.NewWriter(nil, opts...)
-			if err != nil {
-				return nil, err
-			}
-			c.zenc = e
+		e, err := c.zstdEncoder()
+		if err != nil {
+			return nil, err
 		}
-		return c.zenc.EncodeAll(src, dst), nil
+		return e.EncodeAll(src, dst), nil
 	}
 	return nil, fmt.Errorf("compaction: unknown codec %d", codec)
 }
@@ -273,7 +232,7 @@ func (c *codecs) writer(codec int, dst io.Writer) (io.WriteCloser, error) {
 		if c.gzw == nil {
 			level := gzip.DefaultCompression
 			if c.leveled && c.level >= 1 && c.level <= 9 {
-				level = c.level
+				level = c.level // Kafka's gzip levels; -1 is the default
 			}
 			w, err := gzip.NewWriterLevel(dst, level)
 			if err != nil {
@@ -289,9 +248,13 @@ func (c *codecs) writer(codec int, dst io.Writer) (io.WriteCloser, error) {
 		return &c.xw, nil
 	case codecLz4:
 		if c.lzw == nil {
+			// 64 KiB blocks, as the Java producer writes (the default
+			// 4 MiB would hold 4 MiB buffers for small batches).
 			c.lzw = lz4.NewWriter(dst)
 			opts := []lz4.Option{lz4.BlockSizeOption(lz4.Block64Kb)}
 			if c.leveled {
+				// Kafka's levels 1-17 are LZ4HC's; the library's
+				// high-compression levels stop at 9.
 				opts = append(opts, lz4.CompressionLevelOption(lz4.CompressionLevel(1<<(8+min(max(c.level, 1), 9)))))
 			}
 			if err := c.lzw.Apply(opts...); err != nil {
@@ -302,21 +265,30 @@ func (c *codecs) writer(codec int, dst io.Writer) (io.WriteCloser, error) {
 		}
 		return c.lzw, nil
 	case codecZstd:
-		if c.zenc == nil {
-			opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1 << 20)}
-			if c.leveled {
-				opts = append(opts, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)))
-			}
-			e, err := zstd.NewWriter(nil, opts...)
-			if err != nil {
-				return nil, err
-			}
-			c.zenc = e
+		e, err := c.zstdEncoder()
+		if err != nil {
+			return nil, err
 		}
-		c.zenc.Reset(dst)
-		return c.zenc, nil
+		e.Reset(dst)
+		return e, nil
 	}
 	return nil, fmt.Errorf("compaction: unknown codec %d", codec)
+}
+
+// zstdEncoder returns the zstd encoder of c, made on first use at its level.
+func (c *codecs) zstdEncoder() (*zstd.Encoder, error) {
+	if c.zenc == nil {
+		opts := []zstd.EOption{zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1 << 20)}
+		if c.leveled {
+			opts = append(opts, zstd.WithEncoderLevel(zstd.EncoderLevelFromZstd(c.level)))
+		}
+		e, err := zstd.NewWriter(nil, opts...)
+		if err != nil {
+			return nil, err
+		}
+		c.zenc = e
+	}
+	return c.zenc, nil
 }
 
 // xerialWriter writes snappy in the Java producer's xerial framing, in
