@@ -821,5 +821,18 @@ func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, 
 	if err != nil {
 		return nil, err
 	}
-	return b.peerTLS(nc, addr), nil
+	c := b.peerTLS(nc, addr)
+	if tc, ok := c.(*tls.Conn); ok {
+		// The handshake here, bounded: left to the client's first write,
+		// it would run under only a write deadline, and its read of the
+		// peer's answer would wait for ever on a peer that accepted the
+		// connection but does not answer (a stopped process).
+		hctx, cancel := context.WithTimeout(ctx, d.Timeout)
+		defer cancel()
+		if err := tc.HandshakeContext(hctx); err != nil {
+			nc.Close()
+			return nil, err
+		}
+	}
+	return c, nil
 }

@@ -1,6 +1,7 @@
 package broker
 
 import (
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -184,5 +185,42 @@ func TestSkipPeerHostnameCheck(t *testing.T) {
 	}
 	if err := handshake(pki.client, named); err == nil {
 		t.Fatal("a certificate without server use was accepted")
+	}
+}
+
+// TestDialPeerSilentTLS: the broker's dialer for its own clients (replica
+// fetches, transaction markers) runs the TLS handshake itself, bounded by
+// the dial's context, and fails on a peer that accepts the connection but
+// never answers; left to the client's first write, the handshake's read
+// had no deadline.
+func TestDialPeerSilentTLS(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan net.Conn, 4)
+	go func() {
+		defer close(held)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never read, never written
+		}
+	}()
+	defer func() {
+		ln.Close()
+		for c := range held {
+			c.Close()
+		}
+	}()
+	b := &Broker{cfg: Config{Listeners: []Listener{{Name: "SSL", SecurityProtocol: ProtocolSSL}}, PeerTLS: &tls.Config{}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	c, err := b.dialPeer(ctx, "tcp", ln.Addr().String())
+	if err == nil {
+		c.Close()
+		t.Fatal("dialPeer returned a connection whose TLS handshake the peer never answered")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"math/big"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -573,29 +574,40 @@ func startPair(t testing.TB, mod func(*Config)) []*Broker {
 		defer ln.Close()
 		return ln.Addr().String()
 	}
-	voters := []metadata.Peer{{ID: 1, Addr: raftAddr()}, {ID: 2, Addr: raftAddr()}}
-	brokers := make([]*Broker, 2)
-	errs := make(chan error, 2)
-	for i := range brokers {
-		cfg := Config{NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters, Logger: testLogger(t)}
-		mod(&cfg)
-		go func() {
-			b, err := New(cfg)
-			brokers[i] = b
-			errs <- err
-		}()
-	}
-	var err error
-	for range brokers {
-		err = errors.Join(err, <-errs)
-	}
-	if err != nil {
+	var brokers []*Broker
+	for attempt := 1; ; attempt++ {
+		voters := []metadata.Peer{{ID: 1, Addr: raftAddr()}, {ID: 2, Addr: raftAddr()}}
+		brokers = make([]*Broker, 2)
+		errs := make(chan error, 2)
+		for i := range brokers {
+			cfg := Config{NodeID: int32(i + 1), DataDir: t.TempDir(), RaftAddr: voters[i].Addr, Voters: voters, Logger: testLogger(t)}
+			mod(&cfg)
+			go func() {
+				b, err := New(cfg)
+				brokers[i] = b
+				errs <- err
+			}()
+		}
+		var err error
+		for range brokers {
+			err = errors.Join(err, <-errs)
+		}
+		if err == nil {
+			break
+		}
 		for _, b := range brokers {
 			if b != nil {
 				b.Close()
 			}
 		}
-		t.Fatal(err)
+		// A port picked above may have been taken by another process
+		// (make test runs packages in parallel) before its broker bound
+		// it: that broker fails at once and the other once it gives up
+		// waiting for the quorum. Again with other ports.
+		if !errors.Is(err, syscall.EADDRINUSE) || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; again with other ports", attempt, err)
 	}
 	t.Cleanup(func() {
 		// The metadata quorum's follower first: its controlled shutdown

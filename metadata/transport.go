@@ -106,12 +106,19 @@ func dialProto(dial dialFunc, address string, timeout time.Duration, proto byte)
 	if err != nil {
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Now().Add(timeout))
+	// A read deadline too: on a TLS connection (Config.Dial wraps one for
+	// the Raft port's mutual TLS) the first write runs the handshake, which
+	// reads the peer's answer. A peer that accepts but never answers (a
+	// stopped process, whose kernel still completes the TCP handshake, or
+	// another program on the port) held that read for ever, and with it
+	// raft's vote or replication goroutine, a forwarded proposal past its
+	// context, and raft's Shutdown, which waits for those goroutines.
+	_ = c.SetDeadline(time.Now().Add(timeout))
 	if _, err := c.Write([]byte{proto}); err != nil {
 		c.Close()
 		return nil, err
 	}
-	_ = c.SetWriteDeadline(time.Time{})
+	_ = c.SetDeadline(time.Time{})
 	return c, nil
 }
 
