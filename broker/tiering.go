@@ -251,6 +251,12 @@ func (g *tierGlue) CommitRemoteLogDeleted(ctx context.Context, tp tiering.TopicP
 		Lease: metadata.LeaseFence{Kind: fence.Kind, Resource: fence.Resource, Holder: fence.Holder, Token: fence.Token}, DeleteRemoteLog: true})
 }
 
+// CommitRemoteLogTruncated implements tiering.RemoteLogTruncator.
+func (g *tierGlue) CommitRemoteLogTruncated(ctx context.Context, tp tiering.TopicPartition, epoch int32, expected int64, key string, start, end int64) error {
+	return g.commitRemoteLog(ctx, &metadata.CommitRemoteLog{TopicID: metadata.UUID(tp.TopicID), Partition: tp.Partition,
+		LeaderEpoch: epoch, ExpectedManifestVersion: expected, ManifestKey: key, StartOffset: start, EndOffset: end, TruncateRemoteLog: true})
+}
+
 // commitRemoteLog proposes cmd, with its refusals as tiering's errors.
 func (g *tierGlue) commitRemoteLog(ctx context.Context, cmd *metadata.CommitRemoteLog) error {
 	_, _, err := g.b.store.propose(ctx, cmd)

@@ -1031,6 +1031,29 @@ func (l *Log) LatestEpoch() int32 {
 	return epochs[len(epochs)-1].Epoch
 }
 
+// LeaderEpoch is an entry of the leader-epoch cache: leader epoch Epoch
+// began at StartOffset.
+type LeaderEpoch struct {
+	Epoch       int32
+	StartOffset int64
+}
+
+// LeaderEpochs returns the leader-epoch cache, ascending, as of the log end
+// offset returned with it (Kafka's leader-epoch-checkpoint). Entries below
+// the log start are trimmed to it, as in the checkpoint.
+func (l *Log) LeaderEpochs() ([]LeaderEpoch, int64) {
+	end := l.logEnd.Load()
+	epochs := *l.epochs.Load()
+	out := make([]LeaderEpoch, 0, len(epochs))
+	for _, e := range epochs {
+		if e.Start >= end {
+			break // appended after end was read
+		}
+		out = append(out, LeaderEpoch{Epoch: e.Epoch, StartOffset: e.Start})
+	}
+	return out, end
+}
+
 // SegmentInfo describes a segment, for tiering.
 type SegmentInfo struct {
 	BaseOffset    int64

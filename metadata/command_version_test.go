@@ -40,6 +40,8 @@ func TestCommitRemoteLogVersions(t *testing.T) {
 			Lease: LeaseFence{Kind: "retention", Resource: "t-1", Holder: "b1", Token: 7}, NowMs: 11}, 2},
 		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 6, EndOffset: 6,
 			Lease: LeaseFence{Kind: "retention", Resource: "t-1", Holder: "b1", Token: 7}, NowMs: 11, DeleteRemoteLog: true}, 3},
+		{&CommitRemoteLog{TopicID: id, Partition: 1, LeaderEpoch: 2, ExpectedManifestVersion: 3, ManifestKey: "m", StartOffset: 4, EndOffset: 6,
+			TruncateRemoteLog: true}, 4},
 	} {
 		checkVersionRoundTrip(t, tc.cmd, tc.version)
 	}

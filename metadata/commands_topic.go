@@ -48,7 +48,7 @@ func init() {
 		}
 		return c
 	}})
-	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 3, decode: func(v uint8, d *decoder) Command {
+	register(TypeCommitRemoteLog, commandInfo{name: "CommitRemoteLog", version: 4, decode: func(v uint8, d *decoder) Command {
 		c := &CommitRemoteLog{TopicID: d.uuid(), Partition: d.int32(), LeaderEpoch: d.int32(), ExpectedManifestVersion: d.varint(),
 			ManifestKey: d.str(), StartOffset: d.varint(), EndOffset: d.varint()}
 		if v >= 2 {
@@ -57,6 +57,9 @@ func init() {
 		}
 		if v >= 3 {
 			c.DeleteRemoteLog = d.bool()
+		}
+		if v >= 4 {
+			c.TruncateRemoteLog = d.bool()
 		}
 		return c
 	}})
@@ -643,6 +646,12 @@ type CommitRemoteLog struct {
 	// log start), and may end below the current end; it still never starts
 	// below the current start.
 	DeleteRemoteLog bool
+	// Version 4. TruncateRemoteLog: the remote log is cut back to where it
+	// stops being the leader's history (an unclean leader election, or a
+	// leader restored from an old copy, left records of a lost history in
+	// the bucket): the new end may be below the current end, never below
+	// the start, which stays where it is.
+	TruncateRemoteLog bool
 }
 
 // LeaseFence names the lease a command is made under.
@@ -668,12 +677,19 @@ func (c *CommitRemoteLog) encode(e *encoder) {
 	if c.encodeVersion() >= 3 {
 		e.bool(c.DeleteRemoteLog)
 	}
+	if c.encodeVersion() >= 4 {
+		e.bool(c.TruncateRemoteLog)
+	}
 }
 
 // encodeVersion is 2 (what binaries before KIP-950's remote log deletion
-// decode) unless DeleteRemoteLog is set.
+// decode) unless DeleteRemoteLog (3) or TruncateRemoteLog (4) is set: only
+// those commits need a binary that knows them.
 func (c *CommitRemoteLog) encodeVersion() uint8 {
-	if c.DeleteRemoteLog {
+	switch {
+	case c.TruncateRemoteLog:
+		return 4
+	case c.DeleteRemoteLog:
 		return 3
 	}
 	return 2
@@ -710,6 +726,12 @@ func (c *CommitRemoteLog) apply(s *State, _ uint64) (Result, error) {
 	if c.DeleteRemoteLog {
 		if c.StartOffset != c.EndOffset {
 			return Result{}, reject(ErrInvalidRequest, "%s-%d: a deleted remote log's range [%d,%d) is not empty", t.Name, p.Index, c.StartOffset, c.EndOffset)
+		}
+		backwards = false
+	}
+	if c.TruncateRemoteLog {
+		if c.DeleteRemoteLog || c.StartOffset != p.Remote.StartOffset {
+			return Result{}, reject(ErrInvalidRequest, "%s-%d: a truncation of the remote log [%d,%d) moves its start to %d", t.Name, p.Index, p.Remote.StartOffset, p.Remote.EndOffset, c.StartOffset)
 		}
 		backwards = false
 	}

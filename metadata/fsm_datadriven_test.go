@@ -204,7 +204,7 @@ func (h *fsmHarness) handle(t *testing.T, td *datadriven.TestData) string {
 		return h.run(&CommitRemoteLog{TopicID: tp.ID, Partition: p.Index, LeaderEpoch: int32(num("le", int64(p.LeaderEpoch))),
 			ExpectedManifestVersion: num("expect", 0), ManifestKey: str("key"), StartOffset: num("start", 0), EndOffset: num("end", 0),
 			Lease: LeaseFence{Kind: str("lkind"), Resource: str("lres"), Holder: str("lholder"), Token: uint64(num("ltoken", 0))}, NowMs: num("now", 0),
-			DeleteRemoteLog: has("delete")})
+			DeleteRemoteLog: has("delete"), TruncateRemoteLog: has("truncate")})
 	case "alloc-pids":
 		return h.run(&AllocateProducerIDs{BrokerID: int32(num("id", 0)), BrokerEpoch: brokerEpoch(), Count: int32(num("count", 0))})
 	case "acquire":

@@ -125,6 +125,26 @@ func (c *memCommitter) CommitRemoteLogDeleted(_ context.Context, tp TopicPartiti
 	return nil
 }
 
+// CommitRemoteLogTruncated is CommitRemoteLog whose end may go back, its
+// start unchanged (metadata's TruncateRemoteLog).
+func (c *memCommitter) CommitRemoteLogTruncated(_ context.Context, tp TopicPartition, epoch int32, expected int64, key string, start, end int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if epoch != c.epochs[tp] {
+		return fmt.Errorf("mem: epoch %d, current %d: %w", epoch, c.epochs[tp], ErrFenced)
+	}
+	cur := c.ptrs[tp]
+	if expected != cur.ManifestVersion {
+		return fmt.Errorf("mem: version %d, current %d: %w", expected, cur.ManifestVersion, ErrConflict)
+	}
+	if start != cur.StartOffset || end < start {
+		return fmt.Errorf("mem: truncated to [%d, %d) from [%d, %d)", start, end, cur.StartOffset, cur.EndOffset)
+	}
+	c.ptrs[tp] = RemoteLog{ManifestKey: key, ManifestVersion: expected + 1, StartOffset: start, EndOffset: end, LeaderEpoch: epoch}
+	c.commits++
+	return nil
+}
+
 func (c *memCommitter) LeaderEpoch(tp TopicPartition) (int32, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

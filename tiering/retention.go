@@ -133,10 +133,14 @@ func (p *Partition) localRetention(st *remoteState, cfg TopicConfig, now int64) 
 	for _, s := range segs {
 		size += s.Size
 	}
+	// Never past where the bucket stops being this replica's history
+	// (lineage.go): after an unclean election the committed end can
+	// still be the lost history's until the new leader cuts it back.
+	remoteEnd := min(st.ptr.EndOffset, p.lineageBound(st))
 	deleteTo := int64(-1)
 	deleted := 0
 	for _, s := range segs {
-		if !s.Sealed || s.NextOffset > st.ptr.EndOffset {
+		if !s.Sealed || s.NextOffset > remoteEnd {
 			break
 		}
 		if !((lbytes >= 0 && size-s.Size >= lbytes) || (lms >= 0 && s.MaxTimestamp >= 0 && s.MaxTimestamp < now-lms)) {

@@ -424,7 +424,7 @@ func (m *Manager) AddPartition(opts PartitionOptions) (*Partition, error) {
 		opts.FS = vfs.Default
 	}
 	p := &Partition{m: m, tp: opts.TopicPartition, log: opts.Log, fs: opts.FS, lso: opts.LastStableOffset,
-		prefix: PartitionPrefix(opts.TopicID, opts.Partition)}
+		prefix: PartitionPrefix(opts.TopicID, opts.Partition), lineageEpoch: -1}
 	p.SetConfig(opts.Config)
 	p.lastReadEnd.Store(-1)
 	m.mu.parts[opts.TopicPartition] = p
@@ -486,6 +486,9 @@ type Partition struct {
 	loading *manifestLoad
 	runMu   sync.Mutex // one round (upload, retention, clean) at a time
 	fails   int        // consecutive failed rounds; guarded by runMu
+	// lineageEpoch is the leader epoch whose remote log reconcileLineage
+	// last checked (-1: none yet); guarded by runMu.
+	lineageEpoch int32
 
 	// held are the stems of compacted segments uploaded (SegmentUpload) and
 	// not yet committed or given up, with the leader epoch they were
@@ -611,6 +614,13 @@ func (p *Partition) RunOnce(ctx context.Context) error {
 	}
 	var uploadErr error
 	if cfg.RemoteStorageEnable && !cfg.RemoteLogCopyDisable {
+		if p.lineageEpoch != epoch { // once a leader epoch (lineage.go)
+			if st, err = p.reconcileLineage(ctx, epoch, st); err != nil {
+				p.setErr(err)
+				return err
+			}
+			p.lineageEpoch = epoch
+		}
 		st, uploadErr = p.upload(ctx, epoch, st)
 	}
 	p.updateLag(st)
