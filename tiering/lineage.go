@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"sort"
 
 	"github.com/sediment-io/sediment/hotlog"
 )
@@ -38,13 +39,14 @@ type RemoteLogTruncator interface {
 		newManifestKey string, start, end int64) error
 }
 
-// remoteEpochs returns the leader epochs of m's segments, ascending, one
-// entry per epoch change.
+// remoteEpochs returns the leader epochs of m's segments, one entry per
+// epoch change, epochs and offsets ascending (an entry that would break
+// the order, which no valid log has, is left out).
 func remoteEpochs(m *Manifest) []EpochStart {
 	var out []EpochStart
 	for i := range m.Segments {
 		for _, e := range m.Segments[i].LeaderEpochs {
-			if n := len(out); n > 0 && (out[n-1].Epoch == e.Epoch || e.StartOffset < out[n-1].StartOffset) {
+			if n := len(out); n > 0 && (e.Epoch <= out[n-1].Epoch || e.StartOffset < out[n-1].StartOffset) {
 				continue
 			}
 			out = append(out, e)
@@ -110,11 +112,8 @@ func lineageEnd(remote []EpochStart, remoteEnd int64, local []hotlog.LeaderEpoch
 			cand = u
 		default: // the local log never had last.Epoch
 			next := end
-			for _, r := range remote {
-				if r.Epoch > e {
-					next = r.StartOffset
-					break
-				}
+			if i := sort.Search(len(remote), func(i int) bool { return remote[i].Epoch > e }); i < len(remote) {
+				next = remote[i].StartOffset
 			}
 			cand = min(u, next)
 		}
@@ -130,7 +129,7 @@ func lineageEnd(remote []EpochStart, remoteEnd int64, local []hotlog.LeaderEpoch
 // never deletes local data at or past it on the strength of the bucket.
 func (p *Partition) lineageBound(st *remoteState) int64 {
 	local, leo := p.log.LeaderEpochs()
-	return lineageEnd(remoteEpochs(st.manifest), st.manifest.EndOffset, local, leo)
+	return lineageEnd(st.leaderEpochs(), st.manifest.EndOffset, local, leo)
 }
 
 // reconcileLineage cuts the committed remote log back to where it stops
@@ -147,7 +146,7 @@ func (p *Partition) reconcileLineage(ctx context.Context, epoch int32, st *remot
 	}
 	local, leo := p.log.LeaderEpochs()
 	logStart := p.log.LogStartOffset()
-	parts := lineageEnd(remoteEpochs(m), m.EndOffset, local, leo)
+	parts := lineageEnd(st.leaderEpochs(), m.EndOffset, local, leo)
 	cut := max(parts, logStart)
 	if cut >= m.EndOffset {
 		return st, nil

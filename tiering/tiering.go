@@ -503,6 +503,16 @@ type Partition struct {
 type remoteState struct {
 	ptr      RemoteLog
 	manifest *Manifest
+
+	epochsOnce sync.Once
+	epochs     []EpochStart // remoteEpochs(manifest), computed once
+}
+
+// leaderEpochs is remoteEpochs of the manifest, computed at the first call
+// (every replica's retention asks at every round, lineage.go).
+func (st *remoteState) leaderEpochs() []EpochStart {
+	st.epochsOnce.Do(func() { st.epochs = remoteEpochs(st.manifest) })
+	return st.epochs
 }
 
 // TopicPartition returns the partition's name.
