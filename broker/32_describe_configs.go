@@ -132,7 +132,79 @@ func (b *Broker) brokerConfigs() []brokerConfig {
 		{"node.id", strconv.Itoa(int(c.NodeID)), cfgInt, "this broker's id (--node-id)"},
 		{"num.partitions", strconv.Itoa(int(c.NumPartitions)), cfgInt, "partitions of auto-created topics and of CreateTopics with -1 (--num-partitions)"},
 		{"socket.request.max.bytes", strconv.Itoa(int(c.SocketRequestMaxBytes)), cfgInt, "largest request frame (--socket-request-max-bytes)"},
+		{"queued.max.request.bytes", strconv.FormatInt(c.QueuedMaxRequestBytes, 10), cfgLong, "bytes of requests read and not yet answered, all connections together (--queued-max-request-bytes)"},
+		{"listeners", kafkaListeners(c.Listeners, false), cfgString, "the Kafka listeners, NAME://host:port (--listeners)"},
+		{"advertised.listeners", kafkaListeners(b.addrs, true), cfgString, "the addresses given to clients (--advertised-listeners; default the bound ones)"},
+		{"listener.security.protocol.map", listenerProtocols(c.Listeners), cfgString, "each listener's security protocol"},
+		{"replica.lag.time.max.ms", strconv.FormatInt(c.ReplicaLagTimeMax.Milliseconds(), 10), cfgLong, "a follower not caught up for this long leaves the ISR (--replica-lag-time-max)"},
+		{"replica.fetch.wait.max.ms", strconv.FormatInt(c.ReplicaFetchMaxWait.Milliseconds(), 10), cfgInt, "a follower fetch's long poll (--replica-fetch-wait-max)"},
+		{"offsets.topic.replication.factor", strconv.Itoa(int(c.OffsetsTopicReplicationFactor)), cfgShort, "replicas of __consumer_offsets when it is created (--offsets-topic-replication-factor)"},
+		{"transaction.state.log.replication.factor", strconv.Itoa(int(c.TransactionStateReplicationFactor)), cfgShort, "replicas of __transaction_state when it is created (--transaction-state-log-replication-factor)"},
+		{"transaction.state.log.min.isr", strconv.Itoa(int(c.TransactionStateMinISR)), cfgInt, "min.insync.replicas of __transaction_state (--transaction-state-log-min-isr)"},
 	}
+}
+
+// kafkaListeners renders listeners as Kafka's listeners setting
+// (NAME://host:port, comma-separated), their advertised addresses if
+// advertised.
+func kafkaListeners(ls []Listener, advertised bool) string {
+	var parts []string
+	for _, l := range ls {
+		addr := l.Addr
+		if advertised && l.Advertised != "" {
+			addr = l.Advertised
+		}
+		name := l.Name
+		if name == "" {
+			name = "PLAINTEXT"
+		}
+		parts = append(parts, name+"://"+addr)
+	}
+	return strings.Join(parts, ",")
+}
+
+// listenerProtocols renders listener.security.protocol.map (NAME:PROTOCOL,
+// comma-separated).
+func listenerProtocols(ls []Listener) string {
+	var parts []string
+	for _, l := range ls {
+		name, proto := l.Name, l.SecurityProtocol
+		if name == "" {
+			name = "PLAINTEXT"
+		}
+		if proto == "" {
+			proto = ProtocolPlaintext
+		}
+		parts = append(parts, name+":"+proto)
+	}
+	return strings.Join(parts, ",")
+}
+
+// builtinBrokerConfigs are the values of brokerConfigs with every setting
+// at its built-in default.
+var builtinBrokerConfigs = func() map[string]string {
+	m := map[string]string{}
+	for _, bc := range (&Broker{cfg: builtinConfig}).brokerConfigs() {
+		m[bc.name] = bc.value
+	}
+	return m
+}()
+
+// perBrokerConfigs are the settings Kafka requires of each broker's own
+// config file (or that describe this broker alone): always
+// STATIC_BROKER_CONFIG.
+var perBrokerConfigs = map[string]bool{"node.id": true, "broker.id": true, "log.dirs": true, "listeners": true,
+	"advertised.listeners": true, "listener.security.protocol.map": true}
+
+// brokerConfigSource is the source DescribeConfigs gives a broker setting
+// that no dynamic config sets, as Kafka's: STATIC_BROKER_CONFIG when the
+// operator gave it (Config.StaticConfigs) or its value is not the built-in
+// default, else DEFAULT_CONFIG.
+func (b *Broker) brokerConfigSource(bc brokerConfig) kmsg.ConfigSource {
+	if perBrokerConfigs[bc.name] || b.cfg.StaticConfigs[bc.name] || builtinBrokerConfigs[bc.name] != bc.value {
+		return kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return kmsg.ConfigSourceDefaultConfig
 }
 
 // passwordConfigs are Kafka's broker configs of type PASSWORD
@@ -244,7 +316,7 @@ func (b *Broker) describeBrokerConfigs(st *metadata.State, clusterDefault, synon
 	} else {
 		for _, bc := range b.brokerConfigs() {
 			if dynamicLogConfigs[bc.name] == nil {
-				add(bc.name, bc.value, kmsg.ConfigSourceStaticBrokerConfig, true, bc.typ, bc.doc, nil)
+				add(bc.name, bc.value, b.brokerConfigSource(bc), true, bc.typ, bc.doc, nil)
 			}
 		}
 		// The topic configs' broker-level defaults: dynamic value, else

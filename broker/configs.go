@@ -27,6 +27,7 @@ const (
 	cfgDouble
 	cfgBool
 	cfgList
+	cfgShort
 )
 
 // kafkaType is the DescribeConfigs v3+ config_type value.
@@ -44,6 +45,8 @@ func (t configType) kafkaType() int8 {
 		return 6
 	case cfgList:
 		return 7
+	case cfgShort:
+		return 4
 	}
 	return 0
 }

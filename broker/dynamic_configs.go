@@ -78,11 +78,12 @@ func (b *Broker) cleanerSettings(st *metadata.State) (compaction.CleanerConfig, 
 	// what Config leaves zero.
 	out := compaction.CleanerConfig{Threads: cc.Threads, DedupeBufferBytes: cc.DedupeBufferSize,
 		IOMaxBytesPerSecond: cc.IOMaxBytesPerSecond, Backoff: cc.Backoff}.WithDefaults()
+	def := compaction.CleanerConfig{}.WithDefaults()
 	settings := []dynamicSetting{
-		{cfgCleanerThreads, strconv.Itoa(out.Threads), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
-		{cfgCleanerDedupeBuffer, strconv.FormatInt(out.DedupeBufferBytes, 10), kmsg.ConfigSourceStaticBrokerConfig, cfgLong},
-		{cfgCleanerIOMax, strconv.FormatFloat(out.IOMaxBytesPerSecond, 'f', -1, 64), kmsg.ConfigSourceStaticBrokerConfig, cfgDouble},
-		{cfgCleanerBackoff, strconv.FormatInt(out.Backoff.Milliseconds(), 10), kmsg.ConfigSourceStaticBrokerConfig, cfgLong},
+		b.staticSetting(cfgCleanerThreads, strconv.Itoa(out.Threads), strconv.Itoa(def.Threads), cfgInt),
+		b.staticSetting(cfgCleanerDedupeBuffer, strconv.FormatInt(out.DedupeBufferBytes, 10), strconv.FormatInt(def.DedupeBufferBytes, 10), cfgLong),
+		b.staticSetting(cfgCleanerIOMax, strconv.FormatFloat(out.IOMaxBytesPerSecond, 'f', -1, 64), strconv.FormatFloat(def.IOMaxBytesPerSecond, 'f', -1, 64), cfgDouble),
+		b.staticSetting(cfgCleanerBackoff, strconv.FormatInt(out.Backoff.Milliseconds(), 10), strconv.FormatInt(def.Backoff.Milliseconds(), 10), cfgLong),
 	}
 	for i := range settings {
 		s := &settings[i]
@@ -123,6 +124,18 @@ func (b *Broker) cleanerSettings(st *metadata.State) (compaction.CleanerConfig, 
 	return out, settings
 }
 
+// staticSetting is a dynamic broker setting as the broker's own config
+// sets it: STATIC_BROKER_CONFIG when the operator gave it
+// (Config.StaticConfigs) or it is not builtin, else DEFAULT_CONFIG, as
+// Kafka tells a value from server.properties from its default.
+func (b *Broker) staticSetting(name, value, builtin string, typ configType) dynamicSetting {
+	src := kmsg.ConfigSourceDefaultConfig
+	if b.cfg.StaticConfigs[name] || value != builtin {
+		src = kmsg.ConfigSourceStaticBrokerConfig
+	}
+	return dynamicSetting{name, value, src, typ}
+}
+
 // The connection limits (conn_limits.go), dynamic as in Kafka (KIP-308,
 // KIP-402): applied to new connections from the next metadata version.
 const (
@@ -138,10 +151,10 @@ func (b *Broker) connectionSettings(st *metadata.State) (connSettings, []dynamic
 	cs := connSettings{perIP: max(b.cfg.MaxConnectionsPerIP, 0), overrides: b.cfg.MaxConnectionsPerIPOverrides,
 		max: max(b.cfg.MaxConnections, 0), creationRate: max(b.cfg.MaxConnectionCreationRate, 0)}
 	settings := []dynamicSetting{
-		{cfgMaxConnections, strconv.Itoa(cs.max), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
-		{cfgMaxConnectionsPerIP, strconv.Itoa(cs.perIP), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
-		{cfgMaxConnectionsOverrides, formatConnectionOverrides(cs.overrides), kmsg.ConfigSourceStaticBrokerConfig, cfgString},
-		{cfgMaxConnectionRate, strconv.Itoa(cs.creationRate), kmsg.ConfigSourceStaticBrokerConfig, cfgInt},
+		b.staticSetting(cfgMaxConnections, strconv.Itoa(cs.max), "0", cfgInt),
+		b.staticSetting(cfgMaxConnectionsPerIP, strconv.Itoa(cs.perIP), "0", cfgInt),
+		b.staticSetting(cfgMaxConnectionsOverrides, formatConnectionOverrides(cs.overrides), "", cfgString),
+		b.staticSetting(cfgMaxConnectionRate, strconv.Itoa(cs.creationRate), "0", cfgInt),
 	}
 	for i := range settings {
 		ds := &settings[i]

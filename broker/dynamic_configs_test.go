@@ -189,7 +189,7 @@ func TestDynamicLogConfigs(t *testing.T) {
 		"message.max.bytes":                     {"1048588", kmsg.ConfigSourceStaticBrokerConfig},
 		"log.cleanup.policy":                    {"delete", staticSrc},
 		"sasl.kerberos.min.time.before.relogin": {"58000", brokerSrc},
-		"num.partitions":                        {"1", kmsg.ConfigSourceStaticBrokerConfig},
+		"num.partitions":                        {"1", kmsg.ConfigSourceDefaultConfig}, // not given
 	} {
 		c, ok := own1[name]
 		if !ok || c.Value == nil || *c.Value != want.value || c.Source != want.src {
@@ -219,8 +219,8 @@ func TestDynamicLogConfigs(t *testing.T) {
 	if c := own2["log.cleaner.backoff.ms"]; c.Value == nil || *c.Value != "250" || c.Source != brokerSrc {
 		t.Errorf("log.cleaner.backoff.ms %+v, want 250 from the broker", c)
 	}
-	if c := own2["log.cleaner.dedupe.buffer.size"]; c.Value == nil || *c.Value != "134217728" || c.Source != kmsg.ConfigSourceStaticBrokerConfig {
-		t.Errorf("log.cleaner.dedupe.buffer.size %+v, want the static 128 MiB", c)
+	if c := own2["log.cleaner.dedupe.buffer.size"]; c.Value == nil || *c.Value != "134217728" || c.Source != kmsg.ConfigSourceDefaultConfig {
+		t.Errorf("log.cleaner.dedupe.buffer.size %+v, want the built-in 128 MiB", c)
 	}
 	for _, c := range []struct{ name, value string }{
 		{"log.cleaner.threads", "0"}, {"log.cleaner.threads", "65"}, {"log.cleaner.dedupe.buffer.size", "1000"},

@@ -97,3 +97,48 @@ func TestStaticBrokerConfigSource(t *testing.T) {
 		t.Errorf("default broker: max.message.bytes from %v, want DEFAULT_CONFIG", c.Source)
 	}
 }
+
+// TestBrokerConfigSources: a broker's own settings are described with
+// Kafka's sources: STATIC_BROKER_CONFIG for those the operator gave
+// (Config.StaticConfigs, even at their default) or that differ from the
+// built-in default, and for the per-broker ones Kafka requires in
+// server.properties (node.id, listeners); DEFAULT_CONFIG for the rest. They
+// were all STATIC_BROKER_CONFIG. The listeners, their protocols and the
+// advertised addresses (the bound port) are listed, as Kafka lists them.
+func TestBrokerConfigSources(t *testing.T) {
+	b := startBroker(t, "", func(c *Config) {
+		c.ReplicaLagTimeMax = 7 * time.Second
+		c.StaticConfigs = map[string]bool{"num.partitions": true, "log.cleaner.threads": true}
+	})
+	rc, err := kadm.NewClient(newClient(t, b)).DescribeBrokerConfigs(testCtx(t), b.cfg.NodeID)
+	if err != nil || rc[0].Err != nil {
+		t.Fatalf("describe broker: %v %v", err, rc)
+	}
+	got := map[string]kadm.Config{}
+	for _, c := range rc[0].Configs {
+		got[c.Key] = c
+	}
+	static, def := kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDefaultConfig
+	for name, want := range map[string]struct {
+		value string
+		src   kmsg.ConfigSource
+	}{
+		"num.partitions":                   {"1", static}, // given, at its default
+		"log.cleaner.threads":              {"1", static},
+		"replica.lag.time.max.ms":          {"7000", static}, // not the default
+		"default.replication.factor":       {"1", def},
+		"log.cleaner.backoff.ms":           {"15000", def},
+		"max.connections":                  {"0", def},
+		"socket.request.max.bytes":         {"104857600", def},
+		"offsets.topic.replication.factor": {"3", def},
+		"node.id":                          {"0", static},
+		"listeners":                        {"PLAINTEXT://127.0.0.1:0", static},
+		"listener.security.protocol.map":   {"PLAINTEXT:PLAINTEXT", static},
+		"advertised.listeners":             {"PLAINTEXT://" + b.Addr(), static},
+	} {
+		c, ok := got[name]
+		if !ok || c.Value == nil || *c.Value != want.value || c.Source != want.src {
+			t.Errorf("%s = %v (%v), want %s (%v)", name, c.MaybeValue(), c.Source, want.value, want.src)
+		}
+	}
+}

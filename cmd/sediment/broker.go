@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -125,14 +126,40 @@ var topicDefaultSettings = map[string]string{
 	"log-segment-delete-delay": "log.segment.delete.delay.ms",
 }
 
-// staticConfigs returns the Kafka names of the topicDefaultSettings set in
-// v: by a flag given, a variable (even empty), or the config file; not by
-// a default.
+// kafkaSettingNames maps the broker settings that are Kafka broker
+// configs to their Kafka names: topicDefaultSettings, a few by hand, and
+// every setting whose help starts with its Kafka name ("replica-lag-time-max":
+// "replica.lag.time.max.ms: ...").
+var kafkaSettingNames = func() map[string][]string {
+	m := map[string][]string{"node-id": {"node.id", "broker.id"}, "data-dir": {"log.dirs"},
+		"listeners": {"listeners", "listener.security.protocol.map"}, "advertised-listeners": {"advertised.listeners"}}
+	for name, kafka := range topicDefaultSettings {
+		m[name] = []string{kafka}
+	}
+	for _, s := range brokerSettings {
+		if _, ok := m[s.name]; ok {
+			continue
+		}
+		if k := kafkaNameInHelp.FindStringSubmatch(s.help); k != nil {
+			m[s.name] = []string{k[1]}
+		}
+	}
+	return m
+}()
+
+var kafkaNameInHelp = regexp.MustCompile(`^([a-z][a-z0-9]*(?:\.[a-z0-9]+)+)(?::|$)`)
+
+// staticConfigs returns the Kafka names of the broker settings set in v
+// (kafkaSettingNames): by a flag given, a variable (even empty), or the
+// config file; not by a default. DescribeConfigs reports them as
+// STATIC_BROKER_CONFIG, as Kafka reports a value from server.properties.
 func staticConfigs(v *viper.Viper) map[string]bool {
 	m := map[string]bool{}
-	for name, kafka := range topicDefaultSettings {
+	for name, kafka := range kafkaSettingNames {
 		if v.IsSet(name) {
-			m[kafka] = true
+			for _, k := range kafka {
+				m[k] = true
+			}
 		}
 	}
 	return m

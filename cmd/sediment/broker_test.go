@@ -231,7 +231,7 @@ func TestGroupMigrationPolicy(t *testing.T) {
 	}
 }
 
-// TestStaticConfigs: the topic defaults the operator gives, by a flag, a
+// TestStaticConfigs: the broker settings the operator gives, by a flag, a
 // variable or the config file, and only those, reach broker.Config's
 // StaticConfigs under their Kafka names, for DescribeConfigs to report
 // them as STATIC_BROKER_CONFIG (a value equal to the default included).
@@ -240,7 +240,7 @@ func TestStaticConfigs(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "sediment.yaml")
 	os.WriteFile(file, []byte("node-id: 1\nlog-segment-bytes: 1073741824\n"), 0o644)
 	cfg := configFromFile(t, file, "--log-retention-ms", "1000000")
-	want := map[string]bool{"log.retention.ms": true, "log.segment.bytes": true, "message.max.bytes": true}
+	want := map[string]bool{"log.retention.ms": true, "log.segment.bytes": true, "message.max.bytes": true, "node.id": true, "broker.id": true}
 	if len(cfg.StaticConfigs) != len(want) {
 		t.Fatalf("StaticConfigs %v, want %v", cfg.StaticConfigs, want)
 	}
@@ -252,7 +252,14 @@ func TestStaticConfigs(t *testing.T) {
 	os.Unsetenv("SEDIMENT_MESSAGE_MAX_BYTES")
 	plain := filepath.Join(t.TempDir(), "sediment.yaml")
 	os.WriteFile(plain, []byte("node-id: 1\n"), 0o644)
-	if cfg := configFromFile(t, plain); len(cfg.StaticConfigs) != 0 {
-		t.Errorf("StaticConfigs %v with nothing given, want none", cfg.StaticConfigs)
+	if cfg := configFromFile(t, plain); len(cfg.StaticConfigs) != 2 || !cfg.StaticConfigs["node.id"] {
+		t.Errorf("StaticConfigs %v with only node-id given, want node.id and broker.id", cfg.StaticConfigs)
+	}
+	// Every Kafka-named broker setting counts, not only topic defaults.
+	cfg = configFromFile(t, plain, "--replica-lag-time-max", "30s", "--listeners", "PLAINTEXT://127.0.0.1:0", "--log-cleaner-threads", "1")
+	for _, k := range []string{"replica.lag.time.max.ms", "listeners", "listener.security.protocol.map", "log.cleaner.threads"} {
+		if !cfg.StaticConfigs[k] {
+			t.Errorf("StaticConfigs %v lacks %s", cfg.StaticConfigs, k)
+		}
 	}
 }
