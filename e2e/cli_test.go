@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -292,6 +293,44 @@ func TestTopicCreateReadyOnEveryBroker(t *testing.T) {
 	}
 	fn.HealAll()
 	waitFor(t, 30*time.Second, "broker "+strconv.Itoa(cut.NodeID)+" to learn topic late", func() bool { return ledEverywhere("late") == nil })
+
+	// Plans the CLI makes: raise the replication factor, then drain a
+	// broker (refused while every broker is needed, done with one fewer
+	// replica).
+	replicas := func() map[int32][]int32 {
+		t.Helper()
+		md, err := kadm.NewClient(cl).Metadata(ctx, "ready")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32][]int32{}
+		for p, pd := range md.Topics["ready"].Partitions {
+			if len(pd.ISR) != len(pd.Replicas) {
+				t.Errorf("ready-%d: replicas %v, in sync %v", p, pd.Replicas, pd.ISR)
+			}
+			out[p] = pd.Replicas
+		}
+		return out
+	}
+	r = seed.sediment(t, "", "topic", "reassign", "ready", "--replication-factor", "3")
+	if !strings.Contains(r.Stdout, "ready-0: replicas ") || strings.Count(r.Stdout, ": done, replicas ") != 6 {
+		t.Errorf("reassign --replication-factor 3 printed:\n%s", r.Stdout)
+	}
+	for p, rs := range replicas() {
+		if len(rs) != 3 {
+			t.Errorf("ready-%d after --replication-factor 3: replicas %v", p, rs)
+		}
+	}
+	r = seed.sedimentMayFail(t, "", "topic", "reassign", "ready", "--drain-broker", "3")
+	if r.Err == nil || !strings.Contains(r.Stderr, "replication factor 3 needs 3 brokers; 2 are live and not drained") {
+		t.Errorf("draining a broker that every partition needs: %v, stderr %q", r.Err, r.Stderr)
+	}
+	seed.sediment(t, "", "topic", "reassign", "ready", "--drain-broker", "3", "--replication-factor", "2")
+	for p, rs := range replicas() {
+		if len(rs) != 2 || slices.Contains(rs, 3) {
+			t.Errorf("ready-%d after draining broker 3: replicas %v", p, rs)
+		}
+	}
 }
 
 // TestProduceConsume checks `sediment produce` and `sediment consume` end to

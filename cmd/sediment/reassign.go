@@ -33,6 +33,9 @@ func newTopicReassignCmd(opts *clientOptions) *cobra.Command {
 		noWait        bool
 		cancelParts   []int32
 		clearThrottle bool
+		rf            int
+		drain         []int32
+		dryRun        bool
 	)
 	cmd := &cobra.Command{
 		Use:   "reassign TOPIC [PARTITION=BROKER,BROKER...]...",
@@ -50,9 +53,21 @@ the ISR are throttled. Once every move is complete the command removes these
 configs again (as kafka-reassign-partitions --verify does); with --no-wait it
 returns at once and leaves them: remove them later with --clear-throttle.
 
+Instead of assignments, --replication-factor N and --drain-broker ID (either
+or both) make the plan, as kafka-reassign-partitions --generate does: every
+partition of the topic loses the drained brokers and gets or drops replicas to
+have N (the current count without --replication-factor). A replica added goes
+to a live broker the partition lacks, one of a rack the partition is not on
+first, then the one holding the fewest replicas in the cluster; a replica
+dropped is the last listed (the least preferred). --dry-run prints the plan
+and changes nothing. Raising the replication factor of __consumer_offsets or
+__transaction_state after the cluster has grown is one command.
+
 Without --no-wait the command waits until every move is complete, printing
 progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 		Example: `  sediment topic reassign orders 0=2,3,4 1=3,4,1 --throttle 50000000
+  sediment topic reassign __consumer_offsets --replication-factor 3
+  sediment topic reassign orders --drain-broker 4 --dry-run
   sediment topic reassign orders --cancel 1
   sediment topic reassign orders --clear-throttle
   sediment topic reassignments`,
@@ -63,14 +78,21 @@ progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 			if err != nil {
 				return err
 			}
+			generate := rf != 0 || len(drain) > 0
 			modes := 0
-			for _, b := range []bool{len(targets) > 0, len(cancelParts) > 0, clearThrottle} {
+			for _, b := range []bool{len(targets) > 0, len(cancelParts) > 0, clearThrottle, generate} {
 				if b {
 					modes++
 				}
 			}
 			if modes != 1 {
-				return errors.New("give either PARTITION=BROKERS... assignments, --cancel PARTITION or --clear-throttle")
+				return errors.New("give either PARTITION=BROKERS... assignments, --replication-factor and/or --drain-broker, --cancel PARTITION or --clear-throttle")
+			}
+			if rf < 0 || rf > 32767 {
+				return fmt.Errorf("--replication-factor %d: want 1 to 32767", rf)
+			}
+			if dryRun && !generate {
+				return errors.New("--dry-run prints the plan of --replication-factor or --drain-broker")
 			}
 			if throttle < 0 {
 				return errors.New("--throttle must be a positive number of bytes per second")
@@ -99,6 +121,9 @@ progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 			}
 
 			md, err := adm.Metadata(ctx, topic)
+			if generate && err == nil {
+				md, err = adm.Metadata(ctx) // every topic: the brokers' load
+			}
 			if err != nil {
 				return err
 			}
@@ -108,6 +133,22 @@ progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 					return fmt.Errorf("topic %s: %w", topic, td.Err)
 				}
 				return unknownTopicError(topic)
+			}
+			if generate {
+				targets, err = planReassignment(md, td, rf, drain)
+				if err != nil {
+					return fmt.Errorf("topic %s: %w", topic, err)
+				}
+				for _, p := range sortedKeys32(targets) {
+					fmt.Fprintf(out, "%s-%d: replicas %s -> %s\n", topic, p, joinInt32(td.Partitions[p].Replicas), joinInt32(targets[p]))
+				}
+				if len(targets) == 0 {
+					fmt.Fprintf(out, "topic %s: nothing to move\n", topic)
+					return nil
+				}
+				if dryRun {
+					return nil
+				}
 			}
 			for p := range targets {
 				if _, ok := td.Partitions[p]; !ok {
@@ -155,7 +196,107 @@ progress, and is stopped only by Ctrl-C (the moves go on without it).`,
 	f.BoolVar(&noWait, "no-wait", false, "return once the moves are accepted")
 	f.Int32SliceVar(&cancelParts, "cancel", nil, "cancel the reassignment in progress of these partitions")
 	f.BoolVar(&clearThrottle, "clear-throttle", false, "remove the topic's replication throttles and the cluster-wide throttle rates")
+	f.IntVar(&rf, "replication-factor", 0, "plan the moves that give every partition this many replicas")
+	f.Int32SliceVar(&drain, "drain-broker", nil, "plan the moves that take every replica of the topic off these brokers")
+	f.BoolVar(&dryRun, "dry-run", false, "print the plan of --replication-factor / --drain-broker and change nothing")
 	return cmd
+}
+
+// planReassignment plans the moves of topic td (md: the cluster's brokers
+// and every topic, for the load) that give each partition rf replicas (its
+// current count when rf is 0) on none of the drained brokers. Replicas kept
+// keep their order (the preferred leader stays first unless drained);
+// dropped ones are the last listed; added ones go last, each to a broker
+// the partition lacks: of a rack the partition is not on first, then with
+// the fewest replicas in the cluster, then the lowest id. Partitions left as
+// they are are not in the plan.
+func planReassignment(md kadm.Metadata, td kadm.TopicDetail, rf int, drain []int32) (map[int32][]int32, error) {
+	load := map[int32]int{}
+	rack := map[int32]string{}
+	var brokers []int32
+	for _, b := range md.Brokers {
+		if slices.Contains(drain, b.NodeID) {
+			continue
+		}
+		brokers = append(brokers, b.NodeID)
+		load[b.NodeID] = 0
+		if b.Rack != nil {
+			rack[b.NodeID] = *b.Rack
+		}
+	}
+	slices.Sort(brokers)
+	known := map[int32]bool{}
+	for _, b := range md.Brokers {
+		known[b.NodeID] = true
+	}
+	for _, t := range md.Topics {
+		for _, p := range t.Partitions {
+			for _, r := range p.Replicas {
+				known[r] = true // a broker that is down still holds replicas
+				if _, ok := load[r]; ok {
+					load[r]++
+				}
+			}
+		}
+	}
+	for _, id := range drain {
+		if !known[id] {
+			return nil, fmt.Errorf("--drain-broker %d: no such broker (none is live with that id, and no replica is on it)", id)
+		}
+	}
+	out := map[int32][]int32{}
+	for _, p := range sortedKeys32(td.Partitions) {
+		cur := td.Partitions[p].Replicas
+		want := rf
+		if want == 0 {
+			want = len(cur)
+		}
+		if want > len(brokers) {
+			return nil, fmt.Errorf("replication factor %d needs %d brokers; %d are live and not drained", want, want, len(brokers))
+		}
+		var next []int32
+		for _, r := range cur {
+			if !slices.Contains(drain, r) {
+				next = append(next, r)
+			}
+		}
+		for len(next) > want {
+			dropped := next[len(next)-1]
+			next = next[:len(next)-1]
+			if _, ok := load[dropped]; ok {
+				load[dropped]--
+			}
+		}
+		for len(next) < want {
+			racks := map[string]bool{}
+			for _, r := range next {
+				if rk, ok := rack[r]; ok {
+					racks[rk] = true
+				}
+			}
+			best := int32(-1)
+			better := func(c int32) bool {
+				if best < 0 {
+					return true
+				}
+				if cn, bn := racks[rack[c]] && rack[c] != "", racks[rack[best]] && rack[best] != ""; cn != bn {
+					return !cn
+				}
+				return load[c] < load[best]
+			}
+			for _, c := range brokers { // ascending ids: the lowest wins a tie
+				if !slices.Contains(next, c) && better(c) {
+					best = c
+				}
+			}
+			next = append(next, best)
+			load[best]++
+		}
+		if !slices.Equal(next, cur) {
+			out[p] = next
+		}
+	}
+	return out, nil
 }
 
 // parseAssignments reads PARTITION=BROKER,BROKER... arguments.

@@ -120,3 +120,59 @@ func testAdmin(t *testing.T) *kadm.Client {
 	t.Cleanup(cl.Close)
 	return kadm.NewClient(cl)
 }
+
+// TestPlanReassignment: the plan of --replication-factor / --drain-broker.
+func TestPlanReassignment(t *testing.T) {
+	rack := func(s string) *string { return &s }
+	md := func(brokers []kadm.BrokerDetail, topics map[string]map[int32][]int32) kadm.Metadata {
+		m := kadm.Metadata{Brokers: brokers, Topics: kadm.TopicDetails{}}
+		for name, parts := range topics {
+			td := kadm.TopicDetail{Topic: name, Partitions: kadm.PartitionDetails{}}
+			for p, rs := range parts {
+				td.Partitions[p] = kadm.PartitionDetail{Topic: name, Partition: p, Replicas: rs}
+			}
+			m.Topics[name] = td
+		}
+		return m
+	}
+	four := []kadm.BrokerDetail{{NodeID: 1}, {NodeID: 2}, {NodeID: 3}, {NodeID: 4}}
+	for _, tc := range []struct {
+		name    string
+		md      kadm.Metadata
+		rf      int
+		drain   []int32
+		want    map[int32][]int32
+		wantErr string
+	}{
+		{name: "raise to 3, least loaded first", rf: 3,
+			md: md(four, map[string]map[int32][]int32{"t": {0: {1}, 1: {2}}, "other": {0: {3, 4}, 1: {3}}}),
+			// load: 1:1 2:1 3:2 4:1. p0 [1] takes 2 (load 1, lowest id), then 4; p1 [2] takes 1 (1 < 3's 2), then 4 or 3...
+			want: map[int32][]int32{0: {1, 2, 4}, 1: {2, 1, 3}}},
+		{name: "lower to 1 drops the last", rf: 1, md: md(four, map[string]map[int32][]int32{"t": {0: {3, 1, 2}, 1: {1}}}),
+			want: map[int32][]int32{0: {3}}},
+		{name: "drain keeps the count and the order", drain: []int32{1}, md: md(four, map[string]map[int32][]int32{"t": {0: {1, 2}, 1: {2, 3}, 2: {3, 1}}}),
+			want: map[int32][]int32{0: {2, 4}, 2: {3, 4}}},
+		{name: "drain a broker that is down", drain: []int32{5}, md: md(four, map[string]map[int32][]int32{"t": {0: {5, 2}}}),
+			want: map[int32][]int32{0: {2, 1}}},
+		{name: "another rack first", rf: 2,
+			md: md([]kadm.BrokerDetail{{NodeID: 1, Rack: rack("a")}, {NodeID: 2, Rack: rack("a")}, {NodeID: 3, Rack: rack("b")}},
+				map[string]map[int32][]int32{"t": {0: {1}}, "busy": {0: {3}, 1: {3}}}),
+			want: map[int32][]int32{0: {1, 3}}},
+		{name: "not enough brokers", rf: 4, drain: []int32{1}, md: md(four, map[string]map[int32][]int32{"t": {0: {1}}}),
+			wantErr: "replication factor 4 needs 4 brokers; 3 are live and not drained"},
+		{name: "unknown broker", drain: []int32{9}, md: md(four, map[string]map[int32][]int32{"t": {0: {1}}}),
+			wantErr: "--drain-broker 9: no such broker"},
+		{name: "nothing to do", rf: 1, md: md(four, map[string]map[int32][]int32{"t": {0: {1}}}), want: map[int32][]int32{}},
+	} {
+		got, err := planReassignment(tc.md, tc.md.Topics["t"], tc.rf, tc.drain)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("%s: %v, want %q", tc.name, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: %v %v, want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
