@@ -158,3 +158,33 @@ func TestUncleanLeaderRemoteLineage(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanLeaderChangeKeepsRemoteLog: a leader change that loses nothing
+// (the new leader's log holds everything uploaded) cuts nothing back: the
+// new leader's first round, which checks, keeps every remote segment.
+func TestCleanLeaderChangeKeepsRemoteLog(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t, envOptions{})
+	e.produce(200, 5, 40)
+	e.run()
+	before, err := e.p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.com.setEpoch(testTP, 6)
+	e.produce(50, 5, 40)
+	e.run()
+	after, err := e.p.Manifest(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after.Retired) != 0 || len(after.Segments) < len(before.Segments) || after.EndOffset < before.EndOffset {
+		t.Fatalf("after a clean leader change: %d segments [%d, %d), %d retired; before %d [%d, %d)", len(after.Segments),
+			after.StartOffset, after.EndOffset, len(after.Retired), len(before.Segments), before.StartOffset, before.EndOffset)
+	}
+	for i, s := range before.Segments {
+		if after.Segments[i].Stem != s.Stem {
+			t.Fatalf("segment %d replaced: %s, was %s", i, after.Segments[i].Stem, s.Stem)
+		}
+	}
+}
