@@ -105,8 +105,8 @@ func handleShareFetch(ctx context.Context, b *Broker, r *Request) (*Reply, error
 		res.ackSet = true
 		res.ackCode, writes[tp] = s.acknowledge(ctx, st, group, member, tp, batches, req.IsRenewAck)
 	}
-	for tp := range s.settle(ctx, writes) {
-		results[tp].ackCode = kerr.NotLeaderForPartition.Code
+	for tp, code := range s.settle(ctx, writes) {
+		results[tp].ackCode = code
 	}
 	if len(forget) > 0 && req.ShareSessionEpoch != -1 {
 		s.mu.Lock()
@@ -323,11 +323,16 @@ type shareAckWrite struct {
 	epoch int32
 }
 
-// settle waits until the writes are done and returns those that were not:
-// their partition is no longer led at their epoch, so the new leader
-// holds a state without them (as Kafka's share coordinator refuses a
-// fenced leader's write). Nil writes are nothing to wait for.
-func (s *shares) settle(ctx context.Context, writes map[shareTP]*shareAckWrite) map[shareTP]bool {
+// settle waits until the writes are done and returns the error code of
+// each that was not: NOT_LEADER_OR_FOLLOWER when its partition is no
+// longer led at its epoch, so the new leader holds a state without it (as
+// Kafka's share coordinator refuses a fenced leader's write);
+// REQUEST_TIMED_OUT when the metadata log did not take it in time (no
+// quorum): it may still be written later, but it is not durable yet, and
+// an acknowledgement answered without error must be (Kafka rolls back an
+// acknowledgement its state write failed and answers the error). Nil
+// writes are nothing to wait for.
+func (s *shares) settle(ctx context.Context, writes map[shareTP]*shareAckWrite) map[shareTP]int16 {
 	var pass uint64
 	for _, w := range writes {
 		if w != nil {
@@ -337,14 +342,18 @@ func (s *shares) settle(ctx context.Context, writes map[shareTP]*shareAckWrite) 
 	if pass == 0 {
 		return nil
 	}
-	s.waitFlushed(ctx, pass)
-	lost := map[shareTP]bool{}
+	written := s.waitFlushed(ctx, pass)
+	failed := map[shareTP]int16{}
 	for tp, w := range writes {
-		if w != nil && !w.p.isLeader(w.epoch) {
-			lost[tp] = true
+		switch {
+		case w == nil:
+		case !w.p.isLeader(w.epoch):
+			failed[tp] = kerr.NotLeaderForPartition.Code
+		case !written:
+			failed[tp] = kerr.RequestTimedOut.Code
 		}
 	}
-	return lost
+	return failed
 }
 
 // acknowledge applies a member's acknowledgements on one partition. It

@@ -69,9 +69,12 @@ func handleShareAcknowledge(ctx context.Context, b *Broker, r *Request) (*Reply,
 		for i := range resp.Topics {
 			rt := &resp.Topics[i]
 			for j := range rt.Partitions {
-				if rp := &rt.Partitions[j]; lost[shareTP{rt.TopicID, rp.Partition}] {
-					rp.ErrorCode = kerr.NotLeaderForPartition.Code
-					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", rt.TopicID, true, rp.Partition, rp.ErrorCode)
+				rp := &rt.Partitions[j]
+				if code := lost[shareTP{rt.TopicID, rp.Partition}]; code != 0 {
+					rp.ErrorCode = code
+					if code == kerr.NotLeaderForPartition.Code {
+						rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leaderHint(st, "", rt.TopicID, true, rp.Partition, rp.ErrorCode)
+					}
 				}
 			}
 		}

@@ -270,10 +270,13 @@ func (s *shares) markLocked(sp *sharePartition) uint64 {
 }
 
 // waitFlushed waits until flush pass has written what changed before it
-// started (at most shareAckWriteWait, or until ctx ends): acknowledgements
-// are answered once they are in the metadata log, as Kafka answers them
-// once its share coordinator has them.
-func (s *shares) waitFlushed(ctx context.Context, pass uint64) {
+// started (at most shareAckWriteWait, or until ctx ends) and reports
+// whether it has: acknowledgements are answered once they are in the
+// metadata log, as Kafka answers them once its share coordinator has them.
+// Those not written in time are answered with an error (settle): the
+// flusher goes on retrying them, but a leader that stops before the quorum
+// is back loses them, and the records come again.
+func (s *shares) waitFlushed(ctx context.Context, pass uint64) bool {
 	t := time.NewTimer(shareAckWriteWait)
 	defer t.Stop()
 	for {
@@ -281,16 +284,16 @@ func (s *shares) waitFlushed(ctx context.Context, pass uint64) {
 		done, ch := s.passDone, s.flushed
 		s.mu.Unlock()
 		if done >= pass {
-			return
+			return true
 		}
 		select {
 		case <-ch:
 		case <-t.C:
-			return // answered anyway: the state is written when the quorum is back
+			return false
 		case <-ctx.Done():
-			return
+			return false
 		case <-s.stop:
-			return
+			return false
 		}
 	}
 }

@@ -1114,8 +1114,46 @@ func TestShareAckLostWithLeadership(t *testing.T) {
 			mp.Leader, mp.LeaderEpoch = b.cfg.NodeID+100, mp.LeaderEpoch+1
 			p.applyAssignment(b.cfg.NodeID, &mp, math.MaxUint64)
 		}
-		if lost := b.shares.settle(testCtx(t), map[shareTP]*shareAckWrite{key: w}); lost[key] != moved {
-			t.Fatalf("leadership moved %v: lost %v", moved, lost)
+		lost := b.shares.settle(testCtx(t), map[shareTP]*shareAckWrite{key: w})
+		if want := map[bool]int16{false: 0, true: kerr.NotLeaderForPartition.Code}[moved]; lost[key] != want {
+			t.Fatalf("leadership moved %v: lost %v, want code %d", moved, lost, want)
 		}
+	}
+}
+
+// TestShareAckNotDurableWithoutQuorum: an acknowledgement whose state the
+// metadata log does not take in time (the quorum is gone) is answered
+// REQUEST_TIMED_OUT, not as done: it was answered without error after the
+// wait, and a leader stopped before the quorum came back lost it, so
+// accepted records came again and were accepted twice (a share group
+// review: 102 of them).
+func TestShareAckNotDurableWithoutQuorum(t *testing.T) {
+	brokers := startPair(t, func(c *Config) {
+		c.Listeners = []Listener{{Name: "PLAINTEXT", Addr: "127.0.0.1:0", SecurityProtocol: ProtocolPlaintext}}
+		c.ControlledShutdownTimeout = time.Second
+	})
+	const group = "g"
+	_, id := newShareQueue(t, brokers[0], "acked", group, 3)
+	var lead, other *Broker
+	testutil.WaitFor(t, 20*time.Second, "a leader of acked-0", func() bool {
+		for i, b := range brokers {
+			if p, err := b.store.partitionByID(b.meta.State(), id, 0); err == nil && p.isLeader(-1) {
+				lead, other = b, brokers[1-i]
+				return true
+			}
+		}
+		return false
+	})
+	if got := acquired(newShareConn(t, lead, group, "a").fetch(id, []int32{0}, time.Second, nil)); len(got) != 3 {
+		t.Fatalf("acquired %v", got)
+	}
+	other.Close() // one voter of two: no quorum
+	key := shareTP{id, 0}
+	code, w := lead.shares.acknowledge(testCtx(t), lead.meta.State(), group, "a", key, []shareAckBatch{{0, 2, []int8{1}}}, false)
+	if code != 0 || w == nil {
+		t.Fatalf("acknowledge: code %d, write %v", code, w)
+	}
+	if lost := lead.shares.settle(testCtx(t), map[shareTP]*shareAckWrite{key: w}); lost[key] != kerr.RequestTimedOut.Code {
+		t.Fatalf("settled without a quorum: %v, want REQUEST_TIMED_OUT", lost)
 	}
 }
