@@ -43,6 +43,11 @@ func (b *Broker) Readiness(caughtUp bool) Readiness {
 	if err := b.meta.Err(); err != nil {
 		r.Reasons = append(r.Reasons, fmt.Sprintf("the metadata state machine stopped: %v", err))
 	}
+	if b.store != nil {
+		if p := b.store.storageFault.Load(); p != nil {
+			r.Reasons = append(r.Reasons, fmt.Sprintf("a partition log failed after an I/O error (this broker fenced itself; restart it once the disk is fixed): %v", *p))
+		}
+	}
 	if b.meta.Stale() {
 		r.Reasons = append(r.Reasons, "no metadata quorum leader heard from within the election timeout")
 	}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sediment-io/sediment/hotlog"
@@ -42,6 +43,10 @@ type store struct {
 	meta        *metadata.Node
 	brokerEpoch int64
 	faultOnce   sync.Once // fenceSelf's first call
+	// storageFault is the first partition log failure (hotlog's OnFail):
+	// the broker then fences itself (heartbeatLoop), as Kafka stops a
+	// broker whose only log directory failed.
+	storageFault atomic.Pointer[error]
 	// incarnation is this registration's id (recordFeatureRanges).
 	incarnation metadata.UUID
 	fs          vfs.FS
@@ -339,9 +344,22 @@ func (s *store) heartbeat(ctx context.Context, wantFenced bool) error {
 // the stale broker kept heartbeating, stayed in every ISR and was handed
 // leaderships it could not serve (a rolling-upgrade review). It reports
 // whether the fence is applied; until then the caller tries again.
-func (s *store) fenceSelf(ctx context.Context, fault error) bool {
+//
+// A partition log that failed (a write or an fsync error past the point
+// where the append could be taken back: what the page cache holds is no
+// longer known to be on disk) does the same, with storage set: Kafka marks
+// such a log directory offline, and a broker whose only log directory is
+// offline stops, so that its leaderships move to the in-sync replicas.
+// Before, the broker stayed the partition's leader, refusing every append,
+// with the other replicas in the ISR unable to take over (an operator
+// review: writes failed for good until a restart).
+func (s *store) fenceSelf(ctx context.Context, fault error, storage bool) bool {
 	s.faultOnce.Do(func() {
-		s.b.log.Error("the metadata state machine stopped: this broker fences itself and stops serving clients until it runs a binary that reads the metadata log; upgrade it and restart", "err", fault)
+		if storage {
+			s.b.log.Error("a partition log failed after an I/O error: this broker fences itself and stops serving clients, as Kafka stops a broker whose log directory failed (its leaderships move to the in-sync replicas); check the disk, then restart it (the logs are recovered from what is on disk)", "err", fault)
+		} else {
+			s.b.log.Error("the metadata state machine stopped: this broker fences itself and stops serving clients until it runs a binary that reads the metadata log; upgrade it and restart", "err", fault)
+		}
 		s.b.stopServing()
 	})
 	fctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -392,7 +410,11 @@ func (s *store) heartbeatLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			if fault := s.meta.Err(); fault != nil && !fenced {
-				fenced = s.fenceSelf(ctx, fault)
+				fenced = s.fenceSelf(ctx, fault, false)
+				continue
+			}
+			if p := s.storageFault.Load(); p != nil && !fenced {
+				fenced = s.fenceSelf(ctx, *p, true)
 				continue
 			}
 			hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -787,6 +809,10 @@ func (s *store) openDir(t *metadata.Topic, idx int32, dir string) (*partition, e
 			if p != nil {
 				p.onDurable(end)
 			}
+		},
+		OnFail: func(err error) {
+			err = fmt.Errorf("%s-%d: %w", t.Name, idx, err)
+			s.storageFault.CompareAndSwap(nil, &err)
 		},
 	})
 	if err != nil {

@@ -118,4 +118,10 @@ type Options struct {
 	// not call back into the Log's writers (Close waits for the syncer
 	// while holding the append lock); the reading methods are fine.
 	OnDurable func(end int64)
+	// OnFail, if set, is called once, with the error, when the log fails
+	// (an I/O error past the point where an append can be taken back, such
+	// as a failed fsync: appends are refused with ErrLogFailed until the
+	// log is reopened). It may be called with the log's locks held and
+	// must not call back into the Log.
+	OnFail func(err error)
 }

@@ -66,6 +66,7 @@ type Log struct {
 	del          *deleter // removes deleted segments' files (deleter.go)
 	rollSnapshot func() []byte
 	onDurable    func(end int64)
+	onFail       func(err error)
 	// kick wakes the background syncer of NoSyncWait appends (started by
 	// the first one, under the append lock; stopped by Close).
 	kick          chan struct{}
@@ -147,6 +148,7 @@ func Open(opts Options) (*Log, error) {
 	l.cfg.Store(&cfg)
 	l.rollSnapshot = opts.RollSnapshot
 	l.onDurable = opts.OnDurable
+	l.onFail = opts.OnFail
 	if l.fs == nil {
 		l.fs = vfs.Default
 	}
@@ -487,6 +489,9 @@ func (l *Log) failure() error {
 func (l *Log) fail(err error) error {
 	if l.failed.CompareAndSwap(nil, &err) {
 		l.logger.Error("hotlog: log failed; appends refused until reopened", "err", err)
+		if l.onFail != nil {
+			l.onFail(err)
+		}
 	}
 	return fmt.Errorf("%w: %w", ErrLogFailed, err)
 }
