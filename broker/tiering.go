@@ -417,6 +417,8 @@ func (b *Broker) logStartOffset(ctx context.Context, p *partition) (int64, error
 func (b *Broker) latestTieredOffset(ctx context.Context, p *partition) (int64, error) {
 	if g := b.tier(); g != nil {
 		if tp := g.tierPartition(p); tp != nil {
+			ctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout) // as logStartOffset
+			defer cancel()
 			return tp.LatestTieredOffset(ctx)
 		}
 	}
@@ -455,10 +457,16 @@ func (b *Broker) earliestPendingUploadOffset(ctx context.Context, st *metadata.S
 }
 
 // remoteOffsetForTimestamp answers ListOffsets by timestamp from the bucket
-// first (older data); -1 when the bucket has no such record.
+// first (older data); -1 when the bucket has no such record. Bounded as a
+// remote read is (remote-fetch-timeout): with the bucket hanging it waited
+// for the object store's retries, five minutes, holding every later
+// request on the connection (a replay review). Kafka bounds it too
+// (remote.list.offsets.request.timeout.ms, KIP-1075).
 func (b *Broker) remoteOffsetForTimestamp(ctx context.Context, p *partition, ts int64) (int64, int64, error) {
 	if g := b.tier(); g != nil {
 		if tp := g.tierPartition(p); tp != nil {
+			ctx, cancel := context.WithTimeout(ctx, g.cfg.RemoteFetchTimeout)
+			defer cancel()
 			off, t, err := tp.OffsetForTimestamp(ctx, ts)
 			if err == nil && off >= 0 && off < p.log.LogStartOffset() {
 				return off, t, nil
