@@ -160,6 +160,14 @@ func (b *Broker) EnableTiering(cfg TieringConfig) error {
 	opts := cfg.Options
 	opts.Store, opts.Committer, opts.Leadership = cfg.Store, g, g
 	opts.Leases = g // remote retention under leases (tiercompact.go)
+	// Remote lookups by timestamp walk compressed batches as local ones do.
+	opts.ScanRecords = func(batch []byte, from, ts int64) (int64, int64, bool, error) {
+		h, err := hotlog.ParseBatchHeader(batch)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		return scanRecords(&h, batch, from, func(t int64) bool { return t >= ts })
+	}
 	if opts.CacheDir == "" {
 		opts.CacheDir = filepath.Join(b.cfg.DataDir, "tier-cache")
 	}

@@ -165,6 +165,14 @@ type Options struct {
 	// (compact.go).
 	Leases JobLeases
 
+	// ScanRecords, if set, finds in a compressed (or LogAppendTime)
+	// batch the first record at offset from or later whose timestamp is
+	// at least ts (OffsetForTimestamp): its offset and timestamp. Without
+	// it such a batch stands for itself (its base offset, its max
+	// timestamp), which answers an offset up to a batch too early. The
+	// broker gives its own record scanner (with the codecs).
+	ScanRecords func(batch []byte, from, ts int64) (offset, timestamp int64, found bool, err error)
+
 	Now    func() time.Time // [time.Now]
 	Logger *slog.Logger     // [slog.Default()]
 }
