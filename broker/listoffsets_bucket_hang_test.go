@@ -1,6 +1,5 @@
 package broker
 
-
 import (
 	"context"
 	"path/filepath"
