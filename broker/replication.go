@@ -1575,6 +1575,17 @@ func (b *Broker) preferredReadReplica(st *metadata.State, p *partition, follower
 	if tr == nil {
 		return -1
 	}
+	// The partition's log start across both tiers, as Kafka checks the
+	// replica's log start (KIP-392 with KIP-405): a follower serves the
+	// bucket's history as the leader does. With the local start alone,
+	// every replay of history was served by the leader, across racks (a
+	// replay review).
+	low := p.log.LogStartOffset()
+	if b.tier() != nil {
+		if mp, ok := st.Partition(p.topicID, p.id); ok && mp.Remote.ManifestVersion > 0 && mp.Remote.StartOffset < low {
+			low = mp.Remote.StartOffset
+		}
+	}
 	for _, id := range isr {
 		if id == b.cfg.NodeID {
 			continue
@@ -1583,7 +1594,7 @@ func (b *Broker) preferredReadReplica(st *metadata.State, p *partition, follower
 		if !ok || br.Fenced || br.Rack != req.Rack {
 			continue
 		}
-		if end := tr.FollowerEnd(id); end >= offset && offset >= p.log.LogStartOffset() {
+		if end := tr.FollowerEnd(id); end >= offset && offset >= low {
 			return id
 		}
 	}
