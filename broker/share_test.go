@@ -1157,3 +1157,65 @@ func TestShareAckNotDurableWithoutQuorum(t *testing.T) {
 		t.Fatalf("settled without a quorum: %v, want REQUEST_TIMED_OUT", lost)
 	}
 }
+
+// TestShareGroupDeleteAfterCoordinatorLoad: a coordinator that has just
+// loaded a share group with state (a failover, a restart) knows none of its
+// members, which live in memory only, until they heartbeat again: within a
+// few heartbeat intervals of the load it answers DeleteGroups (and the
+// offsets changes) COORDINATOR_LOAD_IN_PROGRESS, which admin clients retry;
+// a member back is NON_EMPTY_GROUP; once it has left and the window has
+// passed the group is deleted. It
+// answered NONE and wiped a group whose consumers were running, which then
+// read everything again (a share group review).
+func TestShareGroupDeleteAfterCoordinatorLoad(t *testing.T) {
+	dir := t.TempDir()
+	b := startBroker(t, dir)
+	const topic, group = "restarted", "survivors"
+	_, id := newShareQueue(t, b, topic, group, 5)
+	c := newShareConn(t, b, group, "m")
+	if got := acquired(c.fetch(id, []int32{0}, time.Second, nil)); len(got) != 5 {
+		t.Fatalf("acquired %v", got)
+	}
+	if r := c.ack(id, 0, 0, 4, 1); r.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatal("accept refused")
+	}
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "m", []string{topic}
+	if resp, err := hb.RequestWith(testCtx(t), newClient(t, b)); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, resp)
+	}
+	b.Close()
+	b = startBroker(t, dir)
+	waitCond(t, func() bool { b.groups.ensure(group); return b.groups.c.Loaded(b.groups.partitionFor(group)) })
+	nc := dial(t, b)
+	corr := int32(0)
+	deleteGroup := func() int16 {
+		t.Helper()
+		corr++
+		del := kmsg.NewPtrDeleteGroupsRequest()
+		del.Version, del.Groups = 2, []string{group}
+		return rawRequest(t, nc, del, corr).(*kmsg.DeleteGroupsResponse).Groups[0].ErrorCode
+	}
+	if code := deleteGroup(); code != kerr.CoordinatorLoadInProgress.Code {
+		t.Fatalf("DeleteGroups right after the coordinator loaded the group: %v, want COORDINATOR_LOAD_IN_PROGRESS", kerr.ErrorForCode(code))
+	}
+	admin := newClient(t, b)
+	hb.MemberID, hb.MemberEpoch = "m2", 0
+	if resp, err := hb.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("join: %v %+v", err, resp)
+	}
+	if code := deleteGroup(); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("DeleteGroups with a member back: %v, want NON_EMPTY_GROUP", kerr.ErrorForCode(code))
+	}
+	hb.MemberEpoch = -1
+	if resp, err := hb.RequestWith(testCtx(t), admin); err != nil || resp.ErrorCode != 0 {
+		t.Fatalf("leave: %v %+v", err, resp)
+	}
+	// Three heartbeat intervals (15 s) after the load, an empty group is
+	// deleted.
+	testutil.WaitFor(t, 30*time.Second, "DeleteGroups to delete the empty group", func() bool { return deleteGroup() == 0 })
+	if len(b.meta.State().ShareState(group)) != 0 {
+		t.Fatal("the group's state is still there")
+	}
+}

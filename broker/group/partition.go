@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strconv"
+	"time"
 	"sync"
 	"unicode/utf16"
 )
@@ -48,6 +49,8 @@ type partition struct {
 	log     Log
 	loading bool
 	gone    bool // unloaded; late events for it are dropped
+	// loadedAt is when the load finished (LoadedSince).
+	loadedAt time.Time
 	groups  map[string]*group
 
 	ctx    context.Context
@@ -177,6 +180,7 @@ func (c *Coordinator) finishLoad(p *partition, st *loadState, err error) {
 		g.offsets = offs
 	}
 	p.loading = false
+	p.loadedAt = now
 	c.applyTxnEnds(p)
 	for _, g := range p.groups {
 		for _, m := range g.members {
@@ -288,6 +292,25 @@ func (c *Coordinator) Loaded(partitionID int32) bool {
 		return false
 	}
 	return ok
+}
+
+// LoadedSince returns when the partition's load finished, if it is loaded:
+// a coordinator that took a partition over knows only what its log holds,
+// not the members that live in memory alone (share groups' members) until
+// they come back.
+func (c *Coordinator) LoadedSince(partitionID int32) (time.Time, bool) {
+	var at time.Time
+	var ok bool
+	if !c.inLoop(func() {
+		p := c.partitions[partitionID]
+		ok = p != nil && !p.loading
+		if ok {
+			at = p.loadedAt
+		}
+	}) {
+		return time.Time{}, false
+	}
+	return at, ok
 }
 
 // barrier waits until no append is queued or running. For tests.
