@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"runtime/pprof"
 	"strconv"
-	"time"
 	"sync"
+	"time"
 	"unicode/utf16"
 )
 
@@ -51,7 +51,7 @@ type partition struct {
 	gone    bool // unloaded; late events for it are dropped
 	// loadedAt is when the load finished (LoadedSince).
 	loadedAt time.Time
-	groups  map[string]*group
+	groups   map[string]*group
 
 	ctx    context.Context
 	cancel context.CancelFunc
