@@ -194,7 +194,13 @@ func (sc *shareCoordinator) heartbeat(req *kmsg.ShareGroupHeartbeatRequest, clie
 		}
 	}
 	if changed || sc.partitionsChanged(st, g) {
-		sc.bump(st, g)
+		if err := sc.initGrown(st, g); err != nil {
+			// Not assigned until their start is written: the members
+			// keep their assignment, the next heartbeat tries again.
+			sc.b.log.Warn("share group: the start of new partitions not written; not assigning them yet", "group", g.id, "err", err)
+		} else {
+			sc.bump(st, g)
+		}
 	}
 	r := shareHBError(req, 0, "")
 	r.MemberID = kmsg.StringPtr(m.id)
@@ -268,6 +274,36 @@ func (sc *shareCoordinator) partitionsChanged(st *metadata.State, g *shareGroup)
 		}
 	}
 	return false
+}
+
+// initGrown writes the start of the partitions added to topics the group
+// already consumes, before they are assigned: offset 0 (the log start), as
+// Kafka does (KAFKA-20742), not share.auto.offset.reset, whose latest
+// skipped every record produced to them before a member first fetched
+// there (a share group review: 904 records of 2 000 never delivered). The
+// partitions of a topic new to the group keep share.auto.offset.reset.
+func (sc *shareCoordinator) initGrown(st *metadata.State, g *shareGroup) error {
+	stored := st.ShareState(g.id)
+	var ops []metadata.ConfigOp
+	for t, now := range sc.subscribed(st, g) {
+		was, ok := g.parts[t]
+		if !ok || was.id != now.id {
+			continue
+		}
+		for p := int32(was.n); p < int32(now.n); p++ {
+			key := sharePartKey{group: g.id, topicID: [16]byte(now.id), part: p}.stateKey()
+			if _, ok := stored[key]; !ok {
+				ops = append(ops, metadata.ConfigOp{Key: key, Value: "0"})
+			}
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _, err := sc.b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g.id, Ops: ops})
+	return err
 }
 
 // bump starts a new group epoch with a new assignment.

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -1217,5 +1218,51 @@ func TestShareGroupDeleteAfterCoordinatorLoad(t *testing.T) {
 	testutil.WaitFor(t, 30*time.Second, "DeleteGroups to delete the empty group", func() bool { return deleteGroup() == 0 })
 	if len(b.meta.State().ShareState(group)) != 0 {
 		t.Fatal("the group's state is still there")
+	}
+}
+
+// TestShareNewPartitionsStartAtZero: partitions added to a topic a share
+// group already consumes start at offset 0, as Kafka's (KAFKA-20742), not at
+// share.auto.offset.reset (latest here): the records produced to them
+// before a member first fetched there were skipped (a share group review:
+// 904 of 2 000 never delivered). The topic's first partition keeps latest.
+func TestShareNewPartitionsStartAtZero(t *testing.T) {
+	b := startBroker(t, "")
+	const topic, group = "growing", "latest-group"
+	createTopic(t, b, topic, 1, nil)
+	admin := newClient(t, b)
+	produceAll(t, admin, makeRecords(topic, 3, "old")) // before the group: latest skips them
+	tp, _ := b.meta.State().Topic(topic)
+	id := [16]byte(tp.ID)
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version = 1
+	hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = group, "m", []string{topic}
+	heartbeat := func() *kmsg.ShareGroupHeartbeatResponse {
+		t.Helper()
+		resp, err := hb.RequestWith(testCtx(t), admin)
+		if err != nil || resp.ErrorCode != 0 {
+			t.Fatalf("heartbeat: %v %+v", err, resp)
+		}
+		hb.MemberEpoch = resp.MemberEpoch
+		return resp
+	}
+	heartbeat()
+	c := newShareConn(t, b, group, "m")
+	if got := acquired(c.fetch(id, []int32{0}, 0, nil)); len(got) != 0 {
+		t.Fatalf("latest on the first partition: acquired %v", got)
+	}
+	if rs, err := kadm.NewClient(admin).CreatePartitions(testCtx(t), 1, topic); err != nil || rs[topic].Err != nil {
+		t.Fatalf("add a partition: %v %v", err, rs)
+	}
+	waitCond(t, func() bool { tp, _ := b.meta.State().Topic(topic); return len(tp.Partitions) == 2 })
+	manual := newClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := manual.ProduceSync(testCtx(t), &kgo.Record{Topic: topic, Partition: 1, Value: []byte("early")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if resp := heartbeat(); resp.Assignment == nil || len(resp.Assignment.TopicPartitions) != 1 || len(resp.Assignment.TopicPartitions[0].Partitions) != 2 {
+		t.Fatalf("assignment after the topic grew: %+v", resp.Assignment)
+	}
+	if got := acquired(c.fetch(id, []int32{1}, time.Second, nil)); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("the new partition: acquired %v, want its first record", got)
 	}
 }
