@@ -1,6 +1,10 @@
 package broker
 
 import (
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -39,5 +43,23 @@ func TestDiskFullProduceAnswersStorageError(t *testing.T) {
 	}
 	if end := p.log.LogEndOffset(); end != 1 {
 		t.Fatalf("log end %d, want 1 (the refused append left nothing)", end)
+	}
+}
+
+// A failed file operation that no sentinel names (a partition directory
+// that cannot be created on a full disk, a checkpoint that cannot be
+// written) is KAFKA_STORAGE_ERROR, as Kafka answers an IOException, not
+// UNKNOWN_SERVER_ERROR, which clients do not retry.
+func TestFileErrorIsStorageError(t *testing.T) {
+	for _, err := range []error{
+		fmt.Errorf("broker: open partition: %w", &fs.PathError{Op: "mkdir", Path: "/data/logs/t-0", Err: syscall.ENOSPC}),
+		fmt.Errorf("write leader-epoch checkpoint: %w", &os.LinkError{Op: "rename", Old: "a", New: "b", Err: syscall.EIO}),
+	} {
+		if code := errCode(err); code != kerr.KafkaStorageError.Code {
+			t.Errorf("%v: code %d, want KAFKA_STORAGE_ERROR", err, code)
+		}
+	}
+	if code := errCode(&net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}); code == kerr.KafkaStorageError.Code {
+		t.Error("a network error answered KAFKA_STORAGE_ERROR")
 	}
 }

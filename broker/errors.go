@@ -3,6 +3,9 @@ package broker
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"net"
+	"os"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -91,6 +94,17 @@ func errCode(err error) int16 {
 	var ke *kerr.Error
 	if errors.As(err, &ke) {
 		return ke.Code
+	}
+	// A file operation that failed (a full disk while a partition opens
+	// or its checkpoints are written, too many open files) is what Kafka
+	// answers KAFKA_STORAGE_ERROR for, which clients retry; it was
+	// UNKNOWN_SERVER_ERROR, which Java and librdkafka do not (an operator
+	// review).
+	var pe *fs.PathError
+	var le *os.LinkError
+	var ne *net.OpError
+	if (errors.As(err, &pe) || errors.As(err, &le)) && !errors.As(err, &ne) {
+		return kerr.KafkaStorageError.Code
 	}
 	return kerr.UnknownServerError.Code
 }

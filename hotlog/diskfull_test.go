@@ -69,3 +69,37 @@ func TestDiskFullAppendRefusedThenRecovers(t *testing.T) {
 		t.Fatalf("read back %d batches (%v), want 25", len(hdrs), err)
 	}
 }
+
+// TestUncleanOpenFullDiskEpochsUnchanged: a log opened after an unclean
+// stop on a full disk opens when its leader-epoch checkpoint already says
+// what the recovery finds: the checkpoint was rewritten on every unclean
+// open, the write failed, and the partition could not open at all (an
+// operator review: every Produce and ListOffsets UNKNOWN_SERVER_ERROR).
+func TestUncleanOpenFullDiskEpochsUnchanged(t *testing.T) {
+	mem := vfs.NewMem()
+	l, err := Open(Options{FS: mem, Dir: "/p", Config: Config{SegmentBytes: 1024}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := l.Append(simpleBatch(1, 100, 1), AppendOptions{LeaderEpoch: 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crashed := mem.CrashClone() // no clean shutdown
+	l.Close()
+	full := errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if (op == errorfs.OpFileWrite || op == errorfs.OpCreate) && strings.Contains(path, epochCheckpointFile) {
+			return syscall.ENOSPC
+		}
+		return nil
+	})
+	l2, err := Open(Options{FS: errorfs.Wrap(crashed, full), Dir: "/p", Config: Config{SegmentBytes: 1024}})
+	if err != nil {
+		t.Fatalf("unclean open with the disk full and the epochs unchanged: %v", err)
+	}
+	defer l2.Close()
+	if e, end, _ := l2.EndOffsetForEpoch(3); e != 3 || end != 5 {
+		t.Fatalf("epoch 3 ends at %d (epoch %d), want 5", end, e)
+	}
+}

@@ -1,6 +1,7 @@
 package hotlog
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -278,7 +279,9 @@ func (l *Log) open() error {
 
 	// The epoch cache.
 	var epochs []epochEntry
+	var epochsOnDisk []byte
 	if data, err := readSmallFile(l.fs, l.dir, epochCheckpointFile); err == nil {
+		epochsOnDisk = data
 		if epochs, err = decodeEpochs(data); err != nil {
 			l.logger.Warn("hotlog: ignoring damaged leader-epoch checkpoint", "err", err)
 			epochs = nil
@@ -407,8 +410,11 @@ func (l *Log) open() error {
 		changed = true
 	}
 	l.epochs.Store(&epochs)
-	if changed {
-		if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), encodeEpochs(epochs)); err != nil {
+	// Not rewritten when it already says the same: on a full disk the
+	// write failed and the partition could not open at all after an
+	// unclean stop (an operator review).
+	if data := encodeEpochs(epochs); changed && !bytes.Equal(data, epochsOnDisk) {
+		if err := vfs.WriteFileAtomic(l.fs, l.path(epochCheckpointFile), data); err != nil {
 			return fmt.Errorf("hotlog: write leader-epoch checkpoint: %w", err)
 		}
 	}
