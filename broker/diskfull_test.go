@@ -6,12 +6,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sediment-io/sediment/broker/group"
+	"github.com/sediment-io/sediment/internal/testutil"
+	"github.com/sediment-io/sediment/internal/vfs"
 	"github.com/sediment-io/sediment/internal/vfs/errorfs"
 	"github.com/sediment-io/sediment/metadata"
 )
@@ -62,4 +67,39 @@ func TestFileErrorIsStorageError(t *testing.T) {
 	if code := errCode(&net.OpError{Op: "dial", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}); code == kerr.KafkaStorageError.Code {
 		t.Error("a network error answered KAFKA_STORAGE_ERROR")
 	}
+}
+
+// TestFailedOpenBacksOff: a partition whose log cannot be opened (here its
+// files cannot be created) is tried again after a backoff, not at every
+// metadata change: with a full disk or a low open-file limit, each change
+// (every heartbeat commits one) rescanned and logged every such
+// partition, thousands of lines a second (an operator review). Once the
+// disk is back it opens.
+func TestFailedOpenBacksOff(t *testing.T) {
+	full := &errorfs.Toggle{Injector: errorfs.InjectorFunc(func(op errorfs.Op, path string) error {
+		if op == errorfs.OpCreate && strings.Contains(path, "/failing-0/") {
+			return syscall.ENOSPC
+		}
+		return nil
+	})}
+	full.On()
+	b := startBroker(t, "", func(c *Config) { c.LogFS = errorfs.Wrap(vfs.Default, full) })
+	var attempts atomic.Int32
+	b.testHooks.partitionOpening = func(topic string, idx int32) {
+		if topic == "failing" {
+			attempts.Add(1)
+		}
+	}
+	createTopic(t, b, "failing", 1, nil)
+	for i := range 20 { // 20 metadata changes, each reconciled
+		createTopic(t, b, fmt.Sprintf("other-%d", i), 1, nil)
+	}
+	if n := attempts.Load(); n < 1 || n > 6 {
+		t.Fatalf("%d attempts to open the failing partition over 20 metadata changes, want a few (backed off)", n)
+	}
+	full.Off()
+	tm, _ := b.meta.State().Topic("failing")
+	testutil.WaitFor(t, 70*time.Second, "the partition to open once the disk is back", func() bool {
+		return b.store.opened(tm.ID, 0) != nil
+	})
 }

@@ -100,13 +100,19 @@ func errCode(err error) int16 {
 	// answers KAFKA_STORAGE_ERROR for, which clients retry; it was
 	// UNKNOWN_SERVER_ERROR, which Java and librdkafka do not (an operator
 	// review).
-	var pe *fs.PathError
-	var le *os.LinkError
-	var ne *net.OpError
-	if (errors.As(err, &pe) || errors.As(err, &le)) && !errors.As(err, &ne) {
+	if isFileError(err) {
 		return kerr.KafkaStorageError.Code
 	}
 	return kerr.UnknownServerError.Code
+}
+
+// isFileError reports whether err is a failed file operation (not a
+// network one).
+func isFileError(err error) bool {
+	var pe *fs.PathError
+	var le *os.LinkError
+	var ne *net.OpError
+	return (errors.As(err, &pe) || errors.As(err, &le)) && !errors.As(err, &ne)
 }
 
 // errMessage is the error message for responses that carry one.

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"runtime/pprof"
 	"sync"
 	"time"
@@ -209,7 +210,9 @@ func (cp *coordinatorPartitions) ensurePartition(t *metadata.Topic, p int32) {
 		if !done || err == nil {
 			return // loading, or loaded
 		}
-		cp.b.log.Warn("loading "+cp.what+" partition failed; retrying", "partition", p, "err", err)
+		if !errors.Is(err, errOpenBackoff) { // logged by the open, once per backoff
+			cp.b.log.Warn("loading "+cp.what+" partition failed; retrying", "partition", p, "err", err)
+		}
 	}
 	cp.mu.loads[p] = &partitionLoad{epoch: mp.LeaderEpoch, res: cp.c.load(p, mp.LeaderEpoch), done: make(chan struct{})}
 }

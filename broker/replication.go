@@ -1290,10 +1290,7 @@ func (s *store) reconcileReplicas(st *metadata.State) {
 		mp := t.Partitions[idx]
 		p, err := s.openReplica(t, idx, st.Version)
 		if err != nil {
-			if !errors.Is(err, errUnknownTopicOrPartition) && !errors.Is(err, errNotLeader) {
-				s.b.log.Warn("opening replica", "topic", t.Name, "partition", idx, "err", err)
-			}
-			return
+			return // a failed open logs itself, once per backoff (openLocked)
 		}
 		if mp.Leader != me && mp.Leader != metadata.NoLeader {
 			mu.Lock()

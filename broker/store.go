@@ -65,6 +65,10 @@ type store struct {
 		// opened on (outside the lock: partitions open in parallel);
 		// the channel is closed when the attempt ends.
 		opening map[string]chan struct{}
+		// openFailed backs off a partition directory whose log failed
+		// to open (a full disk, too many open files): the next attempt
+		// not before next (openLocked).
+		openFailed map[string]*openFailure
 	}
 	// deleting remembers the directories this process renamed for
 	// deletion (<topic>-<n>.<ms>-delete, dir_delete.go) and when each is
@@ -96,6 +100,7 @@ func openStore(b *Broker) (*store, error) {
 	s.mu.parts = make(map[metadata.UUID]map[int32]*partition)
 	s.mu.dirs = make(map[string]chan struct{})
 	s.mu.opening = make(map[string]chan struct{})
+	s.mu.openFailed = make(map[string]*openFailure)
 	s.deleting.due = make(map[string]time.Time)
 	s.deleteKick = make(chan struct{}, 1)
 	if err := os.MkdirAll(s.logsDir, 0o755); err != nil {
@@ -331,6 +336,18 @@ func (s *store) heartbeat(ctx context.Context, wantFenced bool) error {
 	_, err := s.meta.Propose(ctx, &metadata.BrokerHeartbeat{BrokerID: s.b.cfg.NodeID, BrokerEpoch: s.brokerEpoch, WantFenced: wantFenced})
 	return err
 }
+
+// openFailure is a partition directory whose log failed to open: the next
+// attempt is not before next; delay doubles from 1 s to 1 min.
+type openFailure struct {
+	next  time.Time
+	delay time.Duration
+	err   error
+}
+
+// errOpenBackoff: a partition's log failed to open a moment ago and is not
+// tried again yet (the error wraps the last failure).
+var errOpenBackoff = errors.New("broker: partition failed to open")
 
 // fenceSelf is what a broker does once its metadata state machine stopped
 // (an entry this binary cannot read, written by a newer one: Node.Err):
@@ -711,6 +728,10 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 		}
 		s.mu.Lock()
 	}
+	now := time.Now()
+	if f := s.mu.openFailed[dir]; f != nil && now.Before(f.next) {
+		return nil, fmt.Errorf("%w (again in %v): %w", errOpenBackoff, f.next.Sub(now).Round(time.Millisecond), f.err)
+	}
 	// The log opens outside the lock (its recovery, the producer state's
 	// replay and the files' fsyncs), so that partitions open in parallel
 	// (reconcileReplicas) and lookups of open ones do not wait.
@@ -725,8 +746,22 @@ func (s *store) openLocked(t *metadata.Topic, idx int32) (*partition, error) {
 	delete(s.mu.opening, dir)
 	close(opening)
 	if err != nil {
+		// Tried again after a backoff, not at every metadata change
+		// (every heartbeat commits one): a full disk or a low open-file
+		// limit made each change rescan and log every partition that
+		// could not open, thousands of lines a second (an operator
+		// review).
+		f := s.mu.openFailed[dir]
+		if f == nil {
+			f = &openFailure{}
+			s.mu.openFailed[dir] = f
+		}
+		f.delay = min(max(2*f.delay, time.Second), time.Minute)
+		f.next, f.err = time.Now().Add(f.delay), err
+		s.b.log.Warn("opening a partition failed; retrying", "topic", t.Name, "partition", idx, "in", f.delay, "err", err)
 		return nil, err
 	}
+	delete(s.mu.openFailed, dir)
 	if _, ok := s.meta.State().TopicByID(t.ID); !ok || s.b.isStopping() {
 		// Deleted, or the broker stops, while it opened (reconcile or
 		// close has looked at the open partitions without it).
