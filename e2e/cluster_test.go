@@ -289,9 +289,9 @@ type keyedProducer struct {
 	lastErr error
 }
 
-func startKeyedProducer(t testing.TB, c *Cluster, topic string) *keyedProducer {
-	cl := c.Client(t, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1<<30),
-		kgo.ProducerLinger(2*time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond }))
+func startKeyedProducer(t testing.TB, c *Cluster, topic string, opts ...kgo.Opt) *keyedProducer {
+	cl := c.Client(t, append([]kgo.Opt{kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordRetries(1 << 30),
+		kgo.ProducerLinger(2 * time.Millisecond), kgo.RetryBackoffFn(func(int) time.Duration { return 50 * time.Millisecond })}, opts...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	kp := &keyedProducer{cl: cl, topic: topic, cancel: cancel, done: make(chan struct{}), acked: map[string]ackedRecord{}}
 	go func() {

@@ -161,7 +161,15 @@ func TestReplicationNetworkPartition(t *testing.T) {
 			majority = append(majority, b)
 		}
 	}
-	kp := startKeyedProducer(t, c, topic)
+	// The isolated leader still believes it leads and answers the
+	// producer's acks=all writes REQUEST_TIMED_OUT, which franz-go
+	// retries on the same leader without asking for metadata ("metadata
+	// has nothing to say", kgo's sink.go), as the Java producer does: the
+	// producer moves to the new leader at its next metadata refresh
+	// (metadata.max.age, 5 min by default). Refreshed often here, so that
+	// the test waits for the cluster, not for that timer (it failed once
+	// in 60 s when nothing else made the client refresh).
+	kp := startKeyedProducer(t, c, topic, kgo.MetadataMinAge(time.Second), kgo.MetadataMaxAge(2*time.Second))
 	defer kp.stop()
 	waitFor(t, 60*time.Second, "acknowledged writes", func() bool { return kp.count() > 200 })
 
