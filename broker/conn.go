@@ -448,10 +448,42 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 	return s, run, true
 }
 
+// replyWriters are the connections' write buffers: a connection takes one
+// while it has replies to send and gives it back once it is idle, so that
+// thousands of idle connections do not each hold 64 KiB (an operator review
+// measured about 130 KB of heap per idle connection).
+var replyWriters = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 64<<10) }}
+
 func (c *conn) writeLoop() {
-	w := bufio.NewWriterSize(c.nc, 64<<10)
+	var w *bufio.Writer
+	get := func() *bufio.Writer {
+		if w == nil {
+			w = replyWriters.Get().(*bufio.Writer)
+			w.Reset(c.nc)
+		}
+		return w
+	}
 	failed := false
 	var buf []byte
+	// idle gives the writer back once everything in it is sent, and drops
+	// an encoding buffer a large reply grew.
+	idle := func() {
+		if w != nil && (w.Buffered() == 0 || failed) {
+			w.Reset(nil)
+			replyWriters.Put(w)
+			w = nil
+		}
+		if cap(buf) > 64<<10 {
+			buf = nil
+		}
+	}
+	defer idle()
+	flush := func() error {
+		if w == nil {
+			return nil
+		}
+		return w.Flush()
+	}
 	for s := range c.slots {
 		select {
 		case <-s.done:
@@ -459,10 +491,11 @@ func (c *conn) writeLoop() {
 			// The next reply is not ready (a long poll, an fsync):
 			// send what is buffered rather than hold it behind.
 			if !failed {
-				if err := w.Flush(); err != nil {
+				if err := flush(); err != nil {
 					failed = true
 					c.kill()
 				}
+				idle()
 			}
 			<-s.done
 		}
@@ -471,7 +504,7 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		if s.rawToken != nil {
-			if err := writeRawToken(w, *s.rawToken); err != nil {
+			if err := writeRawToken(get(), *s.rawToken); err != nil {
 				failed = true
 				c.kill()
 			}
@@ -485,7 +518,7 @@ func (c *conn) writeLoop() {
 		}
 		if s.reply == nil || s.reply.NoResponse {
 			if s.reply != nil && s.reply.Close {
-				w.Flush()
+				flush()
 				failed = true
 				c.kill()
 			} else if len(c.slots) == 0 {
@@ -493,20 +526,21 @@ func (c *conn) writeLoop() {
 				// acks=0 Produce) was queued is still buffered:
 				// nothing else would send it until the client
 				// sends again.
-				if err := w.Flush(); err != nil {
+				if err := flush(); err != nil {
 					failed = true
 					c.kill()
 				}
+				idle()
 			}
 			continue
 		}
 		var n int64
 		var err error
-		buf, n, err = c.writeReply(w, buf[:0], s)
+		buf, n, err = c.writeReply(get(), buf[:0], s)
 		s.reply.release()
 		c.b.metrics.bytesOut.Add(float64(n))
 		if err == nil && len(c.slots) == 0 {
-			err = w.Flush()
+			err = flush()
 		}
 		if err == nil && s.reply.Close {
 			err = errors.New("closing after reply")
@@ -516,9 +550,12 @@ func (c *conn) writeLoop() {
 			failed = true
 			c.kill()
 		}
+		if len(c.slots) == 0 {
+			idle()
+		}
 	}
 	if !failed {
-		w.Flush()
+		flush()
 	}
 }
 
