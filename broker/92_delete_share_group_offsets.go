@@ -24,6 +24,11 @@ func handleDeleteShareGroupOffsets(ctx context.Context, b *Broker, r *Request) (
 		resp.ErrorCode = code
 		return &Reply{Msg: resp}, nil
 	}
+	if !b.shares.coord.isShareGroup(req.GroupID) {
+		// No such share group, as Kafka answers (it answered success).
+		resp.ErrorCode = kerr.GroupIDNotFound.Code
+		return &Reply{Msg: resp}, nil
+	}
 	st := b.meta.State()
 	stored := st.ShareState(req.GroupID)
 	var ops []metadata.ConfigOp

@@ -1266,3 +1266,18 @@ func TestShareNewPartitionsStartAtZero(t *testing.T) {
 		t.Fatalf("the new partition: acquired %v, want its first record", got)
 	}
 }
+
+// TestDeleteShareGroupOffsetsUnknownGroup: DeleteShareGroupOffsets of a
+// group that does not exist is GROUP_ID_NOT_FOUND, as Kafka answers (it
+// answered success for each topic: a share group review).
+func TestDeleteShareGroupOffsetsUnknownGroup(t *testing.T) {
+	b := startBroker(t, "")
+	createTopic(t, b, "t", 1, nil)
+	admin := newClient(t, b)
+	req := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	req.GroupID, req.Topics = "no-such-group", []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: "t"}}
+	resp, err := req.RequestWith(testCtx(t), admin)
+	if err != nil || resp.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DeleteShareGroupOffsets of an unknown group: %v %+v, want GROUP_ID_NOT_FOUND", err, resp)
+	}
+}
