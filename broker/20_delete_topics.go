@@ -2,6 +2,9 @@ package broker
 
 import (
 	"context"
+	"encoding/hex"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,9 +83,36 @@ func handleDeleteTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 				rt.ErrorMessage = errMessage(err)
 			} else {
 				b.store.reconcile(b.meta.State())
+				b.forgetShareState(ctx, mt.ID)
 			}
 		}
 		resp.Topics = append(resp.Topics, rt)
 	}
 	return &Reply{Msg: resp}, nil
+}
+
+// forgetShareState deletes the share-partition state every share group
+// kept for a deleted topic, as Kafka's share coordinator deletes it with
+// the topic: a group left with none is no longer listed. It stayed for
+// ever, and groups that had only read deleted topics stayed listed (a
+// share group review). Best effort: a failure is logged, and the state
+// of a topic id that no longer exists is never read again.
+func (b *Broker) forgetShareState(ctx context.Context, id metadata.UUID) {
+	st := b.meta.State()
+	prefix := hex.EncodeToString(id[:]) + ":"
+	for _, g := range st.ShareGroups() {
+		var ops []metadata.ConfigOp
+		for key := range st.ShareState(g) {
+			if strings.HasPrefix(key, prefix) {
+				ops = append(ops, metadata.ConfigOp{Key: key, Delete: true})
+			}
+		}
+		if len(ops) == 0 {
+			continue
+		}
+		slices.SortFunc(ops, func(a, b metadata.ConfigOp) int { return strings.Compare(a.Key, b.Key) })
+		if _, _, err := b.store.propose(ctx, &metadata.AlterConfigs{ResourceType: metadata.ResourceShareState, ResourceName: g, Ops: ops}); err != nil {
+			b.log.Warn("share group: the state of a deleted topic not removed", "group", g, "topic_id", hex.EncodeToString(id[:]), "err", err)
+		}
+	}
 }

@@ -1281,3 +1281,26 @@ func TestDeleteShareGroupOffsetsUnknownGroup(t *testing.T) {
 		t.Fatalf("DeleteShareGroupOffsets of an unknown group: %v %+v, want GROUP_ID_NOT_FOUND", err, resp)
 	}
 }
+
+// TestShareStateForgottenWithTopic: deleting a topic deletes the state every
+// share group kept for it, and a group left without state is no longer
+// listed; it stayed for ever (a share group review).
+func TestShareStateForgottenWithTopic(t *testing.T) {
+	b := startBroker(t, "")
+	const group = "short-lived"
+	admin, id := newShareQueue(t, b, "doomed", group, 3)
+	c := newShareConn(t, b, group, "m")
+	if got := acquired(c.fetch(id, []int32{0}, time.Second, nil)); len(got) != 3 {
+		t.Fatalf("acquired %v", got)
+	}
+	waitCond(t, func() bool { return len(b.meta.State().ShareState(group)) == 1 })
+	if _, err := kadm.NewClient(admin).DeleteTopics(testCtx(t), "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	if st := b.meta.State().ShareState(group); len(st) != 0 {
+		t.Fatalf("share state after the topic's deletion: %v", st)
+	}
+	if slices.Contains(b.meta.State().ShareGroups(), group) {
+		t.Fatal("the group is still listed")
+	}
+}
