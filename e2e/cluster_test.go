@@ -769,3 +769,28 @@ func createClusterTopic(t testing.TB, adm *kadm.Client, topic string, partitions
 		t.Fatalf("create topic %s: %v (%s)", topic, err, resp.ErrMessage)
 	}
 }
+
+// newJoiningBroker prepares (does not start) broker id outside the cluster's
+// voter list: started, it joins the quorum as an observer. extra are more
+// command-line arguments.
+func (c *Cluster) newJoiningBroker(t testing.TB, id int, extra ...string) *Broker {
+	t.Helper()
+	var voters []string
+	for _, b := range c.Brokers {
+		voters = append(voters, fmt.Sprintf("%d@%s", b.NodeID, b.RaftAddr))
+	}
+	b := &Broker{t: t, NodeID: id, DataDir: filepath.Join(t.TempDir(), fmt.Sprintf("broker%d", id), "data"), log: &syncBuffer{}}
+	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
+		b.log.tee = os.Stderr
+	}
+	os.MkdirAll(filepath.Dir(b.DataDir), 0o755)
+	b.pickPorts()
+	b.extra = append([]string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}, extra...)
+	t.Cleanup(func() {
+		b.Stop()
+		if t.Failed() {
+			t.Logf("broker %d log (%s, data %s):\n%s", id, b.Addr, b.DataDir, b.log.String())
+		}
+	})
+	return b
+}

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -32,23 +31,7 @@ func TestUncleanElectionTiered(t *testing.T) {
 	bucketDir := filepath.Join(t.TempDir(), "bucket")
 	tierArgs := []string{"--bucket-dir", bucketDir, "--tier-orphan-grace", "1s", "--tier-clean-interval", "1s"}
 	c := StartCluster(t, 3, tierArgs...)
-	var voters []string
-	for _, b := range c.Brokers {
-		voters = append(voters, fmt.Sprintf("%d@%s", b.NodeID, b.RaftAddr))
-	}
-	b4 := &Broker{t: t, NodeID: 4, DataDir: filepath.Join(t.TempDir(), "broker4", "data"), log: &syncBuffer{}}
-	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
-		b4.log.tee = os.Stderr
-	}
-	os.MkdirAll(filepath.Dir(b4.DataDir), 0o755)
-	b4.pickPorts()
-	b4.extra = append([]string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}, tierArgs...)
-	t.Cleanup(func() {
-		b4.Stop()
-		if t.Failed() {
-			t.Logf("broker 4 log (%s, data %s):\n%s", b4.Addr, b4.DataDir, b4.log.String())
-		}
-	})
+	b4 := c.newJoiningBroker(t, 4, tierArgs...)
 	if err := b4.start(); err != nil {
 		t.Fatalf("broker 4: %v", err)
 	}

@@ -3,8 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -45,19 +43,7 @@ func TestClusterVoters(t *testing.T) {
 	}
 
 	// The joining broker comes up as an observer.
-	b4 := &Broker{t: t, NodeID: 4, DataDir: filepath.Join(t.TempDir(), "broker4", "data"), log: &syncBuffer{}}
-	if os.Getenv("SEDIMENT_E2E_VERBOSE") != "" {
-		b4.log.tee = os.Stderr
-	}
-	os.MkdirAll(filepath.Dir(b4.DataDir), 0o755)
-	b4.pickPorts()
-	b4.extra = []string{"--voters", strings.Join(voters, ","), "--replica-lag-time-max", "3s"}
-	t.Cleanup(func() {
-		b4.Stop()
-		if t.Failed() {
-			t.Logf("broker 4 log (%s, data %s):\n%s", b4.Addr, b4.DataDir, b4.log.String())
-		}
-	})
+	b4 := c.newJoiningBroker(t, 4)
 	if err := b4.start(); err != nil {
 		t.Fatalf("broker 4 did not come up as an observer: %v", err)
 	}
