@@ -28,10 +28,8 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, er
 	dir := kmsg.NewDescribeLogDirsResponseDir()
 	dir.Dir, _ = filepath.Abs(b.store.logsDir)
 	dir.TotalBytes, dir.UsableBytes = -1, -1
-	var fs unix.Statfs_t
-	if err := unix.Statfs(b.store.logsDir, &fs); err == nil {
-		dir.TotalBytes = int64(fs.Blocks) * int64(fs.Bsize)
-		dir.UsableBytes = int64(fs.Bavail) * int64(fs.Bsize)
+	if total, usable, err := fsUsage(b.store.logsDir); err == nil {
+		dir.TotalBytes, dir.UsableBytes = total, usable
 	}
 	addTopic := func(t *metadata.Topic, parts []int32) {
 		dt := kmsg.NewDescribeLogDirsResponseDirTopic()
@@ -83,4 +81,14 @@ func handleDescribeLogDirs(_ context.Context, b *Broker, r *Request) (*Reply, er
 	}
 	resp.Dirs = append(resp.Dirs, dir)
 	return &Reply{Msg: resp}, nil
+}
+
+// fsUsage is the size and the bytes available to this process of the file
+// system holding dir.
+func fsUsage(dir string) (total, usable int64, err error) {
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err != nil {
+		return 0, 0, err
+	}
+	return int64(fs.Blocks) * int64(fs.Bsize), int64(fs.Bavail) * int64(fs.Bsize), nil
 }

@@ -36,6 +36,7 @@ type metrics struct {
 	saslReauths              prometheus.Counter     // KIP-368 re-authentications
 	connRejected             prometheus.Counter     // max.connections.per.ip (conn_limits.go)
 	connThrottled            *prometheus.CounterVec // connection creation rates (conn_limits.go)
+	isr                      isrCounters            // ISR changes of led partitions (metrics_health.go)
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -93,6 +94,15 @@ func newMetrics(b *Broker) *metrics {
 			Name: "sediment_sasl_reauthentications_total", Help: "SASL re-authentications (KIP-368) that succeeded.",
 		}),
 	}
+	m.isr = isrCounters{
+		shrinks: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_isr_shrinks_total", Help: "ISR changes of partitions this broker leads that removed a replica (Kafka's IsrShrinksPerSec).",
+		}),
+		expands: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sediment_isr_expands_total", Help: "ISR changes of partitions this broker leads that added a replica (Kafka's IsrExpandsPerSec).",
+		}),
+	}
+	m.reg.MustRegister(m.isr.shrinks, m.isr.expands, &healthCollector{b: b})
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips, m.replicaRemoteStarts,
 		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected, m.connThrottled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

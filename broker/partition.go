@@ -26,6 +26,10 @@ type partition struct {
 	log     *hotlog.Log
 	repl    replState    // replication role and assignment (replication.go)
 	logger  *slog.Logger // nil in tests that build a bare partition
+	// isrChanges counts the ISR shrinks and expansions of the partition
+	// while this broker leads it (nil in tests that build a bare
+	// partition).
+	isrChanges *isrCounters
 	// role orders changes of the partition's role against its writes:
 	// applyAssignment changes the role (leader or follower, and the
 	// leader epoch) under role.Lock, and every append and truncation

@@ -125,6 +125,9 @@ func (p *partition) applyAssignment(self int32, mp *metadata.Partition, version 
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.Unlock()
 	p.logRoleChange(self, mp, wasApplied, wasLeader, newEpoch, oldISR)
+	if leads && wasLeader && !newEpoch && p.isrChanges != nil {
+		p.isrChanges.count(oldISR, mp.ISR)
+	}
 	if leads && p.rebuildPending() {
 		// A follower's truncation whose producer-state rebuild failed
 		// is retried by its fetcher; a leader has none, and its last

@@ -854,7 +854,7 @@ func (s *store) openDir(t *metadata.Topic, idx int32, dir string) (*partition, e
 		return nil, err
 	}
 	p = &partition{topic: t.Name, topicID: t.ID, id: idx, dir: dir, log: l, producerIDExpiration: s.b.cfg.ProducerIDExpiration,
-		logger: s.b.log.With("topic", t.Name, "partition", idx)}
+		logger: s.b.log.With("topic", t.Name, "partition", idx), isrChanges: s.b.metrics.isrCounters()}
 	p.logConfig.applied = logCfg
 	p.mu.leaderEpoch = mp.LeaderEpoch
 	p.mu.producers = newProducerState()

@@ -549,8 +549,10 @@ func TestReplicationMinISR(t *testing.T) {
 		r, _ := o.Lookup(topic, 0)
 		return r.Offset
 	}
-	waitFor(t, 30*time.Second, "the leader to count an under-replicated partition in /metrics", func() bool {
-		return strings.Contains(scrape(c.Broker(leader)), "\nsediment_under_replicated_partitions 1\n")
+	waitFor(t, 30*time.Second, "the leader to count an under-replicated partition, under min.insync.replicas, in /metrics", func() bool {
+		m := scrape(c.Broker(leader))
+		return strings.Contains(m, "\nsediment_under_replicated_partitions 1\n") && strings.Contains(m, "\nsediment_under_min_isr_partitions 1\n") &&
+			strings.Contains(m, "\nsediment_isr_shrinks_total 1\n")
 	})
 	before := end()
 	err := produce(prod, "refused")
@@ -562,6 +564,11 @@ func TestReplicationMinISR(t *testing.T) {
 	}
 	follower.Start()
 	c.WaitFullISR(t, adm, topic, 60*time.Second)
+	waitFor(t, 30*time.Second, "the leader to count the ISR's expansion and the partition at min.insync.replicas", func() bool {
+		m := scrape(c.Broker(leader))
+		return strings.Contains(m, "\nsediment_isr_expands_total 1\n") && strings.Contains(m, "\nsediment_at_min_isr_partitions 1\n") &&
+			strings.Contains(m, "\nsediment_under_min_isr_partitions 0\n")
+	})
 	if err := produce(prod, "accepted"); err != nil {
 		t.Fatalf("acks=all after the follower rejoined: %v", err)
 	}

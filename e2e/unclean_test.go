@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,13 @@ func TestDynamicUncleanLeaderElection(t *testing.T) {
 	leader.Kill()
 	follower.Start()
 	waitFor(t, 60*time.Second, "the partition to lose its leader", func() bool { return state().Leader == -1 })
+	// The active controller counts it offline (Kafka's
+	// OfflinePartitionsCount), the other brokers 0.
+	waitFor(t, 30*time.Second, "the active controller to count one offline partition", func() bool {
+		a, b := scrape(follower), scrape(third)
+		return strings.Count(a+b, "\nsediment_active_controller 1\n") == 1 &&
+			strings.Count(a+b, "\nsediment_offline_partitions 1\n") == 1 && strings.Count(a+b, "\nsediment_offline_partitions 0\n") == 1
+	})
 
 	// Per broker it is refused: cluster-wide only.
 	bad, err := adm.AlterBrokerConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "unclean.leader.election.enable", Value: kadm.StringPtr("true")}}, int32(third.NodeID))

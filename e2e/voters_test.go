@@ -29,10 +29,6 @@ import (
 func TestClusterVoters(t *testing.T) {
 	t.Parallel() // see TestMain
 	c := StartCluster(t, 3)
-	var voters []string
-	for _, b := range c.Brokers {
-		voters = append(voters, fmt.Sprintf("%d@%s", b.NodeID, b.RaftAddr))
-	}
 	list := func(via *Broker) string {
 		t.Helper()
 		return via.sediment(t, "", "cluster", "voters", "list").Stdout
