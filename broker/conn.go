@@ -444,6 +444,9 @@ func (c *conn) decode(fr *requestFrame) (s *slot, run func(), ok bool) {
 			s.reply, s.err = h(ctx, c.b, r)
 		})
 		c.b.metrics.observe(hdr.key, time.Since(start), s.err)
+		if s.reply != nil && s.err == nil {
+			c.b.metrics.countErrors(hdr.key, s.reply.Msg)
+		}
 	}
 	return s, run, true
 }

@@ -37,6 +37,7 @@ type metrics struct {
 	connRejected             prometheus.Counter     // max.connections.per.ip (conn_limits.go)
 	connThrottled            *prometheus.CounterVec // connection creation rates (conn_limits.go)
 	isr                      isrCounters            // ISR changes of led partitions (metrics_health.go)
+	errorCodes               *prometheus.CounterVec // error codes in replies (metrics_errors.go)
 }
 
 func newMetrics(b *Broker) *metrics {
@@ -102,7 +103,11 @@ func newMetrics(b *Broker) *metrics {
 			Name: "sediment_isr_expands_total", Help: "ISR changes of partitions this broker leads that added a replica (Kafka's IsrExpandsPerSec).",
 		}),
 	}
-	m.reg.MustRegister(m.isr.shrinks, m.isr.expands, &healthCollector{b: b})
+	m.errorCodes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sediment_request_errors_total",
+		Help: "Error codes other than NONE in replies, by API and error, each counted once per place it is set (a partition, a topic, the reply): Kafka's ErrorsPerSec.",
+	}, []string{"api", "error"})
+	m.reg.MustRegister(m.isr.shrinks, m.isr.expands, m.errorCodes, &healthCollector{b: b})
 	m.reg.MustRegister(m.requests, m.errors, m.latency, m.bytesIn, m.bytesOut, m.connections, m.sendfile, m.copied, m.throttledBytes, m.throttledSkips, m.replicaRemoteStarts,
 		m.saslLogins, m.saslFailures, m.saslReauths, m.connRejected, m.connThrottled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
