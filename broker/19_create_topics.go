@@ -23,12 +23,31 @@ import (
 
 func init() { regKey(19, 2, 7).handler = handleCreateTopics }
 
+// maxPartitionsPerRequest bounds the partitions one CreateTopics or
+// CreatePartitions request may create, all its topics together, as Kafka's
+// controller does (MAX_PARTITIONS_PER_BATCH, KAFKA-17870 and KAFKA-19673):
+// the whole request is refused with POLICY_VIOLATION past it. Without it
+// one request made 100 000 partitions, which the broker then opened, a
+// file descriptor each (an admin review).
+const maxPartitionsPerRequest = 10000
+
+var errTooManyPartitionsPerRequest error = &codedError{errPolicyViolation, "Excessively large number of partitions per request."}
+
 func handleCreateTopics(ctx context.Context, b *Broker, r *Request) (*Reply, error) {
 	req := r.Msg.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
 	seen := make(map[string]int)
+	var total int64
 	for _, t := range req.Topics {
 		seen[t.Topic]++
+		switch {
+		case len(t.ReplicaAssignment) > 0:
+			total += int64(len(t.ReplicaAssignment))
+		case t.NumPartitions == -1:
+			total += int64(b.cfg.NumPartitions)
+		default:
+			total += int64(max(t.NumPartitions, 0))
+		}
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreateTopicsResponseTopic()
@@ -36,7 +55,10 @@ func handleCreateTopics(ctx context.Context, b *Broker, r *Request) (*Reply, err
 		rt.NumPartitions, rt.ReplicationFactor = -1, -1
 		spec := createTopicSpec{name: t.Topic, partitions: t.NumPartitions, replicationFactor: t.ReplicationFactor, configs: map[string]string{}}
 		var err error
-		if seen[t.Topic] > 1 {
+		switch {
+		case total > maxPartitionsPerRequest:
+			err = errTooManyPartitionsPerRequest
+		case seen[t.Topic] > 1:
 			err = errors.Join(metadata.ErrInvalidRequest, errors.New("topic listed more than once"))
 		}
 		for _, c := range t.Configs {

@@ -24,15 +24,22 @@ func handleCreatePartitions(ctx context.Context, b *Broker, r *Request) (*Reply,
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	seen := map[string]int{}
+	var added int64
+	st := b.meta.State()
 	for _, t := range req.Topics {
 		seen[t.Topic]++
+		if mt, ok := st.Topic(t.Topic); ok {
+			added += max(int64(t.Count)-int64(len(mt.Partitions)), 0)
+		}
 	}
 	for _, t := range req.Topics {
 		rt := kmsg.NewCreatePartitionsResponseTopic()
 		rt.Topic = t.Topic
 		var err error
-		mt, ok := b.meta.State().Topic(t.Topic)
+		mt, ok := st.Topic(t.Topic)
 		switch {
+		case added > maxPartitionsPerRequest:
+			err = errTooManyPartitionsPerRequest
 		case seen[t.Topic] > 1:
 			err = errors.Join(metadata.ErrInvalidRequest, errors.New("topic listed more than once"))
 		case !ok:

@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -116,10 +117,30 @@ func isFileError(err error) bool {
 }
 
 // errMessage is the error message for responses that carry one.
+//
+// It is the failure's detail, as Kafka's messages are ("Topic 'x' already
+// exists."): clients print the error's name beside it. A kerr error's
+// long description ("INVALID_REQUEST: This most likely occurs because of
+// a request being malformed…") is cut to its name, the packages' "metadata: "
+// and "broker: " prefixes are dropped, and the lines errors.Join puts between
+// a sentinel and its reason are joined with ": " (an admin review found
+// both long descriptions and embedded newlines in answers).
 func errMessage(err error) *string {
 	if err == nil {
 		return nil
 	}
 	s := err.Error()
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		if rest, ok := strings.CutPrefix(s, ke.Error()+": "); ok {
+			s = rest
+		} else {
+			s = strings.Replace(s, ke.Error(), ke.Message, 1)
+		}
+	}
+	s = strings.ReplaceAll(s, "\n", ": ")
+	for _, pkg := range []string{"metadata: ", "broker: "} {
+		s = strings.TrimPrefix(strings.ReplaceAll(s, ": "+pkg, ": "), pkg)
+	}
 	return &s
 }
