@@ -202,8 +202,9 @@ func (b *Broker) compactionConfig(set map[string]string) compaction.TopicConfig 
 	}
 	if strings.EqualFold(get("remote.storage.enable"), "true") {
 		// Tiered topics: retention of both tiers is tiering's job
-		// (tiering.go), and tiered compaction is not built: the local
-		// cleaner must not swap segments tiering may be uploading.
+		// (tiering.go), compaction the remote worker's (tiercompact.go):
+		// the local cleaner must not swap segments tiering may be
+		// uploading.
 		policy = compaction.Policy{}
 	}
 	cfg := compaction.TopicConfig{Policy: policy, RetentionBytes: -1}

@@ -446,6 +446,52 @@ func TestTieredCompactionMaxCompactionLag(t *testing.T) {
 	}
 }
 
+// TestTieredCompactOnlyKeepsRemoteLog: cleanup.policy=compact alone takes
+// nothing out of the log by time or size, as in Kafka and as the same topic
+// without remote storage: retention.ms long past, retention rounds run, and
+// the remote log still starts at 0 with every compacted segment, while
+// compact,delete expires it. Before, total retention expired the remote
+// segments of a compact-only topic and with them every key not written
+// again (a compaction review: 1 803 of 1 995 keys lost in 2 minutes).
+func TestTieredCompactOnlyKeepsRemoteLog(t *testing.T) {
+	for _, policy := range []string{"compact", "compact,delete"} {
+		t.Run(policy, func(t *testing.T) {
+			topic := "retention-" + strings.ReplaceAll(policy, ",", "-")
+			b, cl := tieredCompactedTopic(t, topic, map[string]string{"retention.ms": "1", "cleanup.policy": policy})
+			produceAll(t, cl, keyedUpdates(topic, 100, 6, "a"))
+			p := b.testTierPart(t, topic)
+			if p == nil {
+				t.Fatal("the partition is not tiered")
+			}
+			ctx := testCtx(t)
+			if policy == "compact,delete" {
+				// Uploads and expiry race; what matters is that the
+				// remote start moves past what was uploaded.
+				waitTiered(t, "remote segments expired", func() bool {
+					_ = p.tp.RunOnce(ctx)
+					return remotePointer(t, b, topic).StartOffset > 0
+				})
+				return
+			}
+			waitTiered(t, "data tiered and compacted", func() bool {
+				m := tierManifest(t, b, topic)
+				return m != nil && m.EndOffset > 300 && m.CleanedUpTo == m.EndOffset
+			})
+			for range 3 { // retention rounds, long past retention.ms
+				if err := p.tp.RunOnce(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if m := tierManifest(t, b, topic); m.StartOffset != 0 || len(m.Segments) == 0 {
+				t.Fatalf("cleanup.policy=compact: remote log start moved to %d, %d segments left", m.StartOffset, len(m.Segments))
+			}
+			if cfg := p.tp.Config(); cfg.RetentionMs != -1 || cfg.RetentionBytes != -1 {
+				t.Fatalf("tiering config of a compact-only topic: %+v, want no total retention", cfg)
+			}
+		})
+	}
+}
+
 // TestTieredCompactedGapsFetch: tiered compaction swaps groups that compact
 // to nothing for no segment (ReplaceSegments with an empty replacement,
 // under the partition's compact lease), which leaves gaps in the remote log

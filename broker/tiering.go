@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sediment-io/sediment/compaction"
 	"github.com/sediment-io/sediment/hotlog"
 	"github.com/sediment-io/sediment/metadata"
 	"github.com/sediment-io/sediment/objectstore"
@@ -368,7 +369,7 @@ func (g *tierGlue) topicConfig(set map[string]string) tiering.TopicConfig {
 	enable, _ := b.topicConfigValue(set, "remote.storage.enable")
 	copyDisable, _ := b.topicConfigValue(set, "remote.log.copy.disable")
 	deleteOnDisable, _ := b.topicConfigValue(set, "remote.log.delete.on.disable")
-	return tiering.TopicConfig{
+	c := tiering.TopicConfig{
 		RemoteStorageEnable:      strings.EqualFold(enable, "true"),
 		RemoteLogCopyDisable:     strings.EqualFold(copyDisable, "true"),
 		RemoteLogDeleteOnDisable: strings.EqualFold(deleteOnDisable, "true"),
@@ -377,6 +378,24 @@ func (g *tierGlue) topicConfig(set map[string]string) tiering.TopicConfig {
 		LocalRetentionMs:         configInt(b, set, "local.retention.ms"),
 		LocalRetentionBytes:      configInt(b, set, "local.retention.bytes"),
 	}
+	if policy, err := compaction.ParsePolicy(configString(b, set, "cleanup.policy")); err == nil && !policy.Delete {
+		// cleanup.policy=compact alone: nothing leaves the log by time or
+		// size, as in Kafka and in a local compacted log; the remote log
+		// keeps every key's latest value whatever its age. Before, the
+		// total retention (7 days by default) expired remote segments,
+		// and with them every key not written again since (a
+		// compaction review). The hot tier keeps what it kept: its
+		// local.retention.* of -2 still means retention.ms/bytes, since
+		// everything below the remote end is in the bucket.
+		if c.LocalRetentionMs == -2 {
+			c.LocalRetentionMs = c.RetentionMs
+		}
+		if c.LocalRetentionBytes == -2 {
+			c.LocalRetentionBytes = c.RetentionBytes
+		}
+		c.RetentionMs, c.RetentionBytes = -1, -1
+	}
+	return c
 }
 
 // tierPartition returns the tiering partition of p, adding it if the sync

@@ -231,11 +231,20 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 	pl.Stats.FirstDirty = firstDirty
 
 	// The key map: the remote dirty part, then the local data above it.
+	// min.compaction.lag.ms ends it, as the local cleaner's
+	// CleanableRange does, at the first segment holding a record younger
+	// than the lag: nothing from there on is mapped or dropped (before,
+	// remote data was compacted seconds after its upload whatever the
+	// lag; a compaction review).
 	c.clearMap()
-	mapEnd, full := firstDirty, false
+	mapEnd, stopped := firstDirty, false // stopped: the map ends before the remote end (full, or the lag)
 	for _, seg := range m.Segments {
 		if seg.EndOffset <= firstDirty {
 			continue
+		}
+		if cfg.MinCompactionLag > 0 && seg.MaxTimestamp > begin.Add(-cfg.MinCompactionLag).UnixMilli() {
+			stopped = true
+			break
 		}
 		err := c.scanRemote(ctx, t.Remote, seg, func(h *hotlog.BatchHeader, batch []byte) (bool, error) {
 			if h.LastOffset() < firstDirty {
@@ -244,7 +253,7 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 			if !h.IsControl() && !h.IsTransactional() {
 				more, err := c.mapBatch(h, batch, false)
 				if err != nil || !more {
-					full = true
+					stopped = true
 					return false, err
 				}
 			}
@@ -255,12 +264,12 @@ func (c *Cleaner) PrepareRemote(ctx context.Context, t RemoteTarget) (pl *Remote
 		if err != nil {
 			return pl, err
 		}
-		if full {
+		if stopped {
 			break
 		}
 		mapEnd = seg.EndOffset
 	}
-	if !full && t.Local != nil {
+	if !stopped && t.Local != nil {
 		from := m.EndOffset
 		r, err := CleanableRange(Target{Log: t.Local, Config: t.Config, Txn: t.Txn, FirstDirty: from}, begin)
 		if err != nil {
