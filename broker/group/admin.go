@@ -29,19 +29,23 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 func (c *Coordinator) describe(id string, req *kmsg.DescribeGroupsRequest) kmsg.DescribeGroupsResponseGroup {
 	d := kmsg.NewDescribeGroupsResponseGroup()
 	d.Group = id
+	// Authorized operations go only with a group answered without an
+	// error, as Kafka's: a group not found carried every operation, READ
+	// included, to a user allowed only to delete it (an admin review).
 	d.AuthorizedOperations = math.MinInt32
-	if req.IncludeAuthorizedOperations {
-		d.AuthorizedOperations = groupOperations
-	}
 	_, g, code := c.lookup(id)
 	if code != 0 {
 		d.ErrorCode = code
 		return d
 	}
+	if req.IncludeAuthorizedOperations {
+		d.AuthorizedOperations = groupOperations
+	}
 	if g == nil || g.state == stateDead || g.cg != nil {
 		d.State = stateDead.String()
 		if req.Version >= 6 {
 			d.ErrorCode = kerr.GroupIDNotFound.Code
+			d.AuthorizedOperations = math.MinInt32
 			msg := "group " + id + " not found"
 			if g != nil && g.cg != nil {
 				msg = "group " + id + " is not a classic group"

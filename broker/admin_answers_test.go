@@ -1,11 +1,14 @@
 package broker
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -93,6 +96,73 @@ func TestErrorMessageIsTheDetail(t *testing.T) {
 		got := errMessage(c.err)
 		if *got != c.want || strings.Contains(*got, "\n") {
 			t.Errorf("errMessage(%q) = %q, want %q", c.err, *got, c.want)
+		}
+	}
+}
+
+// TestDescribeGroupsAuthorizedOpsOfMissingGroup: a group that is not found
+// carries no authorized operations (Kafka fills them only for a group
+// answered without error); it carried every group operation, READ
+// included, to a user who holds only DELETE on it (an admin review).
+func TestDescribeGroupsAuthorizedOpsOfMissingGroup(t *testing.T) {
+	z := startAuthzBroker(t, false)
+	bob := z.user("bob")
+	z.grant(kadm.NewACLs().Allow("User:bob").Groups("gone").Operations(kadm.OpDelete))
+	req := kmsg.NewPtrDescribeGroupsRequest()
+	req.Groups = []string{"gone"}
+	req.IncludeAuthorizedOperations = true
+	resp, err := req.RequestWith(context.Background(), bob)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := resp.Groups[0]
+	if g.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("code %v, want GROUP_ID_NOT_FOUND", kerr.ErrorForCode(g.ErrorCode))
+	}
+	if g.AuthorizedOperations != math.MinInt32 {
+		t.Errorf("authorized operations of a missing group: %b, want none (MinInt32); bit %d (READ) says bob may read it", g.AuthorizedOperations, kmsg.ACLOperationRead)
+	}
+}
+
+// TestOffsetDeleteUnknownTopic: OffsetDelete of a topic or partition that
+// does not exist answers UNKNOWN_TOPIC_OR_PARTITION for it, as Kafka's
+// KafkaApis.handleOffsetDeleteRequest; it answered no error (an admin
+// review).
+func TestOffsetDeleteUnknownTopic(t *testing.T) {
+	b := startBroker(t, "")
+	cl := newClient(t, b)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	if r, err := adm.CreateTopics(ctx, 1, 1, nil, "od"); err != nil || r.Error() != nil {
+		t.Fatal(err, r.Error())
+	}
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "od", Partition: 0, At: 0})
+	if err := adm.CommitAllOffsets(ctx, "odg", os); err != nil {
+		t.Fatal(err)
+	}
+	req := kmsg.NewPtrOffsetDeleteRequest()
+	req.Group = "odg"
+	for _, tp := range []struct {
+		topic string
+		part  int32
+	}{{"od", 5}, {"nosuch", 0}} {
+		rt := kmsg.NewOffsetDeleteRequestTopic()
+		rt.Topic = tp.topic
+		p := kmsg.NewOffsetDeleteRequestTopicPartition()
+		p.Partition = tp.part
+		rt.Partitions = append(rt.Partitions, p)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rt := range resp.Topics {
+		for _, p := range rt.Partitions {
+			if p.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+				t.Errorf("%s-%d: %v, want UNKNOWN_TOPIC_OR_PARTITION", rt.Topic, p.Partition, kerr.ErrorForCode(p.ErrorCode))
+			}
 		}
 	}
 }
