@@ -55,6 +55,7 @@ var errorTable = []struct {
 	{metadata.ErrInvalidTopic, kerr.InvalidTopicException},
 	{metadata.ErrNoReassignment, kerr.NoReassignmentInProgress},
 	{metadata.ErrInvalidUpdateVersion, kerr.InvalidUpdateVersion},
+	{metadata.ErrUpgradeInProgress, kerr.UnsupportedVersion},
 	{metadata.ErrNotLeader, kerr.NotController},
 	{metadata.ErrNoQuorum, kerr.RequestTimedOut},
 	{metadata.ErrVoterUnreachable, kerr.RequestTimedOut},

@@ -114,10 +114,11 @@ func TestUpdateFeatures(t *testing.T) {
 		return u
 	}
 	invalid := kerr.InvalidUpdateVersion.Code
-	// The broker records what its registration serves.
+	// The broker records what its registration serves, and the metadata
+	// level it reads (metadata/gate.go).
 	waitCond(t, func() bool {
 		st := b.meta.State()
-		return st.FeatureRangesRecorded(b.cfg.NodeID) && fmt.Sprint(st.BrokerFeatureRanges(b.cfg.NodeID)) == "[{group.version 0 1 0} {transaction.version 0 2 0}]"
+		return st.FeatureRangesRecorded(b.cfg.NodeID) && fmt.Sprint(st.BrokerFeatureRanges(b.cfg.NodeID)) == "[{group.version 0 1 0} {sediment.metadata.version 0 1 0} {transaction.version 0 2 0}]"
 	})
 
 	// Refusals, at each version; v0-1 repeat the error per feature.

@@ -313,7 +313,9 @@ func (s *store) register(ctx context.Context, cmd *metadata.RegisterBroker) (res
 // predates the command cannot decode it (a rolling upgrade); until then the
 // broker counts at the baseline.
 func (s *store) recordFeatureRanges(ctx context.Context) {
-	cmd := &metadata.BrokerFeatures{BrokerID: s.b.cfg.NodeID, IncarnationID: s.incarnation, Supported: s.b.supportedFeatures()}
+	// With the metadata level this binary reads (metadata/gate.go).
+	supported := append(s.b.supportedFeatures(), metadata.FeatureRange{Name: metadata.MetadataLevelFeature, Min: 0, Max: metadata.MetadataLevel})
+	cmd := &metadata.BrokerFeatures{BrokerID: s.b.cfg.NodeID, IncarnationID: s.incarnation, Supported: supported}
 	backoff := 100 * time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -66,6 +66,7 @@ var errorCodes = []struct {
 	{21, ErrNotLeader}, {22, ErrNoQuorum}, {23, ErrClosed},
 	{24, errNotSent}, // the leader was deposed before appending: safe to retry
 	{25, ErrNoReassignment}, {26, ErrInvalidUpdateVersion}, {27, ErrVoterUnreachable},
+	{28, ErrUpgradeInProgress},
 }
 
 func codeOf(err error) uint16 {

@@ -432,6 +432,11 @@ func (n *Node) WaitForLeader(ctx context.Context) error {
 // ErrNoQuorum and ctx's error; a leader change while the command was in
 // flight gives ErrNotLeader (the outcome is then unknown).
 func (n *Node) Propose(ctx context.Context, cmd Command) (Result, error) {
+	if need := RequiredLevel(cmd); need > 0 {
+		if err := n.awaitLevel(ctx, need); err != nil {
+			return Result{}, err
+		}
+	}
 	wait := time.NewTicker(10 * time.Millisecond)
 	defer wait.Stop()
 	for {
