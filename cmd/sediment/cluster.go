@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -90,35 +91,32 @@ func newClusterStatusCmd(opts *clientOptions) *cobra.Command {
 			if err := kerr.ErrorForCode(cresp.ErrorCode); err != nil {
 				return fmt.Errorf("DescribeCluster: %w", err)
 			}
-			dq := kmsg.NewPtrDescribeQuorumRequest()
-			qt := kmsg.NewDescribeQuorumRequestTopic()
-			qt.Topic = "__cluster_metadata"
-			qp := kmsg.NewDescribeQuorumRequestTopicPartition()
-			qt.Partitions = append(qt.Partitions, qp)
-			dq.Topics = append(dq.Topics, qt)
-			var voters, observers []int32
-			leader := int32(-1)
-			if qresp, err := dq.RequestWith(ctx, cl); err == nil {
-				for _, t := range qresp.Topics {
-					for _, p := range t.Partitions {
-						leader = p.LeaderID
-						for _, v := range p.CurrentVoters {
-							voters = append(voters, v.ReplicaID)
-						}
-						for _, o := range p.Observers {
-							observers = append(observers, o.ReplicaID)
-						}
-					}
-				}
+			// A login without DESCRIBE on the cluster is refused
+			// DescribeQuorum: say so rather than print a controller -1,
+			// no voters and every broker a non-voter.
+			q, err := describeQuorum(ctx, cl)
+			if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+				return &brokerError{code: kerr.ClusterAuthorizationFailed,
+					message: "cluster status needs DESCRIBE on the cluster to read the metadata quorum's voters and controller (DescribeQuorum refused)"}
 			}
+			if err != nil {
+				return err
+			}
+			leader, observers := q.leader, q.observers
+			var voters []int32
+			for _, v := range q.voters {
+				voters = append(voters, v.ID)
+			}
+			// Metadata lists only the topics this login may DESCRIBE.
 			under := 0
-			mreq := kmsg.NewPtrMetadataRequest()
-			if mresp, err := mreq.RequestWith(ctx, cl); err == nil {
-				for _, t := range mresp.Topics {
-					for _, p := range t.Partitions {
-						if len(p.ISR) < len(p.Replicas) {
-							under++
-						}
+			mresp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+			if err != nil {
+				return fmt.Errorf("metadata: %w", err)
+			}
+			for _, t := range mresp.Topics {
+				for _, p := range t.Partitions {
+					if len(p.ISR) < len(p.Replicas) {
+						under++
 					}
 				}
 			}

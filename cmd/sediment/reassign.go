@@ -18,6 +18,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 const (
@@ -469,17 +472,11 @@ func sortedKeys32[V any](m map[int32]V) []int32 {
 	return ks
 }
 
-// reassignmentsSet is every partition of topics, or of every topic when
-// none is named: kadm's ListPartitionReassignments sends nothing for an
-// empty set and answers "none" (before, `sediment topic reassignments`
-// without a topic always printed that no reassignment was in progress).
+// reassignmentsSet is every partition of topics, which must exist.
 func reassignmentsSet(ctx context.Context, adm *kadm.Client, topics []string) (kadm.TopicsSet, error) {
 	md, err := adm.Metadata(ctx, topics...)
 	if err != nil {
 		return nil, err
-	}
-	if len(topics) == 0 {
-		topics = md.Topics.Names()
 	}
 	set := kadm.TopicsSet{}
 	for _, t := range topics {
@@ -495,6 +492,56 @@ func reassignmentsSet(ctx context.Context, adm *kadm.Client, topics []string) (k
 	return set, nil
 }
 
+// listReassignments asks for the reassignments in progress of every
+// partition of topics, or with none named of every topic: then the
+// request's topics are null, which the brokers answer for the whole cluster
+// (as Kafka; it needs DESCRIBE on the cluster, as any
+// ListPartitionReassignments). Before, the set was built from the topics
+// Metadata listed, which leaves out those the login may not DESCRIBE; for
+// a login that could DESCRIBE none, kadm sent nothing and the command
+// printed "no reassignment in progress".
+func listReassignments(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topics []string, timeout time.Duration) (kadm.ListPartitionReassignmentsResponses, error) {
+	req := kmsg.NewPtrListPartitionReassignmentsRequest()
+	req.TimeoutMillis = int32(min(timeout, time.Hour) / time.Millisecond)
+	if len(topics) > 0 {
+		set, err := reassignmentsSet(ctx, adm, topics)
+		if err != nil {
+			return nil, err
+		}
+		for t, ps := range set {
+			rt := kmsg.NewListPartitionReassignmentsRequestTopic()
+			rt.Topic = t
+			for p := range ps {
+				rt.Partitions = append(rt.Partitions, p)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, fmt.Errorf("ListPartitionReassignments: %w", err)
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		msg := "ListPartitionReassignments"
+		if resp.ErrorMessage != nil && *resp.ErrorMessage != "" {
+			msg += ": " + *resp.ErrorMessage
+		} else if errors.Is(err, kerr.ClusterAuthorizationFailed) {
+			msg += " refused: listing reassignments needs DESCRIBE on the cluster"
+		}
+		return nil, kafkaError(err, msg)
+	}
+	ls := kadm.ListPartitionReassignmentsResponses{}
+	for _, rt := range resp.Topics {
+		ps := map[int32]kadm.ListPartitionReassignmentsResponse{}
+		ls[rt.Topic] = ps
+		for _, rp := range rt.Partitions {
+			ps[rp.Partition] = kadm.ListPartitionReassignmentsResponse{Topic: rt.Topic, Partition: rp.Partition,
+				Replicas: rp.Replicas, AddingReplicas: rp.AddingReplicas, RemovingReplicas: rp.RemovingReplicas}
+		}
+	}
+	return ls, nil
+}
+
 func newTopicReassignmentsCmd(opts *clientOptions) *cobra.Command {
 	return &cobra.Command{
 		Use:   "reassignments [TOPIC...]",
@@ -502,16 +549,13 @@ func newTopicReassignmentsCmd(opts *clientOptions) *cobra.Command {
 		RunE: func(cmd *cobra.Command, topics []string) error {
 			ctx, cancel := signalContext(cmd)
 			defer cancel()
-			adm, err := opts.newAdmin(ctx)
+			cl, err := opts.newClient(ctx)
 			if err != nil {
 				return err
 			}
+			adm := opts.admin(cl) // listReassignments needs cl too
 			defer adm.Close()
-			set, err := reassignmentsSet(ctx, adm, topics)
-			if err != nil {
-				return err
-			}
-			ls, err := adm.ListPartitionReassignments(ctx, set)
+			ls, err := listReassignments(ctx, cl, adm, topics, opts.timeout())
 			if err != nil {
 				return err
 			}
