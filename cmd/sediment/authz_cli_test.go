@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -93,5 +94,52 @@ func TestClusterCommandsWithoutClusterDescribe(t *testing.T) {
 	p := sedimentProc(t, nil, "cluster", "status", "--brokers", b.Addr())
 	if code := p.wait(t, 30*time.Second); code != 1 || !strings.Contains(p.output(), "CLUSTER_AUTHORIZATION_FAILED") {
 		t.Fatalf("sediment cluster status: exit status %d, want 1; stderr:\n%s", code, p.output())
+	}
+}
+
+// TestTopicCreateWithoutDescribe: `sediment topic create` by a login
+// allowed to CREATE the topics but not to DESCRIBE them prints the counts
+// it asked for (or none, for the broker's defaults) and warns at once that
+// readiness could not be checked. Before, it printed `-1 partitions,
+// replication factor -1` (the answer's counts without DESCRIBE_CONFIGS)
+// and waited the whole --timeout on TOPIC_AUTHORIZATION_FAILED.
+func TestTopicCreateWithoutDescribe(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b, _, grant := startAuthzCLIBroker(t, ctx)
+	grant(kadm.NewACLs().Topics("create-only-").Allow("User:ANONYMOUS").Operations(kadm.OpCreate).ResourcePatternType(kadm.ACLPatternPrefixed))
+
+	for _, tc := range []struct {
+		args     []string
+		want     string
+		describe bool // the login may DESCRIBE the topic: no warning
+	}{
+		{[]string{"create-only-a", "-p", "2", "-r", "1"}, "created topic create-only-a: 2 partitions, replication factor 1\n", false},
+		{[]string{"create-only-b", "-p", "3"}, "created topic create-only-b: 3 partitions\n", false},
+		{[]string{"create-only-c"}, "created topic create-only-c\n", false},
+		// Without an ACL on it, ANONYMOUS may DESCRIBE the topic: the
+		// broker's answer gives its defaults.
+		{[]string{"open"}, "created topic open: 1 partition, replication factor 1\n", true},
+	} {
+		cmd := newRootCmd()
+		var out, stderr bytes.Buffer
+		cmd.SetOut(&out)
+		cmd.SetErr(&stderr)
+		cmd.SetArgs(append(append([]string{"topic", "create"}, tc.args...), "--timeout", "20s", "--brokers", b.Addr()))
+		cmd.SetContext(ctx)
+		start := time.Now()
+		err := cmd.Execute()
+		took := time.Since(start)
+		if err != nil || out.String() != tc.want {
+			t.Errorf("topic create %v: %v, printed %q, want %q", tc.args, err, out.String(), tc.want)
+		}
+		if took > 10*time.Second {
+			t.Errorf("topic create %v took %s (--timeout 20s)", tc.args, took.Round(time.Millisecond))
+		}
+		w := stderr.String()
+		if tc.describe && w != "" || !tc.describe && (!strings.HasPrefix(w, "warning: created, but whether it is ready on every broker could not be checked") ||
+			!strings.Contains(w, "TOPIC_AUTHORIZATION_FAILED")) {
+			t.Errorf("topic create %v: stderr %q", tc.args, w)
+		}
 	}
 }

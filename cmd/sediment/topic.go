@@ -88,10 +88,22 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("create topics: %w", err)
 			}
+			// Without DESCRIBE_CONFIGS on a topic the answer's counts
+			// are -1 (as Kafka's): the ones asked for are the topic's.
+			counts := func(r kadm.CreateTopicResponse) (int32, int16) {
+				p, rf := r.NumPartitions, r.ReplicationFactor
+				if p < 0 {
+					p = partitions
+				}
+				if rf < 0 {
+					rf = replication
+				}
+				return p, rf
+			}
 			created := map[string]int32{}
 			for _, r := range resps {
 				if r.Err == nil {
-					created[r.Topic] = r.NumPartitions
+					created[r.Topic], _ = counts(r)
 				}
 			}
 			// The controller answers once the topic is in the metadata
@@ -102,7 +114,10 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 				wctx, wcancel := context.WithTimeout(ctx, opts.timeout())
 				err := waitTopicsReady(wctx, cl, adm, created)
 				wcancel()
-				if err != nil {
+				switch {
+				case errors.Is(err, kerr.TopicAuthorizationFailed):
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: created, but whether it is ready on every broker could not be checked (this login may not DESCRIBE it): %v\n", err)
+				case err != nil:
 					fmt.Fprintf(cmd.ErrOrStderr(), "warning: created, but not yet ready on every broker: %v\n", err)
 				}
 			}
@@ -117,8 +132,21 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 					failed = append(failed, fmt.Errorf("topic %s: %w", r.Topic, kafkaError(r.Err, r.ErrMessage)))
 					continue
 				}
-				fmt.Fprintf(out, "created topic %s: %s, replication factor %s\n", r.Topic,
-					plural(int(r.NumPartitions), "partition"), strconv.Itoa(int(r.ReplicationFactor)))
+				// The counts asked for or answered; a broker default the
+				// answer did not give is left out.
+				var known []string
+				p, rf := counts(r)
+				if p >= 0 {
+					known = append(known, plural(int(p), "partition"))
+				}
+				if rf >= 0 {
+					known = append(known, "replication factor "+strconv.Itoa(int(rf)))
+				}
+				if len(known) == 0 {
+					fmt.Fprintf(out, "created topic %s\n", r.Topic)
+				} else {
+					fmt.Fprintf(out, "created topic %s: %s\n", r.Topic, strings.Join(known, ", "))
+				}
 			}
 			return errors.Join(failed...)
 		},
@@ -133,9 +161,12 @@ func newTopicCreateCmd(opts *clientOptions) *cobra.Command {
 }
 
 // waitTopicsReady returns when every broker's Metadata lists each topic
-// with its partitions (want: topic to partition count), each with a leader,
-// and the leaders answer ListOffsets for all of them; or with what was
-// still missing when ctx ends.
+// with its partitions (want: topic to partition count, -1 unknown), each
+// with a leader, and the leaders answer ListOffsets for all of them; or
+// with what was still missing when ctx ends; or at once with
+// TOPIC_AUTHORIZATION_FAILED, which waiting does not end (a login allowed
+// to CREATE a topic and not to DESCRIBE it cannot see it ready: it waited
+// the whole --timeout).
 func waitTopicsReady(ctx context.Context, cl *kgo.Client, adm *kadm.Client, want map[string]int32) error {
 	names := make([]string, 0, len(want))
 	for t := range want {
@@ -201,8 +232,8 @@ func waitTopicsReady(ctx context.Context, cl *kgo.Client, adm *kadm.Client, want
 	var last error // of the last check that ctx's end did not cut short
 	for {
 		err := check()
-		if err == nil {
-			return nil
+		if err == nil || errors.Is(err, kerr.TopicAuthorizationFailed) {
+			return err
 		}
 		if ctx.Err() == nil || last == nil {
 			last = err
