@@ -1,9 +1,11 @@
 package main
 
-// sediment acl create|list|delete: ACLs through kadm (CreateAcls,
-// DescribeAcls, DeleteAcls; KIP-140, KIP-290 for prefixed patterns), with
+// sediment acl create|list|delete: ACLs through CreateAcls, DescribeAcls
+// and DeleteAcls (KIP-140, KIP-290 for prefixed patterns), with
 // kafka-acls.sh's flags (--allow-principal, --topic, --operation,
-// --producer, …) and its list output.
+// --producer, --user-principal, …) and its list output. The requests are
+// built here: kadm's ACLBuilder has no USER resource type (KIP-373's
+// CreateTokens and DescribeTokens on a user principal).
 
 import (
 	"context"
@@ -16,6 +18,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -32,10 +36,11 @@ func newACLCmd() *cobra.Command {
 // aclOperations are the operations --operation takes, in Kafka's order.
 var aclOperations = []kadm.ACLOperation{
 	kadm.OpRead, kadm.OpWrite, kadm.OpCreate, kadm.OpDelete, kadm.OpAlter, kadm.OpDescribe,
-	kadm.OpClusterAction, kadm.OpDescribeConfigs, kadm.OpAlterConfigs, kadm.OpIdempotentWrite, kadm.OpAll,
+	kadm.OpClusterAction, kadm.OpDescribeConfigs, kadm.OpAlterConfigs, kadm.OpIdempotentWrite,
+	kmsg.ACLOperationCreateTokens, kmsg.ACLOperationDescribeTokens, kadm.OpAll,
 }
 
-const aclOperationNames = "Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, All"
+const aclOperationNames = "Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens, All"
 
 // normName lowercases s and drops '_', '-' and spaces: "ClusterAction",
 // "CLUSTER_ACTION" and "cluster-action" are one operation.
@@ -70,6 +75,8 @@ var aclSupportedOps = map[kmsg.ACLResourceType][]kadm.ACLOperation{
 	kmsg.ACLResourceTypeGroup:           {kadm.OpRead, kadm.OpDescribe, kadm.OpDelete},
 	kmsg.ACLResourceTypeCluster:         {kadm.OpCreate, kadm.OpClusterAction, kadm.OpDescribeConfigs, kadm.OpAlterConfigs, kadm.OpIdempotentWrite, kadm.OpAlter, kadm.OpDescribe},
 	kmsg.ACLResourceTypeTransactionalId: {kadm.OpDescribe, kadm.OpWrite},
+	kmsg.ACLResourceTypeDelegationToken: {kadm.OpDescribe},
+	kmsg.ACLResourceTypeUser:            {kmsg.ACLOperationCreateTokens, kmsg.ACLOperationDescribeTokens},
 }
 
 // parsePatternType reads --resource-pattern-type, one of allowed.
@@ -101,6 +108,7 @@ type aclFlags struct {
 	allowHosts, denyHosts []string
 	operations            []string
 	topics, groups, txns  []string
+	tokens, users         []string // --delegation-token, --user-principal
 	cluster               bool
 	patternType           string
 	producer, consumer    bool
@@ -113,6 +121,8 @@ func (f *aclFlags) addResourceFlags(cmd *cobra.Command, patternDefault, patternH
 	fs.StringArrayVar(&f.groups, "group", nil, "a consumer group (repeatable; '*' is every group)")
 	fs.StringArrayVar(&f.txns, "transactional-id", nil, "a transactional id (repeatable; '*' is every one)")
 	fs.BoolVar(&f.cluster, "cluster", false, "the cluster resource (kafka-cluster)")
+	fs.StringArrayVar(&f.tokens, "delegation-token", nil, "a delegation token, by its id (repeatable; '*' is every token): Describe lets a principal see it")
+	fs.StringArrayVar(&f.users, "user-principal", nil, "a user principal as the resource, Type:name such as User:alice (repeatable): CreateTokens lets a principal create tokens it owns, DescribeTokens see its tokens")
 	fs.StringVar(&f.patternType, "resource-pattern-type", patternDefault, patternHelp)
 }
 
@@ -137,26 +147,45 @@ func (f *aclFlags) addEntryFlags(cmd *cobra.Command, create bool) {
 }
 
 func (f *aclFlags) hasResource() bool {
-	return len(f.topics)+len(f.groups)+len(f.txns) > 0 || f.cluster
+	return len(f.topics)+len(f.groups)+len(f.txns)+len(f.tokens)+len(f.users) > 0 || f.cluster
 }
+
+const aclResourceFlags = "--topic, --group, --transactional-id, --cluster, --delegation-token or --user-principal"
 
 func (f *aclFlags) checkNames() error {
 	for _, c := range []struct {
 		flag  string
 		names []string
-	}{{"topic", f.topics}, {"group", f.groups}, {"transactional-id", f.txns}} {
+	}{{"topic", f.topics}, {"group", f.groups}, {"transactional-id", f.txns}, {"delegation-token", f.tokens}, {"user-principal", f.users}} {
 		if slices.Contains(c.names, "") {
 			return fmt.Errorf("--%s: empty name", c.flag)
 		}
 	}
-	return nil
+	return checkPrincipals("user-principal", f.users)
+}
+
+// resources is a spec per resource type named, with ops.
+func (f *aclFlags) resources(ops []kadm.ACLOperation) []aclSpec {
+	var out []aclSpec
+	add := func(typ kmsg.ACLResourceType, names []string, set bool) {
+		if set {
+			out = append(out, aclSpec{typ, names, ops})
+		}
+	}
+	add(kmsg.ACLResourceTypeTopic, f.topics, len(f.topics) > 0)
+	add(kmsg.ACLResourceTypeGroup, f.groups, len(f.groups) > 0)
+	add(kmsg.ACLResourceTypeTransactionalId, f.txns, len(f.txns) > 0)
+	add(kmsg.ACLResourceTypeCluster, nil, f.cluster)
+	add(kmsg.ACLResourceTypeDelegationToken, f.tokens, len(f.tokens) > 0)
+	add(kmsg.ACLResourceTypeUser, f.users, len(f.users) > 0)
+	return out
 }
 
 // aclSpec is one resource type's names and the operations to create or
 // match on them.
 type aclSpec struct {
 	typ   kmsg.ACLResourceType
-	names []string // none for the cluster
+	names []string // none for the cluster; none of type ANY: any resource
 	ops   []kadm.ACLOperation
 }
 
@@ -174,7 +203,7 @@ func (f *aclFlags) specs(create bool) ([]aclSpec, error) {
 		return f.convenienceSpecs()
 	}
 	if !f.hasResource() {
-		return nil, errors.New("name a resource: --topic, --group, --transactional-id and/or --cluster")
+		return nil, errors.New("name a resource: " + aclResourceFlags)
 	}
 	ops, err := parseACLOperations(f.operations)
 	if err != nil {
@@ -183,16 +212,7 @@ func (f *aclFlags) specs(create bool) ([]aclSpec, error) {
 	if create && len(ops) == 0 {
 		ops = []kadm.ACLOperation{kadm.OpAll}
 	}
-	var out []aclSpec
-	add := func(typ kmsg.ACLResourceType, names []string, set bool) {
-		if set {
-			out = append(out, aclSpec{typ, names, ops})
-		}
-	}
-	add(kmsg.ACLResourceTypeTopic, f.topics, len(f.topics) > 0)
-	add(kmsg.ACLResourceTypeGroup, f.groups, len(f.groups) > 0)
-	add(kmsg.ACLResourceTypeTransactionalId, f.txns, len(f.txns) > 0)
-	add(kmsg.ACLResourceTypeCluster, nil, f.cluster)
+	out := f.resources(ops)
 	if create {
 		for _, s := range out {
 			supported := append([]kadm.ACLOperation{kadm.OpAll}, aclSupportedOps[s.typ]...)
@@ -225,6 +245,8 @@ func (f *aclFlags) convenienceSpecs() ([]aclSpec, error) {
 		return nil, errors.New("--transactional-id goes with --producer (a consumer needs none)")
 	case f.cluster:
 		return nil, errors.New("--cluster does not go with --producer or --consumer (--idempotent adds IDEMPOTENT_WRITE on the cluster)")
+	case len(f.tokens) > 0 || len(f.users) > 0:
+		return nil, errors.New("--delegation-token and --user-principal do not go with --producer or --consumer")
 	}
 	var topicOps []kadm.ACLOperation
 	if f.producer {
@@ -269,41 +291,154 @@ func (f *aclFlags) checkEntryFlags() error {
 	return nil
 }
 
-// resourceBuilder is a builder with spec's resource.
-func (s aclSpec) resourceBuilder() *kadm.ACLBuilder {
-	b := kadm.NewACLs()
-	switch s.typ {
-	case kmsg.ACLResourceTypeTopic:
-		b.MaybeTopics(s.names...)
-	case kmsg.ACLResourceTypeGroup:
-		b.MaybeGroups(s.names...)
-	case kmsg.ACLResourceTypeTransactionalId:
-		b.MaybeTransactionalIDs(s.names...)
-	case kmsg.ACLResourceTypeCluster:
-		b.MaybeClusters(true)
+// resourceNames are the names the requests carry for s: kafka-cluster
+// for the cluster, nil (any) for type ANY without names.
+func (s aclSpec) resourceNames() []*string {
+	if s.typ == kmsg.ACLResourceTypeCluster {
+		return []*string{kmsg.StringPtr("kafka-cluster")}
 	}
-	return b
-}
-
-// filterBuilders: for delete, a filter per spec with the principals (any
-// principal and any permission when none is given), hosts (any host when
-// none is given) and operations (any when none is given).
-func (f *aclFlags) filterBuilders(specs []aclSpec, pattern kadm.ACLPattern) []*kadm.ACLBuilder {
-	var out []*kadm.ACLBuilder
-	for _, s := range specs {
-		b := s.resourceBuilder().ResourcePatternType(pattern).Operations(s.ops...)
-		if len(f.allow) == 0 && len(f.deny) == 0 {
-			b.Allow().AllowHosts().Deny().DenyHosts()
-		}
-		if len(f.allow) > 0 {
-			b.Allow(f.allow...).AllowHosts(f.allowHosts...)
-		}
-		if len(f.deny) > 0 {
-			b.Deny(f.deny...).DenyHosts(f.denyHosts...)
-		}
-		out = append(out, b)
+	if len(s.names) == 0 {
+		return []*string{nil}
+	}
+	out := make([]*string, len(s.names))
+	for i := range s.names {
+		out[i] = &s.names[i]
 	}
 	return out
+}
+
+// creations are the ACLs create makes for s: each name, operation, allow
+// principal from each allow host (* when none is given), then each deny
+// principal from each deny host.
+func (f *aclFlags) creations(s aclSpec, pattern kadm.ACLPattern) []kmsg.CreateACLsRequestCreation {
+	var out []kmsg.CreateACLsRequestCreation
+	for _, name := range s.resourceNames() {
+		for _, op := range s.ops {
+			for _, e := range []struct {
+				principals, hosts []string
+				perm              kmsg.ACLPermissionType
+			}{{f.allow, f.allowHosts, kmsg.ACLPermissionTypeAllow}, {f.deny, f.denyHosts, kmsg.ACLPermissionTypeDeny}} {
+				hosts := e.hosts
+				if len(hosts) == 0 {
+					hosts = []string{"*"}
+				}
+				for _, p := range e.principals {
+					for _, h := range hosts {
+						c := kmsg.NewCreateACLsRequestCreation()
+						c.ResourceType, c.ResourceName, c.ResourcePatternType = s.typ, *name, pattern
+						c.Operation, c.Principal, c.Host, c.PermissionType = op, p, h, e.perm
+						out = append(out, c)
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// aclWho is the entry part of a filter: a principal and a host (nil: any)
+// and a permission.
+type aclWho struct {
+	principal, host *string
+	perm            kmsg.ACLPermissionType
+}
+
+// anyEntry matches every principal, host and permission.
+var anyEntry = []aclWho{{perm: kmsg.ACLPermissionTypeAny}}
+
+// entryFilters: for delete, the allow principals' ALLOW entries from the
+// allow hosts (any host when none is given) and the deny principals' DENY
+// entries from the deny hosts; every entry without a principal flag.
+func (f *aclFlags) entryFilters() []aclWho {
+	if len(f.allow) == 0 && len(f.deny) == 0 {
+		return anyEntry
+	}
+	var out []aclWho
+	for _, e := range []struct {
+		principals, hosts []string
+		perm              kmsg.ACLPermissionType
+	}{{f.allow, f.allowHosts, kmsg.ACLPermissionTypeAllow}, {f.deny, f.denyHosts, kmsg.ACLPermissionTypeDeny}} {
+		hosts := []*string{nil}
+		if len(e.hosts) > 0 {
+			hosts = nil
+			for i := range e.hosts {
+				hosts = append(hosts, &e.hosts[i])
+			}
+		}
+		for i := range e.principals {
+			for _, h := range hosts {
+				out = append(out, aclWho{&e.principals[i], h, e.perm})
+			}
+		}
+	}
+	return out
+}
+
+// filters are s's DescribeAcls / DeleteAcls filters: each name (any for
+// type ANY without names), operation (any when s has none) and entry.
+func (s aclSpec) filters(pattern kadm.ACLPattern, who []aclWho) []kmsg.DeleteACLsRequestFilter {
+	ops := s.ops
+	if len(ops) == 0 {
+		ops = []kadm.ACLOperation{kadm.OpAny}
+	}
+	var out []kmsg.DeleteACLsRequestFilter
+	for _, name := range s.resourceNames() {
+		for _, op := range ops {
+			for _, w := range who {
+				fl := kmsg.NewDeleteACLsRequestFilter()
+				fl.ResourceType, fl.ResourceName, fl.ResourcePatternType = s.typ, name, pattern
+				fl.Operation, fl.Principal, fl.Host, fl.PermissionType = op, w.principal, w.host, w.perm
+				out = append(out, fl)
+			}
+		}
+	}
+	return out
+}
+
+// describeACLs sends a DescribeAcls request per filter (the request has
+// one) and returns the ACLs they match.
+func describeACLs(ctx context.Context, cl *kgo.Client, filters []kmsg.DeleteACLsRequestFilter) ([]aclEntry, error) {
+	var out []aclEntry
+	var errs []error
+	for _, fl := range filters {
+		req := kmsg.NewPtrDescribeACLsRequest()
+		req.ResourceType, req.ResourceName, req.ResourcePatternType = fl.ResourceType, fl.ResourceName, fl.ResourcePatternType
+		req.Principal, req.Host, req.Operation, req.PermissionType = fl.Principal, fl.Host, fl.Operation, fl.PermissionType
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			return nil, fmt.Errorf("DescribeAcls: %w", err)
+		}
+		if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+			errs = append(errs, fmt.Errorf("DescribeAcls: %w", kafkaError(err, derefString(resp.ErrorMessage))))
+			continue
+		}
+		for _, r := range resp.Resources {
+			for _, a := range r.ACLs {
+				out = append(out, aclEntry{r.ResourceType, r.ResourceName, r.ResourcePatternType, a.Principal, a.Host, a.Operation, a.PermissionType})
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// withKafkaClient runs fn with a client for the command's brokers, under
+// signalContext.
+func withKafkaClient(cmd *cobra.Command, opts *clientOptions, fn func(ctx context.Context, cl *kgo.Client) error) error {
+	ctx, cancel := signalContext(cmd)
+	defer cancel()
+	cl, err := opts.newClient(ctx)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(ctx, cl)
 }
 
 // aclEntry is one ACL: a resource pattern and an access control entry.
@@ -396,21 +531,6 @@ func printACLsJSON(w io.Writer, acls []aclEntry) error {
 	return enc.Encode(out)
 }
 
-func describedEntries(res kadm.DescribeACLsResults) ([]aclEntry, error) {
-	var out []aclEntry
-	var errs []error
-	for _, r := range res {
-		if r.Err != nil {
-			errs = append(errs, fmt.Errorf("DescribeAcls: %w", kafkaError(r.Err, r.ErrMessage)))
-			continue
-		}
-		for _, d := range r.Described {
-			out = append(out, aclEntry{d.Type, d.Name, d.Pattern, d.Principal, d.Host, d.Operation, d.Permission})
-		}
-	}
-	return out, errors.Join(errs...)
-}
-
 func newACLCreateCmd(opts *clientOptions) *cobra.Command {
 	var f aclFlags
 	cmd := &cobra.Command{
@@ -419,7 +539,8 @@ func newACLCreateCmd(opts *clientOptions) *cobra.Command {
 		Example: `  sediment acl create --allow-principal User:alice --operation Read --operation Describe --topic orders
   sediment acl create --allow-principal User:svc --producer --topic orders- --transactional-id svc- --resource-pattern-type prefixed --idempotent
   sediment acl create --allow-principal User:app --consumer --topic orders --group app
-  sediment acl create --deny-principal User:mallory --deny-host 10.0.0.9 --operation All --topic logs- --resource-pattern-type prefixed`,
+  sediment acl create --deny-principal User:mallory --deny-host 10.0.0.9 --operation All --topic logs- --resource-pattern-type prefixed
+  sediment acl create --allow-principal User:scheduler --operation CreateTokens --user-principal User:alice   # tokens owned by alice`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			pattern, err := parsePatternType(f.patternType, kadm.ACLPatternLiteral, kadm.ACLPatternPrefixed)
@@ -439,22 +560,25 @@ func newACLCreateCmd(opts *clientOptions) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
+			return withKafkaClient(cmd, opts, func(ctx context.Context, cl *kgo.Client) error {
 				var added []aclEntry
 				var errs []error
 				for _, s := range specs {
-					b := s.resourceBuilder().ResourcePatternType(pattern).Operations(s.ops...).
-						MaybeAllow(f.allow...).MaybeAllowHosts(f.allowHosts...).
-						MaybeDeny(f.deny...).MaybeDenyHosts(f.denyHosts...)
-					res, err := adm.CreateACLs(ctx, b)
+					req := kmsg.NewPtrCreateACLsRequest()
+					req.Creations = f.creations(s, pattern)
+					resp, err := req.RequestWith(ctx, cl)
+					if err == nil && len(resp.Results) != len(req.Creations) {
+						err = fmt.Errorf("%d results to %d creations", len(resp.Results), len(req.Creations))
+					}
 					if err != nil {
 						errs = append(errs, fmt.Errorf("CreateAcls: %w", err))
 						continue
 					}
-					for _, r := range res {
-						a := aclEntry{r.Type, r.Name, r.Pattern, r.Principal, r.Host, r.Operation, r.Permission}
-						if r.Err != nil {
-							errs = append(errs, fmt.Errorf("%s: %w", a, kafkaError(r.Err, r.ErrMessage)))
+					for i, r := range resp.Results {
+						c := req.Creations[i]
+						a := aclEntry{c.ResourceType, c.ResourceName, c.ResourcePatternType, c.Principal, c.Host, c.Operation, c.PermissionType}
+						if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+							errs = append(errs, fmt.Errorf("%s: %w", a, kafkaError(err, derefString(r.ErrorMessage))))
 							continue
 						}
 						added = append(added, a)
@@ -497,28 +621,27 @@ func newACLListCmd(opts *clientOptions) *cobra.Command {
 			if err := f.checkNames(); err != nil {
 				return err
 			}
-			var b *kadm.ACLBuilder
-			if f.hasResource() {
-				b = kadm.NewACLs().MaybeTopics(f.topics...).MaybeGroups(f.groups...).
-					MaybeTransactionalIDs(f.txns...).MaybeClusters(f.cluster)
-			} else {
+			resources := f.resources(nil) // any operation
+			if len(resources) == 0 {
 				if pattern == kadm.ACLPatternMatch {
-					return errors.New("--resource-pattern-type match needs a resource: --topic, --group, --transactional-id or --cluster")
+					return errors.New("--resource-pattern-type match needs a resource: " + aclResourceFlags)
 				}
-				b = kadm.NewACLs().AnyResource()
+				resources = []aclSpec{{typ: kmsg.ACLResourceTypeAny}}
 			}
-			b.ResourcePatternType(pattern).Operations()
+			who := anyEntry
 			if len(principals) > 0 {
-				b.Allow(principals...).AllowHosts().Deny(principals...).DenyHosts()
-			} else {
-				b.Allow().AllowHosts().Deny().DenyHosts()
-			}
-			return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
-				res, err := adm.DescribeACLs(ctx, b)
-				if err != nil {
-					return fmt.Errorf("DescribeAcls: %w", err)
+				who = nil
+				for i := range principals {
+					who = append(who, aclWho{principal: &principals[i], perm: kmsg.ACLPermissionTypeAllow},
+						aclWho{principal: &principals[i], perm: kmsg.ACLPermissionTypeDeny})
 				}
-				acls, err := describedEntries(res)
+			}
+			var filters []kmsg.DeleteACLsRequestFilter
+			for _, s := range resources {
+				filters = append(filters, s.filters(pattern, who)...)
+			}
+			return withKafkaClient(cmd, opts, func(ctx context.Context, cl *kgo.Client) error {
+				acls, err := describeACLs(ctx, cl, filters)
 				if err != nil {
 					return err
 				}
@@ -564,17 +687,13 @@ would remove and fails, for it does not ask for confirmation.`,
 			if err != nil {
 				return err
 			}
-			builders := f.filterBuilders(specs, pattern)
-			return withAdmin(cmd, opts, func(ctx context.Context, adm *kadm.Client) error {
+			who := f.entryFilters()
+			return withKafkaClient(cmd, opts, func(ctx context.Context, cl *kgo.Client) error {
 				w := cmd.OutOrStdout()
 				if !force {
 					var acls []aclEntry
-					for _, b := range builders {
-						res, err := adm.DescribeACLs(ctx, b)
-						if err != nil {
-							return fmt.Errorf("DescribeAcls: %w", err)
-						}
-						got, err := describedEntries(res)
+					for _, s := range specs {
+						got, err := describeACLs(ctx, cl, s.filters(pattern, who))
 						if err != nil {
 							return err
 						}
@@ -588,21 +707,26 @@ would remove and fails, for it does not ask for confirmation.`,
 				}
 				var removed []aclEntry
 				var errs []error
-				for _, b := range builders {
-					res, err := adm.DeleteACLs(ctx, b)
+				for _, s := range specs {
+					req := kmsg.NewPtrDeleteACLsRequest()
+					req.Filters = s.filters(pattern, who)
+					resp, err := req.RequestWith(ctx, cl)
+					if err == nil && len(resp.Results) != len(req.Filters) {
+						err = fmt.Errorf("%d results to %d filters", len(resp.Results), len(req.Filters))
+					}
 					if err != nil {
 						errs = append(errs, fmt.Errorf("DeleteAcls: %w", err))
 						continue
 					}
-					for _, r := range res {
-						if r.Err != nil {
-							errs = append(errs, fmt.Errorf("DeleteAcls: %w", kafkaError(r.Err, r.ErrMessage)))
+					for _, r := range resp.Results {
+						if err := kerr.ErrorForCode(r.ErrorCode); err != nil {
+							errs = append(errs, fmt.Errorf("DeleteAcls: %w", kafkaError(err, derefString(r.ErrorMessage))))
 							continue
 						}
-						for _, d := range r.Deleted {
-							a := aclEntry{d.Type, d.Name, d.Pattern, d.Principal, d.Host, d.Operation, d.Permission}
-							if d.Err != nil {
-								errs = append(errs, fmt.Errorf("%s: %w", a, kafkaError(d.Err, d.ErrMessage)))
+						for _, d := range r.MatchingACLs {
+							a := aclEntry{d.ResourceType, d.ResourceName, d.ResourcePatternType, d.Principal, d.Host, d.Operation, d.PermissionType}
+							if err := kerr.ErrorForCode(d.ErrorCode); err != nil {
+								errs = append(errs, fmt.Errorf("%s: %w", a, kafkaError(err, derefString(d.ErrorMessage))))
 								continue
 							}
 							removed = append(removed, a)

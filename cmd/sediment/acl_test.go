@@ -273,6 +273,13 @@ func TestACLBadFlags(t *testing.T) {
 		{[]string{"delete", "--allow-principal", "User:a", "--force"}, "name a resource"},
 		{[]string{"delete", "--topic", "t", "--resource-pattern-type", "fuzzy", "--force"}, `--resource-pattern-type "fuzzy": want any, match, literal, prefixed`},
 		{[]string{"delete", "--topic", "t", "--operation", "Jump", "--force"}, `--operation "Jump"`},
+		{[]string{"create", "--allow-principal", "User:a", "--user-principal", "alice", "--operation", "CreateTokens"}, `--user-principal "alice": want Type:name`},
+		{[]string{"create", "--allow-principal", "User:a", "--user-principal", "", "--operation", "CreateTokens"}, "--user-principal: empty name"},
+		{[]string{"create", "--allow-principal", "User:a", "--user-principal", "User:b", "--operation", "Read"}, "resource type USER only supports operations ALL, CREATE_TOKENS, DESCRIBE_TOKENS"},
+		{[]string{"create", "--allow-principal", "User:a", "--delegation-token", "x", "--operation", "CreateTokens"}, "resource type DELEGATION_TOKEN only supports operations ALL, DESCRIBE"},
+		{[]string{"create", "--allow-principal", "User:a", "--topic", "t", "--operation", "DescribeTokens"}, "resource type TOPIC only supports operations"},
+		{[]string{"create", "--allow-principal", "User:a", "--producer", "--topic", "t", "--user-principal", "User:b"}, "--delegation-token and --user-principal do not go with --producer"},
+		{[]string{"list", "--user-principal", "bob"}, `--user-principal "bob": want Type:name`},
 		{[]string{"list", "--resource-pattern-type", "match"}, "match needs a resource"},
 		{[]string{"list", "--principal", "bob"}, `--principal "bob": want Type:name`},
 		{[]string{"list", "-o", "yaml"}, `--output "yaml": want text or json`},
@@ -289,7 +296,7 @@ func TestACLBadFlags(t *testing.T) {
 }
 
 func TestParseACLOperations(t *testing.T) {
-	ops, err := parseACLOperations([]string{"Read", "WRITE", "clusteraction", "Cluster_Action", "describe-configs", "IdempotentWrite", "all", "read"})
+	ops, err := parseACLOperations([]string{"Read", "WRITE", "clusteraction", "Cluster_Action", "describe-configs", "IdempotentWrite", "CreateTokens", "describe_tokens", "all", "read"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +304,92 @@ func TestParseACLOperations(t *testing.T) {
 	for _, op := range ops {
 		got = append(got, op.String())
 	}
-	if want := "READ WRITE CLUSTER_ACTION DESCRIBE_CONFIGS IDEMPOTENT_WRITE ALL"; strings.Join(got, " ") != want {
+	if want := "READ WRITE CLUSTER_ACTION DESCRIBE_CONFIGS IDEMPOTENT_WRITE CREATE_TOKENS DESCRIBE_TOKENS ALL"; strings.Join(got, " ") != want {
 		t.Fatalf("parsed %q, want %s", got, want)
 	}
+}
+
+// TestACLTokenResources: `sediment acl` grants, lists and removes
+// delegation-token permissions (KIP-48, KIP-373), as kafka-acls.sh's
+// --user-principal and --delegation-token: CREATE_TOKENS and
+// DESCRIBE_TOKENS on a USER resource (tokens owned by that user), DESCRIBE
+// on a DELEGATION_TOKEN. Before, the flags and operations did not exist and
+// docs/security.md's CREATE_TOKENS could be granted only through the API.
+func TestACLTokenResources(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	b := startCLITestBroker(t, broker.Config{
+		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
+	})
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	_, mustRun := cliRunner(t, ctx, b.Addr(), "acl")
+	wantACLs := func(want ...string) {
+		t.Helper()
+		want = slices.Sorted(slices.Values(want))
+		if got := brokerACLs(t, ctx, adm); !slices.Equal(got, want) {
+			t.Fatalf("ACLs on the broker:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+
+	user := "Added ACLs for resource `ResourcePattern(resourceType=USER, name=User:alice, patternType=LITERAL)`:\n" +
+		"\t(principal=User:scheduler, host=*, operation=CREATE_TOKENS, permissionType=ALLOW)\n" +
+		"\t(principal=User:scheduler, host=*, operation=DESCRIBE_TOKENS, permissionType=ALLOW)\n"
+	if out := mustRun("create", "--allow-principal", "User:scheduler", "--operation", "CreateTokens", "--operation", "describe_tokens", "--user-principal", "User:alice"); out != user {
+		t.Fatalf("create --user-principal:\n%s\nwant:\n%s", out, user)
+	}
+	token := "Added ACLs for resource `ResourcePattern(resourceType=DELEGATION_TOKEN, name=*, patternType=LITERAL)`:\n" +
+		"\t(principal=User:auditor, host=*, operation=DESCRIBE, permissionType=ALLOW)\n"
+	if out := mustRun("create", "--allow-principal", "User:auditor", "--operation", "Describe", "--delegation-token", "*"); out != token {
+		t.Fatalf("create --delegation-token:\n%s\nwant:\n%s", out, token)
+	}
+	mustRun("create", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "orders")
+	acls := []string{
+		"USER LITERAL User:alice User:scheduler * CREATE_TOKENS ALLOW",
+		"USER LITERAL User:alice User:scheduler * DESCRIBE_TOKENS ALLOW",
+		"DELEGATION_TOKEN LITERAL * User:auditor * DESCRIBE ALLOW",
+		"TOPIC LITERAL orders User:alice * READ ALLOW",
+	}
+	wantACLs(acls...)
+
+	// list: all of them (the two new types after the others, in Kafka's
+	// type order), or a type's own.
+	all := "Current ACLs for resource `ResourcePattern(resourceType=TOPIC, name=orders, patternType=LITERAL)`:\n" +
+		"\t(principal=User:alice, host=*, operation=READ, permissionType=ALLOW)\n" +
+		"\n" +
+		strings.ReplaceAll(token, "Added", "Current") +
+		"\n" +
+		strings.ReplaceAll(user, "Added", "Current")
+	if out := mustRun("list"); out != all {
+		t.Fatalf("list:\n%s\nwant:\n%s", out, all)
+	}
+	if out := mustRun("list", "--user-principal", "User:alice"); out != strings.ReplaceAll(user, "Added", "Current") {
+		t.Fatalf("list --user-principal User:alice:\n%s", out)
+	}
+	if out := mustRun("list", "--delegation-token", "*", "--principal", "User:auditor"); out != strings.ReplaceAll(token, "Added", "Current") {
+		t.Fatalf("list --delegation-token '*':\n%s", out)
+	}
+	if out := mustRun("list", "--user-principal", "User:bob"); out != "" {
+		t.Fatalf("list --user-principal User:bob: %q, want nothing", out)
+	}
+	var rows []aclJSON
+	if err := json.Unmarshal([]byte(mustRun("list", "--user-principal", "User:alice", "-o", "json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 || rows[0] != (aclJSON{"USER", "User:alice", "LITERAL", "User:scheduler", "*", "CREATE_TOKENS", "ALLOW"}) {
+		t.Fatalf("list -o json: %+v", rows)
+	}
+
+	// delete: one operation on the user, then the token's.
+	out := mustRun("delete", "--user-principal", "User:alice", "--operation", "DescribeTokens", "--force")
+	if want := "Removed ACLs for resource `ResourcePattern(resourceType=USER, name=User:alice, patternType=LITERAL)`:\n" +
+		"\t(principal=User:scheduler, host=*, operation=DESCRIBE_TOKENS, permissionType=ALLOW)\n"; out != want {
+		t.Fatalf("delete --user-principal:\n%s\nwant:\n%s", out, want)
+	}
+	wantACLs(acls[0], acls[2], acls[3])
+	mustRun("delete", "--delegation-token", "*", "--force")
+	wantACLs(acls[0], acls[3])
 }
