@@ -187,42 +187,60 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, client Client,
 }
 
 func cgError(req *kmsg.ConsumerGroupHeartbeatRequest, code int16) *kmsg.ConsumerGroupHeartbeatResponse {
+	return cgErrorMsg(req, code, "")
+}
+
+// cgErrorMsg is cgError with the reason (Kafka's exception message); without
+// one the error's name alone (clients know its description).
+func cgErrorMsg(req *kmsg.ConsumerGroupHeartbeatRequest, code int16, msg string) *kmsg.ConsumerGroupHeartbeatResponse {
 	r := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 	r.ErrorCode = code
 	if code != 0 {
-		msg := kerr.ErrorForCode(code).Error()
+		if msg == "" {
+			if e, ok := kerr.ErrorForCode(code).(*kerr.Error); ok {
+				msg = e.Message
+			}
+		}
 		r.ErrorMessage = &msg
 	}
 	return r
 }
 
-// validCGRequest is Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
-func validCGRequest(req *kmsg.ConsumerGroupHeartbeatRequest) int16 {
+// validCGRequest is Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid,
+// with its messages (an invalid request answered only kerr's generic text,
+// which hid, e.g., a static member's leave sent without its instance id; a
+// consumer group review).
+func validCGRequest(req *kmsg.ConsumerGroupHeartbeatRequest) (int16, string) {
+	invalid := kerr.InvalidRequest.Code
 	switch {
 	case req.Group == "":
-		return kerr.InvalidRequest.Code
+		return invalid, "GroupId can't be empty."
+	case req.InstanceID != nil && *req.InstanceID == "":
+		return invalid, "InstanceId can't be empty."
+	case req.RackID != nil && *req.RackID == "":
+		return invalid, "RackId can't be empty."
 	case req.Version >= 1 && req.MemberID == "":
-		return kerr.InvalidRequest.Code
-	case req.MemberEpoch < staticLeaveEpoch:
-		return kerr.InvalidRequest.Code
+		return invalid, "MemberId can't be empty."
+	case req.MemberEpoch == 0 && req.RebalanceTimeoutMillis == -1:
+		return invalid, "RebalanceTimeoutMs must be provided in first request."
+	case req.MemberEpoch == 0 && len(req.Topics) != 0:
+		return invalid, "TopicPartitions must be empty when (re-)joining."
+	case req.MemberEpoch == 0 && req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil:
+		return invalid, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
 	case req.MemberEpoch == staticLeaveEpoch && req.InstanceID == nil:
-		return kerr.InvalidRequest.Code
-	case req.InstanceID != nil && *req.InstanceID == "", req.RackID != nil && *req.RackID == "":
-		return kerr.InvalidRequest.Code // Kafka: "can't be empty"
-	case req.MemberEpoch == 0:
-		if req.RebalanceTimeoutMillis == -1 || (req.SubscribedTopicNames == nil && req.SubscribedTopicRegex == nil) || len(req.Topics) != 0 {
-			return kerr.InvalidRequest.Code
-		}
+		return invalid, "InstanceId can't be null."
+	case req.MemberEpoch < staticLeaveEpoch:
+		return invalid, "MemberEpoch is invalid."
 	}
 	if req.ServerAssignor != nil && *req.ServerAssignor != "uniform" && *req.ServerAssignor != "range" {
-		return kerr.UnsupportedAssignor.Code
+		return kerr.UnsupportedAssignor.Code, "ServerAssignor " + *req.ServerAssignor + " is not supported. Supported assignors: uniform, range."
 	}
-	return 0
+	return 0, ""
 }
 
 func (c *Coordinator) handleCGHeartbeat(client Client, req *kmsg.ConsumerGroupHeartbeatRequest, owned partSet, re *regexp.Regexp, reply func(*kmsg.ConsumerGroupHeartbeatResponse)) {
-	if code := validCGRequest(req); code != 0 {
-		reply(cgError(req, code))
+	if code, msg := validCGRequest(req); code != 0 {
+		reply(cgErrorMsg(req, code, msg))
 		return
 	}
 	if req.Version == 0 && req.MemberEpoch == 0 && req.MemberID == "" {

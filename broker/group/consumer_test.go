@@ -339,20 +339,32 @@ func TestHeartbeatWaitsForWriteInFlight(t *testing.T) {
 	}
 }
 
-// TestHeartbeatEmptyInstanceOrRack: an empty instance id or rack id is
-// INVALID_REQUEST, as Kafka's throwIfConsumerGroupHeartbeatRequestIsInvalid.
+// TestHeartbeatEmptyInstanceOrRack: an empty instance id or rack id, or a
+// static member's leave (epoch -2) without its instance id, is
+// INVALID_REQUEST with Kafka's message, as its
+// throwIfConsumerGroupHeartbeatRequestIsInvalid (the message was kerr's
+// generic text, which hid why franz-go's static leave was refused).
 func TestHeartbeatEmptyInstanceOrRack(t *testing.T) {
 	empty := ""
-	for _, set := range []func(*kmsg.ConsumerGroupHeartbeatRequest){
-		func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = &empty },
-		func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = &empty },
+	for _, c := range []struct {
+		set  func(*kmsg.ConsumerGroupHeartbeatRequest)
+		want string
+	}{
+		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.InstanceID = &empty }, "InstanceId can't be empty."},
+		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.RackID = &empty }, "RackId can't be empty."},
+		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = staticLeaveEpoch }, "InstanceId can't be null."},
+		{func(r *kmsg.ConsumerGroupHeartbeatRequest) { r.MemberEpoch = -3 }, "MemberEpoch is invalid."},
 	} {
 		r := kmsg.NewPtrConsumerGroupHeartbeatRequest()
 		r.Version, r.Group, r.MemberID, r.RebalanceTimeoutMillis = 1, "g", "m1", 10000
 		r.SubscribedTopicNames, r.Topics = []string{"a"}, []kmsg.ConsumerGroupHeartbeatRequestTopic{}
-		set(r)
-		if code := validCGRequest(r); code != kerr.InvalidRequest.Code {
-			t.Errorf("instance %v rack %v: %v, want INVALID_REQUEST", r.InstanceID, r.RackID, kerr.ErrorForCode(code))
+		c.set(r)
+		code, msg := validCGRequest(r)
+		if code != kerr.InvalidRequest.Code || msg != c.want {
+			t.Errorf("instance %v rack %v epoch %d: %v %q, want INVALID_REQUEST %q", r.InstanceID, r.RackID, r.MemberEpoch, kerr.ErrorForCode(code), msg, c.want)
+		}
+		if m := cgErrorMsg(r, code, msg).ErrorMessage; m == nil || *m != c.want {
+			t.Errorf("response message %v, want %q", m, c.want)
 		}
 	}
 }
