@@ -330,7 +330,10 @@ func (s *store) recordFeatureRanges(ctx context.Context) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 30*time.Second)
+		// At most 5 s: while the metadata leader runs an older binary
+		// the record is refused, and the gate (metadata/gate.go) waits
+		// for it once a newer leader is elected.
+		backoff = min(2*backoff, 5*time.Second)
 	}
 }
 

@@ -248,10 +248,25 @@ func (c *DeleteTopic) apply(s *State, _ uint64) (Result, error) {
 	s.topics = s.topics.Delete(string(t.ID[:]))
 	s.names = s.names.Delete(t.Name)
 	s.partitions -= len(t.Partitions)
-	if c.DeleteRemote {
+	if c.DeleteRemote || hasRemoteLog(t) {
+		// Also a v1 entry (a binary from before DeleteRemote, during a
+		// rolling upgrade) of a topic whose remote log committed data:
+		// its objects are in the bucket, and without the record nobody
+		// deleted them (a review: every object of such a topic left for
+		// good).
 		setRemoteDeletion(s, t.ID, int32(len(t.Partitions)))
 	}
 	return Result{TopicID: t.ID}, nil
+}
+
+// hasRemoteLog reports whether any of t's partitions committed a manifest.
+func hasRemoteLog(t *Topic) bool {
+	for _, p := range t.Partitions {
+		if p.Remote.ManifestVersion > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func findTopic(s *State, id UUID, name string) (*Topic, error) {

@@ -91,6 +91,17 @@ func (s *State) LowestLevel() (int16, int32) {
 	return level, who
 }
 
+// brokersBelow lists the registered brokers below level need.
+func (s *State) brokersBelow(need int16) []int32 {
+	var out []int32
+	for _, b := range s.Brokers() {
+		if s.BrokerLevel(b.ID) < need {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}
+
 // awaitLevel returns once every registered broker reads level need, or
 // ErrUpgradeInProgress after levelWait (or the context's end).
 func (n *Node) awaitLevel(ctx context.Context, need int16) error {
@@ -98,12 +109,14 @@ func (n *Node) awaitLevel(ctx context.Context, need int16) error {
 	defer cancel()
 	for {
 		st := n.State()
-		level, who := st.LowestLevel()
-		if level >= need {
+		if level, _ := st.LowestLevel(); level >= need {
 			return nil
 		}
 		if _, err := n.WaitForVersion(ctx, st.Version+1); err != nil {
-			return reject(ErrUpgradeInProgress, "broker %d reads metadata level %d, this change needs %d: finish the rolling upgrade first", who, level, need)
+			// A broker below may run a newer binary that could not
+			// record its level yet (an older metadata leader cannot
+			// take the record): it does within seconds of a newer one.
+			return reject(ErrUpgradeInProgress, "brokers %v have not recorded metadata level %d (an older binary, or an upgraded one whose record an older metadata leader refused): this change needs it; finish the rolling upgrade first", st.brokersBelow(need), need)
 		}
 	}
 }

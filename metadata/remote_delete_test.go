@@ -63,6 +63,17 @@ func TestRemoteDeletionRecords(t *testing.T) {
 	if got := st.RemoteDeletions(); len(got) != 0 {
 		t.Fatalf("after RemoteTopicDeleted: %+v", got)
 	}
+	// A v1 entry (an older binary's, in a rolling upgrade) deleting a
+	// topic whose remote log committed data records the deletion too:
+	// its objects are in the bucket (they were left for good).
+	tiered := UUID{0xdd}
+	mustApply(t, st, &CreateTopic{Name: "tiered", TopicID: tiered, Assignment: [][]int32{{1}, {1}}}, 8)
+	mp, _ := st.Partition(tiered, 1)
+	mustApply(t, st, &CommitRemoteLog{TopicID: tiered, Partition: 1, LeaderEpoch: mp.LeaderEpoch, ManifestKey: "m/1", EndOffset: 10}, 9)
+	mustApply(t, st, &DeleteTopic{Name: "tiered"}, 10)
+	if got, want := st.RemoteDeletions(), []RemoteDeletion{{TopicID: tiered, Partitions: 2}}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("a v1 deletion of a topic with a remote log: pending %+v, want %+v", got, want)
+	}
 	if _, err := (&RemoteTopicDeleted{TopicID: old}).apply(st.clone(), 8); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("a second RemoteTopicDeleted: %v", err)
 	}
