@@ -2,9 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sediment-io/sediment/broker"
 )
@@ -34,5 +37,20 @@ func TestErrorsNameTheKafkaError(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("sediment %s: %v, want %q...", strings.Join(tc.args, " "), err, tc.want)
 		}
+	}
+}
+
+// TestResponseErrorMessage: a response's error code and message read as
+// "CODE: message", without kerr's generic description of the code between
+// them (a review saw "UNSUPPORTED_VERSION: The version of API is not
+// supported.: …" from `cluster features`); errors.Is still finds the code.
+func TestResponseErrorMessage(t *testing.T) {
+	msg := "brokers [3] have not recorded metadata level 1"
+	err := responseError(kerr.UnsupportedVersion.Code, &msg)
+	if err == nil || err.Error() != "UNSUPPORTED_VERSION: "+msg || !errors.Is(err, kerr.UnsupportedVersion) {
+		t.Fatalf("responseError: %v", err)
+	}
+	if err := responseError(0, &msg); err != nil {
+		t.Fatalf("no error code: %v", err)
 	}
 }

@@ -162,7 +162,9 @@ func parseVoterID(s string) (int32, error) {
 func responseError(code int16, msg *string) error {
 	err := kerr.ErrorForCode(code)
 	if err != nil && msg != nil && *msg != "" {
-		return fmt.Errorf("%w: %s", err, *msg)
+		// "CODE: the broker's message", without kerr's generic
+		// description of the code in between.
+		return kafkaError(err, *msg)
 	}
 	return err
 }
