@@ -44,24 +44,7 @@ func brokerACLs(t *testing.T, ctx context.Context, adm *kadm.Client) []string {
 func TestACLCommands(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := startCLITestBroker(t, broker.Config{
-		// ACLs need the authorizer; PLAINTEXT's ANONYMOUS is a super user.
-		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
-	})
-	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-
-	run, mustRun := cliRunner(t, ctx, b.Addr(), "acl")
-	wantACLs := func(want ...string) {
-		t.Helper()
-		want = slices.Sorted(slices.Values(want))
-		if got := brokerACLs(t, ctx, adm); !slices.Equal(got, want) {
-			t.Fatalf("ACLs on the broker:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	run, mustRun, wantACLs := aclTestBroker(t, ctx)
 
 	// Plain: two operations (case-insensitive) on a topic, from any host.
 	out := mustRun("create", "--allow-principal", "User:alice", "--operation", "read", "--operation", "DESCRIBE", "--topic", "orders")
@@ -195,7 +178,7 @@ func TestACLCommands(t *testing.T) {
 
 	// delete without --force: lists what would go, removes nothing, fails
 	// saying why.
-	out, err = run("delete", "--topic", "orders", "--allow-principal", "User:carol")
+	out, err := run("delete", "--topic", "orders", "--allow-principal", "User:carol")
 	if err == nil || !strings.Contains(err.Error(), "--force") || !strings.Contains(err.Error(), "not interactive") {
 		t.Fatalf("delete without --force: err %v", err)
 	}
@@ -318,22 +301,7 @@ func TestParseACLOperations(t *testing.T) {
 func TestACLTokenResources(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	b := startCLITestBroker(t, broker.Config{
-		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
-	})
-	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer adm.Close()
-	_, mustRun := cliRunner(t, ctx, b.Addr(), "acl")
-	wantACLs := func(want ...string) {
-		t.Helper()
-		want = slices.Sorted(slices.Values(want))
-		if got := brokerACLs(t, ctx, adm); !slices.Equal(got, want) {
-			t.Fatalf("ACLs on the broker:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-	}
+	_, mustRun, wantACLs := aclTestBroker(t, ctx)
 
 	user := "Added ACLs for resource `ResourcePattern(resourceType=USER, name=User:alice, patternType=LITERAL)`:\n" +
 		"\t(principal=User:scheduler, host=*, operation=CREATE_TOKENS, permissionType=ALLOW)\n" +
@@ -392,4 +360,27 @@ func TestACLTokenResources(t *testing.T) {
 	wantACLs(acls[0], acls[2], acls[3])
 	mustRun("delete", "--delegation-token", "*", "--force")
 	wantACLs(acls[0], acls[3])
+}
+
+// aclTestBroker starts a broker with the authorizer on (PLAINTEXT's
+// ANONYMOUS a super user) and returns runners of `sediment acl` against it
+// and a check of the ACLs the broker holds (read through kadm).
+func aclTestBroker(t *testing.T, ctx context.Context) (run func(args ...string) (string, error), mustRun func(args ...string) string, wantACLs func(want ...string)) {
+	b := startCLITestBroker(t, broker.Config{
+		Authorizer: broker.AuthorizerConfig{Enabled: true, SuperUsers: []string{"User:ANONYMOUS"}},
+	})
+	adm, err := kadm.NewOptClient(kgo.SeedBrokers(b.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(adm.Close)
+	run, mustRun = cliRunner(t, ctx, b.Addr(), "acl")
+	wantACLs = func(want ...string) {
+		t.Helper()
+		want = slices.Sorted(slices.Values(want))
+		if got := brokerACLs(t, ctx, adm); !slices.Equal(got, want) {
+			t.Fatalf("ACLs on the broker:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+	return run, mustRun, wantACLs
 }
